@@ -1,0 +1,286 @@
+#include "daemon/common/config.h"
+
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+
+// toml++ is Debian's shared build, which reports parse errors by exception; the
+// exception is caught right here and turned into a Status.
+#include <toml++/toml.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "daemon/common/status_macros.h"
+#include "daemon/common/units.h"
+
+namespace xferd {
+namespace {
+
+// Reads one TOML table against a fixed set of known keys. Unknown keys are
+// reported, because a misspelt option silently ignored is worse than an error.
+class TableReader {
+ public:
+  using Handler = std::function<absl::Status(const toml::node&, const std::string& key)>;
+
+  TableReader(std::string path) : path_(std::move(path)) {}
+
+  void On(const std::string& key, Handler handler) { handlers_[key] = std::move(handler); }
+
+  absl::Status Read(const toml::table& table) const {
+    for (const auto& [key, node] : table) {
+      const std::string name(key.str());
+      const std::string full = path_.empty() ? name : absl::StrCat(path_, ".", name);
+      auto it = handlers_.find(name);
+      if (it == handlers_.end()) {
+        std::vector<std::string> known;
+        for (const auto& [k, h] : handlers_) known.push_back(k);
+        return absl::InvalidArgumentError(absl::StrCat(
+            "unknown config key '", full, "'; known keys here: ", absl::StrJoin(known, ", ")));
+      }
+      RETURN_IF_ERROR(it->second(node, full));
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  std::string path_;
+  std::map<std::string, Handler> handlers_;
+};
+
+absl::Status TypeError(const std::string& key, const char* expected) {
+  return absl::InvalidArgumentError(absl::StrCat("config key '", key, "' must be ", expected));
+}
+
+TableReader::Handler String(std::string* out) {
+  return [out](const toml::node& node, const std::string& key) -> absl::Status {
+    auto v = node.value<std::string>();
+    if (!v) return TypeError(key, "a string");
+    *out = *v;
+    return absl::OkStatus();
+  };
+}
+
+TableReader::Handler Bool(bool* out) {
+  return [out](const toml::node& node, const std::string& key) -> absl::Status {
+    auto v = node.value<bool>();
+    if (!v) return TypeError(key, "true or false");
+    *out = *v;
+    return absl::OkStatus();
+  };
+}
+
+template <typename Int>
+TableReader::Handler Integer(Int* out) {
+  return [out](const toml::node& node, const std::string& key) -> absl::Status {
+    auto v = node.value<int64_t>();
+    if (!v || !node.is_integer()) return TypeError(key, "an integer");
+    if (*v < static_cast<int64_t>(std::numeric_limits<Int>::min()) ||
+        static_cast<uint64_t>(*v) > static_cast<uint64_t>(std::numeric_limits<Int>::max())) {
+      return absl::InvalidArgumentError(absl::StrCat("config key '", key, "' is out of range"));
+    }
+    *out = static_cast<Int>(*v);
+    return absl::OkStatus();
+  };
+}
+
+// Sizes may be integers (bytes) or strings with units ("64KiB").
+TableReader::Handler Size(uint64_t* out) {
+  return [out](const toml::node& node, const std::string& key) -> absl::Status {
+    if (auto v = node.value<int64_t>(); v && node.is_integer()) {
+      if (*v < 0)
+        return absl::InvalidArgumentError(absl::StrCat("config key '", key, "' is negative"));
+      *out = static_cast<uint64_t>(*v);
+      return absl::OkStatus();
+    }
+    auto s = node.value<std::string>();
+    if (!s) return TypeError(key, "a size (bytes, or a string like \"64KiB\")");
+    auto parsed = ParseSize(*s);
+    if (!parsed.ok())
+      return absl::InvalidArgumentError(absl::StrCat(key, ": ", parsed.status().message()));
+    *out = *parsed;
+    return absl::OkStatus();
+  };
+}
+
+TableReader::Handler Duration(absl::Duration* out) {
+  return [out](const toml::node& node, const std::string& key) -> absl::Status {
+    auto s = node.value<std::string>();
+    if (!s) return TypeError(key, "a duration string like \"10s\" or \"250ms\"");
+    auto parsed = ParseDurationText(*s);
+    if (!parsed.ok())
+      return absl::InvalidArgumentError(absl::StrCat(key, ": ", parsed.status().message()));
+    *out = *parsed;
+    return absl::OkStatus();
+  };
+}
+
+TableReader::Handler Table(std::function<void(TableReader&)> define, std::string path) {
+  return [define = std::move(define), path](const toml::node& node,
+                                            const std::string& key) -> absl::Status {
+    const toml::table* table = node.as_table();
+    if (table == nullptr) return TypeError(key, "a table");
+    TableReader reader(path);
+    define(reader);
+    return reader.Read(*table);
+  };
+}
+
+void DefineServer(TableReader& r, ServerConfig& c) {
+  r.On("listen", String(&c.listen));
+  r.On("unix_socket", String(&c.unix_socket));
+  r.On("unix_socket_mode", Integer(&c.unix_socket_mode));
+  r.On("advertise", String(&c.advertise));
+}
+
+void DefineTransport(TableReader& r, TransportConfig& c) {
+  r.On("kind", [&c](const toml::node& node, const std::string& key) -> absl::Status {
+    auto s = node.value<std::string>();
+    if (!s) return TypeError(key, "\"auto\", \"tcp\" or \"verbs\"");
+    ASSIGN_OR_RETURN(c.kind, ParseTransportChoice(*s));
+    return absl::OkStatus();
+  });
+  r.On("require_rdma", Bool(&c.require_rdma));
+  r.On("tcp_data_listen", String(&c.tcp_data_listen));
+  r.On("tcp_advertise_host", String(&c.tcp_advertise_host));
+  r.On("tcp_socket_buffer", Size(&c.tcp_socket_buffer));
+  r.On("verbs_device", String(&c.verbs_device));
+  r.On("verbs_port", Integer(&c.verbs_port));
+  r.On("verbs_gid_index", Integer(&c.verbs_gid_index));
+  r.On("verbs_mtu", Integer(&c.verbs_mtu));
+  r.On("verbs_qp_timeout", Integer(&c.verbs_qp_timeout));
+  r.On("verbs_retry_count", Integer(&c.verbs_retry_count));
+}
+
+void DefineEngine(TableReader& r, EngineConfig& c) {
+  r.On("pollers", Integer(&c.pollers));
+  r.On("slice_size", Size(&c.slice_size));
+  r.On("lane_depth", Integer(&c.lane_depth));
+  r.On("max_inflight_transfers", Integer(&c.max_inflight_transfers));
+  r.On("history", Integer(&c.history));
+  r.On("spin", Duration(&c.spin));
+  r.On("drain_timeout", Duration(&c.drain_timeout));
+}
+
+void DefineRegions(TableReader& r, RegionConfig& c) {
+  r.On("max_registered_bytes", Size(&c.max_registered_bytes));
+  r.On("shm_dir", String(&c.shm_dir));
+}
+
+void DefineLog(TableReader& r, LogConfig& c) {
+  r.On("level", String(&c.level));
+  r.On("json", Bool(&c.json));
+}
+
+absl::Status InvalidKey(absl::string_view key, absl::string_view why) {
+  return absl::InvalidArgumentError(absl::StrCat("config key '", key, "' ", why));
+}
+
+}  // namespace
+
+absl::StatusOr<TransportChoice> ParseTransportChoice(absl::string_view text) {
+  if (text == "auto") return TransportChoice::kAuto;
+  if (text == "tcp") return TransportChoice::kTcp;
+  if (text == "verbs") return TransportChoice::kVerbs;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown transport '", text, "': use auto, tcp or verbs"));
+}
+
+absl::string_view TransportChoiceName(TransportChoice choice) {
+  switch (choice) {
+    case TransportChoice::kAuto:
+      return "auto";
+    case TransportChoice::kTcp:
+      return "tcp";
+    case TransportChoice::kVerbs:
+      return "verbs";
+  }
+  return "?";
+}
+
+absl::StatusOr<Config> ParseConfig(absl::string_view toml_text, absl::string_view origin) {
+  toml::table root;
+  try {
+    root = toml::parse(std::string_view(toml_text.data(), toml_text.size()), std::string(origin));
+  } catch (const toml::parse_error& e) {
+    const auto& where = e.source().begin;
+    return absl::InvalidArgumentError(absl::StrCat(origin, ":", where.line, ":", where.column, ": ",
+                                                   std::string(e.description())));
+  }
+  Config config;
+  TableReader top("");
+  top.On("node_id", String(&config.node_id));
+  top.On("server", Table([&](TableReader& r) { DefineServer(r, config.server); }, "server"));
+  top.On("transport",
+         Table([&](TableReader& r) { DefineTransport(r, config.transport); }, "transport"));
+  top.On("engine", Table([&](TableReader& r) { DefineEngine(r, config.engine); }, "engine"));
+  top.On("regions", Table([&](TableReader& r) { DefineRegions(r, config.regions); }, "regions"));
+  top.On("log", Table([&](TableReader& r) { DefineLog(r, config.log); }, "log"));
+  absl::Status status = top.Read(root);
+  if (!status.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(origin, ": ", status.message()));
+  }
+  return config;
+}
+
+absl::StatusOr<Config> LoadConfigFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot open config file ", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  return ParseConfig(text.str(), path);
+}
+
+absl::Status Validate(const Config& c) {
+  if (c.server.listen.empty() && c.server.unix_socket.empty()) {
+    return InvalidKey("server.listen",
+                      "and server.unix_socket are both empty: nothing to serve on");
+  }
+  if (c.server.unix_socket_mode > 0777)
+    return InvalidKey("server.unix_socket_mode", "must be <= 0777");
+  if (c.engine.pollers < 1 || c.engine.pollers > 64) {
+    return InvalidKey("engine.pollers", "must be between 1 and 64");
+  }
+  if (c.engine.slice_size < 4096 || c.engine.slice_size > (16u << 20)) {
+    return InvalidKey("engine.slice_size", "must be between 4KiB and 16MiB");
+  }
+  if (c.engine.lane_depth < 2 || c.engine.lane_depth > 4096) {
+    return InvalidKey("engine.lane_depth", "must be between 2 and 4096");
+  }
+  if (c.engine.max_inflight_transfers < 1 || c.engine.max_inflight_transfers > (1u << 20)) {
+    return InvalidKey("engine.max_inflight_transfers", "must be between 1 and 1048576");
+  }
+  if (c.engine.history > (1u << 22)) return InvalidKey("engine.history", "must be <= 4194304");
+  if (c.engine.spin > absl::Seconds(1)) return InvalidKey("engine.spin", "must be <= 1s");
+  if (c.transport.tcp_socket_buffer > (1u << 30)) {
+    return InvalidKey("transport.tcp_socket_buffer", "must be <= 1GiB");
+  }
+  if (c.transport.verbs_qp_timeout > 31)
+    return InvalidKey("transport.verbs_qp_timeout", "must be <= 31");
+  if (c.transport.verbs_retry_count > 7)
+    return InvalidKey("transport.verbs_retry_count", "must be <= 7");
+  if (c.transport.verbs_gid_index < -1 || c.transport.verbs_gid_index > 255) {
+    return InvalidKey("transport.verbs_gid_index", "must be -1 (auto) or 0..255");
+  }
+  switch (c.transport.verbs_mtu) {
+    case 0:
+    case 256:
+    case 512:
+    case 1024:
+    case 2048:
+    case 4096:
+      break;
+    default:
+      return InvalidKey("transport.verbs_mtu", "must be 0 (auto), 256, 512, 1024, 2048 or 4096");
+  }
+  if (c.transport.require_rdma && c.transport.kind == TransportChoice::kTcp) {
+    return InvalidKey("transport.require_rdma", "is true but transport.kind is \"tcp\"");
+  }
+  static constexpr const char* kLevels[] = {"trace", "debug", "info", "warn", "error"};
+  if (std::find(std::begin(kLevels), std::end(kLevels), c.log.level) == std::end(kLevels)) {
+    return InvalidKey("log.level", "must be one of trace, debug, info, warn, error");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace xferd

@@ -1,0 +1,103 @@
+// The daemon's configuration: defaults, loading from TOML, validation.
+// main.cc loads /etc/xferd/xferd.toml (or --config), then applies command-line
+// overrides, then calls Validate(). Every error names the key and the fix.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+
+namespace xferd {
+
+enum class TransportChoice { kAuto, kTcp, kVerbs };
+
+struct ServerConfig {
+  // gRPC listen address for clients and peers ("" disables TCP listening).
+  std::string listen = "127.0.0.1:7300";
+  // Unix socket for local clients ("" disables it).
+  std::string unix_socket = "/run/xferd/xferd.sock";
+  // Permission bits of the unix socket: who may talk to the daemon locally.
+  uint32_t unix_socket_mode = 0660;
+  // The address peers should use to call back; default: the bound listen address.
+  std::string advertise;
+};
+
+struct TransportConfig {
+  TransportChoice kind = TransportChoice::kAuto;
+  // Fail at start-up instead of falling back to TCP when no RDMA device works.
+  bool require_rdma = false;
+  // TCP transport: data-plane listen address (port 0 = any free port).
+  std::string tcp_data_listen = "127.0.0.1:0";
+  // TCP transport: the host peers should connect data lanes to; default: the
+  // host of tcp_data_listen.
+  std::string tcp_advertise_host;
+  // TCP transport: kernel socket buffer sizes (0 = kernel default / autotuning).
+  uint64_t tcp_socket_buffer = 4 << 20;
+  // Verbs transport choices; empty/0 means "pick automatically".
+  std::string verbs_device;
+  uint32_t verbs_port = 0;
+  int32_t verbs_gid_index = -1;
+  uint32_t verbs_mtu = 0;
+  // RC retransmission: timeout exponent (4.096 us * 2^t) and retry count.
+  // 14 and 3 let a dead peer surface in well under 2 s.
+  uint32_t verbs_qp_timeout = 14;
+  uint32_t verbs_retry_count = 3;
+};
+
+struct EngineConfig {
+  // Poller threads; each owns one lane to every peer.
+  uint32_t pollers = 2;
+  // Default slice size of a transfer.
+  uint64_t slice_size = 1 << 20;
+  // Slices a lane may have in flight (send queue depth).
+  uint32_t lane_depth = 64;
+  // Transfers queued or running at once; beyond it, writes get RESOURCE_EXHAUSTED.
+  uint32_t max_inflight_transfers = 4096;
+  // Finished transfers kept for GetTransfer/ListTransfers.
+  uint32_t history = 10000;
+  // How long an idle poller keeps spinning before it sleeps.
+  absl::Duration spin = absl::Microseconds(50);
+  // On SIGTERM: how long in-flight transfers may take before they are failed.
+  absl::Duration drain_timeout = absl::Seconds(10);
+};
+
+struct RegionConfig {
+  // Upper bound on the bytes of all registered regions together (0 = none).
+  uint64_t max_registered_bytes = 0;
+  // Directory for SHM-backed regions.
+  std::string shm_dir = "/dev/shm";
+};
+
+struct LogConfig {
+  std::string level = "info";  // trace, debug, info, warn, error
+  bool json = false;           // one JSON object per line instead of text
+};
+
+struct Config {
+  // Name peers use for this daemon; default "<hostname>:<grpc port>".
+  std::string node_id;
+  ServerConfig server;
+  TransportConfig transport;
+  EngineConfig engine;
+  RegionConfig regions;
+  LogConfig log;
+};
+
+// Parses TOML text. Unknown keys are errors (a typo must not be ignored).
+// `origin` names the source in messages (a path or "<string>").
+absl::StatusOr<Config> ParseConfig(absl::string_view toml_text, absl::string_view origin);
+
+// Reads and parses a file. NOT_FOUND if it does not exist.
+absl::StatusOr<Config> LoadConfigFile(const std::string& path);
+
+// Checks ranges and combinations; INVALID_ARGUMENT names the offending key.
+absl::Status Validate(const Config& config);
+
+absl::StatusOr<TransportChoice> ParseTransportChoice(absl::string_view text);
+absl::string_view TransportChoiceName(TransportChoice choice);
+
+}  // namespace xferd
