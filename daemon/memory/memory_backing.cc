@@ -1,0 +1,168 @@
+#include "daemon/memory/memory_backing.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "daemon/common/status_macros.h"
+#include "daemon/common/units.h"
+
+namespace xferd::memory {
+namespace {
+
+constexpr uint64_t kHugePageSize = 2 << 20;
+
+absl::Status ErrnoStatus(int err, absl::string_view what) {
+  const std::string message = absl::StrCat(what, ": ", std::strerror(err));
+  switch (err) {
+    case ENOENT:
+      return absl::NotFoundError(message);
+    case EACCES:
+    case EPERM:
+    case EROFS:
+      return absl::PermissionDeniedError(message);
+    case ENOMEM:
+    case ENOSPC:
+    case EDQUOT:
+    case EFBIG:
+    case EMFILE:
+    case ENFILE:
+      return absl::ResourceExhaustedError(message);
+    case EEXIST:
+      return absl::AlreadyExistsError(message);
+    default:
+      return absl::InvalidArgumentError(message);
+  }
+}
+
+// Allocates the file's blocks up front. A store into a MAP_SHARED page whose
+// block cannot be allocated raises SIGBUS, so a full disk must fail here, at
+// registration, never in the middle of a transfer.
+absl::Status ReserveBlocks(int fd, uint64_t size, const std::string& path) {
+  const int err = posix_fallocate(fd, 0, static_cast<off_t>(size));
+  if (err == 0 || err == EOPNOTSUPP) return absl::OkStatus();
+  return ErrnoStatus(err, absl::StrCat("cannot reserve ", FormatBytes(size), " for ", path));
+}
+
+absl::StatusOr<UniqueFd> OpenShm(const BackingSpec& spec) {
+  // A stale file from a crashed daemon with the same node id is replaced.
+  ::unlink(spec.shm_path.c_str());
+  UniqueFd fd(::open(spec.shm_path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, spec.shm_mode));
+  if (!fd.valid()) return ErrnoStatus(errno, absl::StrCat("cannot create ", spec.shm_path));
+  // open() applies the umask; the configured mode decides who may map it.
+  if (::fchmod(fd.get(), spec.shm_mode) != 0 ||
+      ::ftruncate(fd.get(), static_cast<off_t>(spec.size)) != 0) {
+    const int err = errno;
+    ::unlink(spec.shm_path.c_str());
+    return ErrnoStatus(err, absl::StrCat("cannot size ", spec.shm_path));
+  }
+  if (absl::Status s = ReserveBlocks(fd.get(), spec.size, spec.shm_path); !s.ok()) {
+    ::unlink(spec.shm_path.c_str());
+    return s;
+  }
+  return fd;
+}
+
+// Opens (and with create, makes or grows) the file; returns the region size.
+absl::StatusOr<uint64_t> OpenFile(const BackingSpec& spec, UniqueFd& fd) {
+  if (spec.file_path.empty() || spec.file_path[0] != '/') {
+    return absl::InvalidArgumentError(
+        absl::StrCat("file_path '", spec.file_path, "' must be an absolute path"));
+  }
+  int flags = (spec.writable ? O_RDWR : O_RDONLY) | O_CLOEXEC;
+  if (spec.create) flags |= O_CREAT;
+  fd.reset(::open(spec.file_path.c_str(), flags, 0644));
+  if (!fd.valid()) {
+    absl::Status s = ErrnoStatus(errno, absl::StrCat("cannot open ", spec.file_path));
+    if (errno == ENOENT) {
+      return absl::NotFoundError(absl::StrCat(s.message(), " (set create to make it)"));
+    }
+    return s;
+  }
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) return ErrnoStatus(errno, "fstat " + spec.file_path);
+  if (!S_ISREG(st.st_mode)) {
+    return absl::InvalidArgumentError(absl::StrCat(spec.file_path, " is not a regular file"));
+  }
+  const uint64_t file_size = static_cast<uint64_t>(st.st_size);
+  const uint64_t size = spec.size == 0 ? file_size : spec.size;
+  if (size == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(spec.file_path, " is empty: give a size (with create) to grow it"));
+  }
+  if (size > file_size) {
+    if (!spec.create) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(spec.file_path, " has ", file_size, " bytes but the region needs ", size,
+                       "; set create to grow the file, or size 0 to use the file's size"));
+    }
+    if (::ftruncate(fd.get(), static_cast<off_t>(size)) != 0) {
+      return ErrnoStatus(errno, "cannot grow " + spec.file_path);
+    }
+  }
+  if (spec.writable) RETURN_IF_ERROR(ReserveBlocks(fd.get(), size, spec.file_path));
+  return size;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<MemoryBacking>> MemoryBacking::Create(const BackingSpec& spec) {
+  BackingSpec resolved = spec;
+  UniqueFd fd;
+  int prot = PROT_READ | PROT_WRITE;
+  int flags = MAP_SHARED;
+  switch (spec.kind) {
+    case Backing::kAnonymous:
+      flags = MAP_PRIVATE | MAP_ANONYMOUS | (spec.hugepages ? MAP_HUGETLB : 0);
+      break;
+    case Backing::kShm: {
+      ASSIGN_OR_RETURN(fd, OpenShm(spec));
+      break;
+    }
+    case Backing::kFile: {
+      ASSIGN_OR_RETURN(resolved.size, OpenFile(spec, fd));
+      if (!spec.writable) prot = PROT_READ;
+      break;
+    }
+  }
+  if (resolved.size == 0) return absl::InvalidArgumentError("region size must be > 0");
+  const uint64_t mapped_size =
+      spec.hugepages ? (resolved.size + kHugePageSize - 1) / kHugePageSize * kHugePageSize
+                     : resolved.size;
+  // Registered memory is meant to be resident (RDMA pins it anyway), and
+  // pre-faulting keeps page faults out of the receive path.
+  void* addr = ::mmap(nullptr, mapped_size, prot, flags | MAP_POPULATE, fd.get(), 0);
+  if (addr == MAP_FAILED) {
+    const int err = errno;
+    if (spec.kind == Backing::kShm) ::unlink(spec.shm_path.c_str());
+    if (spec.hugepages) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "cannot map ", FormatBytes(mapped_size), " on hugepages (", std::strerror(err),
+          "): reserve more with sysctl vm.nr_hugepages or register without hugepages"));
+    }
+    return ErrnoStatus(err, absl::StrCat("cannot map ", FormatBytes(mapped_size)));
+  }
+  return std::unique_ptr<MemoryBacking>(new MemoryBacking(
+      std::move(resolved), std::move(fd), static_cast<std::byte*>(addr), mapped_size));
+}
+
+MemoryBacking::MemoryBacking(BackingSpec spec, UniqueFd fd, std::byte* data, uint64_t mapped_size)
+    : spec_(std::move(spec)),
+      fd_(std::move(fd)),
+      data_(data),
+      size_(spec_.size),
+      mapped_size_(mapped_size) {}
+
+MemoryBacking::~MemoryBacking() {
+  ::munmap(data_, mapped_size_);
+  // Clients that mapped the shm file keep their mapping; the name goes away.
+  if (spec_.kind == Backing::kShm) ::unlink(spec_.shm_path.c_str());
+}
+
+}  // namespace xferd::memory

@@ -1,0 +1,57 @@
+// Where a region's bytes live: anonymous memory (optionally hugepages), a
+// shared-memory file local clients map, or a mapped file. A backing owns its
+// mapping and file, and unmaps/closes/unlinks on destruction.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "daemon/common/unique_fd.h"
+
+namespace xferd::memory {
+
+enum class Backing { kAnonymous, kShm, kFile };
+
+struct BackingSpec {
+  Backing kind = Backing::kAnonymous;
+  uint64_t size = 0;
+  // kAnonymous: map on hugepages.
+  bool hugepages = false;
+  // kShm: the file to create (its directory must exist); mode bits of the file.
+  std::string shm_path;
+  uint32_t shm_mode = 0600;
+  // kFile: the file, whether to create/grow it, and whether it is written to.
+  std::string file_path;
+  bool create = false;
+  bool writable = true;
+};
+
+class MemoryBacking {
+ public:
+  // Maps the memory. Errors: INVALID_ARGUMENT (size/path), NOT_FOUND (file),
+  // PERMISSION_DENIED, RESOURCE_EXHAUSTED (no memory, hugepages or disk space).
+  static absl::StatusOr<std::unique_ptr<MemoryBacking>> Create(const BackingSpec& spec);
+  ~MemoryBacking();
+
+  MemoryBacking(const MemoryBacking&) = delete;
+  MemoryBacking& operator=(const MemoryBacking&) = delete;
+
+  std::byte* data() const { return data_; }
+  uint64_t size() const { return size_; }
+  Backing kind() const { return spec_.kind; }
+  const BackingSpec& spec() const { return spec_; }
+
+ private:
+  MemoryBacking(BackingSpec spec, UniqueFd fd, std::byte* data, uint64_t mapped_size);
+
+  BackingSpec spec_;
+  UniqueFd fd_;
+  std::byte* data_;
+  uint64_t size_;
+  uint64_t mapped_size_;  // size rounded up to the hugepage size
+};
+
+}  // namespace xferd::memory

@@ -1,0 +1,39 @@
+#include "daemon/memory/region.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/common/check.h"
+
+namespace xferd::memory {
+
+Region::Region(uint32_t id, RegionSpec spec, std::unique_ptr<MemoryBacking> backing)
+    : id_(id), spec_(std::move(spec)), registered_at_(absl::Now()), backing_(std::move(backing)) {}
+
+Region::~Region() { landed_.Close(); }
+
+absl::Status Region::CheckRange(uint64_t offset, uint64_t length, absl::string_view role) const {
+  if (length == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(role, " length is 0: nothing to transfer"));
+  }
+  const uint64_t region_size = size();
+  // Written so that offset + length cannot overflow.
+  if (offset > region_size || length > region_size - offset) {
+    return absl::OutOfRangeError(absl::StrCat(role, " range [", offset, ", ", offset, "+", length,
+                                              ") exceeds region '", name(), "' of ", region_size,
+                                              " bytes"));
+  }
+  return absl::OkStatus();
+}
+
+bool Region::PeerAllowed(absl::string_view node_id) const {
+  const auto& acl = spec_.allowed_peers;
+  return acl.empty() || std::find(acl.begin(), acl.end(), node_id) != acl.end();
+}
+
+void Region::set_registration(std::unique_ptr<TransportRegistration> registration) {
+  XFERD_CHECK(registration_ == nullptr);
+  registration_ = std::move(registration);
+}
+
+}  // namespace xferd::memory

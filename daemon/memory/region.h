@@ -1,0 +1,98 @@
+// A registered region: named memory with bounds, access flags, an ACL of
+// peers, its transport registration (e.g. an RDMA MR) and its landed events.
+// Regions are shared (std::shared_ptr): whoever reads or writes the memory
+// holds a reference, so deregistration never unmaps memory in use.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "daemon/memory/landed_events.h"
+#include "daemon/memory/memory_backing.h"
+
+namespace xferd::memory {
+
+struct Access {
+  bool remote_write = false;
+  bool remote_read = false;
+};
+
+struct RegionSpec {
+  std::string name;
+  uint64_t size = 0;
+  Backing backing = Backing::kAnonymous;
+  Access access;
+  std::string file_path;
+  bool create = false;
+  bool hugepages = false;
+  std::vector<std::string> allowed_peers;  // empty: any authenticated peer
+};
+
+// What a transport attaches to a region when it registers it (verbs: the MR).
+class TransportRegistration {
+ public:
+  virtual ~TransportRegistration() = default;
+  // Local key for posting from the region (0 where the transport has none).
+  virtual uint32_t lkey() const = 0;
+  // Remote key handed to authorized peers (0 where the transport has none).
+  virtual uint32_t rkey() const = 0;
+};
+
+class Region {
+ public:
+  Region(uint32_t id, RegionSpec spec, std::unique_ptr<MemoryBacking> backing);
+  ~Region();
+
+  Region(const Region&) = delete;
+  Region& operator=(const Region&) = delete;
+
+  // Never reused within a daemon's lifetime; names the region on the wire.
+  uint32_t id() const { return id_; }
+  const std::string& name() const { return spec_.name; }
+  uint64_t size() const { return backing_->size(); }
+  const RegionSpec& spec() const { return spec_; }
+  const Access& access() const { return spec_.access; }
+  const MemoryBacking& backing() const { return *backing_; }
+  absl::Time registered_at() const { return registered_at_; }
+
+  // Daemon-internal: the mapped bytes. Never exposed to clients.
+  std::byte* data() const { return backing_->data(); }
+
+  // OK if [offset, offset + length) lies within the region, without overflow;
+  // OUT_OF_RANGE / INVALID_ARGUMENT otherwise. `role` prefixes the message
+  // ("source", "destination").
+  absl::Status CheckRange(uint64_t offset, uint64_t length, absl::string_view role) const;
+  // True if the ACL admits this peer.
+  bool PeerAllowed(absl::string_view node_id) const;
+
+  // Set once, right after creation, before the region is published.
+  void set_registration(std::unique_ptr<TransportRegistration> registration);
+  const TransportRegistration* registration() const { return registration_.get(); }
+
+  LandedEventHub& landed() { return landed_; }
+  const LandedEventHub& landed() const { return landed_; }
+
+  // Transfers using the region (engine bookkeeping for deregistration).
+  void AddUser() { users_.fetch_add(1, std::memory_order_relaxed); }
+  void RemoveUser() { users_.fetch_sub(1, std::memory_order_relaxed); }
+  uint32_t users() const { return users_.load(std::memory_order_relaxed); }
+
+ private:
+  const uint32_t id_;
+  const RegionSpec spec_;
+  const absl::Time registered_at_;
+  // Declared before the registration: the MR must be released before unmapping.
+  std::unique_ptr<MemoryBacking> backing_;
+  std::unique_ptr<TransportRegistration> registration_;
+  LandedEventHub landed_;
+  std::atomic<uint32_t> users_{0};
+};
+
+}  // namespace xferd::memory

@@ -1,0 +1,177 @@
+#include "daemon/memory/region_registry.h"
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "daemon/common/status_macros.h"
+#include "daemon/common/units.h"
+
+namespace xferd::memory {
+
+RegionRegistry::RegionRegistry(RegistryOptions options) : options_(std::move(options)) {}
+
+absl::Status RegionRegistry::ValidateName(absl::string_view name) {
+  if (name.empty() || name.size() > 64) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("region name '", name, "' must be 1 to 64 characters long"));
+  }
+  for (char c : name) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "region name '", name, "' may only contain letters, digits, '.', '_' and '-'"));
+    }
+  }
+  if (name == "." || name == "..") {
+    return absl::InvalidArgumentError("region name may not be '.' or '..'");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<MemoryBacking>> RegionRegistry::CreateBacking(
+    const RegionSpec& spec) const {
+  BackingSpec backing;
+  backing.kind = spec.backing;
+  backing.size = spec.size;
+  backing.hugepages = spec.hugepages;
+  backing.file_path = spec.file_path;
+  backing.create = spec.create;
+  // A file that only serves as a source may be read-only on disk.
+  backing.writable = spec.access.remote_write || spec.backing != Backing::kFile;
+  backing.shm_mode = options_.shm_mode;
+  if (spec.backing == Backing::kShm) {
+    backing.shm_path = absl::StrCat(options_.shm_dir, "/", options_.shm_prefix, ".", spec.name);
+  }
+  return MemoryBacking::Create(backing);
+}
+
+absl::StatusOr<std::shared_ptr<Region>> RegionRegistry::Register(RegionSpec spec,
+                                                                 RegionRegistrar* registrar) {
+  RETURN_IF_ERROR(ValidateName(spec.name));
+  if (spec.backing != Backing::kFile && spec.size == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("region '", spec.name, "': size must be > 0 for anonymous and shm regions"));
+  }
+  if (spec.hugepages && spec.backing != Backing::kAnonymous) {
+    return absl::InvalidArgumentError("hugepages apply to anonymous regions only");
+  }
+  if (spec.backing != Backing::kFile && (!spec.file_path.empty() || spec.create)) {
+    return absl::InvalidArgumentError("file_path and create apply to file-backed regions only");
+  }
+  for (const std::string& peer : spec.allowed_peers) {
+    if (peer.empty()) return absl::InvalidArgumentError("allowed_peers contains an empty node id");
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    if (by_name_.contains(spec.name) || pending_.contains(spec.name)) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "region '", spec.name, "' already exists: deregister it first or pick another name"));
+    }
+    // File sizes are only known once opened; they are checked after mapping.
+    if (options_.max_registered_bytes != 0 &&
+        registered_bytes_ + spec.size > options_.max_registered_bytes) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "registering ", FormatBytes(spec.size), " would exceed regions.max_registered_bytes (",
+          FormatBytes(options_.max_registered_bytes), "; ", FormatBytes(registered_bytes_),
+          " in use)"));
+    }
+    pending_.insert(spec.name);
+    registered_bytes_ += spec.size;
+  }
+  const uint64_t reserved = spec.size;
+  absl::StatusOr<std::unique_ptr<MemoryBacking>> backing = CreateBacking(spec);
+  if (!backing.ok()) {
+    Unreserve(spec.name, reserved);
+    return backing.status();
+  }
+  spec.size = (*backing)->size();
+  uint32_t id;
+  {
+    absl::MutexLock lock(&mu_);
+    if (options_.max_registered_bytes != 0 &&
+        registered_bytes_ - reserved + spec.size > options_.max_registered_bytes) {
+      pending_.erase(spec.name);
+      registered_bytes_ -= reserved;
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "registering ", FormatBytes(spec.size), " would exceed regions.max_registered_bytes (",
+          FormatBytes(options_.max_registered_bytes), ")"));
+    }
+    registered_bytes_ += spec.size - reserved;
+    id = next_id_++;
+  }
+  auto region = std::make_shared<Region>(id, std::move(spec), *std::move(backing));
+  if (registrar != nullptr) {
+    absl::StatusOr<std::unique_ptr<TransportRegistration>> registration =
+        registrar->RegisterMemory(*region);
+    if (!registration.ok()) {
+      Unreserve(region->name(), region->size());
+      return registration.status();
+    }
+    region->set_registration(*std::move(registration));
+  }
+  absl::MutexLock lock(&mu_);
+  pending_.erase(region->name());
+  by_name_[region->name()] = region;
+  by_id_[region->id()] = region;
+  return region;
+}
+
+void RegionRegistry::Unreserve(const std::string& name, uint64_t bytes) {
+  absl::MutexLock lock(&mu_);
+  pending_.erase(name);
+  registered_bytes_ -= bytes;
+}
+
+absl::StatusOr<std::shared_ptr<Region>> RegionRegistry::Remove(absl::string_view name, bool force) {
+  std::shared_ptr<Region> region;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = by_name_.find(name);
+    if (it == by_name_.end()) {
+      return absl::NotFoundError(absl::StrCat("no region named '", name, "'"));
+    }
+    if (!force && it->second->users() > 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "region '", name, "' is used by ", it->second->users(),
+          " transfer(s) in flight: wait for them, cancel them, or deregister with force"));
+    }
+    region = std::move(it->second);
+    by_name_.erase(it);
+    by_id_.erase(region->id());
+    registered_bytes_ -= region->size();
+  }
+  region->landed().Close();
+  return region;
+}
+
+std::shared_ptr<Region> RegionRegistry::Find(absl::string_view name) const {
+  absl::ReaderMutexLock lock(&mu_);
+  auto it = by_name_.find(name);
+  return it == by_name_.end() ? nullptr : it->second;
+}
+
+std::shared_ptr<Region> RegionRegistry::FindById(uint32_t id) const {
+  absl::ReaderMutexLock lock(&mu_);
+  auto it = by_id_.find(id);
+  return it == by_id_.end() ? nullptr : it->second;
+}
+
+std::vector<std::shared_ptr<Region>> RegionRegistry::List() const {
+  absl::ReaderMutexLock lock(&mu_);
+  std::vector<std::shared_ptr<Region>> regions;
+  regions.reserve(by_name_.size());
+  for (const auto& [name, region] : by_name_) regions.push_back(region);
+  std::sort(regions.begin(), regions.end(),
+            [](const auto& a, const auto& b) { return a->name() < b->name(); });
+  return regions;
+}
+
+size_t RegionRegistry::count() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return by_name_.size();
+}
+
+uint64_t RegionRegistry::registered_bytes() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return registered_bytes_;
+}
+
+}  // namespace xferd::memory

@@ -1,0 +1,82 @@
+// The daemon's table of registered regions, by name (clients) and by id (peers
+// and data-plane frames). Creating the backing and registering it with the
+// transport happen outside the lock, so a slow 100 GiB registration does not
+// stall lookups.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "daemon/memory/region.h"
+
+namespace xferd::memory {
+
+// Registers region memory with a transport (verbs: ibv_reg_mr with exactly the
+// access the region allows). Implemented by the transport, which may include
+// memory/ (memory/ never includes transport/).
+class RegionRegistrar {
+ public:
+  virtual ~RegionRegistrar() = default;
+  virtual absl::StatusOr<std::unique_ptr<TransportRegistration>> RegisterMemory(
+      const Region& region) = 0;
+};
+
+struct RegistryOptions {
+  // Directory and file mode for SHM-backed regions.
+  std::string shm_dir = "/dev/shm";
+  uint32_t shm_mode = 0600;
+  // Prefix of SHM file names, unique per daemon on a host (from the node id).
+  std::string shm_prefix = "xferd";
+  // Cap on the bytes of all regions together (0 = none).
+  uint64_t max_registered_bytes = 0;
+};
+
+class RegionRegistry {
+ public:
+  explicit RegionRegistry(RegistryOptions options);
+
+  // Validates the spec, maps the memory and registers it with `registrar`
+  // (the transport; null registers no transport keys, as in unit tests).
+  // Errors: INVALID_ARGUMENT, ALREADY_EXISTS, RESOURCE_EXHAUSTED, NOT_FOUND,
+  // PERMISSION_DENIED. Thread-safe.
+  absl::StatusOr<std::shared_ptr<Region>> Register(RegionSpec spec, RegionRegistrar* registrar);
+
+  // Unpublishes a region: later lookups miss, watchers get "closed". Memory
+  // is released when the last reference goes. FAILED_PRECONDITION if
+  // transfers use it and !force. NOT_FOUND if unknown. Thread-safe.
+  absl::StatusOr<std::shared_ptr<Region>> Remove(absl::string_view name, bool force);
+
+  // Null if unknown. Thread-safe.
+  std::shared_ptr<Region> Find(absl::string_view name) const;
+  std::shared_ptr<Region> FindById(uint32_t id) const;
+  std::vector<std::shared_ptr<Region>> List() const;
+
+  size_t count() const;
+  uint64_t registered_bytes() const;
+
+  // INVALID_ARGUMENT unless the name is 1-64 chars of [A-Za-z0-9._-].
+  static absl::Status ValidateName(absl::string_view name);
+
+ private:
+  absl::StatusOr<std::unique_ptr<MemoryBacking>> CreateBacking(const RegionSpec& spec) const;
+  void Unreserve(const std::string& name, uint64_t bytes);
+
+  const RegistryOptions options_;
+
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, std::shared_ptr<Region>> by_name_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint32_t, std::shared_ptr<Region>> by_id_ ABSL_GUARDED_BY(mu_);
+  // Names being registered right now (reserved so a clash fails fast).
+  absl::flat_hash_set<std::string> pending_ ABSL_GUARDED_BY(mu_);
+  uint64_t registered_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  uint32_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+};
+
+}  // namespace xferd::memory
