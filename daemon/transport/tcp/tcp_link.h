@@ -1,0 +1,49 @@
+// A TCP link: one data connection per lane. The initiator dials each lane and
+// presents the link's session token in a HELLO; the responder's acceptor
+// matches the token and attaches the connection to the same lane index.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "daemon/transport/tcp/tcp_lane.h"
+#include "daemon/transport/tcp/tcp_socket.h"
+#include "daemon/transport/transport.h"
+
+namespace xferd::transport::tcp {
+
+class TcpWorker;
+
+class TcpLink final : public Link, public std::enable_shared_from_this<TcpLink> {
+ public:
+  // `workers[i]` serves lane i; they outlive the link's lanes.
+  TcpLink(PeerIdentity peer, std::vector<TcpWorker*> workers, const memory::RegionRegistry& regions,
+          uint32_t lanes, uint32_t depth, DataSocketOptions socket_options);
+  ~TcpLink() override;
+
+  // Dials every lane of the responder (`remote.tcp`); `fallback_host` is used
+  // when the responder did not advertise a data host.
+  absl::Status Connect(const PeerIdentity& peer, const LinkEndpoints& remote,
+                       absl::Time deadline) override;
+  void set_fallback_host(std::string host) { fallback_host_ = std::move(host); }
+  void Close(absl::Status reason) override;
+  uint32_t lane_count() const override { return static_cast<uint32_t>(lanes_.size()); }
+  Lane& lane(uint32_t index) override { return *lanes_[index]; }
+  bool ready() const override;
+
+  // Responder side: hands an accepted, HELLO-checked connection to its lane.
+  void AttachAccepted(uint32_t lane, UniqueFd fd);
+
+ private:
+  void AttachLane(uint32_t lane, UniqueFd fd);
+
+  const std::vector<TcpWorker*> workers_;
+  const DataSocketOptions socket_options_;
+  std::vector<std::unique_ptr<TcpLane>> lanes_;
+  std::string fallback_host_;
+  std::atomic<uint32_t> lanes_handed_over_{0};
+};
+
+}  // namespace xferd::transport::tcp

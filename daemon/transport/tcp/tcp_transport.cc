@@ -1,0 +1,122 @@
+#include "daemon/transport/tcp/tcp_transport.h"
+
+#include <sys/random.h>
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/common/log.h"
+#include "daemon/common/status_macros.h"
+#include "daemon/transport/tcp/tcp_frame.h"
+
+namespace xferd::transport::tcp {
+namespace {
+
+// TCP needs no memory registration; regions still get one so every transport
+// looks alike to the registry.
+class TcpRegistration final : public memory::TransportRegistration {
+ public:
+  uint32_t lkey() const override { return 0; }
+  uint32_t rkey() const override { return 0; }
+};
+
+absl::StatusOr<std::string> RandomToken() {
+  std::string token(kTokenBytes, '\0');
+  if (getrandom(token.data(), token.size(), 0) != static_cast<ssize_t>(token.size())) {
+    return absl::InternalError("getrandom failed");
+  }
+  return token;
+}
+
+bool IsWildcard(const std::string& host) {
+  return host.empty() || host == "0.0.0.0" || host == "::" || host == "*";
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Create(
+    TcpTransportOptions options, const memory::RegionRegistry& regions) {
+  ASSIGN_OR_RETURN(HostPort listen, ParseHostPort(options.data_listen));
+  auto transport = std::unique_ptr<TcpTransport>(new TcpTransport(std::move(options), regions));
+  for (uint32_t i = 0; i < transport->options_.pollers; ++i) {
+    ASSIGN_OR_RETURN(auto worker, TcpWorker::Create());
+    transport->workers_.push_back(std::move(worker));
+  }
+  ASSIGN_OR_RETURN(transport->acceptor_,
+                   TcpAcceptor::Create(listen, transport->options_.connect_timeout));
+  transport->advertise_host_ = !transport->options_.advertise_host.empty()
+                                   ? transport->options_.advertise_host
+                               : IsWildcard(listen.host) ? ""
+                                                         : listen.host;
+  spdlog::info("tcp transport: {} pollers, data lanes on {}:{}", transport->options_.pollers,
+               listen.host, transport->acceptor_->port());
+  return transport;
+}
+
+TcpTransport::TcpTransport(TcpTransportOptions options, const memory::RegionRegistry& regions)
+    : options_(std::move(options)), regions_(regions) {}
+
+TcpTransport::~TcpTransport() { Shutdown(); }
+
+std::shared_ptr<TcpLink> TcpTransport::NewLink(const PeerIdentity& peer, uint32_t lanes) {
+  std::vector<TcpWorker*> workers;
+  for (uint32_t i = 0; i < lanes; ++i) workers.push_back(workers_[i].get());
+  auto link = std::make_shared<TcpLink>(peer, std::move(workers), regions_, lanes,
+                                        options_.lane_depth, options_.socket);
+  absl::MutexLock lock(&mu_);
+  links_.erase(std::remove_if(links_.begin(), links_.end(),
+                              [](const std::weak_ptr<TcpLink>& l) { return l.expired(); }),
+               links_.end());
+  links_.push_back(link);
+  return link;
+}
+
+absl::StatusOr<std::shared_ptr<Link>> TcpTransport::CreateLink(LinkEndpoints* local) {
+  local->kind = TransportKind::kTcp;
+  local->lanes = options_.pollers;
+  // The lane count is settled by the responder's answer; see Connect.
+  return std::shared_ptr<Link>(NewLink(PeerIdentity{}, options_.pollers));
+}
+
+absl::StatusOr<std::shared_ptr<Link>> TcpTransport::AcceptLink(const PeerIdentity& peer,
+                                                               const LinkEndpoints& remote,
+                                                               LinkEndpoints* local) {
+  if (remote.kind != TransportKind::kTcp) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("peer ", peer.node_id, " uses the ", TransportKindName(remote.kind),
+                     " transport but this daemon uses tcp: configure the same transport on both"));
+  }
+  if (remote.lanes == 0) return absl::InvalidArgumentError("peer offered 0 lanes");
+  const uint32_t lanes = std::min(options_.pollers, remote.lanes);
+  ASSIGN_OR_RETURN(std::string token, RandomToken());
+  std::shared_ptr<TcpLink> link = NewLink(peer, lanes);
+  acceptor_->Expect(token, link, lanes, absl::Now() + options_.connect_timeout);
+  local->kind = TransportKind::kTcp;
+  local->lanes = lanes;
+  local->tcp = TcpEndpoint{advertise_host_, acceptor_->port(), std::move(token)};
+  return std::shared_ptr<Link>(std::move(link));
+}
+
+RemoteRegion TcpTransport::DescribeRegion(const memory::Region& region) const {
+  return RemoteRegion{region.id(), region.size(), 0, 0};
+}
+
+absl::StatusOr<std::unique_ptr<memory::TransportRegistration>> TcpTransport::RegisterMemory(
+    const memory::Region&) {
+  return std::make_unique<TcpRegistration>();
+}
+
+void TcpTransport::Shutdown() {
+  if (acceptor_ != nullptr) acceptor_->Stop();
+  std::vector<std::shared_ptr<TcpLink>> links;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& weak : links_) {
+      if (auto link = weak.lock()) links.push_back(std::move(link));
+    }
+    links_.clear();
+  }
+  for (auto& link : links) link->Close(absl::UnavailableError("daemon is shutting down"));
+}
+
+}  // namespace xferd::transport::tcp

@@ -1,0 +1,74 @@
+// The TCP transport: one-sided write semantics over plain TCP, for hosts
+// without an RDMA NIC (and for CI). The sender names (region id, offset,
+// length); the receiving daemon validates each frame and receives the payload
+// straight into the region, acknowledges it, and raises the region's landed
+// event on a transfer's final slice.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "daemon/transport/tcp/tcp_acceptor.h"
+#include "daemon/transport/tcp/tcp_link.h"
+#include "daemon/transport/tcp/tcp_socket.h"
+#include "daemon/transport/tcp/tcp_worker.h"
+#include "daemon/transport/transport.h"
+
+namespace xferd::transport::tcp {
+
+struct TcpTransportOptions {
+  uint32_t pollers = 2;
+  uint32_t lane_depth = 64;
+  // Data listener address; port 0 picks a free port.
+  std::string data_listen = "127.0.0.1:0";
+  // Host advertised to peers for data lanes; empty: the listen host, or, if
+  // that is a wildcard, whatever host the peer used to reach our gRPC port.
+  std::string advertise_host;
+  DataSocketOptions socket;
+  // How long an initiator has to connect all lanes after a handshake.
+  absl::Duration connect_timeout = absl::Seconds(10);
+};
+
+class TcpTransport final : public Transport {
+ public:
+  // Binds the data listener. `regions` resolves inbound writes; it outlives
+  // the transport. UNAVAILABLE if the listener cannot bind.
+  static absl::StatusOr<std::unique_ptr<TcpTransport>> Create(
+      TcpTransportOptions options, const memory::RegionRegistry& regions);
+  ~TcpTransport() override;
+
+  TransportKind kind() const override { return TransportKind::kTcp; }
+  std::string device() const override { return ""; }
+  uint32_t lanes_per_link() const override { return options_.pollers; }
+  TransportWorker& worker(uint32_t index) override { return *workers_[index]; }
+
+  absl::StatusOr<std::shared_ptr<Link>> CreateLink(LinkEndpoints* local) override;
+  absl::StatusOr<std::shared_ptr<Link>> AcceptLink(const PeerIdentity& peer,
+                                                   const LinkEndpoints& remote,
+                                                   LinkEndpoints* local) override;
+  RemoteRegion DescribeRegion(const memory::Region& region) const override;
+  absl::StatusOr<std::unique_ptr<memory::TransportRegistration>> RegisterMemory(
+      const memory::Region& region) override;
+  void Shutdown() override;
+
+  uint16_t data_port() const { return acceptor_->port(); }
+
+ private:
+  TcpTransport(TcpTransportOptions options, const memory::RegionRegistry& regions);
+  std::shared_ptr<TcpLink> NewLink(const PeerIdentity& peer, uint32_t lanes);
+
+  const TcpTransportOptions options_;
+  const memory::RegionRegistry& regions_;
+  std::vector<std::unique_ptr<TcpWorker>> workers_;
+  std::unique_ptr<TcpAcceptor> acceptor_;
+  std::string advertise_host_;
+
+  absl::Mutex mu_;
+  // Every link made, to close them all at shutdown.
+  std::vector<std::weak_ptr<TcpLink>> links_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace xferd::transport::tcp

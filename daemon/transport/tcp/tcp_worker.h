@@ -1,0 +1,69 @@
+// The TCP transport's per-poller worker: an epoll set over this poller's lanes
+// (one per peer) and an inbox through which control threads attach and detach
+// lanes. Everything but the Request* methods runs on the poller thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "daemon/common/unique_fd.h"
+#include "daemon/transport/tcp/tcp_lane.h"
+#include "daemon/transport/transport.h"
+
+namespace xferd::transport::tcp {
+
+class TcpWorker final : public TransportWorker {
+ public:
+  static absl::StatusOr<std::unique_ptr<TcpWorker>> Create();
+  ~TcpWorker() override;
+
+  uint32_t Post(Lane& lane, absl::Span<const WriteOp> ops) override;
+  uint32_t Poll(CompletionSink& sink) override;
+  int wait_fd() const override { return epoll_.get(); }
+  bool PrepareToSleep() override { return !inbox_pending_.load(std::memory_order_acquire); }
+
+  // Any thread. `keep_alive` owns `lane` and stays referenced while attached.
+  void RequestAttach(std::shared_ptr<Link> keep_alive, TcpLane* lane, UniqueFd fd);
+  void RequestDetach(std::shared_ptr<Link> keep_alive, TcpLane* lane);
+
+  // Lanes attached right now (for stats). Any thread.
+  uint32_t attached_lanes() const { return attached_count_.load(std::memory_order_relaxed); }
+
+ private:
+  struct Command {
+    bool attach = false;
+    std::shared_ptr<Link> keep_alive;
+    TcpLane* lane = nullptr;
+    UniqueFd fd;
+  };
+  struct Attached {
+    TcpLane* lane;
+    std::shared_ptr<Link> keep_alive;
+  };
+
+  TcpWorker(UniqueFd epoll, UniqueFd wake);
+  void Enqueue(Command command);
+  void DrainInbox(CompletionSink& sink);
+  // After a lane did I/O: closes its link on error, tracks EPOLLOUT interest.
+  void AfterLaneIo(TcpLane& lane);
+
+  UniqueFd epoll_;
+  UniqueFd wake_;  // eventfd in the epoll set: the inbox has commands
+
+  absl::Mutex mu_;
+  std::vector<Command> inbox_ ABSL_GUARDED_BY(mu_);
+  std::atomic<bool> inbox_pending_{false};
+
+  // Poller thread only.
+  std::vector<Attached> attached_;
+  std::vector<Command> draining_;  // reused buffer for DrainInbox
+  std::vector<std::byte> scratch_;
+  std::atomic<uint32_t> attached_count_{0};
+};
+
+}  // namespace xferd::transport::tcp

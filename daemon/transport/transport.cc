@@ -1,0 +1,28 @@
+#include "daemon/transport/transport.h"
+
+namespace xferd::transport {
+
+absl::string_view TransportKindName(TransportKind kind) {
+  switch (kind) {
+    case TransportKind::kTcp:
+      return "tcp";
+    case TransportKind::kVerbs:
+      return "verbs";
+  }
+  return "?";
+}
+
+absl::Status Link::status() const {
+  absl::MutexLock lock(&mu_);
+  return status_;
+}
+
+bool Link::MarkBroken(absl::Status reason) {
+  absl::MutexLock lock(&mu_);
+  if (!status_.ok()) return false;
+  status_ = reason.ok() ? absl::UnavailableError("link closed") : std::move(reason);
+  broken_.store(true, std::memory_order_release);
+  return true;
+}
+
+}  // namespace xferd::transport

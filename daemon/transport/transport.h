@@ -1,0 +1,149 @@
+// The contract between the engine and a data transport (TCP or verbs).
+//
+// A Transport serves one daemon. It owns one TransportWorker per poller; each
+// worker is driven by exactly one poller thread and owns that poller's lane of
+// every link (a QP or a TCP connection): shared-nothing on the data path.
+// Control threads create and close links; the data path only posts writes and
+// polls completions. Inbound writes from peers are validated, placed and
+// announced (landed events) by the transport itself, so nothing calls back up
+// into the engine except through CompletionSink.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "daemon/memory/region_registry.h"
+#include "daemon/transport/transport_types.h"
+
+namespace xferd::transport {
+
+// One poller's connection to one peer. Methods are for that poller's thread.
+class Lane {
+ public:
+  virtual ~Lane() = default;
+  // Writes that can be posted right now (0 while still connecting).
+  virtual uint32_t credits() const = 0;
+  // True once the lane (and so its link) is broken; Link::status() says why.
+  virtual bool broken() const = 0;
+};
+
+// Receives the completions a worker produces; implemented by the engine.
+class CompletionSink {
+ public:
+  virtual ~CompletionSink() = default;
+  // Poller thread. Must not block; called once per posted WriteOp.
+  virtual void OnWriteDone(const WriteCompletion& completion) = 0;
+};
+
+// Counters of a link, readable from any thread.
+struct LinkCounters {
+  std::atomic<uint64_t> bytes_sent{0};
+  std::atomic<uint64_t> bytes_received{0};
+  std::atomic<uint64_t> writes_rejected{0};  // inbound writes refused (bounds, ACL, ...)
+};
+
+// The data-plane connection to one peer: one lane per poller.
+class Link {
+ public:
+  virtual ~Link() = default;
+
+  // Initiator side, after the handshake answered: binds the peer's identity
+  // and connects the lanes to its endpoints. Control thread; blocks until
+  // `deadline` at most. Errors: UNAVAILABLE, DEADLINE_EXCEEDED,
+  // INVALID_ARGUMENT (endpoints).
+  virtual absl::Status Connect(const PeerIdentity& peer, const LinkEndpoints& remote,
+                               absl::Time deadline) = 0;
+
+  // Breaks the link on purpose or after a fault. Lanes are torn down on their
+  // poller threads; writes in flight complete with `reason`. Idempotent; the
+  // first reason wins. Any thread.
+  virtual void Close(absl::Status reason) = 0;
+
+  // Lanes of this link: min(local pollers, the peer's lanes). Poller i serves
+  // lane i; pollers beyond lane_count() do not serve this link.
+  virtual uint32_t lane_count() const = 0;
+  // The lane served by poller `index` < lane_count(). Stable for the link's
+  // lifetime.
+  virtual Lane& lane(uint32_t index) = 0;
+
+  // OK while usable; otherwise the first error that broke it. Any thread.
+  absl::Status status() const;
+  bool broken() const { return broken_.load(std::memory_order_acquire); }
+  // True once every lane is connected.
+  virtual bool ready() const = 0;
+
+  // Set at construction (responder) or by Connect (initiator), before any
+  // lane carries data.
+  const PeerIdentity& peer() const { return peer_; }
+  LinkCounters& counters() { return counters_; }
+
+ protected:
+  explicit Link(PeerIdentity peer) : peer_(std::move(peer)) {}
+  void set_peer(PeerIdentity peer) { peer_ = std::move(peer); }
+  // Records the first error; returns true if this call broke the link.
+  bool MarkBroken(absl::Status reason);
+
+ private:
+  PeerIdentity peer_;
+  LinkCounters counters_;
+  std::atomic<bool> broken_{false};
+  mutable absl::Mutex mu_;
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
+};
+
+// The slice of a transport that one poller thread drives.
+class TransportWorker {
+ public:
+  virtual ~TransportWorker() = default;
+
+  // Posts up to lane.credits() writes, in order; returns how many it took.
+  // Poller thread only. Writes after a broken lane are not taken (0).
+  virtual uint32_t Post(Lane& lane, absl::Span<const WriteOp> ops) = 0;
+
+  // Makes progress: sends, receives and places inbound writes, reports
+  // completions of posted writes to `sink`. Never blocks. Returns the number
+  // of events handled (0 = idle). Poller thread only.
+  virtual uint32_t Poll(CompletionSink& sink) = 0;
+
+  // A file descriptor that becomes readable when Poll has work; the poller
+  // sleeps on it. Call PrepareToSleep first: false means work is already
+  // pending, so do not sleep. Poller thread only.
+  virtual int wait_fd() const = 0;
+  virtual bool PrepareToSleep() = 0;
+};
+
+// A daemon's transport. Also registers region memory (RegionRegistrar).
+class Transport : public memory::RegionRegistrar {
+ public:
+  virtual TransportKind kind() const = 0;
+  // The RDMA device and port in use ("rxe0:1"), empty for TCP.
+  virtual std::string device() const = 0;
+  virtual uint32_t lanes_per_link() const = 0;
+  virtual TransportWorker& worker(uint32_t index) = 0;
+
+  // Initiator: a new link whose lanes wait for Connect(); fills `local` with
+  // what the handshake sends. Control thread.
+  virtual absl::StatusOr<std::shared_ptr<Link>> CreateLink(LinkEndpoints* local) = 0;
+  // Responder: a link connected to the initiator's `remote` endpoints; fills
+  // `local` with the answer. Control thread.
+  virtual absl::StatusOr<std::shared_ptr<Link>> AcceptLink(const PeerIdentity& peer,
+                                                           const LinkEndpoints& remote,
+                                                           LinkEndpoints* local) = 0;
+  // Remote-access details of a local region for an authorized peer (verbs:
+  // addr + rkey; TCP: the id alone).
+  virtual RemoteRegion DescribeRegion(const memory::Region& region) const = 0;
+
+  // Stops accepting data connections and closes every link. Control thread;
+  // pollers must still be running so lanes can be torn down.
+  virtual void Shutdown() = 0;
+};
+
+}  // namespace xferd::transport
