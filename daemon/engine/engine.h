@@ -1,0 +1,162 @@
+// The engine: regions, peers and transfers of one daemon, above a transport.
+// service/ calls it from gRPC threads; it validates, queues and answers from
+// completion callbacks. Blocking control work (handshakes, resolutions, large
+// registrations) runs on its control executor; data moves on its pollers.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "daemon/common/config.h"
+#include "daemon/engine/control_executor.h"
+#include "daemon/engine/deadline_timer.h"
+#include "daemon/engine/peer.h"
+#include "daemon/engine/peer_rpc.h"
+#include "daemon/engine/poller.h"
+#include "daemon/engine/transfer.h"
+#include "daemon/engine/transfer_table.h"
+#include "daemon/memory/region_registry.h"
+#include "daemon/transport/transport.h"
+
+namespace xferd::engine {
+
+template <typename T>
+using Callback = std::function<void(absl::StatusOr<T>)>;
+
+struct EngineStats {
+  TransferCounters transfers;
+  uint64_t bytes_sent = 0;
+  uint64_t bytes_received = 0;
+  uint64_t rejected_writes = 0;
+  uint64_t landed_events = 0;
+  uint32_t regions = 0;
+  uint64_t registered_bytes = 0;
+  uint32_t peers = 0;
+  uint32_t lanes = 0;
+  std::vector<PollerStats> pollers;
+};
+
+class Engine final : public TransferListener {
+ public:
+  // Starts the pollers. `transport`, `regions` and `rpc` outlive the engine.
+  static absl::StatusOr<std::unique_ptr<Engine>> Create(const EngineConfig& config,
+                                                        NodeIdentity self,
+                                                        transport::Transport& transport,
+                                                        memory::RegionRegistry& regions,
+                                                        PeerRpc& rpc);
+  ~Engine() override;
+
+  // Valid once ready(): fixed by SetIdentity and never changed after.
+  const NodeIdentity& self() const { return self_; }
+  transport::Transport& transport() { return transport_; }
+  memory::RegionRegistry& regions() { return regions_; }
+  const EngineConfig& config() const { return config_; }
+  // The node id may default to "host:port" and the address peers call back
+  // is known only once the gRPC server has bound: main sets both here, once,
+  // and the engine then accepts peers (before that they get UNAVAILABLE).
+  void SetIdentity(std::string node_id, std::string address);
+  bool ready() const { return ready_.load(std::memory_order_acquire); }
+
+  // ---- regions (any thread) ----
+  // Maps and registers on the control executor; `done` gets the region.
+  void RegisterRegion(memory::RegionSpec spec, Callback<std::shared_ptr<memory::Region>> done);
+  // Returns transfers cancelled (force). Tells peers that resolved it.
+  absl::StatusOr<uint32_t> DeregisterRegion(const std::string& name, bool force);
+
+  // ---- peers (any thread) ----
+  void ConnectPeer(const std::string& address, absl::Duration timeout, Callback<PeerInfo> done);
+  absl::StatusOr<uint32_t> DisconnectPeer(const std::string& node_or_address);
+  std::vector<PeerInfo> ListPeers() const;
+  // PeerService: the callee's side of a handshake.
+  absl::StatusOr<HandshakeMessage> AcceptHandshake(const HandshakeMessage& request);
+  // PeerService: what `node` needs to write into a local region.
+  absl::StatusOr<ResolvedRegion> ResolveForPeer(const std::string& node_id, uint64_t incarnation,
+                                                const std::string& region);
+  absl::Status OnRegionInvalidated(const std::string& node_id, uint64_t incarnation,
+                                   uint32_t region_id, const std::string& region);
+  absl::Status OnGoodbye(const std::string& node_id, uint64_t incarnation,
+                         const std::string& reason);
+
+  // ---- transfers (any thread) ----
+  // Validates all writes (all or nothing), then queues them. `done` runs
+  // once they are queued or refused. batch: give them a batch id.
+  void Submit(std::vector<WriteSpec> writes, bool batch,
+              Callback<std::vector<std::shared_ptr<Transfer>>> done);
+  std::shared_ptr<Transfer> FindTransfer(uint64_t id) const;
+  absl::StatusOr<TransferInfo> CancelTransfer(uint64_t id);
+  std::vector<TransferInfo> ListTransfers(const TransferFilter& filter) const;
+
+  // ---- lifecycle ----
+  // New writes are refused with UNAVAILABLE from now on.
+  void BeginDrain();
+  bool draining() const;
+  // Waits until no transfer is in flight or the deadline passes; true if idle.
+  bool WaitIdle(absl::Time deadline);
+  // Ends every transfer in flight with `reason`; returns how many.
+  uint32_t FailAll(const absl::Status& reason);
+  // Tells every peer this daemon is going away (best effort, bounded).
+  void SayGoodbye(const std::string& reason, absl::Time deadline);
+  // Stops executor, timer and pollers; closes links. Idempotent.
+  void Stop();
+
+  EngineStats Stats() const;
+
+  void OnTransferFinished(const Transfer& transfer) override;
+
+ private:
+  Engine(const EngineConfig& config, NodeIdentity self, transport::Transport& transport,
+         memory::RegionRegistry& regions, PeerRpc& rpc);
+
+  // engine_peers.cc
+  absl::StatusOr<PeerInfo> ConnectNow(const std::string& address, absl::Time deadline);
+  std::shared_ptr<Peer> InstallPeer(NodeIdentity node, bool outbound,
+                                    std::shared_ptr<transport::Link> link);
+  std::shared_ptr<Peer> PeerFor(const std::string& node_id, uint64_t incarnation) const;
+  // Keeps a departing peer's byte counts in the daemon's totals.
+  void RetireCounters(const Peer& peer);
+  void NotifyInvalidated(uint32_t region_id, const std::string& name);
+
+  // engine_transfers.cc
+  absl::Status ResolveMissing(const std::vector<WriteSpec>& writes, absl::Time deadline);
+  absl::StatusOr<Transfer::Plan> Plan(const WriteSpec& spec) const;
+  absl::StatusOr<std::vector<std::shared_ptr<Transfer>>> Admit(std::vector<WriteSpec> writes,
+                                                               bool batch);
+  void Launch(const std::shared_ptr<Transfer>& transfer);
+  uint32_t CancelWhere(const std::function<bool(const Transfer&)>& match,
+                       const absl::Status& reason);
+
+  const EngineConfig config_;
+  NodeIdentity self_;
+  transport::Transport& transport_;
+  memory::RegionRegistry& regions_;
+  PeerRpc& rpc_;
+
+  TransferTable table_;
+  PeerDirectory peers_;
+  std::unique_ptr<PollerPool> pollers_;
+  DeadlineTimer deadlines_;
+  ControlExecutor executor_;
+
+  std::atomic<bool> ready_{false};
+  mutable absl::Mutex mu_;
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  // Region id -> node ids that resolved it (told when it goes away).
+  absl::flat_hash_map<uint32_t, absl::flat_hash_set<std::string>> resolved_by_ ABSL_GUARDED_BY(mu_);
+  // Totals of links that are gone, so stats do not drop at a reconnect.
+  uint64_t closed_bytes_sent_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t closed_bytes_received_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t closed_rejected_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace xferd::engine

@@ -1,0 +1,189 @@
+// Engine: peers — handshakes in both directions, region resolution for
+// peers, invalidation and goodbye notices, disconnects.
+#include "absl/strings/str_cat.h"
+#include "daemon/common/log.h"
+#include "daemon/common/status_macros.h"
+#include "daemon/engine/engine.h"
+
+namespace xferd::engine {
+namespace {
+
+absl::Status Prefixed(const absl::Status& status, absl::string_view prefix) {
+  return absl::Status(status.code(), absl::StrCat(prefix, status.message()));
+}
+
+}  // namespace
+
+void Engine::ConnectPeer(const std::string& address, absl::Duration timeout,
+                         Callback<PeerInfo> done) {
+  const absl::Time deadline = absl::Now() + timeout;
+  executor_.Run(
+      [this, address, deadline, done = std::move(done)] { done(ConnectNow(address, deadline)); });
+}
+
+absl::StatusOr<PeerInfo> Engine::ConnectNow(const std::string& address, absl::Time deadline) {
+  if (draining()) return absl::UnavailableError("daemon is shutting down");
+  if (!ready()) return absl::UnavailableError("daemon is starting up: retry");
+  if (address.empty()) return absl::InvalidArgumentError("peer address is empty: give host:port");
+  if (std::shared_ptr<Peer> existing = peers_.Find(address);
+      existing != nullptr && !existing->link()->broken()) {
+    return existing->Info();
+  }
+  HandshakeMessage request{self_, {}};
+  ASSIGN_OR_RETURN(std::shared_ptr<transport::Link> link,
+                   transport_.CreateLink(&request.endpoints));
+  absl::StatusOr<HandshakeMessage> reply = rpc_.Handshake(address, request, deadline);
+  absl::Status status = reply.status();
+  if (status.ok() && reply->node.node_id == self_.node_id) {
+    status = absl::FailedPreconditionError(
+        absl::StrCat(address, " is this daemon itself (node '", self_.node_id, "')"));
+  }
+  if (status.ok()) {
+    // Keep the address that worked for us rather than the one it advertises.
+    reply->node.address = address;
+    status = link->Connect(transport::PeerIdentity{reply->node.node_id, reply->node.incarnation},
+                           reply->endpoints, deadline);
+  }
+  if (!status.ok()) {
+    link->Close(status);
+    return Prefixed(status, absl::StrCat("connecting to peer at ", address, ": "));
+  }
+  std::shared_ptr<Peer> peer = InstallPeer(reply->node, /*outbound=*/true, std::move(link));
+  return peer->Info();
+}
+
+std::shared_ptr<Peer> Engine::InstallPeer(NodeIdentity node, bool outbound,
+                                          std::shared_ptr<transport::Link> link) {
+  auto peer = std::make_shared<Peer>(std::move(node), outbound, std::move(link), transport_.kind(),
+                                     transport_.device());
+  spdlog::info("peer connected node={} address={} transport={} lanes={} {}", peer->node_id(),
+               peer->node().address, transport::TransportKindName(transport_.kind()),
+               peer->link()->lane_count(), outbound ? "outbound" : "inbound");
+  if (std::shared_ptr<Peer> replaced = peers_.Install(peer)) RetireCounters(*replaced);
+  return peer;
+}
+
+absl::StatusOr<HandshakeMessage> Engine::AcceptHandshake(const HandshakeMessage& request) {
+  if (draining()) return absl::UnavailableError("daemon is shutting down");
+  if (!ready()) return absl::UnavailableError("daemon is starting up: retry");
+  if (request.node.node_id.empty()) {
+    return absl::InvalidArgumentError("handshake without a node id");
+  }
+  if (request.node.node_id == self_.node_id) {
+    return absl::FailedPreconditionError(absl::StrCat("peer claims this daemon's own node id '",
+                                                      self_.node_id,
+                                                      "': give every daemon a unique node_id"));
+  }
+  HandshakeMessage reply{self_, {}};
+  ASSIGN_OR_RETURN(
+      std::shared_ptr<transport::Link> link,
+      transport_.AcceptLink(transport::PeerIdentity{request.node.node_id, request.node.incarnation},
+                            request.endpoints, &reply.endpoints));
+  InstallPeer(request.node, /*outbound=*/false, std::move(link));
+  return reply;
+}
+
+void Engine::RetireCounters(const Peer& peer) {
+  const transport::LinkCounters& c = peer.link()->counters();
+  absl::MutexLock lock(&mu_);
+  closed_bytes_sent_ += c.bytes_sent.load(std::memory_order_relaxed);
+  closed_bytes_received_ += c.bytes_received.load(std::memory_order_relaxed);
+  closed_rejected_ += c.writes_rejected.load(std::memory_order_relaxed);
+}
+
+std::shared_ptr<Peer> Engine::PeerFor(const std::string& node_id, uint64_t incarnation) const {
+  std::shared_ptr<Peer> peer = peers_.Find(node_id);
+  if (peer == nullptr || peer->node_id() != node_id || peer->node().incarnation != incarnation) {
+    return nullptr;
+  }
+  return peer;
+}
+
+absl::StatusOr<ResolvedRegion> Engine::ResolveForPeer(const std::string& node_id,
+                                                      uint64_t incarnation,
+                                                      const std::string& name) {
+  if (PeerFor(node_id, incarnation) == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "node '", node_id, "' has no link with this daemon (restarted?): handshake first"));
+  }
+  std::shared_ptr<memory::Region> region = regions_.Find(name);
+  if (region == nullptr) {
+    return absl::NotFoundError(
+        absl::StrCat("node '", self_.node_id, "' has no region named '", name, "'"));
+  }
+  if (!region->PeerAllowed(node_id)) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "node '", node_id, "' is not in the ACL of region '", name, "' on '", self_.node_id, "'"));
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    resolved_by_[region->id()].insert(node_id);
+  }
+  return ResolvedRegion{transport_.DescribeRegion(*region), region->access()};
+}
+
+void Engine::NotifyInvalidated(uint32_t region_id, const std::string& name) {
+  absl::flat_hash_set<std::string> nodes;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = resolved_by_.find(region_id);
+    if (it == resolved_by_.end()) return;
+    nodes = std::move(it->second);
+    resolved_by_.erase(it);
+  }
+  executor_.Run([this, nodes = std::move(nodes), region_id, name] {
+    for (const std::string& node : nodes) {
+      std::shared_ptr<Peer> peer = peers_.Find(node);
+      if (peer == nullptr || peer->link()->broken()) continue;
+      absl::Status s = rpc_.InvalidateRegion(peer->node().address, self_, region_id, name,
+                                             absl::Now() + absl::Seconds(2));
+      if (!s.ok()) spdlog::debug("invalidating region {} at {} failed: {}", name, node, s);
+    }
+  });
+}
+
+absl::Status Engine::OnRegionInvalidated(const std::string& node_id, uint64_t incarnation,
+                                         uint32_t region_id, const std::string& region) {
+  if (std::shared_ptr<Peer> peer = PeerFor(node_id, incarnation)) {
+    peer->ForgetRegion(region);
+    peer->ForgetRegionId(region_id);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Engine::OnGoodbye(const std::string& node_id, uint64_t incarnation,
+                               const std::string& reason) {
+  if (std::shared_ptr<Peer> peer = PeerFor(node_id, incarnation)) {
+    spdlog::info("peer {} says goodbye: {}", node_id, reason);
+    peer->link()->Close(
+        absl::UnavailableError(absl::StrCat("peer '", node_id, "' went away: ", reason)));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint32_t> Engine::DisconnectPeer(const std::string& node_or_address) {
+  std::shared_ptr<Peer> peer = peers_.Remove(node_or_address);
+  if (peer == nullptr) {
+    return absl::NotFoundError(absl::StrCat("no peer '", node_or_address, "'"));
+  }
+  const absl::Status reason = absl::UnavailableError(
+      absl::StrCat("peer '", peer->node_id(), "' was disconnected on request"));
+  const uint32_t failed =
+      CancelWhere([&](const Transfer& t) { return t.plan().peer == peer; }, reason);
+  RetireCounters(*peer);
+  executor_.Run([this, peer] {
+    (void)rpc_.Goodbye(peer->node().address, self_, "disconnected by its peer",
+                       absl::Now() + absl::Seconds(2));
+    peer->link()->Close(absl::UnavailableError("disconnected on request"));
+  });
+  spdlog::info("peer disconnected node={} failed_transfers={}", peer->node_id(), failed);
+  return failed;
+}
+
+std::vector<PeerInfo> Engine::ListPeers() const {
+  std::vector<PeerInfo> out;
+  for (const std::shared_ptr<Peer>& peer : peers_.List()) out.push_back(peer->Info());
+  return out;
+}
+
+}  // namespace xferd::engine

@@ -1,0 +1,190 @@
+// Engine: transfers — validation (all or nothing), resolution of destination
+// regions, admission, launch on the pollers, cancel and listing.
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "daemon/common/log.h"
+#include "daemon/common/status_macros.h"
+#include "daemon/common/units.h"
+#include "daemon/engine/engine.h"
+
+namespace xferd::engine {
+namespace {
+
+// Writes in one batch: validation is all-or-nothing, so a batch is bounded.
+constexpr size_t kMaxBatch = 4096;
+constexpr uint64_t kMinSlice = 4096;
+// Bound on resolving a batch's destination regions with their peers.
+constexpr absl::Duration kResolveTimeout = absl::Seconds(10);
+
+absl::Status ForWrite(const absl::Status& status, size_t index, size_t count) {
+  if (status.ok() || count == 1) return status;
+  return absl::Status(status.code(), absl::StrCat("write #", index, ": ", status.message()));
+}
+
+}  // namespace
+
+void Engine::Submit(std::vector<WriteSpec> writes, bool batch,
+                    Callback<std::vector<std::shared_ptr<Transfer>>> done) {
+  if (draining()) {
+    done(absl::UnavailableError("daemon is shutting down: no new transfers"));
+    return;
+  }
+  if (writes.empty()) {
+    done(absl::InvalidArgumentError("no writes given"));
+    return;
+  }
+  if (writes.size() > kMaxBatch) {
+    done(absl::InvalidArgumentError(
+        absl::StrCat("batch of ", writes.size(), " writes; at most ", kMaxBatch, " per batch")));
+    return;
+  }
+  bool resolved = true;
+  for (const WriteSpec& w : writes) {
+    std::shared_ptr<Peer> peer = peers_.Find(w.peer);
+    if (peer != nullptr && !peer->CachedRegion(w.dst_region)) resolved = false;
+  }
+  if (resolved) {  // the common case: validate and queue right here
+    done(Admit(std::move(writes), batch));
+    return;
+  }
+  executor_.Run([this, writes = std::move(writes), batch, done = std::move(done)]() mutable {
+    absl::Status status = ResolveMissing(writes, absl::Now() + kResolveTimeout);
+    if (!status.ok()) {
+      done(status);
+      return;
+    }
+    done(Admit(std::move(writes), batch));
+  });
+}
+
+absl::Status Engine::ResolveMissing(const std::vector<WriteSpec>& writes, absl::Time deadline) {
+  absl::flat_hash_set<std::pair<std::string, std::string>> asked;
+  for (size_t i = 0; i < writes.size(); ++i) {
+    const WriteSpec& w = writes[i];
+    std::shared_ptr<Peer> peer = peers_.Find(w.peer);
+    if (peer == nullptr || peer->link()->broken() || peer->CachedRegion(w.dst_region)) continue;
+    if (!asked.insert({peer->node_id(), w.dst_region}).second) continue;
+    absl::StatusOr<ResolvedRegion> region =
+        rpc_.ResolveRegion(peer->node().address, self_, w.dst_region, deadline);
+    if (!region.ok()) {
+      return ForWrite(absl::Status(region.status().code(),
+                                   absl::StrCat("destination region '", w.dst_region, "' on peer '",
+                                                peer->node_id(), "': ", region.status().message())),
+                      i, writes.size());
+    }
+    peer->CacheRegion(w.dst_region, *region);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Transfer::Plan> Engine::Plan(const WriteSpec& w) const {
+  Transfer::Plan plan;
+  plan.spec = w;
+  plan.src = regions_.Find(w.src_region);
+  if (plan.src == nullptr) {
+    return absl::NotFoundError(
+        absl::StrCat("source region '", w.src_region, "' is not registered on this daemon"));
+  }
+  if (w.length == 0) return absl::InvalidArgumentError("length is 0: nothing to write");
+  RETURN_IF_ERROR(plan.src->CheckRange(w.src_offset, w.length, "source"));
+  plan.peer = peers_.Find(w.peer);
+  if (plan.peer == nullptr) {
+    return absl::NotFoundError(absl::StrCat(
+        "no peer '", w.peer, "' (by node id or address): connect it first with ConnectPeer"));
+  }
+  plan.link = plan.peer->link();
+  if (plan.link->broken()) {
+    return absl::UnavailableError(absl::StrCat("peer '", plan.peer->node_id(),
+                                               "' is disconnected (", plan.link->status().message(),
+                                               "): connect it again with ConnectPeer"));
+  }
+  std::optional<ResolvedRegion> dst = plan.peer->CachedRegion(w.dst_region);
+  if (!dst) {
+    return absl::UnavailableError(absl::StrCat("destination region '", w.dst_region,
+                                               "' was invalidated while submitting: retry"));
+  }
+  if (!dst->access.remote_write) {
+    return absl::PermissionDeniedError(absl::StrCat("region '", w.dst_region, "' on peer '",
+                                                    plan.peer->node_id(),
+                                                    "' does not allow remote writes"));
+  }
+  if (w.dst_offset > dst->key.size || w.length > dst->key.size - w.dst_offset) {
+    return absl::OutOfRangeError(absl::StrCat("destination range [", w.dst_offset, ", ",
+                                              w.dst_offset, "+", w.length, ") exceeds region '",
+                                              w.dst_region, "' on peer '", plan.peer->node_id(),
+                                              "' of ", dst->key.size, " bytes"));
+  }
+  plan.dst = dst->key;
+  const uint64_t slice = w.slice_size == 0 ? config_.slice_size : w.slice_size;
+  if (slice < kMinSlice || slice > transport::kMaxSliceBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("slice_size ", w.slice_size, " is outside 4KiB..16MiB"));
+  }
+  if (w.timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("timeout must be positive (leave it unset for none)");
+  }
+  plan.slice_size = static_cast<uint32_t>(slice);
+  plan.lanes = plan.link->lane_count();
+  plan.transport = transport_.kind();
+  return plan;
+}
+
+absl::StatusOr<std::vector<std::shared_ptr<Transfer>>> Engine::Admit(std::vector<WriteSpec> writes,
+                                                                     bool batch) {
+  std::vector<Transfer::Plan> plans;
+  plans.reserve(writes.size());
+  for (size_t i = 0; i < writes.size(); ++i) {
+    absl::StatusOr<Transfer::Plan> plan = Plan(writes[i]);
+    if (!plan.ok()) return ForWrite(plan.status(), i, writes.size());
+    plans.push_back(*std::move(plan));
+  }
+  RETURN_IF_ERROR(table_.Admit(static_cast<uint32_t>(plans.size())));
+  const uint64_t batch_id = batch ? table_.NextBatchId() : 0;
+  std::vector<std::shared_ptr<Transfer>> transfers;
+  transfers.reserve(plans.size());
+  for (Transfer::Plan& plan : plans) {
+    plan.id = table_.NextId();
+    plan.batch_id = batch_id;
+    plan.home_poller = static_cast<uint32_t>(plan.id % plan.lanes);
+    auto transfer = std::make_shared<Transfer>(std::move(plan), this);
+    table_.Insert(transfer);
+    transfers.push_back(std::move(transfer));
+  }
+  for (const std::shared_ptr<Transfer>& t : transfers) {
+    SPDLOG_DEBUG("transfer id={} queued src={}+{} peer={} dst={}+{} length={}", t->id(),
+                 t->plan().spec.src_region, t->plan().spec.src_offset, t->plan().peer->node_id(),
+                 t->plan().spec.dst_region, t->plan().spec.dst_offset, t->plan().spec.length);
+    if (t->deadline() != absl::InfiniteFuture()) deadlines_.Add(t);
+    Launch(t);
+  }
+  return transfers;
+}
+
+void Engine::Launch(const std::shared_ptr<Transfer>& t) {
+  // A single-slice transfer is only the final slice: its home poller alone.
+  if (t->slices() == 1) {
+    pollers_->at(t->plan().home_poller).Submit(t);
+    return;
+  }
+  for (uint32_t p = 0; p < t->plan().lanes; ++p) pollers_->at(p).Submit(t);
+}
+
+std::shared_ptr<Transfer> Engine::FindTransfer(uint64_t id) const { return table_.Find(id); }
+
+absl::StatusOr<TransferInfo> Engine::CancelTransfer(uint64_t id) {
+  std::shared_ptr<Transfer> t = table_.Find(id);
+  if (t == nullptr) {
+    return absl::NotFoundError(absl::StrCat("no transfer with id ", id,
+                                            " (finished transfers are kept up to engine.history)"));
+  }
+  t->Finish(TransferState::kCancelled, absl::CancelledError("cancelled on request"));
+  return t->Info();
+}
+
+std::vector<TransferInfo> Engine::ListTransfers(const TransferFilter& filter) const {
+  std::vector<TransferInfo> out;
+  for (const std::shared_ptr<Transfer>& t : table_.List(filter)) out.push_back(t->Info());
+  return out;
+}
+
+}  // namespace xferd::engine

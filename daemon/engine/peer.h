@@ -1,0 +1,83 @@
+// A connected peer daemon: its identity, its data-plane link and the region
+// keys resolved from it. A Peer object belongs to one link: reconnecting
+// makes a new Peer, so keys learnt on an old link are never used on a new one.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "daemon/engine/peer_rpc.h"
+#include "daemon/transport/transport.h"
+
+namespace xferd::engine {
+
+enum class PeerState { kConnecting, kConnected, kBroken };
+
+struct PeerInfo {
+  NodeIdentity node;
+  transport::TransportKind transport = transport::TransportKind::kTcp;
+  PeerState state = PeerState::kConnecting;
+  uint32_t lanes = 0;
+  bool outbound = false;
+  absl::Status last_error;
+  absl::Time connected_at;
+  uint64_t bytes_sent = 0;
+  uint64_t bytes_received = 0;
+  std::string device;
+};
+
+class Peer {
+ public:
+  Peer(NodeIdentity node, bool outbound, std::shared_ptr<transport::Link> link,
+       transport::TransportKind transport, std::string device);
+
+  const NodeIdentity& node() const { return node_; }
+  const std::string& node_id() const { return node_.node_id; }
+  const std::shared_ptr<transport::Link>& link() const { return link_; }
+  bool outbound() const { return outbound_; }
+  PeerState state() const;
+  PeerInfo Info() const;
+
+  // Region keys learnt through ResolveRegion, by region name. Thread-safe.
+  std::optional<ResolvedRegion> CachedRegion(const std::string& name) const;
+  void CacheRegion(const std::string& name, const ResolvedRegion& region);
+  void ForgetRegion(const std::string& name);
+  void ForgetRegionId(uint32_t region_id);
+
+ private:
+  const NodeIdentity node_;
+  const bool outbound_;
+  const std::shared_ptr<transport::Link> link_;
+  const transport::TransportKind transport_;
+  const std::string device_;
+  const absl::Time connected_at_;
+
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, ResolvedRegion> regions_ ABSL_GUARDED_BY(mu_);
+};
+
+// Peers by node id; lookups also accept the peer's address. Thread-safe.
+class PeerDirectory {
+ public:
+  // Adds or replaces the peer with this node id; a replaced peer's link is
+  // closed (its transfers fail). Returns the replaced peer, if any.
+  std::shared_ptr<Peer> Install(std::shared_ptr<Peer> peer);
+  // By node id, else by address. Null if unknown.
+  std::shared_ptr<Peer> Find(const std::string& node_or_address) const;
+  std::shared_ptr<Peer> Remove(const std::string& node_or_address);
+  std::vector<std::shared_ptr<Peer>> List() const;
+
+ private:
+  std::shared_ptr<Peer> FindLocked(const std::string& key) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, std::shared_ptr<Peer>> by_node_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace xferd::engine

@@ -1,0 +1,54 @@
+// The daemon-to-daemon calls the engine makes, as an interface: service/
+// implements it with gRPC stubs (the only place that knows protobuf), tests
+// may implement it in memory. Calls block up to their deadline; the engine
+// makes them from its control executor, never from gRPC or poller threads.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "daemon/memory/region.h"
+#include "daemon/transport/transport_types.h"
+
+namespace xferd::engine {
+
+// A daemon as its peers know it.
+struct NodeIdentity {
+  std::string node_id;
+  uint64_t incarnation = 0;
+  std::string address;  // where its gRPC service is reachable
+};
+
+struct HandshakeMessage {
+  NodeIdentity node;
+  transport::LinkEndpoints endpoints;
+};
+
+// What ResolveRegion returns: the key a write names, and the region's access.
+struct ResolvedRegion {
+  transport::RemoteRegion key;
+  memory::Access access;
+};
+
+class PeerRpc {
+ public:
+  virtual ~PeerRpc() = default;
+  // Errors carry the callee's status (FAILED_PRECONDITION for mismatches) or
+  // UNAVAILABLE / DEADLINE_EXCEEDED for transport failures.
+  virtual absl::StatusOr<HandshakeMessage> Handshake(const std::string& address,
+                                                     const HandshakeMessage& request,
+                                                     absl::Time deadline) = 0;
+  virtual absl::StatusOr<ResolvedRegion> ResolveRegion(const std::string& address,
+                                                       const NodeIdentity& self,
+                                                       const std::string& region,
+                                                       absl::Time deadline) = 0;
+  virtual absl::Status InvalidateRegion(const std::string& address, const NodeIdentity& self,
+                                        uint32_t region_id, const std::string& region,
+                                        absl::Time deadline) = 0;
+  virtual absl::Status Goodbye(const std::string& address, const NodeIdentity& self,
+                               const std::string& reason, absl::Time deadline) = 0;
+};
+
+}  // namespace xferd::engine

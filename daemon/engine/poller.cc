@@ -1,0 +1,248 @@
+#include "daemon/engine/poller.h"
+
+#include <poll.h>
+#include <pthread.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/common/check.h"
+
+namespace xferd::engine {
+namespace {
+
+// Slices posted per transfer per pass: one doorbell/writev for a batch, while
+// other transfers on the same poller still get their turn.
+constexpr uint32_t kMaxPostBatch = 16;
+
+using Clock = std::chrono::steady_clock;
+
+}  // namespace
+
+Poller::Poller(uint32_t index, transport::TransportWorker& worker, const PollerOptions& options,
+               PollerPool& pool, UniqueFd wake_fd)
+    : index_(index), worker_(worker), options_(options), pool_(pool), wake_fd_(std::move(wake_fd)) {
+  // Sized once: a transfer is in at most one of these at a time per poller,
+  // and the engine admits at most max_transfers.
+  inbox_.reserve(options_.max_transfers);
+  incoming_.reserve(options_.max_transfers);
+  active_.reserve(options_.max_transfers);
+}
+
+Poller::~Poller() { Stop(); }
+
+void Poller::Start() {
+  thread_ = std::thread([this] {
+    const std::string name = absl::StrCat("xferd-poll-", index_);
+    pthread_setname_np(pthread_self(), name.c_str());
+    Run();
+  });
+}
+
+void Poller::Stop() {
+  if (!thread_.joinable()) return;
+  stop_.store(true);
+  const uint64_t one = 1;
+  (void)!::write(wake_fd_.get(), &one, sizeof(one));
+  thread_.join();
+  active_.clear();
+  absl::MutexLock lock(&inbox_mu_);
+  inbox_.clear();
+}
+
+void Poller::Submit(std::shared_ptr<Transfer> transfer) {
+  {
+    absl::MutexLock lock(&inbox_mu_);
+    XFERD_CHECK(inbox_.size() < inbox_.capacity());  // the engine's admission bounds it
+    inbox_.push_back(std::move(transfer));
+    inbox_nonempty_.store(true);
+  }
+  Wake();
+}
+
+void Poller::Wake() {
+  // Pairs with Sleep(): it sets sleeping_ and then re-checks for work, so
+  // either it sees the work or this sees it sleeping (both seq_cst).
+  if (sleeping_.load()) {
+    const uint64_t one = 1;
+    (void)!::write(wake_fd_.get(), &one, sizeof(one));
+  }
+}
+
+PollerStats Poller::stats() const {
+  PollerStats stats;
+  stats.sleeps = sleeps_.load(std::memory_order_relaxed);
+  stats.asleep = absl::Nanoseconds(asleep_ns_.load(std::memory_order_relaxed));
+  stats.sleeping = sleeping_.load(std::memory_order_relaxed);
+  stats.active_transfers = active_count_.load(std::memory_order_relaxed);
+  return stats;
+}
+
+void Poller::Run() {
+  const auto spin = std::chrono::nanoseconds(absl::ToInt64Nanoseconds(options_.spin));
+  auto last_work = Clock::now();
+  while (!stop_.load(std::memory_order_relaxed)) {
+    uint32_t work = 0;
+    if (inbox_nonempty_.load(std::memory_order_relaxed)) work += DrainInbox();
+    work += ServiceTransfers();
+    work += worker_.Poll(*this);
+    const auto now = Clock::now();
+    if (work > 0) {
+      last_work = now;
+    } else if (now - last_work >= spin) {
+      Sleep();
+      last_work = Clock::now();
+    }
+  }
+}
+
+uint32_t Poller::DrainInbox() {
+  {
+    absl::MutexLock lock(&inbox_mu_);
+    incoming_.swap(inbox_);
+    inbox_nonempty_.store(false);
+  }
+  const uint32_t n = static_cast<uint32_t>(incoming_.size());
+  for (auto& transfer : incoming_) active_.push_back(std::move(transfer));
+  incoming_.clear();
+  active_count_.store(static_cast<uint32_t>(active_.size()), std::memory_order_relaxed);
+  return n;
+}
+
+uint32_t Poller::ServiceTransfers() {
+  if (active_.empty()) return 0;
+  uint32_t posted = 0;
+  const size_t n = active_.size();
+  // Start where the last pass stopped so no transfer always goes first.
+  size_t i = next_start_ % n;
+  for (size_t visited = 0; visited < n; ++visited) {
+    if (ServiceOne(*active_[i], &posted)) {
+      i = (i + 1) % active_.size();
+    } else {
+      // Drop it: swap with the last; the swapped-in entry is visited next.
+      active_[i] = std::move(active_.back());
+      active_.pop_back();
+      if (active_.empty()) break;
+      i %= active_.size();
+    }
+  }
+  next_start_ = active_.empty() ? 0 : i;
+  active_count_.store(static_cast<uint32_t>(active_.size()), std::memory_order_relaxed);
+  return posted;
+}
+
+bool Poller::ServiceOne(Transfer& t, uint32_t* posted) {
+  if (IsTerminal(t.state())) return false;
+  transport::Link& link = *t.plan().link;
+  if (index_ >= link.lane_count()) return false;
+  transport::Lane& lane = link.lane(index_);
+  if (lane.broken()) {
+    t.Finish(TransferState::kFailed, link.status());
+    return false;
+  }
+  const uint32_t credits = std::min(lane.credits(), kMaxPostBatch);
+  if (credits == 0) return true;
+  transport::WriteOp ops[kMaxPostBatch];
+  uint32_t n = 0;
+  bool bulk_claimed_out = false;
+  while (n < credits) {
+    if (t.BulkClaimedOut()) {
+      bulk_claimed_out = true;
+      break;
+    }
+    const uint32_t slice = t.ClaimBulk();
+    if (slice >= t.bulk_slices()) {
+      bulk_claimed_out = true;
+      break;
+    }
+    t.MakeOp(slice, /*final=*/false, &ops[n++]);
+  }
+  const bool home = t.plan().home_poller == index_;
+  bool final_claimed = false;
+  if (bulk_claimed_out && home && n < credits && t.BulkComplete() && t.TryClaimFinal()) {
+    t.MakeOp(t.slices() - 1, /*final=*/true, &ops[n++]);
+    final_claimed = true;
+  }
+  if (n > 0) {
+    t.AddInFlight(n);
+    t.MarkRunning();
+    const uint32_t taken = worker_.Post(lane, absl::MakeConstSpan(ops, n));
+    if (taken < n) {
+      // Only a lane that broke during the post refuses writes; the slices it
+      // did not take are lost, so the transfer fails.
+      for (uint32_t k = taken; k < n; ++k) t.RemoveInFlight();
+      t.Finish(TransferState::kFailed,
+               link.status().ok() ? absl::UnavailableError("lane refused writes") : link.status());
+      return false;
+    }
+    *posted += n;
+  }
+  if (!bulk_claimed_out) return true;
+  // Bulk is all claimed: other pollers are done; the home poller stays until
+  // it has posted the final slice.
+  return home && !final_claimed;
+}
+
+void Poller::OnWriteDone(const transport::WriteCompletion& c) {
+  Transfer* t = CookieTransfer(c.cookie);
+  if (c.error != nullptr) {
+    t->Finish(TransferState::kFailed, *c.error);
+  } else if (CookieIsFinal(c.cookie)) {
+    t->OnFinalDone(c.length);
+  } else if (t->OnBulkDone(c.length) == t->bulk_slices() && t->plan().home_poller != index_) {
+    pool_.at(t->plan().home_poller).Wake();  // its final slice may go now
+  }
+  t->RemoveInFlight();  // last touch: the transfer may be freed after this
+}
+
+void Poller::Sleep() {
+  sleeping_.store(true);
+  if (inbox_nonempty_.load() || stop_.load() || !worker_.PrepareToSleep()) {
+    sleeping_.store(false);
+    return;
+  }
+  const auto start = Clock::now();
+  pollfd fds[2] = {{worker_.wait_fd(), POLLIN, 0}, {wake_fd_.get(), POLLIN, 0}};
+  while (::poll(fds, 2, -1) < 0 && errno == EINTR) {
+  }
+  sleeping_.store(false);
+  if (fds[1].revents & POLLIN) {
+    uint64_t count;
+    (void)!::read(wake_fd_.get(), &count, sizeof(count));
+  }
+  sleeps_.fetch_add(1, std::memory_order_relaxed);
+  asleep_ns_.fetch_add(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count(),
+      std::memory_order_relaxed);
+}
+
+absl::StatusOr<std::unique_ptr<PollerPool>> PollerPool::Create(transport::Transport& transport,
+                                                               uint32_t count,
+                                                               const PollerOptions& options) {
+  auto pool = std::unique_ptr<PollerPool>(new PollerPool());
+  for (uint32_t i = 0; i < count; ++i) {
+    UniqueFd wake(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (!wake.valid()) {
+      return absl::ResourceExhaustedError(absl::StrCat("eventfd: ", std::strerror(errno)));
+    }
+    pool->pollers_.push_back(
+        std::make_unique<Poller>(i, transport.worker(i), options, *pool, std::move(wake)));
+  }
+  return pool;
+}
+
+PollerPool::~PollerPool() { Stop(); }
+
+void PollerPool::Start() {
+  for (auto& poller : pollers_) poller->Start();
+}
+
+void PollerPool::Stop() {
+  for (auto& poller : pollers_) poller->Stop();
+}
+
+}  // namespace xferd::engine

@@ -1,0 +1,160 @@
+// One transfer: a write of a local region range into a peer's region, cut
+// into slices. Immutable after submission except for the atomics the pollers
+// advance and its terminal outcome, which is decided exactly once (the first
+// of done / error / cancel / deadline wins) and then announced to observers.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "daemon/memory/region.h"
+#include "daemon/transport/transport.h"
+
+namespace xferd::engine {
+
+class Peer;
+
+enum class TransferState : uint8_t { kQueued, kRunning, kDone, kFailed, kCancelled };
+
+inline bool IsTerminal(TransferState s) { return s >= TransferState::kDone; }
+const char* TransferStateName(TransferState state);
+
+// A write as the client asked for it (already in domain types).
+struct WriteSpec {
+  std::string src_region;
+  uint64_t src_offset = 0;
+  std::string peer;  // node id or address
+  std::string dst_region;
+  uint64_t dst_offset = 0;
+  uint64_t length = 0;
+  uint64_t slice_size = 0;                            // 0: the daemon's default
+  absl::Duration timeout = absl::InfiniteDuration();  // from submission
+  std::string label;
+};
+
+// A consistent copy of a transfer's state for replies.
+struct TransferInfo {
+  uint64_t id = 0;
+  uint64_t batch_id = 0;
+  WriteSpec spec;
+  std::string peer_node;
+  transport::TransportKind transport = transport::TransportKind::kTcp;
+  TransferState state = TransferState::kQueued;
+  uint64_t bytes_done = 0;
+  uint32_t slice_size = 0;
+  uint32_t slices = 0;
+  absl::Status error;
+  absl::Time submitted_at;
+  absl::Time finished_at = absl::InfinitePast();
+};
+
+// Told when a transfer ends (the engine's bookkeeping).
+class TransferListener {
+ public:
+  virtual ~TransferListener() = default;
+  virtual void OnTransferFinished(const class Transfer& transfer) = 0;
+};
+
+class Transfer {
+ public:
+  // Called once, on the thread that ended the transfer. Must not block.
+  using Observer = std::function<void(const TransferInfo& info)>;
+
+  struct Plan {
+    uint64_t id = 0;
+    uint64_t batch_id = 0;
+    WriteSpec spec;
+    std::shared_ptr<memory::Region> src;
+    std::shared_ptr<Peer> peer;
+    std::shared_ptr<transport::Link> link;
+    transport::RemoteRegion dst;
+    uint32_t slice_size = 0;
+    uint32_t home_poller = 0;  // posts the final slice
+    uint32_t lanes = 1;        // pollers 0..lanes-1 serve it
+    transport::TransportKind transport = transport::TransportKind::kTcp;
+  };
+
+  Transfer(Plan plan, TransferListener* listener);
+  ~Transfer();
+
+  Transfer(const Transfer&) = delete;
+  Transfer& operator=(const Transfer&) = delete;
+
+  uint64_t id() const { return plan_.id; }
+  const Plan& plan() const { return plan_; }
+  uint32_t slices() const { return slices_; }
+  absl::Time deadline() const { return deadline_; }
+  TransferState state() const { return state_.load(std::memory_order_acquire); }
+
+  // ---- data path (pollers) ----
+  // Slices 0..slices-2 are "bulk", claimed by any serving poller; the last is
+  // the final slice, sent by the home poller once every bulk slice is
+  // acknowledged, so its landing notice is true for the whole range.
+  uint32_t bulk_slices() const { return slices_ - 1; }
+  uint32_t ClaimBulk() { return next_slice_.fetch_add(1, std::memory_order_relaxed); }
+  bool BulkClaimedOut() const {
+    return next_slice_.load(std::memory_order_relaxed) >= bulk_slices();
+  }
+  // Returns the number of bulk slices acknowledged, this one included.
+  uint32_t OnBulkDone(uint32_t bytes);
+  bool BulkComplete() const { return bulk_done_.load(std::memory_order_acquire) == bulk_slices(); }
+  bool TryClaimFinal() { return !final_claimed_.exchange(true, std::memory_order_acq_rel); }
+  void OnFinalDone(uint32_t bytes);
+  // Fills a write op for slice `index`.
+  void MakeOp(uint32_t index, bool final, transport::WriteOp* op) const;
+  // Writes posted and not yet completed. The transfer object must outlive
+  // them: the table keeps it until this is 0.
+  void AddInFlight(uint32_t n) { in_flight_.fetch_add(n, std::memory_order_relaxed); }
+  void RemoveInFlight() { in_flight_.fetch_sub(1, std::memory_order_release); }
+  uint32_t in_flight() const { return in_flight_.load(std::memory_order_acquire); }
+  // QUEUED -> RUNNING on the first post.
+  void MarkRunning();
+
+  // ---- outcome (any thread) ----
+  // Ends the transfer unless it already ended; returns whether this call did.
+  bool Finish(TransferState terminal, absl::Status error);
+  // Registers an observer of the end; returns false (and does not keep it)
+  // if the transfer already ended.
+  bool AddObserver(Observer observer);
+  TransferInfo Info() const;
+
+ private:
+  const Plan plan_;
+  const uint32_t slices_;
+  const absl::Time submitted_at_;
+  const absl::Time deadline_;
+  const transport::LandingNotice notice_;
+  TransferListener* const listener_;
+
+  std::atomic<TransferState> state_{TransferState::kQueued};
+  std::atomic<uint32_t> next_slice_{0};
+  std::atomic<uint32_t> bulk_done_{0};
+  std::atomic<bool> final_claimed_{false};
+  std::atomic<uint64_t> bytes_done_{0};
+  std::atomic<uint32_t> in_flight_{0};
+
+  mutable absl::Mutex mu_;
+  absl::Status error_ ABSL_GUARDED_BY(mu_);
+  absl::Time finished_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  std::vector<Observer> observers_ ABSL_GUARDED_BY(mu_);
+};
+
+// The cookie of a write op: the transfer's address, with the low bit set on
+// its final slice (Transfer objects are at least 8-byte aligned).
+inline uint64_t MakeCookie(const Transfer* t, bool final) {
+  return reinterpret_cast<uint64_t>(t) | (final ? 1u : 0u);
+}
+inline Transfer* CookieTransfer(uint64_t cookie) {
+  return reinterpret_cast<Transfer*>(cookie & ~uint64_t{1});
+}
+inline bool CookieIsFinal(uint64_t cookie) { return (cookie & 1) != 0; }
+
+}  // namespace xferd::engine

@@ -1,0 +1,72 @@
+// All transfers this daemon started: admission against the in-flight limit,
+// lookup by id, a bounded history of finished transfers, outcome counters.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "daemon/engine/transfer.h"
+
+namespace xferd::engine {
+
+struct TransferCounters {
+  uint64_t submitted = 0;
+  uint64_t done = 0;
+  uint64_t failed = 0;
+  uint64_t cancelled = 0;
+  uint32_t in_flight = 0;
+  std::map<std::string, uint64_t> errors;  // by status code name
+};
+
+struct TransferFilter {
+  bool include_finished = false;
+  uint64_t batch_id = 0;  // 0: any
+  uint32_t limit = 1000;
+};
+
+class TransferTable {
+ public:
+  TransferTable(uint32_t max_in_flight, uint32_t history);
+
+  uint64_t NextId();
+  uint64_t NextBatchId();
+
+  // Reserves room for n transfers. RESOURCE_EXHAUSTED names the limit.
+  absl::Status Admit(uint32_t n);
+  void Unadmit(uint32_t n);
+  // Adds an admitted transfer.
+  void Insert(std::shared_ptr<Transfer> transfer);
+  // Bookkeeping when a transfer ends (from TransferListener).
+  void OnFinished(const Transfer& transfer);
+
+  std::shared_ptr<Transfer> Find(uint64_t id) const;
+  // Newest first.
+  std::vector<std::shared_ptr<Transfer>> List(const TransferFilter& filter) const;
+  std::vector<std::shared_ptr<Transfer>> InFlight() const;
+  TransferCounters counters() const;
+
+ private:
+  void EvictLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const uint32_t max_in_flight_;
+  const uint32_t history_;
+
+  mutable absl::Mutex mu_;
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t next_batch_id_ ABSL_GUARDED_BY(mu_) = 1;
+  uint32_t admitted_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_map<uint64_t, std::shared_ptr<Transfer>> by_id_ ABSL_GUARDED_BY(mu_);
+  // Finished transfer ids, oldest first; trimmed to history_.
+  std::deque<uint64_t> finished_ ABSL_GUARDED_BY(mu_);
+  TransferCounters counters_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace xferd::engine
