@@ -1,0 +1,252 @@
+// xferd: the transfer daemon. Loads configuration (TOML file, then flags),
+// builds memory registry, transport, engine and gRPC server, reports ready to
+// systemd, and on SIGTERM/SIGINT drains: no new transfers, in-flight ones get
+// engine.drain_timeout to finish, peers are told, then everything stops.
+#include <grpcpp/grpcpp.h>
+#include <signal.h>
+#include <sys/random.h>
+#include <systemd/sd-daemon.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/common/config.h"
+#include "daemon/common/log.h"
+#include "daemon/common/logging.h"
+#include "daemon/common/status_macros.h"
+#include "daemon/common/units.h"
+#include "daemon/engine/engine.h"
+#include "daemon/memory/region_registry.h"
+#include "daemon/service/peer_client.h"
+#include "daemon/service/peer_service.h"
+#include "daemon/service/server.h"
+#include "daemon/service/xferd_service.h"
+#include "daemon/transport/tcp/tcp_socket.h"
+#include "daemon/transport/transport_factory.h"
+
+namespace xferd {
+namespace {
+
+constexpr char kVersion[] = "0.1.0";
+constexpr char kDefaultConfigPath[] = "/etc/xferd/xferd.toml";
+
+struct Flags {
+  std::string config_path;
+  std::string ready_file;
+  bool check_config = false;
+  // Overrides; empty/unset keeps the config file's value.
+  std::string node_id, listen, unix_socket, transport, data_listen, slice_size, log_level;
+  uint32_t pollers = 0;
+  bool require_rdma = false, log_json = false;
+};
+
+// Parses argv. Returns an exit code when the program should stop right away.
+std::optional<int> ParseFlags(int argc, char** argv, Flags& f) {
+  CLI::App app{"xferd: RDMA/TCP data-transfer daemon, managed over gRPC"};
+  app.set_version_flag("--version", kVersion);
+  app.add_option("-c,--config", f.config_path,
+                 absl::StrCat("TOML config file (default ", kDefaultConfigPath, " if present)"));
+  app.add_flag("--check-config", f.check_config, "validate the configuration and exit");
+  app.add_option("--ready-file", f.ready_file,
+                 "write a JSON line {node_id, grpc_address, port, pid} here once serving");
+  app.add_option("--node-id", f.node_id, "node id peers use (default host:port)");
+  app.add_option("--listen", f.listen, "gRPC address, e.g. 0.0.0.0:7300 (\"\" disables)");
+  app.add_option("--unix-socket", f.unix_socket, "unix socket path for local clients");
+  app.add_option("--transport", f.transport, "auto, tcp or verbs");
+  app.add_flag("--require-rdma", f.require_rdma, "fail instead of falling back to tcp");
+  app.add_option("--data-listen", f.data_listen, "TCP transport data address");
+  app.add_option("--pollers", f.pollers, "poller threads");
+  app.add_option("--slice-size", f.slice_size, "default slice size, e.g. 1MiB");
+  app.add_option("--log-level", f.log_level, "trace, debug, info, warn, error");
+  app.add_flag("--log-json", f.log_json, "log one JSON object per line");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  return std::nullopt;
+}
+
+absl::StatusOr<Config> LoadConfig(const Flags& f) {
+  Config config;
+  if (!f.config_path.empty()) {
+    ASSIGN_OR_RETURN(config, LoadConfigFile(f.config_path));
+  } else if (::access(kDefaultConfigPath, F_OK) == 0) {
+    ASSIGN_OR_RETURN(config, LoadConfigFile(kDefaultConfigPath));
+  }
+  if (!f.node_id.empty()) config.node_id = f.node_id;
+  if (!f.listen.empty()) config.server.listen = f.listen == "\"\"" ? "" : f.listen;
+  if (!f.unix_socket.empty())
+    config.server.unix_socket = f.unix_socket == "\"\"" ? "" : f.unix_socket;
+  if (!f.transport.empty()) {
+    ASSIGN_OR_RETURN(config.transport.kind, ParseTransportChoice(f.transport));
+  }
+  if (f.require_rdma) config.transport.require_rdma = true;
+  if (!f.data_listen.empty()) config.transport.tcp_data_listen = f.data_listen;
+  if (f.pollers != 0) config.engine.pollers = f.pollers;
+  if (!f.slice_size.empty()) {
+    ASSIGN_OR_RETURN(config.engine.slice_size, ParseSize(f.slice_size));
+  }
+  if (!f.log_level.empty()) config.log.level = f.log_level;
+  if (f.log_json) config.log.json = true;
+  RETURN_IF_ERROR(Validate(config));
+  return config;
+}
+
+std::string Hostname() {
+  char name[256] = {};
+  ::gethostname(name, sizeof(name) - 1);
+  return name;
+}
+
+uint64_t RandomIncarnation() {
+  uint64_t value = 0;
+  while (getrandom(&value, sizeof(value), 0) != sizeof(value)) {
+  }
+  return value;
+}
+
+// The address peers use to call back: configured, or the bound listen address
+// with a wildcard host replaced by the host name.
+std::string AdvertisedAddress(const Config& config, int port) {
+  if (!config.server.advertise.empty()) return config.server.advertise;
+  absl::StatusOr<transport::tcp::HostPort> listen =
+      transport::tcp::ParseHostPort(config.server.listen);
+  std::string host = listen.ok() ? listen->host : "";
+  if (host.empty() || host == "0.0.0.0" || host == "::") host = Hostname();
+  if (host.find(':') != std::string::npos) host = absl::StrCat("[", host, "]");
+  return absl::StrCat(host, ":", port);
+}
+
+void WriteReadyFile(const std::string& path, const engine::NodeIdentity& self, int port) {
+  if (path.empty()) return;
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << "{\"node_id\": \"" << self.node_id << "\", \"grpc_address\": \"" << self.address
+        << "\", \"port\": " << port << ", \"pid\": " << ::getpid() << "}\n";
+  }
+  std::rename(tmp.c_str(), path.c_str());
+}
+
+// Waits for SIGTERM/SIGINT (blocked in every thread), pinging the systemd
+// watchdog meanwhile when one is configured. Returns the signal.
+int WaitForStopSignal(const sigset_t& signals) {
+  uint64_t watchdog_usec = 0;
+  const bool watchdog = sd_watchdog_enabled(0, &watchdog_usec) > 0;
+  const absl::Duration ping = watchdog ? absl::Microseconds(watchdog_usec) / 2 : absl::Hours(1);
+  for (;;) {
+    const timespec timeout = absl::ToTimespec(ping);
+    const int sig = sigtimedwait(&signals, nullptr, &timeout);
+    if (sig > 0) return sig;
+    if (watchdog) sd_notify(0, "WATCHDOG=1");
+  }
+}
+
+int Run(const Config& config, const std::string& ready_file) {
+  // Signals go to sigwait only: block them before any thread starts.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+
+  const absl::Time started_at = absl::Now();
+  memory::RegistryOptions registry_options;
+  registry_options.shm_dir = config.regions.shm_dir;
+  registry_options.shm_mode = config.server.unix_socket_mode & 0666;
+  registry_options.max_registered_bytes = config.regions.max_registered_bytes;
+  registry_options.shm_prefix = absl::StrCat("xferd.", ::getpid());
+  memory::RegionRegistry regions(registry_options);
+
+  absl::StatusOr<transport::TransportChoiceResult> chosen =
+      transport::CreateTransport(config, regions);
+  if (!chosen.ok()) {
+    spdlog::critical("cannot start: {}", chosen.status().message());
+    return 1;
+  }
+  std::unique_ptr<transport::Transport> transport = std::move(chosen->transport);
+  spdlog::info("transport {} ({})", transport::TransportKindName(transport->kind()),
+               chosen->reason);
+
+  service::GrpcPeerRpc peer_rpc(grpc::InsecureChannelCredentials());
+  engine::NodeIdentity self{config.node_id, RandomIncarnation(), ""};
+  absl::StatusOr<std::unique_ptr<engine::Engine>> engine =
+      engine::Engine::Create(config.engine, self, *transport, regions, peer_rpc);
+  if (!engine.ok()) {
+    spdlog::critical("cannot start the engine: {}", engine.status().message());
+    return 1;
+  }
+  service::XferdServiceImpl xferd_service(
+      **engine, service::NodeDescription{kVersion, chosen->reason, "", config.server.unix_socket,
+                                         started_at});
+  service::PeerServiceImpl peer_service(**engine);
+  service::ServerOptions server_options{config.server.listen, config.server.unix_socket,
+                                        config.server.unix_socket_mode,
+                                        grpc::InsecureServerCredentials()};
+  absl::StatusOr<std::unique_ptr<service::Server>> server =
+      service::Server::Start(server_options, {&xferd_service, &peer_service});
+  if (!server.ok()) {
+    spdlog::critical("cannot start: {}", server.status().message());
+    return 1;
+  }
+  const int port = (*server)->port();
+  const std::string address = AdvertisedAddress(config, port);
+  xferd_service.set_grpc_address(address);
+  (*engine)->SetIdentity(
+      config.node_id.empty() ? absl::StrCat(Hostname(), ":", port) : config.node_id, address);
+  const engine::NodeIdentity& me = (*engine)->self();
+  spdlog::info("xferd {} ready node={} grpc={} unix={} transport={} pollers={}", kVersion,
+               me.node_id, address, config.server.unix_socket,
+               transport::TransportKindName(transport->kind()), config.engine.pollers);
+  WriteReadyFile(ready_file, me, port);
+  sd_notifyf(0, "READY=1\nSTATUS=serving node %s on %s (%s)", me.node_id.c_str(), address.c_str(),
+             std::string(transport::TransportKindName(transport->kind())).c_str());
+
+  const int sig = WaitForStopSignal(signals);
+  spdlog::info("{}: draining (up to {})", strsignal(sig),
+               absl::FormatDuration(config.engine.drain_timeout));
+  sd_notify(0, "STOPPING=1\nSTATUS=draining");
+  (*server)->SetServing(false);
+  (*engine)->BeginDrain();
+  if (!(*engine)->WaitIdle(absl::Now() + config.engine.drain_timeout)) {
+    const uint32_t failed = (*engine)->FailAll(absl::UnavailableError(
+        absl::StrCat("daemon shut down before the transfer finished (engine.drain_timeout = ",
+                     absl::FormatDuration(config.engine.drain_timeout), ")")));
+    spdlog::warn("drain timeout: failed {} transfers still in flight", failed);
+  }
+  (*engine)->SayGoodbye("shutting down", absl::Now() + absl::Seconds(2));
+  (*server)->Shutdown(absl::Now() + absl::Seconds(2));
+  (*engine)->Stop();
+  spdlog::info("stopped");
+  return 0;
+}
+
+}  // namespace
+}  // namespace xferd
+
+int main(int argc, char** argv) {
+  xferd::Flags flags;
+  if (std::optional<int> exit_code = xferd::ParseFlags(argc, argv, flags)) return *exit_code;
+  absl::StatusOr<xferd::Config> config = xferd::LoadConfig(flags);
+  if (!config.ok()) {
+    std::fprintf(stderr, "xferd: %s\n", std::string(config.status().message()).c_str());
+    return 2;
+  }
+  if (flags.check_config) {
+    std::printf("configuration OK\n");
+    return 0;
+  }
+  if (absl::Status s = xferd::SetupLogging(config->log.level, config->log.json); !s.ok()) {
+    std::fprintf(stderr, "xferd: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
+  return xferd::Run(*config, flags.ready_file);
+}

@@ -1,0 +1,88 @@
+#include "daemon/service/peer_client.h"
+
+#include "absl/strings/str_cat.h"
+#include "daemon/service/peer_convert.h"
+#include "daemon/service/status_convert.h"
+
+namespace xferd::service {
+namespace {
+
+void SetDeadline(grpc::ClientContext& context, absl::Time deadline) {
+  context.set_deadline(absl::ToChronoTime(deadline));
+}
+
+}  // namespace
+
+GrpcPeerRpc::GrpcPeerRpc(std::shared_ptr<grpc::ChannelCredentials> credentials)
+    : credentials_(std::move(credentials)) {}
+
+v1::PeerService::Stub& GrpcPeerRpc::StubFor(const std::string& address) {
+  absl::MutexLock lock(&mu_);
+  auto& stub = stubs_[address];
+  if (stub == nullptr) {
+    stub = v1::PeerService::NewStub(grpc::CreateChannel(address, credentials_));
+  }
+  return *stub;
+}
+
+absl::StatusOr<engine::HandshakeMessage> GrpcPeerRpc::Handshake(
+    const std::string& address, const engine::HandshakeMessage& request, absl::Time deadline) {
+  v1::HandshakeRequest req;
+  req.set_version(v1::PROTOCOL_VERSION_1);
+  ToProto(request.node, req.mutable_caller());
+  ToProto(request.endpoints, req.mutable_endpoints());
+  v1::HandshakeResponse resp;
+  grpc::ClientContext context;
+  SetDeadline(context, deadline);
+  absl::Status status = FromGrpc(StubFor(address).Handshake(&context, req, &resp));
+  if (!status.ok()) return status;
+  if (resp.version() != v1::PROTOCOL_VERSION_1) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("peer at ", address, " speaks protocol version ", resp.version()));
+  }
+  return FromProto(resp.callee(), resp.endpoints());
+}
+
+absl::StatusOr<engine::ResolvedRegion> GrpcPeerRpc::ResolveRegion(const std::string& address,
+                                                                  const engine::NodeIdentity& self,
+                                                                  const std::string& region,
+                                                                  absl::Time deadline) {
+  v1::ResolveRegionRequest req;
+  req.set_node_id(self.node_id);
+  req.set_incarnation(self.incarnation);
+  req.set_region(region);
+  v1::ResolveRegionResponse resp;
+  grpc::ClientContext context;
+  SetDeadline(context, deadline);
+  absl::Status status = FromGrpc(StubFor(address).ResolveRegion(&context, req, &resp));
+  if (!status.ok()) return status;
+  return FromProto(resp);
+}
+
+absl::Status GrpcPeerRpc::InvalidateRegion(const std::string& address,
+                                           const engine::NodeIdentity& self, uint32_t region_id,
+                                           const std::string& region, absl::Time deadline) {
+  v1::InvalidateRegionRequest req;
+  req.set_node_id(self.node_id);
+  req.set_incarnation(self.incarnation);
+  req.set_region_id(region_id);
+  req.set_region(region);
+  v1::InvalidateRegionResponse resp;
+  grpc::ClientContext context;
+  SetDeadline(context, deadline);
+  return FromGrpc(StubFor(address).InvalidateRegion(&context, req, &resp));
+}
+
+absl::Status GrpcPeerRpc::Goodbye(const std::string& address, const engine::NodeIdentity& self,
+                                  const std::string& reason, absl::Time deadline) {
+  v1::GoodbyeRequest req;
+  req.set_node_id(self.node_id);
+  req.set_incarnation(self.incarnation);
+  req.set_reason(reason);
+  v1::GoodbyeResponse resp;
+  grpc::ClientContext context;
+  SetDeadline(context, deadline);
+  return FromGrpc(StubFor(address).Goodbye(&context, req, &resp));
+}
+
+}  // namespace xferd::service

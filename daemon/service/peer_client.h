@@ -1,0 +1,44 @@
+// engine::PeerRpc over gRPC: blocking calls with deadlines on cached channels,
+// one per peer address. Called from the engine's control executor only.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "daemon/engine/peer_rpc.h"
+#include "xferd/v1/peer.grpc.pb.h"
+
+namespace xferd::service {
+
+class GrpcPeerRpc final : public engine::PeerRpc {
+ public:
+  explicit GrpcPeerRpc(std::shared_ptr<grpc::ChannelCredentials> credentials);
+
+  absl::StatusOr<engine::HandshakeMessage> Handshake(const std::string& address,
+                                                     const engine::HandshakeMessage& request,
+                                                     absl::Time deadline) override;
+  absl::StatusOr<engine::ResolvedRegion> ResolveRegion(const std::string& address,
+                                                       const engine::NodeIdentity& self,
+                                                       const std::string& region,
+                                                       absl::Time deadline) override;
+  absl::Status InvalidateRegion(const std::string& address, const engine::NodeIdentity& self,
+                                uint32_t region_id, const std::string& region,
+                                absl::Time deadline) override;
+  absl::Status Goodbye(const std::string& address, const engine::NodeIdentity& self,
+                       const std::string& reason, absl::Time deadline) override;
+
+ private:
+  v1::PeerService::Stub& StubFor(const std::string& address);
+
+  const std::shared_ptr<grpc::ChannelCredentials> credentials_;
+  absl::Mutex mu_;
+  absl::flat_hash_map<std::string, std::unique_ptr<v1::PeerService::Stub>> stubs_
+      ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace xferd::service

@@ -1,0 +1,133 @@
+#include "daemon/service/peer_convert.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/service/proto_convert.h"
+
+namespace xferd::service {
+namespace {
+
+bool ValidMtu(uint32_t mtu) {
+  return mtu == 256 || mtu == 512 || mtu == 1024 || mtu == 2048 || mtu == 4096;
+}
+
+}  // namespace
+
+void ToProto(const engine::NodeIdentity& node, v1::NodeIdentity* out) {
+  out->set_node_id(node.node_id);
+  out->set_incarnation(node.incarnation);
+  out->set_address(node.address);
+}
+
+engine::NodeIdentity FromProto(const v1::NodeIdentity& node) {
+  return engine::NodeIdentity{node.node_id(), node.incarnation(), node.address()};
+}
+
+void ToProto(const transport::LinkEndpoints& e, v1::LinkEndpoints* out) {
+  out->set_transport(ToProto(e.kind));
+  out->set_lanes(e.lanes);
+  for (const transport::QueuePairEndpoint& qp : e.queue_pairs) {
+    v1::QueuePairEndpoint* q = out->add_queue_pairs();
+    q->set_qpn(qp.qpn);
+    q->set_psn(qp.psn);
+    q->set_lid(qp.lid);
+    q->set_gid(std::string(reinterpret_cast<const char*>(qp.gid.data()), qp.gid.size()));
+    q->set_gid_index(qp.gid_index);
+    q->set_mtu(qp.mtu);
+  }
+  if (e.kind == transport::TransportKind::kTcp) {
+    out->mutable_tcp()->set_host(e.tcp.host);
+    out->mutable_tcp()->set_port(e.tcp.port);
+    out->mutable_tcp()->set_session_token(e.tcp.session_token);
+  }
+  out->set_notice_ring_addr(e.notice_ring_addr);
+  out->set_notice_ring_rkey(e.notice_ring_rkey);
+  out->set_notice_ring_slots(e.notice_ring_slots);
+}
+
+absl::StatusOr<transport::LinkEndpoints> FromProto(const v1::LinkEndpoints& p) {
+  transport::LinkEndpoints e;
+  switch (p.transport()) {
+    case v1::TRANSPORT_KIND_TCP:
+      e.kind = transport::TransportKind::kTcp;
+      break;
+    case v1::TRANSPORT_KIND_VERBS:
+      e.kind = transport::TransportKind::kVerbs;
+      break;
+    default:
+      return absl::InvalidArgumentError("handshake names no known transport");
+  }
+  if (p.lanes() == 0 || p.lanes() > kMaxLanes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("handshake offers ", p.lanes(), " lanes; expected 1..", kMaxLanes));
+  }
+  e.lanes = p.lanes();
+  if (e.kind == transport::TransportKind::kVerbs) {
+    if (static_cast<uint32_t>(p.queue_pairs_size()) != e.lanes) {
+      return absl::InvalidArgumentError(absl::StrCat("handshake has ", p.queue_pairs_size(),
+                                                     " queue pairs for ", e.lanes, " lanes"));
+    }
+    for (const v1::QueuePairEndpoint& q : p.queue_pairs()) {
+      if (q.gid().size() != 16 || q.gid_index() > 255 || q.lid() > 0xffff || q.psn() > 0xffffff ||
+          q.qpn() > 0xffffff || !ValidMtu(q.mtu())) {
+        return absl::InvalidArgumentError("malformed queue pair endpoint in handshake");
+      }
+      transport::QueuePairEndpoint qp;
+      qp.qpn = q.qpn();
+      qp.psn = q.psn();
+      qp.lid = static_cast<uint16_t>(q.lid());
+      std::copy(q.gid().begin(), q.gid().end(), qp.gid.begin());
+      qp.gid_index = static_cast<uint8_t>(q.gid_index());
+      qp.mtu = q.mtu();
+      e.queue_pairs.push_back(qp);
+    }
+    if (p.notice_ring_slots() == 0 || p.notice_ring_slots() > (1u << 16)) {
+      return absl::InvalidArgumentError("malformed notice ring in handshake");
+    }
+  } else if (p.queue_pairs_size() != 0) {
+    return absl::InvalidArgumentError("TCP handshake carries queue pairs");
+  }
+  if (p.has_tcp()) {
+    if (p.tcp().port() > 65535 || p.tcp().host().size() > 255 ||
+        p.tcp().session_token().size() > 64) {
+      return absl::InvalidArgumentError("malformed TCP endpoint in handshake");
+    }
+    e.tcp.host = p.tcp().host();
+    e.tcp.port = static_cast<uint16_t>(p.tcp().port());
+    e.tcp.session_token = p.tcp().session_token();
+  }
+  e.notice_ring_addr = p.notice_ring_addr();
+  e.notice_ring_rkey = p.notice_ring_rkey();
+  e.notice_ring_slots = p.notice_ring_slots();
+  return e;
+}
+
+absl::StatusOr<engine::HandshakeMessage> FromProto(const v1::NodeIdentity& node,
+                                                   const v1::LinkEndpoints& endpoints) {
+  if (node.node_id().empty() || node.node_id().size() > 256 || node.address().size() > 512) {
+    return absl::InvalidArgumentError("handshake carries no valid node identity");
+  }
+  absl::StatusOr<transport::LinkEndpoints> e = FromProto(endpoints);
+  if (!e.ok()) return e.status();
+  return engine::HandshakeMessage{FromProto(node), *std::move(e)};
+}
+
+void ToProto(const engine::ResolvedRegion& region, v1::ResolveRegionResponse* out) {
+  out->set_region_id(region.key.region_id);
+  out->set_size(region.key.size);
+  out->mutable_access()->set_remote_write(region.access.remote_write);
+  out->mutable_access()->set_remote_read(region.access.remote_read);
+  out->set_addr(region.key.addr);
+  out->set_rkey(region.key.rkey);
+}
+
+engine::ResolvedRegion FromProto(const v1::ResolveRegionResponse& r) {
+  engine::ResolvedRegion region;
+  region.key = transport::RemoteRegion{r.region_id(), r.size(), r.addr(), r.rkey()};
+  region.access.remote_write = r.access().remote_write();
+  region.access.remote_read = r.access().remote_read();
+  return region;
+}
+
+}  // namespace xferd::service

@@ -1,0 +1,61 @@
+#include "daemon/service/peer_service.h"
+
+#include "absl/strings/str_cat.h"
+#include "daemon/service/peer_convert.h"
+#include "daemon/service/status_convert.h"
+
+namespace xferd::service {
+namespace {
+
+grpc::ServerUnaryReactor* Reply(grpc::CallbackServerContext* context, const absl::Status& status) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpc(status));
+  return reactor;
+}
+
+}  // namespace
+
+grpc::ServerUnaryReactor* PeerServiceImpl::Handshake(grpc::CallbackServerContext* context,
+                                                     const v1::HandshakeRequest* request,
+                                                     v1::HandshakeResponse* response) {
+  if (request->version() != v1::PROTOCOL_VERSION_1) {
+    return Reply(context, absl::FailedPreconditionError(
+                              absl::StrCat("protocol version ", request->version(),
+                                           " is not supported (this daemon speaks version 1)")));
+  }
+  absl::StatusOr<engine::HandshakeMessage> message =
+      FromProto(request->caller(), request->endpoints());
+  if (!message.ok()) return Reply(context, message.status());
+  absl::StatusOr<engine::HandshakeMessage> reply = engine_.AcceptHandshake(*message);
+  if (!reply.ok()) return Reply(context, reply.status());
+  response->set_version(v1::PROTOCOL_VERSION_1);
+  ToProto(reply->node, response->mutable_callee());
+  ToProto(reply->endpoints, response->mutable_endpoints());
+  return Reply(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* PeerServiceImpl::ResolveRegion(grpc::CallbackServerContext* context,
+                                                         const v1::ResolveRegionRequest* request,
+                                                         v1::ResolveRegionResponse* response) {
+  if (!engine_.ready()) return Reply(context, absl::UnavailableError("daemon is starting up"));
+  absl::StatusOr<engine::ResolvedRegion> region =
+      engine_.ResolveForPeer(request->node_id(), request->incarnation(), request->region());
+  if (region.ok()) ToProto(*region, response);
+  return Reply(context, region.status());
+}
+
+grpc::ServerUnaryReactor* PeerServiceImpl::InvalidateRegion(
+    grpc::CallbackServerContext* context, const v1::InvalidateRegionRequest* request,
+    v1::InvalidateRegionResponse*) {
+  return Reply(context, engine_.OnRegionInvalidated(request->node_id(), request->incarnation(),
+                                                    request->region_id(), request->region()));
+}
+
+grpc::ServerUnaryReactor* PeerServiceImpl::Goodbye(grpc::CallbackServerContext* context,
+                                                   const v1::GoodbyeRequest* request,
+                                                   v1::GoodbyeResponse*) {
+  return Reply(context,
+               engine_.OnGoodbye(request->node_id(), request->incarnation(), request->reason()));
+}
+
+}  // namespace xferd::service

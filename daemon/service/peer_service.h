@@ -1,0 +1,31 @@
+// The daemon-to-daemon gRPC service (xferd.v1.PeerService): converts requests
+// and hands them to the engine. All calls are quick; none blocks.
+#pragma once
+
+#include "daemon/engine/engine.h"
+#include "xferd/v1/peer.grpc.pb.h"
+
+namespace xferd::service {
+
+class PeerServiceImpl final : public v1::PeerService::CallbackService {
+ public:
+  explicit PeerServiceImpl(engine::Engine& engine) : engine_(engine) {}
+
+  grpc::ServerUnaryReactor* Handshake(grpc::CallbackServerContext* context,
+                                      const v1::HandshakeRequest* request,
+                                      v1::HandshakeResponse* response) override;
+  grpc::ServerUnaryReactor* ResolveRegion(grpc::CallbackServerContext* context,
+                                          const v1::ResolveRegionRequest* request,
+                                          v1::ResolveRegionResponse* response) override;
+  grpc::ServerUnaryReactor* InvalidateRegion(grpc::CallbackServerContext* context,
+                                             const v1::InvalidateRegionRequest* request,
+                                             v1::InvalidateRegionResponse* response) override;
+  grpc::ServerUnaryReactor* Goodbye(grpc::CallbackServerContext* context,
+                                    const v1::GoodbyeRequest* request,
+                                    v1::GoodbyeResponse* response) override;
+
+ private:
+  engine::Engine& engine_;
+};
+
+}  // namespace xferd::service

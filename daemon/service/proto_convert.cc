@@ -1,0 +1,220 @@
+#include "daemon/service/proto_convert.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace xferd::service {
+
+v1::TransportKind ToProto(transport::TransportKind kind) {
+  switch (kind) {
+    case transport::TransportKind::kTcp:
+      return v1::TRANSPORT_KIND_TCP;
+    case transport::TransportKind::kVerbs:
+      return v1::TRANSPORT_KIND_VERBS;
+  }
+  return v1::TRANSPORT_KIND_UNSPECIFIED;
+}
+
+void ToProto(absl::Time time, google::protobuf::Timestamp* out) {
+  if (time == absl::InfinitePast() || time == absl::InfiniteFuture()) return;
+  const timespec ts = absl::ToTimespec(time);
+  out->set_seconds(ts.tv_sec);
+  out->set_nanos(static_cast<int32_t>(ts.tv_nsec));
+}
+
+void ToProto(absl::Duration duration, google::protobuf::Duration* out) {
+  const timespec ts = absl::ToTimespec(duration);
+  out->set_seconds(ts.tv_sec);
+  out->set_nanos(static_cast<int32_t>(ts.tv_nsec));
+}
+
+absl::StatusOr<absl::Duration> FromProto(const google::protobuf::Duration& d,
+                                         absl::string_view what) {
+  if (d.seconds() < 0 || d.nanos() < 0 || d.nanos() >= 1000000000 ||
+      d.seconds() > 10LL * 365 * 24 * 3600) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " must be a positive duration"));
+  }
+  return absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos());
+}
+
+void ToProto(const absl::Status& status, v1::Error* out) {
+  out->set_code(static_cast<int32_t>(status.code()));
+  out->set_message(std::string(status.message()));
+}
+
+absl::StatusOr<memory::RegionSpec> FromProto(const v1::RegisterRegionRequest& r) {
+  memory::RegionSpec spec;
+  spec.name = r.name();
+  spec.size = r.size();
+  switch (r.backing()) {
+    case v1::REGION_BACKING_UNSPECIFIED:  // anonymous is the natural default
+    case v1::REGION_BACKING_ANONYMOUS:
+      spec.backing = memory::Backing::kAnonymous;
+      break;
+    case v1::REGION_BACKING_SHM:
+      spec.backing = memory::Backing::kShm;
+      break;
+    case v1::REGION_BACKING_FILE:
+      spec.backing = memory::Backing::kFile;
+      break;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat("unknown region backing ", r.backing()));
+  }
+  spec.access.remote_write = r.access().remote_write();
+  spec.access.remote_read = r.access().remote_read();
+  spec.file_path = r.file_path();
+  spec.create = r.create();
+  spec.hugepages = r.hugepages();
+  spec.allowed_peers.assign(r.allowed_peers().begin(), r.allowed_peers().end());
+  return spec;
+}
+
+void ToProto(const memory::Region& region, transport::TransportKind transport, v1::Region* out) {
+  const memory::RegionSpec& spec = region.spec();
+  out->set_name(spec.name);
+  out->set_size(region.size());
+  switch (spec.backing) {
+    case memory::Backing::kAnonymous:
+      out->set_backing(v1::REGION_BACKING_ANONYMOUS);
+      break;
+    case memory::Backing::kShm:
+      out->set_backing(v1::REGION_BACKING_SHM);
+      break;
+    case memory::Backing::kFile:
+      out->set_backing(v1::REGION_BACKING_FILE);
+      break;
+  }
+  out->mutable_access()->set_remote_write(spec.access.remote_write);
+  out->mutable_access()->set_remote_read(spec.access.remote_read);
+  out->set_shm_path(region.backing().spec().shm_path);
+  out->set_file_path(spec.file_path);
+  out->set_hugepages(spec.hugepages);
+  for (const std::string& peer : spec.allowed_peers) out->add_allowed_peers(peer);
+  out->set_transfers_in_flight(region.users());
+  out->set_landed_events(region.landed().published());
+  ToProto(region.registered_at(), out->mutable_registered_at());
+  out->set_transport(ToProto(transport));
+}
+
+void ToProto(const memory::LandedEvent& event, const std::string& region, v1::RegionEvent* out) {
+  out->set_kind(v1::RegionEvent::KIND_LANDED);
+  out->set_region(region);
+  out->set_offset(event.offset);
+  out->set_length(event.length);
+  out->set_source_node(event.source_node);
+  out->set_source_transfer_id(event.source_transfer_id);
+  out->set_sequence(event.sequence);
+  ToProto(event.time, out->mutable_time());
+}
+
+absl::StatusOr<engine::WriteSpec> FromProto(const v1::WriteRequest& r) {
+  engine::WriteSpec spec;
+  spec.src_region = r.src_region();
+  spec.src_offset = r.src_offset();
+  spec.peer = r.peer();
+  spec.dst_region = r.dst_region();
+  spec.dst_offset = r.dst_offset();
+  spec.length = r.length();
+  spec.slice_size = r.slice_size();
+  spec.label = r.label();
+  if (r.has_timeout()) {
+    absl::StatusOr<absl::Duration> timeout = FromProto(r.timeout(), "timeout");
+    if (!timeout.ok()) return timeout.status();
+    spec.timeout = *timeout;
+  }
+  if (spec.src_region.empty() || spec.dst_region.empty() || spec.peer.empty()) {
+    return absl::InvalidArgumentError("src_region, peer and dst_region are required");
+  }
+  return spec;
+}
+
+namespace {
+
+v1::TransferState ToProto(engine::TransferState state) {
+  switch (state) {
+    case engine::TransferState::kQueued:
+      return v1::TRANSFER_STATE_QUEUED;
+    case engine::TransferState::kRunning:
+      return v1::TRANSFER_STATE_RUNNING;
+    case engine::TransferState::kDone:
+      return v1::TRANSFER_STATE_DONE;
+    case engine::TransferState::kFailed:
+      return v1::TRANSFER_STATE_FAILED;
+    case engine::TransferState::kCancelled:
+      return v1::TRANSFER_STATE_CANCELLED;
+  }
+  return v1::TRANSFER_STATE_UNSPECIFIED;
+}
+
+v1::Peer::State ToProto(engine::PeerState state) {
+  switch (state) {
+    case engine::PeerState::kConnecting:
+      return v1::Peer::STATE_CONNECTING;
+    case engine::PeerState::kConnected:
+      return v1::Peer::STATE_CONNECTED;
+    case engine::PeerState::kBroken:
+      return v1::Peer::STATE_BROKEN;
+  }
+  return v1::Peer::STATE_UNSPECIFIED;
+}
+
+}  // namespace
+
+void ToProto(const engine::TransferInfo& info, v1::Transfer* out) {
+  out->set_id(info.id);
+  out->set_state(ToProto(info.state));
+  out->set_src_region(info.spec.src_region);
+  out->set_src_offset(info.spec.src_offset);
+  out->set_peer(info.peer_node);
+  out->set_dst_region(info.spec.dst_region);
+  out->set_dst_offset(info.spec.dst_offset);
+  out->set_length(info.spec.length);
+  out->set_bytes_done(info.bytes_done);
+  out->set_slice_size(info.slice_size);
+  out->set_slices(info.slices);
+  out->set_transport(ToProto(info.transport));
+  if (!info.error.ok()) ToProto(info.error, out->mutable_error());
+  ToProto(info.submitted_at, out->mutable_submitted_at());
+  if (engine::IsTerminal(info.state)) ToProto(info.finished_at, out->mutable_finished_at());
+  out->set_batch_id(info.batch_id);
+  out->set_label(info.spec.label);
+}
+
+void ToProto(const engine::PeerInfo& info, v1::Peer* out) {
+  out->set_node_id(info.node.node_id);
+  out->set_address(info.node.address);
+  out->set_transport(ToProto(info.transport));
+  out->set_state(ToProto(info.state));
+  out->set_lanes(info.lanes);
+  out->set_outbound(info.outbound);
+  if (!info.last_error.ok()) ToProto(info.last_error, out->mutable_last_error());
+  ToProto(info.connected_at, out->mutable_connected_at());
+  out->set_bytes_sent(info.bytes_sent);
+  out->set_bytes_received(info.bytes_received);
+  out->set_device(info.device);
+}
+
+void ToProto(const engine::EngineStats& s, const ProcessStats& process, absl::Duration uptime,
+             transport::TransportKind transport, v1::Stats* out) {
+  ToProto(uptime, out->mutable_uptime());
+  out->set_transport(ToProto(transport));
+  out->set_transfers_submitted(s.transfers.submitted);
+  out->set_transfers_done(s.transfers.done);
+  out->set_transfers_failed(s.transfers.failed);
+  out->set_transfers_cancelled(s.transfers.cancelled);
+  out->set_transfers_in_flight(s.transfers.in_flight);
+  out->set_bytes_sent(s.bytes_sent);
+  out->set_bytes_received(s.bytes_received);
+  out->set_landed_events(s.landed_events);
+  out->set_regions(s.regions);
+  out->set_registered_bytes(s.registered_bytes);
+  out->set_peers(s.peers);
+  out->set_lanes(s.lanes);
+  out->set_pollers(static_cast<uint32_t>(s.pollers.size()));
+  for (const auto& [code, count] : s.transfers.errors) (*out->mutable_errors())[code] = count;
+  out->set_rejected_writes(s.rejected_writes);
+  out->set_resident_bytes(process.resident_bytes);
+  out->set_open_fds(process.open_fds);
+  out->set_threads(process.threads);
+}
+
+}  // namespace xferd::service

@@ -1,0 +1,269 @@
+#include "daemon/service/xferd_service.h"
+
+#include <unistd.h>
+
+#include <atomic>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/common/process_stats.h"
+#include "daemon/service/proto_convert.h"
+#include "daemon/service/region_watch.h"
+#include "daemon/service/status_convert.h"
+
+namespace xferd::service {
+namespace {
+
+constexpr absl::Duration kDefaultConnectTimeout = absl::Seconds(10);
+constexpr absl::Duration kDefaultWatchInterval = absl::Milliseconds(100);
+
+grpc::ServerUnaryReactor* Reply(grpc::CallbackServerContext* context, const absl::Status& status) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpc(status));
+  return reactor;
+}
+
+template <typename T>
+grpc::ServerWriteReactor<T>* FailStream(const absl::Status& status) {
+  class Failed final : public grpc::ServerWriteReactor<T> {
+   public:
+    explicit Failed(const absl::Status& s) { this->Finish(ToGrpc(s)); }
+    void OnDone() override { delete this; }
+  };
+  return new Failed(status);
+}
+
+}  // namespace
+
+XferdServiceImpl::XferdServiceImpl(engine::Engine& engine, NodeDescription node)
+    : engine_(engine), node_(std::move(node)) {}
+
+// ---------------------------------------------------------------- regions --
+
+grpc::ServerUnaryReactor* XferdServiceImpl::RegisterRegion(grpc::CallbackServerContext* context,
+                                                           const v1::RegisterRegionRequest* request,
+                                                           v1::Region* response) {
+  absl::StatusOr<memory::RegionSpec> spec = FromProto(*request);
+  if (!spec.ok()) return Reply(context, spec.status());
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  engine_.RegisterRegion(*std::move(spec), [this, reactor, response](
+                                               absl::StatusOr<std::shared_ptr<memory::Region>> r) {
+    if (r.ok()) ToProto(**r, engine_.transport().kind(), response);
+    reactor->Finish(ToGrpc(r.status()));
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* XferdServiceImpl::DeregisterRegion(
+    grpc::CallbackServerContext* context, const v1::DeregisterRegionRequest* request,
+    v1::DeregisterRegionResponse* response) {
+  absl::StatusOr<uint32_t> cancelled = engine_.DeregisterRegion(request->name(), request->force());
+  if (cancelled.ok()) response->set_cancelled_transfers(*cancelled);
+  return Reply(context, cancelled.status());
+}
+
+grpc::ServerUnaryReactor* XferdServiceImpl::ListRegions(grpc::CallbackServerContext* context,
+                                                        const v1::ListRegionsRequest*,
+                                                        v1::ListRegionsResponse* response) {
+  for (const auto& region : engine_.regions().List()) {
+    ToProto(*region, engine_.transport().kind(), response->add_regions());
+  }
+  return Reply(context, absl::OkStatus());
+}
+
+grpc::ServerWriteReactor<v1::RegionEvent>* XferdServiceImpl::WatchRegion(
+    grpc::CallbackServerContext*, const v1::WatchRegionRequest* request) {
+  std::shared_ptr<memory::Region> region = engine_.regions().Find(request->name());
+  if (region == nullptr) {
+    return FailStream<v1::RegionEvent>(
+        absl::NotFoundError(absl::StrCat("no region named '", request->name(), "'")));
+  }
+  return new RegionWatchReactor(std::move(region));
+}
+
+// ------------------------------------------------------------------ peers --
+
+grpc::ServerUnaryReactor* XferdServiceImpl::ConnectPeer(grpc::CallbackServerContext* context,
+                                                        const v1::ConnectPeerRequest* request,
+                                                        v1::Peer* response) {
+  absl::Duration timeout = kDefaultConnectTimeout;
+  if (request->has_timeout()) {
+    absl::StatusOr<absl::Duration> t = FromProto(request->timeout(), "timeout");
+    if (!t.ok()) return Reply(context, t.status());
+    timeout = *t;
+  }
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  engine_.ConnectPeer(request->address(), timeout,
+                      [reactor, response](absl::StatusOr<engine::PeerInfo> peer) {
+                        if (peer.ok()) ToProto(*peer, response);
+                        reactor->Finish(ToGrpc(peer.status()));
+                      });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* XferdServiceImpl::ListPeers(grpc::CallbackServerContext* context,
+                                                      const v1::ListPeersRequest*,
+                                                      v1::ListPeersResponse* response) {
+  for (const engine::PeerInfo& peer : engine_.ListPeers()) ToProto(peer, response->add_peers());
+  return Reply(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* XferdServiceImpl::DisconnectPeer(grpc::CallbackServerContext* context,
+                                                           const v1::DisconnectPeerRequest* request,
+                                                           v1::DisconnectPeerResponse* response) {
+  absl::StatusOr<uint32_t> failed = engine_.DisconnectPeer(request->peer());
+  if (failed.ok()) response->set_failed_transfers(*failed);
+  return Reply(context, failed.status());
+}
+
+// -------------------------------------------------------------- transfers --
+
+void XferdServiceImpl::SubmitAndReply(
+    std::vector<engine::WriteSpec> writes, bool batch, bool wait, grpc::ServerUnaryReactor* reactor,
+    std::function<void(const std::vector<engine::TransferInfo>&)> fill) {
+  engine_.Submit(
+      std::move(writes), batch,
+      [reactor, wait, fill = std::move(fill)](
+          absl::StatusOr<std::vector<std::shared_ptr<engine::Transfer>>> submitted) mutable {
+        if (!submitted.ok()) {
+          reactor->Finish(ToGrpc(submitted.status()));
+          return;
+        }
+        auto transfers =
+            std::make_shared<std::vector<std::shared_ptr<engine::Transfer>>>(*std::move(submitted));
+        auto reply = [reactor, transfers, fill] {
+          std::vector<engine::TransferInfo> infos;
+          for (const auto& t : *transfers) infos.push_back(t->Info());
+          fill(infos);
+          reactor->Finish(grpc::Status::OK);
+        };
+        if (!wait) {
+          reply();
+          return;
+        }
+        // Reply when the last of them ends; each observer runs exactly once,
+        // either later from the transfer's end or right here if it ended.
+        auto remaining = std::make_shared<std::atomic<size_t>>(transfers->size());
+        for (const auto& t : *transfers) {
+          auto on_end = [remaining, reply](const engine::TransferInfo&) {
+            if (remaining->fetch_sub(1) == 1) reply();
+          };
+          if (!t->AddObserver(on_end)) on_end(t->Info());
+        }
+      });
+}
+
+grpc::ServerUnaryReactor* XferdServiceImpl::Write(grpc::CallbackServerContext* context,
+                                                  const v1::WriteRequest* request,
+                                                  v1::Transfer* response) {
+  absl::StatusOr<engine::WriteSpec> spec = FromProto(*request);
+  if (!spec.ok()) return Reply(context, spec.status());
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  std::vector<engine::WriteSpec> writes;
+  writes.push_back(*std::move(spec));
+  SubmitAndReply(std::move(writes), /*batch=*/false, request->wait(), reactor,
+                 [response](const std::vector<engine::TransferInfo>& infos) {
+                   ToProto(infos.front(), response);
+                 });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* XferdServiceImpl::SubmitBatch(grpc::CallbackServerContext* context,
+                                                        const v1::SubmitBatchRequest* request,
+                                                        v1::SubmitBatchResponse* response) {
+  std::vector<engine::WriteSpec> writes;
+  for (int i = 0; i < request->writes_size(); ++i) {
+    absl::StatusOr<engine::WriteSpec> spec = FromProto(request->writes(i));
+    if (!spec.ok()) {
+      return Reply(context,
+                   absl::Status(spec.status().code(),
+                                absl::StrCat("write #", i, ": ", spec.status().message())));
+    }
+    writes.push_back(*std::move(spec));
+  }
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  SubmitAndReply(std::move(writes), /*batch=*/true, request->wait(), reactor,
+                 [response](const std::vector<engine::TransferInfo>& infos) {
+                   response->set_batch_id(infos.front().batch_id);
+                   for (const auto& info : infos) ToProto(info, response->add_transfers());
+                 });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* XferdServiceImpl::GetTransfer(grpc::CallbackServerContext* context,
+                                                        const v1::GetTransferRequest* request,
+                                                        v1::Transfer* response) {
+  std::shared_ptr<engine::Transfer> t = engine_.FindTransfer(request->id());
+  if (t == nullptr) {
+    return Reply(context, absl::NotFoundError(
+                              absl::StrCat("no transfer with id ", request->id(),
+                                           " (finished transfers are kept up to engine.history)")));
+  }
+  ToProto(t->Info(), response);
+  return Reply(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* XferdServiceImpl::ListTransfers(grpc::CallbackServerContext* context,
+                                                          const v1::ListTransfersRequest* request,
+                                                          v1::ListTransfersResponse* response) {
+  engine::TransferFilter filter;
+  filter.include_finished = request->include_finished();
+  filter.batch_id = request->batch_id();
+  filter.limit = request->limit() == 0 ? 1000 : request->limit();
+  for (const engine::TransferInfo& info : engine_.ListTransfers(filter)) {
+    ToProto(info, response->add_transfers());
+  }
+  return Reply(context, absl::OkStatus());
+}
+
+grpc::ServerWriteReactor<v1::Transfer>* XferdServiceImpl::WatchTransfer(
+    grpc::CallbackServerContext*, const v1::WatchTransferRequest* request) {
+  std::shared_ptr<engine::Transfer> t = engine_.FindTransfer(request->id());
+  if (t == nullptr) {
+    return FailStream<v1::Transfer>(
+        absl::NotFoundError(absl::StrCat("no transfer with id ", request->id())));
+  }
+  absl::Duration interval = kDefaultWatchInterval;
+  if (request->has_interval()) {
+    absl::StatusOr<absl::Duration> i = FromProto(request->interval(), "interval");
+    if (!i.ok()) return FailStream<v1::Transfer>(i.status());
+    interval = *i;
+  }
+  return new TransferWatchReactor(std::move(t), interval, ticker_);
+}
+
+grpc::ServerUnaryReactor* XferdServiceImpl::CancelTransfer(grpc::CallbackServerContext* context,
+                                                           const v1::CancelTransferRequest* request,
+                                                           v1::Transfer* response) {
+  absl::StatusOr<engine::TransferInfo> info = engine_.CancelTransfer(request->id());
+  if (info.ok()) ToProto(*info, response);
+  return Reply(context, info.status());
+}
+
+// ---------------------------------------------------------- node and stats --
+
+grpc::ServerUnaryReactor* XferdServiceImpl::GetNodeInfo(grpc::CallbackServerContext* context,
+                                                        const v1::GetNodeInfoRequest*,
+                                                        v1::NodeInfo* response) {
+  response->set_node_id(engine_.self().node_id);
+  response->set_version(node_.version);
+  response->set_transport(ToProto(engine_.transport().kind()));
+  response->set_device(engine_.transport().device());
+  response->set_transport_reason(node_.transport_reason);
+  response->set_grpc_address(node_.grpc_address);
+  response->set_unix_socket(node_.unix_socket);
+  response->set_pollers(engine_.config().pollers);
+  response->set_default_slice_size(engine_.config().slice_size);
+  ToProto(node_.started_at, response->mutable_started_at());
+  response->set_pid(static_cast<uint32_t>(::getpid()));
+  return Reply(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* XferdServiceImpl::GetStats(grpc::CallbackServerContext* context,
+                                                     const v1::GetStatsRequest*,
+                                                     v1::Stats* response) {
+  ToProto(engine_.Stats(), ReadProcessStats(), absl::Now() - node_.started_at,
+          engine_.transport().kind(), response);
+  return Reply(context, absl::OkStatus());
+}
+
+}  // namespace xferd::service

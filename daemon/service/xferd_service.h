@@ -1,0 +1,90 @@
+// The client-facing gRPC service (xferd.v1.Xferd). Handlers validate and hand
+// work to the engine; replies that depend on slow work (registration,
+// handshakes, resolution, waiting for a transfer) are sent from the engine's
+// completion callbacks, so no gRPC thread ever blocks.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/time/time.h"
+#include "daemon/engine/engine.h"
+#include "daemon/service/transfer_watch.h"
+#include "xferd/v1/xferd.grpc.pb.h"
+
+namespace xferd::service {
+
+// What NodeInfo reports besides the engine's own state.
+struct NodeDescription {
+  std::string version;
+  std::string transport_reason;
+  std::string grpc_address;
+  std::string unix_socket;
+  absl::Time started_at;
+};
+
+class XferdServiceImpl final : public v1::Xferd::CallbackService {
+ public:
+  XferdServiceImpl(engine::Engine& engine, NodeDescription node);
+
+  void set_grpc_address(std::string address) { node_.grpc_address = std::move(address); }
+
+  grpc::ServerUnaryReactor* RegisterRegion(grpc::CallbackServerContext* context,
+                                           const v1::RegisterRegionRequest* request,
+                                           v1::Region* response) override;
+  grpc::ServerUnaryReactor* DeregisterRegion(grpc::CallbackServerContext* context,
+                                             const v1::DeregisterRegionRequest* request,
+                                             v1::DeregisterRegionResponse* response) override;
+  grpc::ServerUnaryReactor* ListRegions(grpc::CallbackServerContext* context,
+                                        const v1::ListRegionsRequest* request,
+                                        v1::ListRegionsResponse* response) override;
+  grpc::ServerWriteReactor<v1::RegionEvent>* WatchRegion(
+      grpc::CallbackServerContext* context, const v1::WatchRegionRequest* request) override;
+
+  grpc::ServerUnaryReactor* ConnectPeer(grpc::CallbackServerContext* context,
+                                        const v1::ConnectPeerRequest* request,
+                                        v1::Peer* response) override;
+  grpc::ServerUnaryReactor* ListPeers(grpc::CallbackServerContext* context,
+                                      const v1::ListPeersRequest* request,
+                                      v1::ListPeersResponse* response) override;
+  grpc::ServerUnaryReactor* DisconnectPeer(grpc::CallbackServerContext* context,
+                                           const v1::DisconnectPeerRequest* request,
+                                           v1::DisconnectPeerResponse* response) override;
+
+  grpc::ServerUnaryReactor* Write(grpc::CallbackServerContext* context,
+                                  const v1::WriteRequest* request, v1::Transfer* response) override;
+  grpc::ServerUnaryReactor* SubmitBatch(grpc::CallbackServerContext* context,
+                                        const v1::SubmitBatchRequest* request,
+                                        v1::SubmitBatchResponse* response) override;
+  grpc::ServerUnaryReactor* GetTransfer(grpc::CallbackServerContext* context,
+                                        const v1::GetTransferRequest* request,
+                                        v1::Transfer* response) override;
+  grpc::ServerUnaryReactor* ListTransfers(grpc::CallbackServerContext* context,
+                                          const v1::ListTransfersRequest* request,
+                                          v1::ListTransfersResponse* response) override;
+  grpc::ServerWriteReactor<v1::Transfer>* WatchTransfer(
+      grpc::CallbackServerContext* context, const v1::WatchTransferRequest* request) override;
+  grpc::ServerUnaryReactor* CancelTransfer(grpc::CallbackServerContext* context,
+                                           const v1::CancelTransferRequest* request,
+                                           v1::Transfer* response) override;
+
+  grpc::ServerUnaryReactor* GetNodeInfo(grpc::CallbackServerContext* context,
+                                        const v1::GetNodeInfoRequest* request,
+                                        v1::NodeInfo* response) override;
+  grpc::ServerUnaryReactor* GetStats(grpc::CallbackServerContext* context,
+                                     const v1::GetStatsRequest* request,
+                                     v1::Stats* response) override;
+
+ private:
+  // Submits writes and replies through `reactor` when they are queued or,
+  // with wait, when all have ended. `fill` writes the reply.
+  void SubmitAndReply(std::vector<engine::WriteSpec> writes, bool batch, bool wait,
+                      grpc::ServerUnaryReactor* reactor,
+                      std::function<void(const std::vector<engine::TransferInfo>&)> fill);
+
+  engine::Engine& engine_;
+  NodeDescription node_;
+  WatchTicker ticker_;
+};
+
+}  // namespace xferd::service
