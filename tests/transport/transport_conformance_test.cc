@@ -1,0 +1,319 @@
+// The Transport contract, checked the same way for every transport: two
+// "daemons" (registry + transport each) in one process, linked as the engine
+// links them, their workers pumped by the test thread. A transport that
+// cannot run here (verbs without an RDMA device) is skipped, not faked.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <functional>
+#include <map>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "daemon/memory/region_registry.h"
+#include "daemon/transport/transport.h"
+#include "tests/transport/transport_factories.h"
+
+namespace xferd::transport {
+namespace {
+
+constexpr uint32_t kPollers = 2;
+constexpr absl::Duration kTimeout = absl::Seconds(20);
+
+// Records completions by cookie.
+struct Recorder : CompletionSink {
+  std::map<uint64_t, absl::Status> done;
+  void OnWriteDone(const WriteCompletion& c) override {
+    done[c.cookie] = c.error == nullptr ? absl::OkStatus() : *c.error;
+  }
+};
+
+struct Side {
+  std::string name;
+  std::unique_ptr<memory::RegionRegistry> regions;
+  std::unique_ptr<Transport> transport;
+  std::shared_ptr<Link> link;
+  Recorder sink;
+};
+
+struct Watcher : memory::LandedWatcher {
+  std::vector<memory::LandedEvent> events;
+  void OnLanded(const memory::LandedEvent& e) override { events.push_back(e); }
+  void OnRegionClosed() override {}
+};
+
+class TransportConformanceTest : public testing::TestWithParam<TransportFactory> {
+ protected:
+  void SetUp() override {
+    for (Side* side : {&a_, &b_}) {
+      memory::RegistryOptions options;
+      options.shm_prefix = "conformance-" + side->name;
+      side->regions = std::make_unique<memory::RegionRegistry>(options);
+      absl::StatusOr<std::unique_ptr<Transport>> transport =
+          GetParam().create(*side->regions, kPollers);
+      if (!transport.ok()) GTEST_SKIP() << GetParam().name << ": " << transport.status();
+      side->transport = *std::move(transport);
+    }
+    LinkEndpoints offer, answer;
+    auto initiator = a_.transport->CreateLink(&offer);
+    ASSERT_TRUE(initiator.ok()) << initiator.status();
+    auto responder = b_.transport->AcceptLink(PeerIdentity{"a", 1}, offer, &answer);
+    ASSERT_TRUE(responder.ok()) << responder.status();
+    a_.link = *initiator;
+    b_.link = *responder;
+    ASSERT_TRUE(a_.link->Connect(PeerIdentity{"b", 2}, answer, absl::Now() + kTimeout).ok());
+    ASSERT_TRUE(Pump([&] {
+      return a_.link->ready() && b_.link->ready() && a_.link->lane(0).credits() > 0 &&
+             b_.link->lane(0).credits() > 0;
+    }));
+    EXPECT_EQ(a_.link->lane_count(), kPollers);
+    EXPECT_EQ(a_.link->peer().node_id, "b");
+    EXPECT_EQ(b_.link->peer().node_id, "a");
+  }
+
+  // Polls every worker of both sides until `done` or the timeout.
+  bool Pump(const std::function<bool()>& done) {
+    const absl::Time deadline = absl::Now() + kTimeout;
+    while (!done()) {
+      if (absl::Now() > deadline) return false;
+      for (Side* side : {&a_, &b_}) {
+        if (side->transport == nullptr) continue;
+        for (uint32_t i = 0; i < kPollers; ++i) side->transport->worker(i).Poll(side->sink);
+      }
+    }
+    return true;
+  }
+
+  std::shared_ptr<memory::Region> Register(Side& side, const std::string& name, uint64_t size,
+                                           bool remote_write, std::vector<std::string> acl = {}) {
+    memory::RegionSpec spec;
+    spec.name = name;
+    spec.size = size;
+    spec.access.remote_write = remote_write;
+    spec.allowed_peers = std::move(acl);
+    auto region = side.regions->Register(spec, side.transport.get());
+    EXPECT_TRUE(region.ok()) << region.status();
+    return *region;
+  }
+
+  static void Fill(memory::Region& region, uint8_t seed) {
+    for (uint64_t i = 0; i < region.size(); ++i) {
+      region.data()[i] = static_cast<std::byte>((i * 131 + seed) & 0xff);
+    }
+  }
+
+  // Posts a write on `lane` of `from`, waiting for credits; returns its cookie.
+  uint64_t Post(Side& from, uint32_t lane, const memory::Region& src, uint64_t src_offset,
+                const RemoteRegion& dst, uint64_t dst_offset, uint32_t length,
+                const LandingNotice* notice = nullptr) {
+    const uint64_t cookie = next_cookie_++;
+    WriteOp op;
+    op.cookie = cookie;
+    op.src = src.data() + src_offset;
+    op.lkey = src.registration()->lkey();
+    op.dst = &dst;
+    op.dst_offset = dst_offset;
+    op.length = length;
+    op.notice = notice;
+    EXPECT_TRUE(Pump([&] { return from.link->lane(lane).credits() > 0; }));
+    EXPECT_EQ(from.transport->worker(lane).Post(from.link->lane(lane), {&op, 1}), 1u);
+    return cookie;
+  }
+
+  absl::Status WaitFor(Side& side, uint64_t cookie) {
+    if (!Pump([&] { return side.sink.done.count(cookie) > 0; })) {
+      return absl::DeadlineExceededError("no completion");
+    }
+    return side.sink.done[cookie];
+  }
+
+  Side a_{"a"};
+  Side b_{"b"};
+  uint64_t next_cookie_ = 8;
+};
+
+TEST_P(TransportConformanceTest, WritesLandOnEveryLane) {
+  auto src = Register(a_, "src", 3 << 20, false);
+  auto dst = Register(b_, "dst", 3 << 20, true);
+  Fill(*src, 1);
+  const RemoteRegion key = b_.transport->DescribeRegion(*dst);
+  std::vector<uint64_t> cookies;
+  for (uint32_t i = 0; i < 3; ++i) {
+    cookies.push_back(Post(a_, i % kPollers, *src, i << 20, key, i << 20, 1 << 20));
+  }
+  for (uint64_t c : cookies) EXPECT_TRUE(WaitFor(a_, c).ok());
+  EXPECT_EQ(std::memcmp(src->data(), dst->data(), 3 << 20), 0);
+  EXPECT_EQ(a_.link->counters().bytes_sent.load(), 3u << 20);
+  EXPECT_EQ(b_.link->counters().bytes_received.load(), 3u << 20);
+}
+
+TEST_P(TransportConformanceTest, OddSizesAndOffsets) {
+  auto src = Register(a_, "src", 100003, false);
+  auto dst = Register(b_, "dst", 200009, true);
+  Fill(*src, 7);
+  const RemoteRegion key = b_.transport->DescribeRegion(*dst);
+  ASSERT_TRUE(WaitFor(a_, Post(a_, 1, *src, 3, key, 77777, 99991)).ok());
+  EXPECT_EQ(std::memcmp(src->data() + 3, dst->data() + 77777, 99991), 0);
+  EXPECT_EQ(dst->data()[77776], std::byte{0});
+  EXPECT_EQ(dst->data()[77777 + 99991], std::byte{0});
+}
+
+TEST_P(TransportConformanceTest, NoticeRaisesLandedEvent) {
+  auto src = Register(a_, "src", 65536, false);
+  auto dst = Register(b_, "dst", 65536, true);
+  Fill(*src, 3);
+  Watcher watcher;
+  ASSERT_TRUE(dst->landed().Subscribe(&watcher));
+  const RemoteRegion key = b_.transport->DescribeRegion(*dst);
+  const LandingNotice notice{1234, 0, 65536};
+  ASSERT_TRUE(WaitFor(a_, Post(a_, 0, *src, 0, key, 0, 65536, &notice)).ok());
+  ASSERT_TRUE(Pump([&] { return !watcher.events.empty(); }));
+  EXPECT_EQ(watcher.events[0].source_node, "a");
+  EXPECT_EQ(watcher.events[0].source_transfer_id, 1234u);
+  EXPECT_EQ(watcher.events[0].offset, 0u);
+  EXPECT_EQ(watcher.events[0].length, 65536u);
+  EXPECT_EQ(std::memcmp(src->data(), dst->data(), 65536), 0);
+  dst->landed().Unsubscribe(&watcher);
+}
+
+TEST_P(TransportConformanceTest, ManySmallWritesStayWithinCredits) {
+  constexpr uint32_t kWrites = 2000;
+  auto src = Register(a_, "src", kWrites * 4096, false);
+  auto dst = Register(b_, "dst", kWrites * 4096, true);
+  Fill(*src, 9);
+  const RemoteRegion key = b_.transport->DescribeRegion(*dst);
+  const uint32_t depth = a_.link->lane(0).credits();
+  std::vector<uint64_t> cookies;
+  for (uint32_t i = 0; i < kWrites; ++i) {
+    cookies.push_back(Post(a_, i % kPollers, *src, i * 4096ull, key, i * 4096ull, 4096));
+    EXPECT_LE(a_.link->lane(i % kPollers).credits(), depth);
+  }
+  for (uint64_t c : cookies) ASSERT_TRUE(WaitFor(a_, c).ok());
+  EXPECT_EQ(std::memcmp(src->data(), dst->data(), kWrites * 4096ull), 0);
+}
+
+TEST_P(TransportConformanceTest, BothDirectionsShareTheLink) {
+  auto a_buf = Register(a_, "abuf", 1 << 20, true);
+  auto b_buf = Register(b_, "bbuf", 1 << 20, true);
+  Fill(*a_buf, 11);
+  std::vector<std::byte> a_orig(a_buf->data(), a_buf->data() + (1 << 19));
+  Fill(*b_buf, 22);
+  const RemoteRegion to_b = b_.transport->DescribeRegion(*b_buf);
+  const RemoteRegion to_a = a_.transport->DescribeRegion(*a_buf);
+  // A sends its first half to B's second half while B sends its first half
+  // to A's second half.
+  const uint64_t ab = Post(a_, 0, *a_buf, 0, to_b, 1 << 19, 1 << 19);
+  const uint64_t ba = Post(b_, 1, *b_buf, 0, to_a, 1 << 19, 1 << 19);
+  ASSERT_TRUE(WaitFor(a_, ab).ok());
+  ASSERT_TRUE(WaitFor(b_, ba).ok());
+  EXPECT_EQ(std::memcmp(b_buf->data() + (1 << 19), a_orig.data(), 1 << 19), 0);
+  EXPECT_EQ(std::memcmp(a_buf->data() + (1 << 19), b_buf->data(), 1 << 19), 0);
+}
+
+// Refused writes fail with the right code and leave the destination alone.
+// TCP refuses per frame and keeps the lane; verbs (a remote access error)
+// breaks the queue pair, which is what RDMA hardware does.
+void ExpectRefused(TransportConformanceTest* test, const absl::Status& status,
+                   absl::StatusCode tcp_code) {
+  ASSERT_FALSE(status.ok());
+  if (test->GetParam().refuses_per_write) {
+    EXPECT_EQ(status.code(), tcp_code) << status;
+  } else {
+    EXPECT_TRUE(status.code() == absl::StatusCode::kUnavailable || status.code() == tcp_code)
+        << status;
+  }
+}
+
+TEST_P(TransportConformanceTest, RefusesUnknownRegion) {
+  auto src = Register(a_, "src", 8192, false);
+  auto dst = Register(b_, "dst", 8192, true);
+  RemoteRegion bogus = b_.transport->DescribeRegion(*dst);
+  bogus.region_id += 1000;
+  bogus.rkey += 1000;
+  ExpectRefused(this, WaitFor(a_, Post(a_, 0, *src, 0, bogus, 0, 4096)),
+                absl::StatusCode::kNotFound);
+  if (GetParam().refuses_per_write) {  // the lane still works
+    const RemoteRegion key = b_.transport->DescribeRegion(*dst);
+    Fill(*src, 5);
+    EXPECT_TRUE(WaitFor(a_, Post(a_, 0, *src, 0, key, 0, 8192)).ok());
+    EXPECT_EQ(std::memcmp(src->data(), dst->data(), 8192), 0);
+  }
+}
+
+TEST_P(TransportConformanceTest, RefusesOutOfRangeWithoutTouchingMemory) {
+  auto src = Register(a_, "src", 8192, false);
+  auto dst = Register(b_, "dst", 8192, true);
+  auto neighbour = Register(b_, "neighbour", 8192, true);
+  Fill(*src, 5);
+  const RemoteRegion key = b_.transport->DescribeRegion(*dst);
+  ExpectRefused(this, WaitFor(a_, Post(a_, 0, *src, 0, key, 4096, 8192)),
+                absl::StatusCode::kOutOfRange);
+  for (const auto& region : {dst, neighbour}) {
+    for (uint64_t i = 0; i < 8192; ++i) ASSERT_EQ(region->data()[i], std::byte{0});
+  }
+}
+
+TEST_P(TransportConformanceTest, RefusesRegionWithoutRemoteWrite) {
+  auto src = Register(a_, "src", 4096, false);
+  auto dst = Register(b_, "readonly", 4096, false);
+  Fill(*src, 5);
+  ExpectRefused(this,
+                WaitFor(a_, Post(a_, 0, *src, 0, b_.transport->DescribeRegion(*dst), 0, 4096)),
+                absl::StatusCode::kPermissionDenied);
+  for (uint64_t i = 0; i < 4096; ++i) ASSERT_EQ(dst->data()[i], std::byte{0});
+}
+
+TEST_P(TransportConformanceTest, RefusesPeerOutsideTheAcl) {
+  if (!GetParam().enforces_acl_per_write) {
+    GTEST_SKIP() << "ACL is enforced when keys are handed out (ResolveRegion), not per write";
+  }
+  auto src = Register(a_, "src", 4096, false);
+  auto dst = Register(b_, "private", 4096, true, {"someone-else"});
+  Fill(*src, 5);
+  EXPECT_EQ(WaitFor(a_, Post(a_, 0, *src, 0, b_.transport->DescribeRegion(*dst), 0, 4096)).code(),
+            absl::StatusCode::kPermissionDenied);
+  for (uint64_t i = 0; i < 4096; ++i) ASSERT_EQ(dst->data()[i], std::byte{0});
+}
+
+TEST_P(TransportConformanceTest, CloseFailsWhatIsInFlightWithTheReason) {
+  auto src = Register(a_, "src", 16 << 20, false);
+  auto dst = Register(b_, "dst", 16 << 20, true);
+  const RemoteRegion key = b_.transport->DescribeRegion(*dst);
+  std::vector<uint64_t> cookies;
+  for (uint32_t i = 0; i < 16; ++i) {
+    cookies.push_back(Post(a_, i % kPollers, *src, i << 20, key, i << 20, 1 << 20));
+  }
+  a_.link->Close(absl::CancelledError("closing for the test"));
+  for (uint64_t c : cookies) {
+    absl::Status s = WaitFor(a_, c);
+    if (!s.ok()) {
+      EXPECT_EQ(s.code(), absl::StatusCode::kCancelled) << s;
+    }
+  }
+  EXPECT_TRUE(a_.link->broken());
+  EXPECT_EQ(a_.link->status().code(), absl::StatusCode::kCancelled);
+  ASSERT_TRUE(Pump([&] { return a_.link->lane(0).broken() && a_.link->lane(0).credits() == 0; }));
+  // The peer notices too.
+  EXPECT_TRUE(Pump([&] { return b_.link->broken(); }));
+}
+
+TEST_P(TransportConformanceTest, PeerGoingAwayBreaksTheLink) {
+  auto src = Register(a_, "src", 1 << 20, false);
+  auto dst = Register(b_, "dst", 1 << 20, true);
+  const RemoteRegion key = b_.transport->DescribeRegion(*dst);
+  ASSERT_TRUE(WaitFor(a_, Post(a_, 0, *src, 0, key, 0, 1 << 20)).ok());
+  b_.transport->Shutdown();
+  ASSERT_TRUE(Pump([&] { return a_.link->broken(); })) << "dead peer not noticed";
+  EXPECT_EQ(a_.link->status().code(), absl::StatusCode::kUnavailable) << a_.link->status();
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, TransportConformanceTest,
+                         testing::ValuesIn(AllTransportFactories()),
+                         [](const testing::TestParamInfo<TransportFactory>& info) {
+                           return info.param.name;
+                         });
+
+}  // namespace
+}  // namespace xferd::transport

@@ -1,0 +1,31 @@
+// The transports the conformance suite runs over. A factory returns an error
+// when its transport cannot run on this machine; the suite then skips it.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "daemon/memory/region_registry.h"
+#include "daemon/transport/transport.h"
+
+namespace xferd::transport {
+
+struct TransportFactory {
+  std::string name;
+  std::function<absl::StatusOr<std::unique_ptr<Transport>>(const memory::RegionRegistry&,
+                                                           uint32_t pollers)>
+      create;
+  // A refused inbound write fails alone and the lane carries on (TCP NACK);
+  // otherwise the refusal breaks the lane (an RDMA remote access error).
+  bool refuses_per_write = true;
+  // The receiver checks the region ACL on every write (TCP); otherwise only
+  // when handing out keys.
+  bool enforces_acl_per_write = true;
+};
+
+std::vector<TransportFactory> AllTransportFactories();
+
+}  // namespace xferd::transport

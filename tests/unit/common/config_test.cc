@@ -1,0 +1,104 @@
+#include "daemon/common/config.h"
+
+#include <gtest/gtest.h>
+
+namespace xferd {
+namespace {
+
+TEST(ConfigTest, EmptyTextGivesDefaults) {
+  absl::StatusOr<Config> config = ParseConfig("", "<test>");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->engine.pollers, 2u);
+  EXPECT_EQ(config->engine.slice_size, 1u << 20);
+  EXPECT_EQ(config->transport.kind, TransportChoice::kAuto);
+  EXPECT_TRUE(Validate(*config).ok());
+}
+
+TEST(ConfigTest, ParsesEveryTable) {
+  absl::StatusOr<Config> config = ParseConfig(R"(
+node_id = "host-a"
+[server]
+listen = "0.0.0.0:7300"
+unix_socket = "/tmp/x.sock"
+unix_socket_mode = 432
+[transport]
+kind = "tcp"
+tcp_socket_buffer = "8MiB"
+verbs_gid_index = 3
+[engine]
+pollers = 4
+slice_size = "256KiB"
+spin = "20us"
+drain_timeout = "3s"
+[regions]
+max_registered_bytes = "2GiB"
+[log]
+level = "debug"
+json = true
+)",
+                                              "<test>");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->node_id, "host-a");
+  EXPECT_EQ(config->server.listen, "0.0.0.0:7300");
+  EXPECT_EQ(config->server.unix_socket_mode, 0660u);
+  EXPECT_EQ(config->transport.kind, TransportChoice::kTcp);
+  EXPECT_EQ(config->transport.tcp_socket_buffer, 8u << 20);
+  EXPECT_EQ(config->transport.verbs_gid_index, 3);
+  EXPECT_EQ(config->engine.pollers, 4u);
+  EXPECT_EQ(config->engine.slice_size, 256u << 10);
+  EXPECT_EQ(config->engine.spin, absl::Microseconds(20));
+  EXPECT_EQ(config->engine.drain_timeout, absl::Seconds(3));
+  EXPECT_EQ(config->regions.max_registered_bytes, 2ull << 30);
+  EXPECT_TRUE(config->log.json);
+  EXPECT_TRUE(Validate(*config).ok());
+}
+
+TEST(ConfigTest, UnknownKeyIsAnErrorNamingIt) {
+  absl::StatusOr<Config> config = ParseConfig("[engine]\npolers = 3\n", "x.toml");
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(config.status().message().find("engine.polers"), absl::string_view::npos);
+  EXPECT_NE(config.status().message().find("pollers"), absl::string_view::npos);
+}
+
+TEST(ConfigTest, WrongTypesAndSyntaxAreErrors) {
+  EXPECT_FALSE(ParseConfig("[engine]\npollers = \"two\"\n", "x").ok());
+  EXPECT_FALSE(ParseConfig("[engine]\nslice_size = \"big\"\n", "x").ok());
+  EXPECT_FALSE(ParseConfig("[engine]\nspin = 5\n", "x").ok());
+  EXPECT_FALSE(ParseConfig("[engine]\npollers = -1\n", "x").ok());
+  EXPECT_FALSE(ParseConfig("server = 3\n", "x").ok());
+  EXPECT_FALSE(ParseConfig("[transport]\nkind = \"rdma\"\n", "x").ok());
+  absl::StatusOr<Config> broken = ParseConfig("[engine\n", "bad.toml");
+  ASSERT_FALSE(broken.ok());
+  EXPECT_NE(broken.status().message().find("bad.toml:1"), absl::string_view::npos);
+}
+
+TEST(ConfigTest, ValidateRejectsOutOfRangeValues) {
+  Config config;
+  config.engine.pollers = 0;
+  EXPECT_FALSE(Validate(config).ok());
+  config = Config();
+  config.engine.slice_size = 100;
+  EXPECT_NE(Validate(config).message().find("engine.slice_size"), absl::string_view::npos);
+  config = Config();
+  config.transport.verbs_mtu = 1500;
+  EXPECT_FALSE(Validate(config).ok());
+  config = Config();
+  config.transport.require_rdma = true;
+  config.transport.kind = TransportChoice::kTcp;
+  EXPECT_FALSE(Validate(config).ok());
+  config = Config();
+  config.server.listen.clear();
+  config.server.unix_socket.clear();
+  EXPECT_FALSE(Validate(config).ok());
+  config = Config();
+  config.log.level = "verbose";
+  EXPECT_FALSE(Validate(config).ok());
+}
+
+TEST(ConfigTest, MissingFileIsNotFound) {
+  EXPECT_EQ(LoadConfigFile("/nonexistent/xferd.toml").status().code(), absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace xferd

@@ -1,0 +1,98 @@
+#include "daemon/memory/memory_backing.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+namespace xferd::memory {
+namespace {
+
+std::string TempDir() {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return dir != nullptr ? dir : "/tmp";
+}
+
+TEST(MemoryBackingTest, AnonymousIsZeroedAndWritable) {
+  auto backing = MemoryBacking::Create(BackingSpec{Backing::kAnonymous, 1 << 20});
+  ASSERT_TRUE(backing.ok()) << backing.status();
+  EXPECT_EQ((*backing)->size(), 1u << 20);
+  EXPECT_EQ((*backing)->data()[12345], std::byte{0});
+  std::memset((*backing)->data(), 0xab, 1 << 20);
+  EXPECT_EQ((*backing)->data()[(1 << 20) - 1], std::byte{0xab});
+}
+
+TEST(MemoryBackingTest, ShmIsSharedWithAnotherMappingAndUnlinkedAtTheEnd) {
+  BackingSpec spec{Backing::kShm, 8192};
+  spec.shm_path = TempDir() + "/shm-backing-test";
+  spec.shm_mode = 0640;
+  auto backing = MemoryBacking::Create(spec);
+  ASSERT_TRUE(backing.ok()) << backing.status();
+  struct stat st;
+  ASSERT_EQ(::stat(spec.shm_path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0640u);
+  EXPECT_EQ(st.st_size, 8192);
+  // A client maps the same file and fills it; the daemon's mapping sees it.
+  const int fd = ::open(spec.shm_path.c_str(), O_RDWR);
+  void* client = ::mmap(nullptr, 8192, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ASSERT_NE(client, MAP_FAILED);
+  std::memcpy(client, "hello", 5);
+  EXPECT_EQ(std::memcmp((*backing)->data(), "hello", 5), 0);
+  ::munmap(client, 8192);
+  ::close(fd);
+  backing->reset();
+  EXPECT_NE(::access(spec.shm_path.c_str(), F_OK), 0);
+}
+
+TEST(MemoryBackingTest, FileCreateGrowAndUseExistingSize) {
+  const std::string path = TempDir() + "/file-backing-test";
+  ::unlink(path.c_str());
+  BackingSpec spec{Backing::kFile, 4096};
+  spec.file_path = path;
+  EXPECT_EQ(MemoryBacking::Create(spec).status().code(), absl::StatusCode::kNotFound);
+  spec.create = true;
+  {
+    auto backing = MemoryBacking::Create(spec);
+    ASSERT_TRUE(backing.ok()) << backing.status();
+    std::memcpy((*backing)->data() + 4090, "tail!", 5);
+  }
+  BackingSpec existing{Backing::kFile, 0};
+  existing.file_path = path;
+  existing.writable = false;
+  auto reopened = MemoryBacking::Create(existing);
+  ASSERT_TRUE(reopened.ok()) << reopened.status();
+  EXPECT_EQ((*reopened)->size(), 4096u);
+  EXPECT_EQ(std::memcmp((*reopened)->data() + 4090, "tail!", 5), 0);
+  // Larger than the file without create: refused with the fix in the message.
+  BackingSpec bigger{Backing::kFile, 8192};
+  bigger.file_path = path;
+  absl::Status s = MemoryBacking::Create(bigger).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("create"), absl::string_view::npos);
+}
+
+TEST(MemoryBackingTest, FileErrors) {
+  BackingSpec relative{Backing::kFile, 0};
+  relative.file_path = "relative/path";
+  EXPECT_EQ(MemoryBacking::Create(relative).status().code(), absl::StatusCode::kInvalidArgument);
+  BackingSpec dir{Backing::kFile, 0};
+  dir.file_path = TempDir();
+  EXPECT_FALSE(MemoryBacking::Create(dir).ok());
+}
+
+TEST(MemoryBackingTest, HugepagesWithoutReservationIsResourceExhausted) {
+  BackingSpec spec{Backing::kAnonymous, 2 << 20};
+  spec.hugepages = true;
+  auto backing = MemoryBacking::Create(spec);
+  if (backing.ok()) GTEST_SKIP() << "this machine has hugepages reserved";
+  EXPECT_EQ(backing.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(backing.status().message().find("nr_hugepages"), absl::string_view::npos);
+}
+
+}  // namespace
+}  // namespace xferd::memory

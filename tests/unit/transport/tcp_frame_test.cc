@@ -1,0 +1,99 @@
+#include "daemon/transport/tcp/tcp_frame.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+namespace xferd::transport::tcp {
+namespace {
+
+FrameHeader Write(uint32_t length) {
+  FrameHeader h;
+  h.type = FrameType::kWrite;
+  h.flags = kFlagNotice;
+  h.word = 42;
+  h.length = length;
+  h.offset = 0x1122334455667788ull;
+  h.seq = 99;
+  return h;
+}
+
+TEST(TcpFrameTest, RoundTripsEveryField) {
+  uint8_t bytes[kHeaderBytes];
+  EncodeHeader(Write(4096), bytes);
+  FrameHeader decoded;
+  ASSERT_TRUE(DecodeHeader(bytes, &decoded).ok());
+  EXPECT_EQ(decoded.type, FrameType::kWrite);
+  EXPECT_EQ(decoded.flags, kFlagNotice);
+  EXPECT_EQ(decoded.word, 42u);
+  EXPECT_EQ(decoded.length, 4096u);
+  EXPECT_EQ(decoded.offset, 0x1122334455667788ull);
+  EXPECT_EQ(decoded.seq, 99u);
+}
+
+TEST(TcpFrameTest, WireIsLittleEndian) {
+  uint8_t bytes[kHeaderBytes];
+  EncodeHeader(Write(1), bytes);
+  EXPECT_EQ(std::memcmp(bytes, "XFR1", 4), 0);
+  EXPECT_EQ(bytes[8], 42);
+  EXPECT_EQ(bytes[16], 0x88);
+  EXPECT_EQ(bytes[23], 0x11);
+}
+
+TEST(TcpFrameTest, RejectsWhatAPeerCouldGetWrong) {
+  uint8_t bytes[kHeaderBytes];
+  FrameHeader out;
+  EncodeHeader(Write(0), bytes);  // empty WRITE
+  EXPECT_FALSE(DecodeHeader(bytes, &out).ok());
+  EncodeHeader(Write(kMaxSliceBytes + 1), bytes);
+  EXPECT_FALSE(DecodeHeader(bytes, &out).ok());
+  EncodeHeader(Write(kMaxSliceBytes), bytes);
+  EXPECT_TRUE(DecodeHeader(bytes, &out).ok());
+
+  EncodeHeader(Write(1), bytes);
+  bytes[0] ^= 1;  // magic
+  EXPECT_NE(DecodeHeader(bytes, &out).message().find("magic"), absl::string_view::npos);
+  EncodeHeader(Write(1), bytes);
+  bytes[4] = 77;  // type
+  EXPECT_FALSE(DecodeHeader(bytes, &out).ok());
+  EncodeHeader(Write(1), bytes);
+  bytes[5] = 0x80;  // flags
+  EXPECT_FALSE(DecodeHeader(bytes, &out).ok());
+  EncodeHeader(Write(1), bytes);
+  bytes[6] = 1;  // reserved
+  EXPECT_FALSE(DecodeHeader(bytes, &out).ok());
+
+  FrameHeader ack;
+  ack.type = FrameType::kAck;
+  ack.flags = kFlagNotice;  // only WRITE may carry a notice
+  EncodeHeader(ack, bytes);
+  EXPECT_FALSE(DecodeHeader(bytes, &out).ok());
+  ack.flags = 0;
+  ack.length = 5;  // ACKs have no payload
+  EncodeHeader(ack, bytes);
+  EXPECT_FALSE(DecodeHeader(bytes, &out).ok());
+
+  FrameHeader hello;
+  hello.type = FrameType::kHello;
+  hello.length = 3;  // token must be 16 bytes
+  EncodeHeader(hello, bytes);
+  EXPECT_FALSE(DecodeHeader(bytes, &out).ok());
+
+  FrameHeader nack;
+  nack.type = FrameType::kNack;
+  nack.length = kMaxNackMessage + 1;
+  EncodeHeader(nack, bytes);
+  EXPECT_FALSE(DecodeHeader(bytes, &out).ok());
+}
+
+TEST(TcpFrameTest, NoticeRoundTrip) {
+  uint8_t bytes[kNoticeBytes];
+  EncodeNotice(LandingNotice{7, 1ull << 40, 12345}, bytes);
+  const LandingNotice n = DecodeNotice(bytes);
+  EXPECT_EQ(n.transfer_id, 7u);
+  EXPECT_EQ(n.offset, 1ull << 40);
+  EXPECT_EQ(n.length, 12345u);
+}
+
+}  // namespace
+}  // namespace xferd::transport::tcp

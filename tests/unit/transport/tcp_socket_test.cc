@@ -1,0 +1,78 @@
+#include "daemon/transport/tcp/tcp_socket.h"
+
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+
+#include <thread>
+
+namespace xferd::transport::tcp {
+namespace {
+
+TEST(TcpSocketTest, ParseHostPort) {
+  auto v4 = ParseHostPort("127.0.0.1:7300");
+  ASSERT_TRUE(v4.ok());
+  EXPECT_EQ(v4->host, "127.0.0.1");
+  EXPECT_EQ(v4->port, 7300);
+  auto v6 = ParseHostPort("[::1]:0");
+  ASSERT_TRUE(v6.ok());
+  EXPECT_EQ(v6->host, "::1");
+  EXPECT_EQ(v6->port, 0);
+  for (const char* bad : {"nohost", "host:", "host:99999", "[::1]7300", "[::1", "h:p"}) {
+    EXPECT_FALSE(ParseHostPort(bad).ok()) << bad;
+  }
+}
+
+TEST(TcpSocketTest, ListenDialExchange) {
+  auto listener = Listen(HostPort{"127.0.0.1", 0}, 4);
+  ASSERT_TRUE(listener.ok()) << listener.status();
+  auto port = LocalPort(listener->get());
+  ASSERT_TRUE(port.ok());
+  const absl::Time deadline = absl::Now() + absl::Seconds(5);
+  auto client = Dial(HostPort{"127.0.0.1", *port}, deadline);
+  ASSERT_TRUE(client.ok()) << client.status();
+  int accepted = -1;
+  for (int i = 0; i < 500 && accepted < 0; ++i) {
+    accepted = ::accept(listener->get(), nullptr, nullptr);
+    if (accepted < 0) absl::SleepFor(absl::Milliseconds(2));
+  }
+  ASSERT_GE(accepted, 0);
+  UniqueFd server(accepted);
+  ASSERT_TRUE(SendExactly(client->get(), "ping", 4, deadline).ok());
+  char buf[4];
+  ASSERT_TRUE(RecvExactly(server.get(), buf, 4, deadline).ok());
+  EXPECT_EQ(std::string(buf, 4), "ping");
+  EXPECT_NE(PeerAddress(server.get()).find("127.0.0.1:"), std::string::npos);
+  ASSERT_TRUE(ConfigureDataSocket(server.get(), DataSocketOptions{}).ok());
+}
+
+TEST(TcpSocketTest, RecvTimesOutAndSeesClose) {
+  auto listener = Listen(HostPort{"127.0.0.1", 0}, 4);
+  ASSERT_TRUE(listener.ok());
+  auto client =
+      Dial(HostPort{"127.0.0.1", *LocalPort(listener->get())}, absl::Now() + absl::Seconds(5));
+  ASSERT_TRUE(client.ok());
+  char buf[1];
+  EXPECT_EQ(RecvExactly(client->get(), buf, 1, absl::Now() + absl::Milliseconds(50)).code(),
+            absl::StatusCode::kDeadlineExceeded);
+  int accepted = -1;
+  for (int i = 0; i < 500 && accepted < 0; ++i) {
+    accepted = ::accept(listener->get(), nullptr, nullptr);
+    if (accepted < 0) absl::SleepFor(absl::Milliseconds(2));
+  }
+  ASSERT_GE(accepted, 0);
+  UniqueFd(accepted).reset();  // the server side closes
+  EXPECT_EQ(RecvExactly(client->get(), buf, 1, absl::Now() + absl::Seconds(5)).code(),
+            absl::StatusCode::kUnavailable);
+}
+
+TEST(TcpSocketTest, DialRefusedIsUnavailable) {
+  auto listener = Listen(HostPort{"127.0.0.1", 0}, 1);
+  ASSERT_TRUE(listener.ok());
+  const uint16_t port = *LocalPort(listener->get());
+  listener->reset();  // nobody listens there now
+  EXPECT_EQ(Dial(HostPort{"127.0.0.1", port}, absl::Now() + absl::Seconds(2)).status().code(),
+            absl::StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace xferd::transport::tcp
