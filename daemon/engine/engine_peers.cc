@@ -69,6 +69,10 @@ absl::StatusOr<HandshakeMessage> Engine::AcceptHandshake(const HandshakeMessage&
   if (request.node.node_id.empty()) {
     return absl::InvalidArgumentError("handshake without a node id");
   }
+  if (request.node.node_id == self_.node_id && request.node.incarnation == self_.incarnation) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("a daemon cannot connect to itself (node '", self_.node_id, "')"));
+  }
   if (request.node.node_id == self_.node_id) {
     return absl::FailedPreconditionError(absl::StrCat("peer claims this daemon's own node id '",
                                                       self_.node_id,

@@ -205,6 +205,7 @@ void Poller::Sleep() {
     sleeping_.store(false);
     return;
   }
+  sleeps_.fetch_add(1, std::memory_order_relaxed);
   const auto start = Clock::now();
   pollfd fds[2] = {{worker_.wait_fd(), POLLIN, 0}, {wake_fd_.get(), POLLIN, 0}};
   while (::poll(fds, 2, -1) < 0 && errno == EINTR) {
@@ -214,7 +215,6 @@ void Poller::Sleep() {
     uint64_t count;
     (void)!::read(wake_fd_.get(), &count, sizeof(count));
   }
-  sleeps_.fetch_add(1, std::memory_order_relaxed);
   asleep_ns_.fetch_add(
       std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count(),
       std::memory_order_relaxed);

@@ -1,0 +1,91 @@
+#include "tests/unit/engine/engine_harness.h"
+
+#include <cstdlib>
+
+namespace xferd::testing {
+
+EngineHarness::EngineHarness(EngineConfig config) : config_(config) {}
+
+EngineHarness::~EngineHarness() {
+  for (auto& [name, node] : nodes_) node->engine->Stop();
+}
+
+Node& EngineHarness::Add(const std::string& name) {
+  auto node = std::make_unique<Node>();
+  node->name = name;
+  memory::RegistryOptions options;
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  options.shm_dir = tmp != nullptr ? tmp : "/tmp";
+  options.shm_prefix = "engine-test-" + name;
+  node->regions = std::make_unique<memory::RegionRegistry>(options);
+  node->transport = std::make_unique<FakeTransport>(fabric_, name, *node->regions, config_.pollers,
+                                                    config_.lane_depth);
+  auto engine = engine::Engine::Create(config_, engine::NodeIdentity{"", 1, ""}, *node->transport,
+                                       *node->regions, rpc_);
+  if (!engine.ok()) std::abort();
+  node->engine = *std::move(engine);
+  node->engine->SetIdentity(name, "addr-" + name);
+  rpc_.Add("addr-" + name, node->engine.get());
+  return *(nodes_[name] = std::move(node));
+}
+
+absl::StatusOr<std::shared_ptr<memory::Region>> EngineHarness::Register(Node& node,
+                                                                        memory::RegionSpec spec) {
+  std::promise<absl::StatusOr<std::shared_ptr<memory::Region>>> done;
+  node.engine->RegisterRegion(std::move(spec), [&](auto r) { done.set_value(std::move(r)); });
+  return done.get_future().get();
+}
+
+std::shared_ptr<memory::Region> EngineHarness::RegisterOrDie(Node& node, const std::string& name,
+                                                             uint64_t size, bool remote_write) {
+  memory::RegionSpec spec;
+  spec.name = name;
+  spec.size = size;
+  spec.access.remote_write = remote_write;
+  auto region = Register(node, spec);
+  if (!region.ok()) std::abort();
+  return *region;
+}
+
+absl::StatusOr<engine::PeerInfo> EngineHarness::Connect(Node& from, Node& to) {
+  std::promise<absl::StatusOr<engine::PeerInfo>> done;
+  from.engine->ConnectPeer("addr-" + to.name, absl::Seconds(5),
+                           [&](auto r) { done.set_value(std::move(r)); });
+  return done.get_future().get();
+}
+
+absl::StatusOr<std::vector<std::shared_ptr<engine::Transfer>>> EngineHarness::Submit(
+    Node& from, std::vector<engine::WriteSpec> writes, bool batch) {
+  std::promise<absl::StatusOr<std::vector<std::shared_ptr<engine::Transfer>>>> done;
+  from.engine->Submit(std::move(writes), batch, [&](auto r) { done.set_value(std::move(r)); });
+  return done.get_future().get();
+}
+
+engine::TransferInfo EngineHarness::Wait(const std::shared_ptr<engine::Transfer>& t,
+                                         absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (!engine::IsTerminal(t->state()) && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  return t->Info();
+}
+
+engine::WriteSpec Spec(const std::string& src, const std::string& peer, const std::string& dst,
+                       uint64_t length, uint64_t src_offset, uint64_t dst_offset) {
+  engine::WriteSpec spec;
+  spec.src_region = src;
+  spec.peer = peer;
+  spec.dst_region = dst;
+  spec.length = length;
+  spec.src_offset = src_offset;
+  spec.dst_offset = dst_offset;
+  return spec;
+}
+
+void Fill(memory::Region& region, uint8_t seed) {
+  for (uint64_t i = 0; i < region.size(); ++i) {
+    region.data()[i] = static_cast<std::byte>((i * 167 + seed) & 0xff);
+  }
+}
+
+}  // namespace xferd::testing

@@ -1,0 +1,97 @@
+// Two or more engines in one process, connected through FakeTransport and an
+// in-process PeerRpc, with blocking helpers over the engine's callbacks.
+#pragma once
+
+#include <future>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "daemon/common/config.h"
+#include "daemon/engine/engine.h"
+#include "tests/unit/engine/fake_transport.h"
+
+namespace xferd::testing {
+
+// Calls the target engine's handlers directly, as its PeerService would.
+class InProcessPeerRpc final : public engine::PeerRpc {
+ public:
+  void Add(const std::string& address, engine::Engine* engine) { engines_[address] = engine; }
+  void Remove(const std::string& address) { engines_.erase(address); }
+
+  absl::StatusOr<engine::HandshakeMessage> Handshake(const std::string& address,
+                                                     const engine::HandshakeMessage& request,
+                                                     absl::Time) override {
+    engine::Engine* e = Find(address);
+    if (e == nullptr) return absl::UnavailableError("no daemon at " + address);
+    return e->AcceptHandshake(request);
+  }
+  absl::StatusOr<engine::ResolvedRegion> ResolveRegion(const std::string& address,
+                                                       const engine::NodeIdentity& self,
+                                                       const std::string& region,
+                                                       absl::Time) override {
+    engine::Engine* e = Find(address);
+    if (e == nullptr) return absl::UnavailableError("no daemon at " + address);
+    return e->ResolveForPeer(self.node_id, self.incarnation, region);
+  }
+  absl::Status InvalidateRegion(const std::string& address, const engine::NodeIdentity& self,
+                                uint32_t id, const std::string& region, absl::Time) override {
+    engine::Engine* e = Find(address);
+    return e == nullptr ? absl::UnavailableError("gone")
+                        : e->OnRegionInvalidated(self.node_id, self.incarnation, id, region);
+  }
+  absl::Status Goodbye(const std::string& address, const engine::NodeIdentity& self,
+                       const std::string& reason, absl::Time) override {
+    engine::Engine* e = Find(address);
+    return e == nullptr ? absl::UnavailableError("gone")
+                        : e->OnGoodbye(self.node_id, self.incarnation, reason);
+  }
+
+ private:
+  engine::Engine* Find(const std::string& address) {
+    auto it = engines_.find(address);
+    return it == engines_.end() ? nullptr : it->second;
+  }
+  std::map<std::string, engine::Engine*> engines_;
+};
+
+struct Node {
+  std::string name;
+  std::unique_ptr<memory::RegionRegistry> regions;
+  std::unique_ptr<FakeTransport> transport;
+  std::unique_ptr<engine::Engine> engine;
+};
+
+class EngineHarness {
+ public:
+  explicit EngineHarness(EngineConfig config = {});
+  ~EngineHarness();
+
+  Node& Add(const std::string& name);
+  Node& node(const std::string& name) { return *nodes_.at(name); }
+  InProcessPeerRpc& rpc() { return rpc_; }
+
+  // Blocking wrappers over the engine's callbacks.
+  absl::StatusOr<std::shared_ptr<memory::Region>> Register(Node& node, memory::RegionSpec spec);
+  std::shared_ptr<memory::Region> RegisterOrDie(Node& node, const std::string& name, uint64_t size,
+                                                bool remote_write);
+  absl::StatusOr<engine::PeerInfo> Connect(Node& from, Node& to);
+  absl::StatusOr<std::vector<std::shared_ptr<engine::Transfer>>> Submit(
+      Node& from, std::vector<engine::WriteSpec> writes, bool batch = false);
+  // Waits for a transfer's end (bounded) and returns its final state.
+  engine::TransferInfo Wait(const std::shared_ptr<engine::Transfer>& t,
+                            absl::Duration timeout = absl::Seconds(20));
+
+ private:
+  const EngineConfig config_;
+  FakeFabric fabric_;
+  InProcessPeerRpc rpc_;
+  std::map<std::string, std::unique_ptr<Node>> nodes_;
+};
+
+engine::WriteSpec Spec(const std::string& src, const std::string& peer, const std::string& dst,
+                       uint64_t length, uint64_t src_offset = 0, uint64_t dst_offset = 0);
+void Fill(memory::Region& region, uint8_t seed);
+
+}  // namespace xferd::testing

@@ -1,0 +1,130 @@
+#include <gtest/gtest.h>
+
+#include "tests/unit/engine/engine_harness.h"
+
+namespace xferd::testing {
+namespace {
+
+using engine::PeerState;
+using engine::TransferState;
+
+class EnginePeersTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    a_ = &h_.Add("a");
+    b_ = &h_.Add("b");
+  }
+  EngineHarness h_;
+  Node* a_ = nullptr;
+  Node* b_ = nullptr;
+};
+
+TEST_F(EnginePeersTest, ConnectShowsOnBothSidesAndIsIdempotent) {
+  auto peer = h_.Connect(*a_, *b_);
+  ASSERT_TRUE(peer.ok()) << peer.status();
+  EXPECT_EQ(peer->node.node_id, "b");
+  EXPECT_TRUE(peer->outbound);
+  EXPECT_EQ(peer->state, PeerState::kConnected);
+  auto again = h_.Connect(*a_, *b_);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->connected_at, peer->connected_at);  // the same link
+  auto on_b = b_->engine->ListPeers();
+  ASSERT_EQ(on_b.size(), 1u);
+  EXPECT_EQ(on_b[0].node.node_id, "a");
+  EXPECT_FALSE(on_b[0].outbound);
+}
+
+TEST_F(EnginePeersTest, ConnectErrors) {
+  std::promise<absl::StatusOr<engine::PeerInfo>> done;
+  a_->engine->ConnectPeer("addr-nowhere", absl::Seconds(1),
+                          [&](auto r) { done.set_value(std::move(r)); });
+  EXPECT_EQ(done.get_future().get().status().code(), absl::StatusCode::kUnavailable);
+  std::promise<absl::StatusOr<engine::PeerInfo>> self;
+  a_->engine->ConnectPeer("addr-a", absl::Seconds(1),
+                          [&](auto r) { self.set_value(std::move(r)); });
+  absl::Status s = self.get_future().get().status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.message().find("cannot connect to itself"), absl::string_view::npos) << s;
+  EXPECT_TRUE(a_->engine->ListPeers().empty());
+}
+
+TEST_F(EnginePeersTest, DisconnectFailsTransfersInFlight) {
+  auto src = h_.RegisterOrDie(*a_, "src", 1 << 20, false);
+  h_.RegisterOrDie(*b_, "dst", 1 << 20, true);
+  ASSERT_TRUE(h_.Connect(*a_, *b_).ok());
+  a_->transport->HoldCompletions(true);
+  auto t = (*h_.Submit(*a_, {Spec("src", "b", "dst", 1 << 20)}))[0];
+  auto failed = a_->engine->DisconnectPeer("b");
+  ASSERT_TRUE(failed.ok());
+  EXPECT_EQ(*failed, 1u);
+  const engine::TransferInfo info = h_.Wait(t);
+  EXPECT_EQ(info.state, TransferState::kFailed);
+  EXPECT_EQ(info.error.code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(info.error.message().find("disconnected"), absl::string_view::npos);
+  a_->transport->HoldCompletions(false);
+  EXPECT_TRUE(a_->engine->ListPeers().empty());
+  EXPECT_EQ(a_->engine->DisconnectPeer("b").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(EnginePeersTest, GoodbyeBreaksThePeerAndWritesSayWhy) {
+  h_.RegisterOrDie(*a_, "src", 4096, false);
+  h_.RegisterOrDie(*b_, "dst", 4096, true);
+  ASSERT_TRUE(h_.Connect(*a_, *b_).ok());
+  b_->engine->SayGoodbye("maintenance", absl::Now() + absl::Seconds(1));
+  auto peers = a_->engine->ListPeers();
+  ASSERT_EQ(peers.size(), 1u);
+  EXPECT_EQ(peers[0].state, PeerState::kBroken);
+  EXPECT_NE(peers[0].last_error.message().find("maintenance"), absl::string_view::npos);
+  absl::Status s = h_.Submit(*a_, {Spec("src", "b", "dst", 4096)}).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(s.message().find("connect it again"), absl::string_view::npos);
+  ASSERT_TRUE(h_.Connect(*a_, *b_).ok());  // a broken peer is reconnected
+  EXPECT_TRUE(h_.Submit(*a_, {Spec("src", "b", "dst", 4096)}).ok());
+}
+
+TEST_F(EnginePeersTest, AHandshakeFromTheSameNodeReplacesTheOldLink) {
+  h_.RegisterOrDie(*a_, "src", 1 << 20, false);
+  h_.RegisterOrDie(*b_, "dst", 1 << 20, true);
+  ASSERT_TRUE(h_.Connect(*a_, *b_).ok());
+  a_->transport->HoldCompletions(true);
+  auto t = (*h_.Submit(*a_, {Spec("src", "b", "dst", 1 << 20)}))[0];
+  // b forgets a and handshakes again (as after a restart): a's old link to b
+  // is replaced and the transfer that used it fails.
+  ASSERT_TRUE(b_->engine->DisconnectPeer("a").ok());
+  ASSERT_TRUE(h_.Connect(*b_, *a_).ok());
+  const engine::TransferInfo info = h_.Wait(t);
+  EXPECT_EQ(info.state, TransferState::kFailed);
+  EXPECT_EQ(info.error.code(), absl::StatusCode::kUnavailable);
+  a_->transport->HoldCompletions(false);
+  auto peers = a_->engine->ListPeers();
+  ASSERT_EQ(peers.size(), 1u);
+  EXPECT_FALSE(peers[0].outbound);
+  EXPECT_EQ(peers[0].state, PeerState::kConnected);
+}
+
+TEST_F(EnginePeersTest, ResolutionHonoursTheAcl) {
+  h_.RegisterOrDie(*a_, "src", 4096, false);
+  memory::RegionSpec spec;
+  spec.name = "private";
+  spec.size = 4096;
+  spec.access.remote_write = true;
+  spec.allowed_peers = {"c"};
+  ASSERT_TRUE(h_.Register(*b_, spec).ok());
+  ASSERT_TRUE(h_.Connect(*a_, *b_).ok());
+  absl::Status s = h_.Submit(*a_, {Spec("src", "b", "private", 4096)}).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_NE(s.message().find("ACL"), absl::string_view::npos);
+}
+
+TEST_F(EnginePeersTest, ResolveRequiresTheCurrentLink) {
+  h_.RegisterOrDie(*b_, "dst", 4096, true);
+  EXPECT_EQ(b_->engine->ResolveForPeer("a", 1, "dst").status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(h_.Connect(*a_, *b_).ok());
+  EXPECT_TRUE(b_->engine->ResolveForPeer("a", 1, "dst").ok());
+  EXPECT_EQ(b_->engine->ResolveForPeer("a", 999, "dst").status().code(),
+            absl::StatusCode::kFailedPrecondition);  // a stale incarnation
+}
+
+}  // namespace
+}  // namespace xferd::testing

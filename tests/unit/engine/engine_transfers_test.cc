@@ -1,0 +1,212 @@
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "tests/unit/engine/engine_harness.h"
+
+namespace xferd::testing {
+namespace {
+
+using engine::TransferState;
+
+EngineConfig SmallSlices() {
+  EngineConfig config;
+  config.pollers = 2;
+  config.slice_size = 4096;
+  config.lane_depth = 4;
+  config.max_inflight_transfers = 8;
+  return config;
+}
+
+class EngineTransfersTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    a_ = &h_.Add("a");
+    b_ = &h_.Add("b");
+    src_ = h_.RegisterOrDie(*a_, "src", 1 << 20, false);
+    dst_ = h_.RegisterOrDie(*b_, "dst", 1 << 20, true);
+    Fill(*src_, 1);
+    ASSERT_TRUE(h_.Connect(*a_, *b_).ok());
+  }
+
+  absl::Status SubmitError(engine::WriteSpec spec) {
+    return h_.Submit(*a_, {std::move(spec)}).status();
+  }
+
+  EngineHarness h_{SmallSlices()};
+  Node* a_ = nullptr;
+  Node* b_ = nullptr;
+  std::shared_ptr<memory::Region> src_, dst_;
+};
+
+struct Watcher : memory::LandedWatcher {
+  std::vector<memory::LandedEvent> events;
+  absl::Mutex mu;
+  void OnLanded(const memory::LandedEvent& e) override {
+    absl::MutexLock lock(&mu);
+    events.push_back(e);
+  }
+  void OnRegionClosed() override {}
+};
+
+TEST_F(EngineTransfersTest, MultiSliceWriteLandsWithOneLandedEvent) {
+  Watcher watcher;
+  dst_->landed().Subscribe(&watcher);
+  auto submitted = h_.Submit(*a_, {Spec("src", "b", "dst", 100001, 7, 300)});
+  ASSERT_TRUE(submitted.ok()) << submitted.status();
+  const engine::TransferInfo info = h_.Wait((*submitted)[0]);
+  EXPECT_EQ(info.state, TransferState::kDone) << info.error;
+  EXPECT_EQ(info.bytes_done, 100001u);
+  EXPECT_EQ(info.slices, 25u);  // ceil(100001 / 4096)
+  EXPECT_EQ(info.peer_node, "b");
+  EXPECT_EQ(std::memcmp(src_->data() + 7, dst_->data() + 300, 100001), 0);
+  EXPECT_EQ(dst_->data()[299], std::byte{0});
+  EXPECT_EQ(dst_->data()[300 + 100001], std::byte{0});
+  dst_->landed().Unsubscribe(&watcher);  // not under watcher.mu: the hub locks before it
+  absl::MutexLock lock(&watcher.mu);
+  ASSERT_EQ(watcher.events.size(), 1u);
+  EXPECT_EQ(watcher.events[0].offset, 300u);
+  EXPECT_EQ(watcher.events[0].length, 100001u);
+  EXPECT_EQ(watcher.events[0].source_transfer_id, info.id);
+}
+
+TEST_F(EngineTransfersTest, FinalSliceIsPostedAfterEveryOther) {
+  auto submitted = h_.Submit(*a_, {Spec("src", "b", "dst", 64 * 4096)});
+  ASSERT_TRUE(submitted.ok());
+  ASSERT_EQ(h_.Wait((*submitted)[0]).state, TransferState::kDone);
+  const auto posted = a_->transport->posted();
+  ASSERT_EQ(posted.size(), 64u);
+  for (size_t i = 0; i + 1 < posted.size(); ++i) EXPECT_EQ(posted[i].notice, nullptr) << i;
+  ASSERT_NE(posted.back().notice, nullptr);
+  EXPECT_EQ(posted.back().dst_offset, 63u * 4096);
+}
+
+TEST_F(EngineTransfersTest, SingleSliceWrite) {
+  auto submitted = h_.Submit(*a_, {Spec("src", "b", "dst", 10)});
+  ASSERT_TRUE(submitted.ok());
+  EXPECT_EQ(h_.Wait((*submitted)[0]).state, TransferState::kDone);
+  EXPECT_EQ(std::memcmp(src_->data(), dst_->data(), 10), 0);
+}
+
+TEST_F(EngineTransfersTest, ValidationErrorsSayWhatIsWrong) {
+  struct Case {
+    engine::WriteSpec spec;
+    absl::StatusCode code;
+    const char* fragment;
+  };
+  engine::WriteSpec bad_slice = Spec("src", "b", "dst", 4096);
+  bad_slice.slice_size = 100;
+  engine::WriteSpec zero_timeout = Spec("src", "b", "dst", 4096);
+  zero_timeout.timeout = absl::ZeroDuration();
+  const uint64_t max = ~uint64_t{0};
+  const Case cases[] = {
+      {Spec("nope", "b", "dst", 1), absl::StatusCode::kNotFound, "source region 'nope'"},
+      {Spec("src", "b", "dst", 0), absl::StatusCode::kInvalidArgument, "length is 0"},
+      {Spec("src", "b", "dst", (1 << 20) + 1), absl::StatusCode::kOutOfRange, "source range"},
+      {Spec("src", "b", "dst", 2, max), absl::StatusCode::kOutOfRange, "source range"},
+      {Spec("src", "b", "dst", 2, 0, max), absl::StatusCode::kOutOfRange, "destination range"},
+      {Spec("src", "zz", "dst", 1), absl::StatusCode::kNotFound, "no peer 'zz'"},
+      {Spec("src", "b", "missing", 1), absl::StatusCode::kNotFound, "'missing'"},
+      {bad_slice, absl::StatusCode::kInvalidArgument, "slice_size"},
+      {zero_timeout, absl::StatusCode::kInvalidArgument, "timeout"},
+  };
+  for (const Case& c : cases) {
+    absl::Status s = SubmitError(c.spec);
+    EXPECT_EQ(s.code(), c.code) << s;
+    EXPECT_NE(s.message().find(c.fragment), absl::string_view::npos) << s;
+  }
+  EXPECT_EQ(a_->engine->Stats().transfers.submitted, 0u);
+}
+
+TEST_F(EngineTransfersTest, DestinationWithoutRemoteWriteIsPermissionDenied) {
+  h_.RegisterOrDie(*b_, "readonly", 4096, false);
+  absl::Status s = SubmitError(Spec("src", "b", "readonly", 4096));
+  EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_NE(s.message().find("remote writes"), absl::string_view::npos);
+}
+
+TEST_F(EngineTransfersTest, BatchIsAllOrNothing) {
+  auto result = h_.Submit(*a_, {Spec("src", "b", "dst", 4096), Spec("src", "b", "dst", 0)},
+                          /*batch=*/true);
+  ASSERT_FALSE(result.ok());
+  EXPECT_NE(result.status().message().find("write #1"), absl::string_view::npos);
+  EXPECT_EQ(a_->engine->Stats().transfers.submitted, 0u);
+  EXPECT_EQ(dst_->data()[0], std::byte{0});
+  auto ok =
+      h_.Submit(*a_, {Spec("src", "b", "dst", 4096), Spec("src", "b", "dst", 4096, 0, 8192)}, true);
+  ASSERT_TRUE(ok.ok());
+  EXPECT_NE((*ok)[0]->plan().batch_id, 0u);
+  EXPECT_EQ((*ok)[0]->plan().batch_id, (*ok)[1]->plan().batch_id);
+  for (const auto& t : *ok) EXPECT_EQ(h_.Wait(t).state, TransferState::kDone);
+}
+
+TEST_F(EngineTransfersTest, AdmissionIsBounded) {
+  a_->transport->HoldCompletions(true);
+  std::vector<engine::WriteSpec> eight(8, Spec("src", "b", "dst", 4096));
+  auto held = h_.Submit(*a_, eight, true);
+  ASSERT_TRUE(held.ok());
+  absl::Status s = SubmitError(Spec("src", "b", "dst", 4096));
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(s.message().find("max_inflight_transfers"), absl::string_view::npos);
+  a_->transport->HoldCompletions(false);
+  for (const auto& t : *held) EXPECT_EQ(h_.Wait(t).state, TransferState::kDone);
+  EXPECT_TRUE(h_.Submit(*a_, {Spec("src", "b", "dst", 4096)}).ok());
+}
+
+TEST_F(EngineTransfersTest, CancelEndsATransfer) {
+  a_->transport->HoldCompletions(true);
+  auto t = (*h_.Submit(*a_, {Spec("src", "b", "dst", 1 << 20)}))[0];
+  auto cancelled = a_->engine->CancelTransfer(t->id());
+  ASSERT_TRUE(cancelled.ok());
+  EXPECT_EQ(cancelled->state, TransferState::kCancelled);
+  EXPECT_EQ(cancelled->error.code(), absl::StatusCode::kCancelled);
+  a_->transport->HoldCompletions(false);
+  EXPECT_EQ(h_.Wait(t).state, TransferState::kCancelled);  // stays cancelled
+  EXPECT_EQ(a_->engine->CancelTransfer(424242).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(a_->engine->Stats().transfers.cancelled, 1u);
+}
+
+TEST_F(EngineTransfersTest, DeadlineFailsAStalledTransfer) {
+  a_->transport->HoldCompletions(true);
+  engine::WriteSpec spec = Spec("src", "b", "dst", 1 << 20);
+  spec.timeout = absl::Milliseconds(50);
+  auto t = (*h_.Submit(*a_, {spec}))[0];
+  const absl::Time start = absl::Now();
+  const engine::TransferInfo info = h_.Wait(t, absl::Seconds(5));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+  EXPECT_EQ(info.state, TransferState::kFailed);
+  EXPECT_EQ(info.error.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_NE(info.error.message().find("timeout"), absl::string_view::npos);
+  a_->transport->HoldCompletions(false);
+}
+
+TEST_F(EngineTransfersTest, ObserversHearTheEndOnce) {
+  auto t = (*h_.Submit(*a_, {Spec("src", "b", "dst", 1 << 20)}))[0];
+  std::atomic<int> calls{0};
+  if (!t->AddObserver([&](const engine::TransferInfo&) { ++calls; })) ++calls;
+  h_.Wait(t);
+  absl::SleepFor(absl::Milliseconds(20));
+  EXPECT_EQ(calls.load(), 1);
+  EXPECT_FALSE(t->AddObserver([](const engine::TransferInfo&) {}));
+}
+
+TEST_F(EngineTransfersTest, DrainingRefusesNewWrites) {
+  a_->engine->BeginDrain();
+  absl::Status s = SubmitError(Spec("src", "b", "dst", 4096));
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(s.message().find("shutting down"), absl::string_view::npos);
+  EXPECT_TRUE(a_->engine->WaitIdle(absl::Now() + absl::Seconds(1)));
+}
+
+TEST_F(EngineTransfersTest, ListingAndLookup) {
+  auto t = (*h_.Submit(*a_, {Spec("src", "b", "dst", 4096)}))[0];
+  h_.Wait(t);
+  EXPECT_EQ(a_->engine->FindTransfer(t->id()), t);
+  EXPECT_TRUE(a_->engine->ListTransfers(engine::TransferFilter{false, 0, 10}).empty());
+  auto all = a_->engine->ListTransfers(engine::TransferFilter{true, 0, 10});
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].state, TransferState::kDone);
+}
+
+}  // namespace
+}  // namespace xferd::testing

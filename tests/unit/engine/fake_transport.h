@@ -1,0 +1,78 @@
+// An in-process Transport for engine unit tests: writes are copied straight
+// into the peer fabric member's registered region (with the same checks a
+// real receiver makes), completions come from Poll on the poller thread, and
+// a test can hold completions back to model a stalled peer.
+#pragma once
+
+#include <atomic>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "daemon/common/unique_fd.h"
+#include "daemon/memory/region_registry.h"
+#include "daemon/transport/transport.h"
+
+namespace xferd::testing {
+
+class FakeTransport;
+
+// Connects fake transports by node id.
+class FakeFabric {
+ public:
+  void Add(const std::string& node, FakeTransport* transport);
+  FakeTransport* Find(const std::string& node);
+
+ private:
+  absl::Mutex mu_;
+  std::map<std::string, FakeTransport*> nodes_;
+};
+
+class FakeTransport final : public transport::Transport {
+ public:
+  FakeTransport(FakeFabric& fabric, std::string node, const memory::RegionRegistry& regions,
+                uint32_t pollers, uint32_t depth);
+  ~FakeTransport() override;
+
+  transport::TransportKind kind() const override { return transport::TransportKind::kTcp; }
+  std::string device() const override { return ""; }
+  uint32_t lanes_per_link() const override { return pollers_; }
+  transport::TransportWorker& worker(uint32_t index) override;
+  absl::StatusOr<std::shared_ptr<transport::Link>> CreateLink(
+      transport::LinkEndpoints* local) override;
+  absl::StatusOr<std::shared_ptr<transport::Link>> AcceptLink(
+      const transport::PeerIdentity& peer, const transport::LinkEndpoints& remote,
+      transport::LinkEndpoints* local) override;
+  transport::RemoteRegion DescribeRegion(const memory::Region& region) const override;
+  absl::StatusOr<std::unique_ptr<memory::TransportRegistration>> RegisterMemory(
+      const memory::Region& region) override;
+  void Shutdown() override;
+
+  // Test controls: while held, posted writes do not complete.
+  void HoldCompletions(bool hold) { hold_.store(hold); }
+  // Every op posted, in order (for ordering checks). Thread-safe.
+  std::vector<transport::WriteOp> posted() const;
+
+  const std::string& node() const { return node_; }
+  const memory::RegionRegistry& regions() const { return regions_; }
+  bool held() const { return hold_.load(); }
+  void Record(const transport::WriteOp& op);
+
+ private:
+  class Worker;
+  FakeFabric& fabric_;
+  const std::string node_;
+  const memory::RegionRegistry& regions_;
+  const uint32_t pollers_;
+  const uint32_t depth_;
+  std::vector<std::unique_ptr<Worker>> workers_;
+  std::atomic<bool> hold_{false};
+  mutable absl::Mutex mu_;
+  std::vector<transport::WriteOp> posted_;
+  std::vector<std::weak_ptr<transport::Link>> links_;
+};
+
+}  // namespace xferd::testing

@@ -1,0 +1,103 @@
+#include "daemon/engine/transfer_table.h"
+
+#include <gtest/gtest.h>
+
+#include "daemon/engine/peer.h"
+
+namespace xferd::engine {
+namespace {
+
+struct NullLink : transport::Link {
+  NullLink() : Link({"peer", 1}) {}
+  absl::Status Connect(const transport::PeerIdentity&, const transport::LinkEndpoints&,
+                       absl::Time) override {
+    return absl::OkStatus();
+  }
+  void Close(absl::Status) override {}
+  uint32_t lane_count() const override { return 1; }
+  transport::Lane& lane(uint32_t) override { std::abort(); }
+  bool ready() const override { return true; }
+};
+
+class TransferTableTest : public ::testing::Test, public TransferListener {
+ protected:
+  void OnTransferFinished(const Transfer& t) override { table_.OnFinished(t); }
+
+  std::shared_ptr<Transfer> Add(uint64_t batch = 0) {
+    EXPECT_TRUE(table_.Admit(1).ok());
+    Transfer::Plan plan;
+    plan.id = table_.NextId();
+    plan.batch_id = batch;
+    plan.spec.length = 4096;
+    plan.src = region_;
+    plan.peer = peer_;
+    plan.link = peer_->link();
+    plan.slice_size = 4096;
+    auto t = std::make_shared<Transfer>(plan, this);
+    table_.Insert(t);
+    return t;
+  }
+
+  TransferTable table_{3, 2};
+  std::shared_ptr<memory::Region> region_ = std::make_shared<memory::Region>(
+      1, memory::RegionSpec{"r", 4096},
+      *memory::MemoryBacking::Create({memory::Backing::kAnonymous, 4096}));
+  std::shared_ptr<Peer> peer_ =
+      std::make_shared<Peer>(NodeIdentity{"peer", 1, "x"}, true, std::make_shared<NullLink>(),
+                             transport::TransportKind::kTcp, "");
+};
+
+TEST_F(TransferTableTest, AdmissionCountsInFlightOnly) {
+  auto a = Add();
+  auto b = Add();
+  auto c = Add();
+  absl::Status full = table_.Admit(1);
+  EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted);
+  a->Finish(TransferState::kDone, absl::OkStatus());
+  EXPECT_TRUE(table_.Admit(1).ok());
+  table_.Unadmit(1);
+  EXPECT_EQ(table_.counters().in_flight, 2u);
+}
+
+TEST_F(TransferTableTest, HistoryIsBoundedNewestFirst) {
+  std::vector<std::shared_ptr<Transfer>> ts;
+  for (int i = 0; i < 5; ++i) {
+    auto t = Add();
+    t->Finish(i % 2 ? TransferState::kFailed : TransferState::kDone,
+              i % 2 ? absl::UnavailableError("x") : absl::OkStatus());
+    ts.push_back(t);
+  }
+  auto listed = table_.List(TransferFilter{true, 0, 0});
+  ASSERT_EQ(listed.size(), 2u);  // history of 2
+  EXPECT_EQ(listed[0]->id(), ts[4]->id());
+  EXPECT_EQ(table_.Find(ts[0]->id()), nullptr);
+  const TransferCounters c = table_.counters();
+  EXPECT_EQ(c.submitted, 5u);
+  EXPECT_EQ(c.done, 3u);
+  EXPECT_EQ(c.failed, 2u);
+  EXPECT_EQ(c.errors.at("UNAVAILABLE"), 2u);
+}
+
+TEST_F(TransferTableTest, EvictionWaitsForWritesInFlight) {
+  auto pinned = Add();
+  pinned->AddInFlight(1);
+  pinned->Finish(TransferState::kFailed, absl::UnavailableError("x"));
+  for (int i = 0; i < 3; ++i) Add()->Finish(TransferState::kDone, absl::OkStatus());
+  EXPECT_EQ(table_.Find(pinned->id()), pinned);  // still referenced by a posted write
+  pinned->RemoveInFlight();
+  Add()->Finish(TransferState::kDone, absl::OkStatus());
+  EXPECT_EQ(table_.Find(pinned->id()), nullptr);
+}
+
+TEST_F(TransferTableTest, FiltersByBatchAndState) {
+  auto a = Add(7);
+  auto b = Add(8);
+  b->Finish(TransferState::kDone, absl::OkStatus());
+  EXPECT_EQ(table_.List(TransferFilter{false, 0, 0}).size(), 1u);
+  EXPECT_EQ(table_.List(TransferFilter{true, 8, 0}).size(), 1u);
+  EXPECT_EQ(table_.InFlight().size(), 1u);
+  a->Finish(TransferState::kDone, absl::OkStatus());
+}
+
+}  // namespace
+}  // namespace xferd::engine

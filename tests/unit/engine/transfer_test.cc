@@ -1,0 +1,117 @@
+#include "daemon/engine/transfer.h"
+
+#include <gtest/gtest.h>
+
+#include "daemon/engine/peer.h"
+
+namespace xferd::engine {
+namespace {
+
+struct NullLink : transport::Link {
+  NullLink() : Link({"peer", 1}) {}
+  absl::Status Connect(const transport::PeerIdentity&, const transport::LinkEndpoints&,
+                       absl::Time) override {
+    return absl::OkStatus();
+  }
+  void Close(absl::Status) override {}
+  uint32_t lane_count() const override { return 1; }
+  transport::Lane& lane(uint32_t) override { std::abort(); }
+  bool ready() const override { return true; }
+};
+
+struct Counting : TransferListener {
+  int finished = 0;
+  void OnTransferFinished(const Transfer&) override { ++finished; }
+};
+
+class TransferTest : public ::testing::Test {
+ protected:
+  std::shared_ptr<Transfer> Make(uint64_t length, uint32_t slice) {
+    memory::RegionSpec spec;
+    spec.name = "src";
+    spec.size = 1 << 20;
+    region_ = std::make_shared<memory::Region>(
+        1, spec, *memory::MemoryBacking::Create({memory::Backing::kAnonymous, 1 << 20}));
+    Transfer::Plan plan;
+    plan.id = 5;
+    plan.spec.length = length;
+    plan.spec.src_offset = 100;
+    plan.spec.dst_offset = 1000;
+    plan.src = region_;
+    auto link = std::make_shared<NullLink>();
+    plan.peer = std::make_shared<Peer>(NodeIdentity{"peer", 1, "x"}, true, link,
+                                       transport::TransportKind::kTcp, "");
+    plan.link = link;
+    plan.dst = transport::RemoteRegion{9, 1 << 20, 0, 0};
+    plan.slice_size = slice;
+    return std::make_shared<Transfer>(plan, &listener_);
+  }
+  std::shared_ptr<memory::Region> region_;
+  Counting listener_;
+};
+
+TEST_F(TransferTest, SlicesAndOps) {
+  auto t = Make(10000, 4096);
+  EXPECT_EQ(t->slices(), 3u);
+  EXPECT_EQ(t->bulk_slices(), 2u);
+  transport::WriteOp op;
+  t->MakeOp(2, true, &op);
+  EXPECT_EQ(op.length, 10000u - 8192u);
+  EXPECT_EQ(op.dst_offset, 1000u + 8192u);
+  EXPECT_EQ(op.src, region_->data() + 100 + 8192);
+  ASSERT_NE(op.notice, nullptr);
+  EXPECT_EQ(op.notice->offset, 1000u);
+  EXPECT_EQ(op.notice->length, 10000u);
+  EXPECT_EQ(CookieTransfer(op.cookie), t.get());
+  EXPECT_TRUE(CookieIsFinal(op.cookie));
+  t->MakeOp(0, false, &op);
+  EXPECT_EQ(op.notice, nullptr);
+  EXPECT_FALSE(CookieIsFinal(op.cookie));
+  EXPECT_EQ(region_->users(), 1u);
+}
+
+TEST_F(TransferTest, BulkThenFinal) {
+  auto t = Make(3 * 4096, 4096);
+  EXPECT_EQ(t->ClaimBulk(), 0u);
+  EXPECT_EQ(t->ClaimBulk(), 1u);
+  EXPECT_TRUE(t->BulkClaimedOut());
+  EXPECT_FALSE(t->BulkComplete());
+  t->OnBulkDone(4096);
+  EXPECT_EQ(t->OnBulkDone(4096), 2u);
+  EXPECT_TRUE(t->BulkComplete());
+  EXPECT_TRUE(t->TryClaimFinal());
+  EXPECT_FALSE(t->TryClaimFinal());
+  t->MarkRunning();
+  EXPECT_EQ(t->state(), TransferState::kRunning);
+  t->OnFinalDone(4096);
+  EXPECT_EQ(t->state(), TransferState::kDone);
+  EXPECT_EQ(t->Info().bytes_done, 3u * 4096);
+  EXPECT_EQ(listener_.finished, 1);
+  EXPECT_EQ(region_->users(), 0u);
+}
+
+TEST_F(TransferTest, FirstOutcomeWinsAndObserversRunOnce) {
+  auto t = Make(4096, 4096);
+  int seen = 0;
+  TransferState state{};
+  ASSERT_TRUE(t->AddObserver([&](const TransferInfo& info) {
+    ++seen;
+    state = info.state;
+  }));
+  EXPECT_TRUE(t->Finish(TransferState::kCancelled, absl::CancelledError("stop")));
+  EXPECT_FALSE(t->Finish(TransferState::kFailed, absl::InternalError("late")));
+  EXPECT_EQ(seen, 1);
+  EXPECT_EQ(state, TransferState::kCancelled);
+  EXPECT_EQ(t->Info().error.message(), "stop");
+  EXPECT_FALSE(t->AddObserver([](const TransferInfo&) {}));
+  EXPECT_EQ(listener_.finished, 1);
+  EXPECT_NE(t->Info().finished_at, absl::InfinitePast());
+}
+
+TEST_F(TransferTest, DroppedWithoutOutcomeReleasesItsSource) {
+  Make(4096, 4096).reset();
+  EXPECT_EQ(region_->users(), 0u);
+}
+
+}  // namespace
+}  // namespace xferd::engine
