@@ -1,0 +1,79 @@
+#include "daemon/service/proto_convert.h"
+
+#include <gtest/gtest.h>
+
+#include "daemon/service/status_convert.h"
+
+namespace xferd::service {
+namespace {
+
+TEST(ProtoConvertTest, RegisterRequest) {
+  v1::RegisterRegionRequest r;
+  r.set_name("x");
+  r.set_size(4096);
+  r.set_backing(v1::REGION_BACKING_FILE);
+  r.set_file_path("/data/f");
+  r.set_create(true);
+  r.mutable_access()->set_remote_write(true);
+  r.add_allowed_peers("b");
+  auto spec = FromProto(r);
+  ASSERT_TRUE(spec.ok());
+  EXPECT_EQ(spec->backing, memory::Backing::kFile);
+  EXPECT_TRUE(spec->create);
+  EXPECT_TRUE(spec->access.remote_write);
+  EXPECT_EQ(spec->allowed_peers, std::vector<std::string>{"b"});
+  r.set_backing(static_cast<v1::RegionBacking>(42));
+  EXPECT_EQ(FromProto(r).status().code(), absl::StatusCode::kInvalidArgument);
+  r.set_backing(v1::REGION_BACKING_UNSPECIFIED);
+  EXPECT_EQ(FromProto(r)->backing, memory::Backing::kAnonymous);
+}
+
+TEST(ProtoConvertTest, WriteRequestDurations) {
+  v1::WriteRequest w;
+  w.set_src_region("s");
+  w.set_peer("b");
+  w.set_dst_region("d");
+  w.set_length(10);
+  auto spec = FromProto(w);
+  ASSERT_TRUE(spec.ok());
+  EXPECT_EQ(spec->timeout, absl::InfiniteDuration());
+  w.mutable_timeout()->set_seconds(2);
+  w.mutable_timeout()->set_nanos(500000000);
+  EXPECT_EQ(FromProto(w)->timeout, absl::Milliseconds(2500));
+  w.mutable_timeout()->set_seconds(-1);
+  EXPECT_EQ(FromProto(w).status().code(), absl::StatusCode::kInvalidArgument);
+  w.clear_timeout();
+  w.clear_peer();
+  EXPECT_EQ(FromProto(w).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ProtoConvertTest, TransferInfoCarriesTransportAndError) {
+  engine::TransferInfo info;
+  info.id = 3;
+  info.state = engine::TransferState::kFailed;
+  info.transport = transport::TransportKind::kVerbs;
+  info.error = absl::UnavailableError("peer gone");
+  info.submitted_at = absl::FromUnixSeconds(100);
+  info.finished_at = absl::FromUnixSeconds(101);
+  info.peer_node = "b";
+  v1::Transfer t;
+  ToProto(info, &t);
+  EXPECT_EQ(t.state(), v1::TRANSFER_STATE_FAILED);
+  EXPECT_EQ(t.transport(), v1::TRANSPORT_KIND_VERBS);
+  EXPECT_EQ(t.error().code(), 14);
+  EXPECT_EQ(t.error().message(), "peer gone");
+  EXPECT_EQ(t.finished_at().seconds(), 101);
+  EXPECT_EQ(t.peer(), "b");
+}
+
+TEST(StatusConvertTest, KeepsCodeAndMessage) {
+  const absl::Status s = absl::OutOfRangeError("too far");
+  const grpc::Status g = ToGrpc(s);
+  EXPECT_EQ(g.error_code(), grpc::StatusCode::OUT_OF_RANGE);
+  EXPECT_EQ(g.error_message(), "too far");
+  EXPECT_EQ(FromGrpc(g), s);
+  EXPECT_TRUE(ToGrpc(absl::OkStatus()).ok());
+}
+
+}  // namespace
+}  // namespace xferd::service
