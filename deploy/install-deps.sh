@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages xferd needs to build, run and test, but only
+# those missing: a machine that has them all makes no apt call at all.
+# Usage: deploy/install-deps.sh [build|test|all]   (default: all)
+set -euo pipefail
+
+# Build and run: Bazel (offline, Debian's bazel-bootstrap), gRPC/protobuf,
+# Abseil, spdlog/fmt, toml++, CLI11, libsystemd, rdma-core's libibverbs.
+BUILD_PACKAGES=(
+  bazel-bootstrap pkg-config g++
+  protobuf-compiler protobuf-compiler-grpc libgrpc++-dev libprotobuf-dev
+  libabsl-dev libspdlog-dev libfmt-dev libtomlplusplus-dev libcli11-dev libsystemd-dev
+  libibverbs-dev ibverbs-providers
+  python3-grpcio python3-protobuf
+)
+# Tests and benchmarks: gtest, pytest, iperf3 (the benchmark's reference).
+TEST_PACKAGES=(
+  libgtest-dev libgmock-dev libbenchmark-dev python3-pytest iperf3 openssl
+)
+
+case "${1:-all}" in
+  build) wanted=("${BUILD_PACKAGES[@]}") ;;
+  test | all) wanted=("${BUILD_PACKAGES[@]}" "${TEST_PACKAGES[@]}") ;;
+  *) echo "usage: $0 [build|test|all]" >&2; exit 2 ;;
+esac
+
+missing=()
+for pkg in "${wanted[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$pkg")
+  fi
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+SUDO=()
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "install-deps: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+  SUDO=(sudo)
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+"${SUDO[@]}" apt-get update -q </dev/null
+"${SUDO[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}" </dev/null
