@@ -62,7 +62,7 @@ void Transfer::MakeOp(uint32_t index, bool final, transport::WriteOp* op) const 
   const uint64_t length = std::min<uint64_t>(plan_.slice_size, plan_.spec.length - begin);
   op->cookie = MakeCookie(this, final);
   op->src = plan_.src->data() + plan_.spec.src_offset + begin;
-  op->lkey = plan_.src->registration() ? plan_.src->registration()->lkey() : 0;
+  op->src_registration = plan_.src->registration();
   op->dst = &plan_.dst;
   op->dst_offset = plan_.spec.dst_offset + begin;
   op->length = static_cast<uint32_t>(length);

@@ -35,14 +35,12 @@ struct RegionSpec {
   std::vector<std::string> allowed_peers;  // empty: any authenticated peer
 };
 
-// What a transport attaches to a region when it registers it (verbs: the MR).
+// What a transport attaches to a region when it registers it (verbs: its
+// memory registrations). Opaque here: only the transport that made it looks
+// inside.
 class TransportRegistration {
  public:
   virtual ~TransportRegistration() = default;
-  // Local key for posting from the region (0 where the transport has none).
-  virtual uint32_t lkey() const = 0;
-  // Remote key handed to authorized peers (0 where the transport has none).
-  virtual uint32_t rkey() const = 0;
 };
 
 class Region {

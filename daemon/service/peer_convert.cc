@@ -119,12 +119,14 @@ void ToProto(const engine::ResolvedRegion& region, v1::ResolveRegionResponse* ou
   out->mutable_access()->set_remote_write(region.access.remote_write);
   out->mutable_access()->set_remote_read(region.access.remote_read);
   out->set_addr(region.key.addr);
-  out->set_rkey(region.key.rkey);
+  for (uint32_t rkey : region.key.rkeys) out->add_rkeys(rkey);
+  out->set_mr_chunk_bytes(region.key.mr_chunk_bytes);
 }
 
 engine::ResolvedRegion FromProto(const v1::ResolveRegionResponse& r) {
   engine::ResolvedRegion region;
-  region.key = transport::RemoteRegion{r.region_id(), r.size(), r.addr(), r.rkey()};
+  region.key = transport::RemoteRegion{
+      r.region_id(), r.size(), r.addr(), r.mr_chunk_bytes(), {r.rkeys().begin(), r.rkeys().end()}};
   region.access.remote_write = r.access().remote_write();
   region.access.remote_read = r.access().remote_read();
   return region;

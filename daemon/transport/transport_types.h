@@ -11,6 +11,10 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 
+namespace xferd::memory {
+class TransportRegistration;
+}  // namespace xferd::memory
+
 namespace xferd::transport {
 
 enum class TransportKind { kTcp, kVerbs };
@@ -54,8 +58,13 @@ struct LinkEndpoints {
 struct RemoteRegion {
   uint32_t region_id = 0;
   uint64_t size = 0;
-  uint64_t addr = 0;  // verbs
-  uint32_t rkey = 0;  // verbs
+  // Verbs: the region's first byte in the peer's address space, and its
+  // remote keys. Large regions are registered as several memory regions of
+  // mr_chunk_bytes each (the last may be shorter): rkeys[i] covers
+  // [i * mr_chunk_bytes, (i + 1) * mr_chunk_bytes).
+  uint64_t addr = 0;
+  uint64_t mr_chunk_bytes = 0;
+  std::vector<uint32_t> rkeys;
 };
 
 // Sent with a transfer's final slice: the receiver raises a landed event for
@@ -70,7 +79,8 @@ struct LandingNotice {
 struct WriteOp {
   uint64_t cookie = 0;  // returned in the completion (the engine's handle)
   const std::byte* src = nullptr;
-  uint32_t lkey = 0;
+  // The source region's registration with this transport (verbs: its lkeys).
+  const memory::TransportRegistration* src_registration = nullptr;
   const RemoteRegion* dst = nullptr;
   uint64_t dst_offset = 0;
   uint32_t length = 0;

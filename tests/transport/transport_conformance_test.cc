@@ -112,7 +112,7 @@ class TransportConformanceTest : public testing::TestWithParam<TransportFactory>
     WriteOp op;
     op.cookie = cookie;
     op.src = src.data() + src_offset;
-    op.lkey = src.registration()->lkey();
+    op.src_registration = src.registration();
     op.dst = &dst;
     op.dst_offset = dst_offset;
     op.length = length;
@@ -231,7 +231,7 @@ TEST_P(TransportConformanceTest, RefusesUnknownRegion) {
   auto dst = Register(b_, "dst", 8192, true);
   RemoteRegion bogus = b_.transport->DescribeRegion(*dst);
   bogus.region_id += 1000;
-  bogus.rkey += 1000;
+  for (uint32_t& rkey : bogus.rkeys) rkey += 1000;
   ExpectRefused(this, WaitFor(a_, Post(a_, 0, *src, 0, bogus, 0, 4096)),
                 absl::StatusCode::kNotFound);
   if (GetParam().refuses_per_write) {  // the lane still works

@@ -14,11 +14,7 @@ namespace {
 
 // TCP needs no memory registration; regions still get one so every transport
 // looks alike to the registry.
-class TcpRegistration final : public memory::TransportRegistration {
- public:
-  uint32_t lkey() const override { return 0; }
-  uint32_t rkey() const override { return 0; }
-};
+class TcpRegistration final : public memory::TransportRegistration {};
 
 absl::StatusOr<std::string> RandomToken() {
   std::string token(kTokenBytes, '\0');
@@ -98,7 +94,7 @@ absl::StatusOr<std::shared_ptr<Link>> TcpTransport::AcceptLink(const PeerIdentit
 }
 
 RemoteRegion TcpTransport::DescribeRegion(const memory::Region& region) const {
-  return RemoteRegion{region.id(), region.size(), 0, 0};
+  return RemoteRegion{region.id(), region.size(), 0, 0, {}};
 }
 
 absl::StatusOr<std::unique_ptr<memory::TransportRegistration>> TcpTransport::RegisterMemory(

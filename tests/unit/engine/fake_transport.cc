@@ -39,10 +39,7 @@ class FakeLink final : public transport::Link {
   std::vector<std::unique_ptr<FakeLane>> lanes_;
 };
 
-struct NoKeys : memory::TransportRegistration {
-  uint32_t lkey() const override { return 0; }
-  uint32_t rkey() const override { return 0; }
-};
+struct NoKeys : memory::TransportRegistration {};
 
 }  // namespace
 
@@ -146,7 +143,7 @@ absl::StatusOr<std::shared_ptr<transport::Link>> FakeTransport::AcceptLink(
 }
 
 transport::RemoteRegion FakeTransport::DescribeRegion(const memory::Region& region) const {
-  return transport::RemoteRegion{region.id(), region.size(), 0, 0};
+  return transport::RemoteRegion{region.id(), region.size(), 0, 0, {}};
 }
 
 absl::StatusOr<std::unique_ptr<memory::TransportRegistration>> FakeTransport::RegisterMemory(

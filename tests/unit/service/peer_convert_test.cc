@@ -95,13 +95,14 @@ TEST(PeerConvertTest, HandshakeNeedsAnIdentity) {
 }
 
 TEST(PeerConvertTest, ResolvedRegionRoundTrip) {
-  engine::ResolvedRegion region{{7, 4096, 0xdeadbeef000, 0x1234}, {true, false}};
+  engine::ResolvedRegion region{{7, 4096, 0xdeadbeef000, 1 << 20, {0x1234, 0x5678}}, {true, false}};
   v1::ResolveRegionResponse proto;
   ToProto(region, &proto);
   const engine::ResolvedRegion back = FromProto(proto);
   EXPECT_EQ(back.key.region_id, 7u);
   EXPECT_EQ(back.key.addr, 0xdeadbeef000u);
-  EXPECT_EQ(back.key.rkey, 0x1234u);
+  EXPECT_EQ(back.key.rkeys, (std::vector<uint32_t>{0x1234, 0x5678}));
+  EXPECT_EQ(back.key.mr_chunk_bytes, 1u << 20);
   EXPECT_TRUE(back.access.remote_write);
   EXPECT_FALSE(back.access.remote_read);
 }
