@@ -1,25 +1,15 @@
 #include "daemon/transport/tcp/tcp_frame.h"
 
 #include "absl/strings/str_cat.h"
+#include "daemon/common/endian.h"
 
 namespace xferd::transport::tcp {
 namespace {
 
-// Explicit little-endian byte order, independent of the host's.
-template <typename T>
-void PutLE(uint8_t* p, T v) {
-  for (size_t i = 0; i < sizeof(T); ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-template <typename T>
-T GetLE(const uint8_t* p) {
-  T v = 0;
-  for (size_t i = 0; i < sizeof(T); ++i) v |= static_cast<T>(p[i]) << (8 * i);
-  return v;
-}
-void Put32(uint8_t* p, uint32_t v) { PutLE(p, v); }
-void Put64(uint8_t* p, uint64_t v) { PutLE(p, v); }
-uint32_t Get32(const uint8_t* p) { return GetLE<uint32_t>(p); }
-uint64_t Get64(const uint8_t* p) { return GetLE<uint64_t>(p); }
+void Put32(uint8_t* p, uint32_t v) { StoreLE(p, v); }
+void Put64(uint8_t* p, uint64_t v) { StoreLE(p, v); }
+uint32_t Get32(const uint8_t* p) { return LoadLE<uint32_t>(p); }
+uint64_t Get64(const uint8_t* p) { return LoadLE<uint64_t>(p); }
 
 }  // namespace
 
