@@ -72,6 +72,11 @@ absl::Status Engine::ResolveMissing(const std::vector<WriteSpec>& writes, absl::
                                                 peer->node_id(), "': ", region.status().message())),
                       i, writes.size());
     }
+    if (absl::Status s = transport_.CheckRemoteRegion(region->key); !s.ok()) {
+      return ForWrite(
+          absl::Status(s.code(), absl::StrCat("peer '", peer->node_id(), "': ", s.message())), i,
+          writes.size());
+    }
     peer->CacheRegion(w.dst_region, *region);
   }
   return absl::OkStatus();

@@ -45,7 +45,11 @@ class CompletionSink {
 
 // Counters of a link, readable from any thread.
 struct LinkCounters {
+  // Payload bytes of our writes the peer acknowledged.
   std::atomic<uint64_t> bytes_sent{0};
+  // Payload bytes the peer wrote to us. TCP counts every inbound frame;
+  // verbs only sees a transfer when its landing notice arrives (the NIC
+  // places the rest without the CPU), so it counts landed transfers.
   std::atomic<uint64_t> bytes_received{0};
   std::atomic<uint64_t> writes_rejected{0};  // inbound writes refused (bounds, ACL, ...)
 };
@@ -138,8 +142,16 @@ class Transport : public memory::RegionRegistrar {
                                                            const LinkEndpoints& remote,
                                                            LinkEndpoints* local) = 0;
   // Remote-access details of a local region for an authorized peer (verbs:
-  // addr + rkey; TCP: the id alone).
+  // addr + rkeys; TCP: the id alone).
   virtual RemoteRegion DescribeRegion(const memory::Region& region) const = 0;
+  // Checks what a peer answered to a resolution before it is ever used:
+  // INVALID_ARGUMENT when it is malformed (e.g. rkeys that do not cover the
+  // region). Any thread.
+  virtual absl::Status CheckRemoteRegion(const RemoteRegion& region) const = 0;
+
+  // Lanes (QPs or connections) and memory registrations open right now, for
+  // stats and leak checks. Any thread.
+  virtual TransportStats stats() const = 0;
 
   // Stops accepting data connections and closes every link. Control thread;
   // pollers must still be running so lanes can be torn down.

@@ -95,6 +95,11 @@ struct WriteCompletion {
   const absl::Status* error = nullptr;
 };
 
+struct TransportStats {
+  uint32_t lanes = 0;
+  uint32_t memory_registrations = 0;
+};
+
 // Largest slice a lane carries; bounds frames and work requests.
 inline constexpr uint32_t kMaxSliceBytes = 16u << 20;
 

@@ -97,6 +97,12 @@ RemoteRegion TcpTransport::DescribeRegion(const memory::Region& region) const {
   return RemoteRegion{region.id(), region.size(), 0, 0, {}};
 }
 
+TransportStats TcpTransport::stats() const {
+  TransportStats stats;
+  for (const auto& worker : workers_) stats.lanes += worker->attached_lanes();
+  return stats;
+}
+
 absl::StatusOr<std::unique_ptr<memory::TransportRegistration>> TcpTransport::RegisterMemory(
     const memory::Region&) {
   return std::make_unique<TcpRegistration>();

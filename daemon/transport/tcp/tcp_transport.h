@@ -50,6 +50,8 @@ class TcpTransport final : public Transport {
                                                    const LinkEndpoints& remote,
                                                    LinkEndpoints* local) override;
   RemoteRegion DescribeRegion(const memory::Region& region) const override;
+  absl::Status CheckRemoteRegion(const RemoteRegion&) const override { return absl::OkStatus(); }
+  TransportStats stats() const override;
   absl::StatusOr<std::unique_ptr<memory::TransportRegistration>> RegisterMemory(
       const memory::Region& region) override;
   void Shutdown() override;

@@ -47,6 +47,10 @@ class FakeTransport final : public transport::Transport {
       const transport::PeerIdentity& peer, const transport::LinkEndpoints& remote,
       transport::LinkEndpoints* local) override;
   transport::RemoteRegion DescribeRegion(const memory::Region& region) const override;
+  absl::Status CheckRemoteRegion(const transport::RemoteRegion&) const override {
+    return absl::OkStatus();
+  }
+  transport::TransportStats stats() const override { return {}; }
   absl::StatusOr<std::unique_ptr<memory::TransportRegistration>> RegisterMemory(
       const memory::Region& region) override;
   void Shutdown() override;
