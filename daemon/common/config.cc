@@ -150,6 +150,7 @@ void DefineTransport(TableReader& r, TransportConfig& c) {
   r.On("verbs_mtu", Integer(&c.verbs_mtu));
   r.On("verbs_qp_timeout", Integer(&c.verbs_qp_timeout));
   r.On("verbs_retry_count", Integer(&c.verbs_retry_count));
+  r.On("verbs_mr_chunk", Size(&c.verbs_mr_chunk));
 }
 
 void DefineEngine(TableReader& r, EngineConfig& c) {
@@ -257,8 +258,12 @@ absl::Status Validate(const Config& c) {
   }
   if (c.transport.verbs_qp_timeout > 31)
     return InvalidKey("transport.verbs_qp_timeout", "must be <= 31");
-  if (c.transport.verbs_retry_count > 7)
+  if (c.transport.verbs_retry_count > 7) {
     return InvalidKey("transport.verbs_retry_count", "must be <= 7");
+  }
+  if (c.transport.verbs_mr_chunk < (16u << 20)) {
+    return InvalidKey("transport.verbs_mr_chunk", "must be at least 16MiB (the largest slice)");
+  }
   if (c.transport.verbs_gid_index < -1 || c.transport.verbs_gid_index > 255) {
     return InvalidKey("transport.verbs_gid_index", "must be -1 (auto) or 0..255");
   }

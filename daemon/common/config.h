@@ -46,6 +46,9 @@ struct TransportConfig {
   // 14 and 3 let a dead peer surface in well under 2 s.
   uint32_t verbs_qp_timeout = 14;
   uint32_t verbs_retry_count = 3;
+  // Regions larger than this are registered as several MRs, in parallel
+  // (at least 16MiB, the largest slice).
+  uint64_t verbs_mr_chunk = 1ull << 30;
 };
 
 struct EngineConfig {

@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/common/status_macros.h"
 #include "daemon/transport/tcp/tcp_transport.h"
+#include "daemon/transport/verbs/verbs_transport.h"
 
 namespace xferd::transport {
 namespace {
@@ -19,25 +20,52 @@ absl::StatusOr<std::unique_ptr<Transport>> CreateTcp(const Config& config,
   return std::unique_ptr<Transport>(std::move(transport));
 }
 
+absl::StatusOr<std::unique_ptr<Transport>> CreateVerbs(const Config& config,
+                                                       const memory::RegionRegistry& regions,
+                                                       std::string* description) {
+  const TransportConfig& t = config.transport;
+  ASSIGN_OR_RETURN(std::vector<verbs::DeviceInfo> devices, verbs::QueryDevices());
+  verbs::DeviceRequest request{t.verbs_device, t.verbs_port, t.verbs_gid_index, t.verbs_mtu};
+  ASSIGN_OR_RETURN(verbs::PortSelection port, verbs::SelectPort(devices, request));
+  verbs::VerbsTransportOptions options;
+  options.pollers = config.engine.pollers;
+  options.lane_depth = config.engine.lane_depth;
+  options.qp_timeout = static_cast<uint8_t>(t.verbs_qp_timeout);
+  options.retry_count = static_cast<uint8_t>(t.verbs_retry_count);
+  options.mr_chunk = t.verbs_mr_chunk;
+  ASSIGN_OR_RETURN(auto transport, verbs::VerbsTransport::Create(options, port, regions));
+  *description = port.description;
+  return std::unique_ptr<Transport>(std::move(transport));
+}
+
 }  // namespace
 
 absl::StatusOr<TransportChoiceResult> CreateTransport(const Config& config,
                                                       const memory::RegionRegistry& regions) {
   const TransportConfig& t = config.transport;
-  const bool need_verbs = t.kind == TransportChoice::kVerbs || t.require_rdma;
-  if (t.kind != TransportChoice::kTcp) {
-    // The verbs transport is not part of this build yet.
-    const std::string why = "this build has no verbs transport";
-    if (need_verbs) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("RDMA was required (transport.kind = \"", TransportChoiceName(t.kind),
-                       "\", require_rdma = ", t.require_rdma ? "true" : "false", ") but ", why));
-    }
+  if (t.kind == TransportChoice::kTcp) {
     ASSIGN_OR_RETURN(auto transport, CreateTcp(config, regions));
-    return TransportChoiceResult{std::move(transport), absl::StrCat("auto: ", why, "; using tcp")};
+    return TransportChoiceResult{std::move(transport), "configured: transport.kind = \"tcp\""};
+  }
+  std::string description;
+  absl::StatusOr<std::unique_ptr<Transport>> verbs = CreateVerbs(config, regions, &description);
+  if (verbs.ok()) {
+    return TransportChoiceResult{
+        *std::move(verbs),
+        absl::StrCat(t.kind == TransportChoice::kAuto ? "auto" : "configured", ": ", description)};
+  }
+  if (t.kind == TransportChoice::kVerbs || t.require_rdma) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("RDMA is required (transport.kind = \"", TransportChoiceName(t.kind),
+                     "\", require_rdma = ", t.require_rdma ? "true" : "false",
+                     ") but the verbs transport cannot start: ", verbs.status().message()));
   }
   ASSIGN_OR_RETURN(auto transport, CreateTcp(config, regions));
-  return TransportChoiceResult{std::move(transport), "configured: transport.kind = \"tcp\""};
+  return TransportChoiceResult{
+      std::move(transport),
+      absl::StrCat("auto: no usable RDMA device (", verbs.status().message(), "); using tcp")};
 }
+
+absl::StatusOr<std::vector<verbs::DeviceInfo>> ListRdmaDevices() { return verbs::QueryDevices(); }
 
 }  // namespace xferd::transport

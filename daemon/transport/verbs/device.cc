@@ -1,0 +1,247 @@
+#include "daemon/transport/verbs/device.h"
+
+#include <arpa/inet.h>
+#include <endian.h>
+#include <net/if.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "daemon/transport/verbs/ibv.h"
+
+namespace xferd::transport::verbs {
+namespace {
+
+uint32_t MtuBytes(ibv_mtu mtu) { return 128u << static_cast<int>(mtu); }
+
+PortState ToPortState(ibv_port_state state) {
+  switch (state) {
+    case IBV_PORT_DOWN:
+      return PortState::kDown;
+    case IBV_PORT_INIT:
+      return PortState::kInit;
+    case IBV_PORT_ARMED:
+      return PortState::kArmed;
+    case IBV_PORT_ACTIVE:
+      return PortState::kActive;
+    case IBV_PORT_ACTIVE_DEFER:
+      return PortState::kActiveDefer;
+    default:
+      return PortState::kUnknown;
+  }
+}
+
+GidType ToGidType(uint32_t type) {
+  switch (type) {
+    case IBV_GID_TYPE_ROCE_V1:
+      return GidType::kRoceV1;
+    case IBV_GID_TYPE_ROCE_V2:
+      return GidType::kRoceV2;
+    default:
+      return GidType::kIb;
+  }
+}
+
+bool IsZero(const std::array<uint8_t, 16>& gid) {
+  return std::all_of(gid.begin(), gid.end(), [](uint8_t b) { return b == 0; });
+}
+
+// Ports and GIDs of one opened device.
+absl::Status QueryPorts(ibv_context* context, DeviceInfo& device) {
+  ibv_device_attr attr{};
+  if (int rc = ibv_query_device(context, &attr); rc != 0) return VerbsError("ibv_query_device", rc);
+  device.node_guid = be64toh(attr.node_guid);
+  uint32_t gid_entries = 0;
+  for (uint8_t p = 1; p <= attr.phys_port_cnt; ++p) {
+    ibv_port_attr port{};
+    if (int rc = ibv_query_port(context, p, &port); rc != 0)
+      return VerbsError("ibv_query_port", rc);
+    PortInfo info;
+    info.number = p;
+    info.state = ToPortState(port.state);
+    info.ethernet = port.link_layer == IBV_LINK_LAYER_ETHERNET;
+    info.active_mtu = MtuBytes(port.active_mtu);
+    info.max_mtu = MtuBytes(port.max_mtu);
+    info.lid = port.lid;
+    device.ports.push_back(info);
+    gid_entries += static_cast<uint32_t>(port.gid_tbl_len);
+  }
+  std::vector<ibv_gid_entry> entries(std::max<uint32_t>(gid_entries, 1));
+  const ssize_t n = ibv_query_gid_table(context, entries.data(), entries.size(), 0);
+  if (n < 0) return VerbsError("ibv_query_gid_table", static_cast<int>(-n));
+  for (ssize_t i = 0; i < n; ++i) {
+    const ibv_gid_entry& e = entries[i];
+    GidEntry gid;
+    gid.index = e.gid_index;
+    std::copy(std::begin(e.gid.raw), std::end(e.gid.raw), gid.raw.begin());
+    gid.type = ToGidType(e.gid_type);
+    char name[IF_NAMESIZE] = {};
+    if (e.ndev_ifindex != 0 && if_indextoname(e.ndev_ifindex, name) != nullptr) gid.netdev = name;
+    if (IsZero(gid.raw)) continue;
+    for (PortInfo& port : device.ports) {
+      if (port.number == e.port_num) port.gids.push_back(gid);
+    }
+  }
+  for (PortInfo& port : device.ports) {
+    std::sort(port.gids.begin(), port.gids.end(),
+              [](const GidEntry& a, const GidEntry& b) { return a.index < b.index; });
+  }
+  return absl::OkStatus();
+}
+
+// Preference of a GID for RoCE: higher is better, 0 unusable.
+int RoceRank(const GidEntry& gid) {
+  if (gid.type == GidType::kRoceV2) return gid.ipv4_mapped() ? 3 : 2;
+  if (gid.type == GidType::kRoceV1) return 1;
+  return 0;
+}
+
+absl::StatusOr<GidEntry> ChooseGid(const std::string& device, const PortInfo& port,
+                                   int32_t requested) {
+  if (requested >= 0) {
+    for (const GidEntry& gid : port.gids) {
+      if (gid.index == static_cast<uint32_t>(requested)) return gid;
+    }
+    return absl::FailedPreconditionError(absl::StrCat("GID index ", requested, " is not set on ",
+                                                      device, " port ", port.number,
+                                                      " (transport.verbs_gid_index)"));
+  }
+  if (!port.ethernet) {
+    if (!port.gids.empty()) return port.gids.front();
+    return absl::FailedPreconditionError(
+        absl::StrCat(device, " port ", port.number, " has no GID"));
+  }
+  const GidEntry* best = nullptr;
+  for (const GidEntry& gid : port.gids) {
+    if (RoceRank(gid) > 0 && (best == nullptr || RoceRank(gid) > RoceRank(*best))) best = &gid;
+  }
+  if (best == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        device, " port ", port.number,
+        " has no RoCE GID: give its network device an IP address (RoCE v2 GIDs follow them)"));
+  }
+  return *best;
+}
+
+}  // namespace
+
+std::string GidEntry::ToString() const {
+  char text[INET6_ADDRSTRLEN] = {};
+  inet_ntop(AF_INET6, raw.data(), text, sizeof(text));
+  return text;
+}
+
+bool GidEntry::ipv4_mapped() const {
+  static constexpr uint8_t kPrefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  return std::equal(std::begin(kPrefix), std::end(kPrefix), raw.begin());
+}
+
+const char* PortStateName(PortState state) {
+  switch (state) {
+    case PortState::kDown:
+      return "DOWN";
+    case PortState::kInit:
+      return "INIT";
+    case PortState::kArmed:
+      return "ARMED";
+    case PortState::kActive:
+      return "ACTIVE";
+    case PortState::kActiveDefer:
+      return "ACTIVE_DEFER";
+    case PortState::kUnknown:
+      break;
+  }
+  return "UNKNOWN";
+}
+
+const char* GidTypeName(GidType type) {
+  switch (type) {
+    case GidType::kIb:
+      return "IB";
+    case GidType::kRoceV1:
+      return "RoCE v1";
+    case GidType::kRoceV2:
+      return "RoCE v2";
+  }
+  return "?";
+}
+
+absl::StatusOr<std::vector<DeviceInfo>> QueryDevices() {
+  int count = 0;
+  IbvDeviceList list(ibv_get_device_list(&count));
+  std::vector<DeviceInfo> devices;
+  if (list == nullptr) {
+    // No uverbs support in the kernel at all: no devices, not a failure.
+    if (errno == ENOSYS || errno == ENOENT || errno == ENODEV) return devices;
+    return VerbsError("ibv_get_device_list", errno);
+  }
+  for (int i = 0; i < count; ++i) {
+    DeviceInfo device;
+    device.name = ibv_get_device_name(list.get()[i]);
+    IbvContext context(ibv_open_device(list.get()[i]));
+    absl::Status status = context != nullptr ? QueryPorts(context.get(), device)
+                                             : VerbsError("ibv_open_device", errno);
+    if (!status.ok()) device.error = std::string(status.message());
+    devices.push_back(std::move(device));
+  }
+  return devices;
+}
+
+absl::StatusOr<PortSelection> SelectPort(const std::vector<DeviceInfo>& devices,
+                                         const DeviceRequest& request) {
+  if (devices.empty()) {
+    return absl::FailedPreconditionError("no RDMA device found (libibverbs lists none)");
+  }
+  std::vector<std::string> seen;
+  for (const DeviceInfo& device : devices) {
+    if (!request.device.empty() && device.name != request.device) continue;
+    if (!device.error.empty()) {
+      seen.push_back(absl::StrCat(device.name, ": ", device.error));
+      continue;
+    }
+    for (const PortInfo& port : device.ports) {
+      if (request.port != 0 && port.number != request.port) continue;
+      if (port.state != PortState::kActive) {
+        seen.push_back(
+            absl::StrCat(device.name, " port ", port.number, " is ", PortStateName(port.state)));
+        continue;
+      }
+      absl::StatusOr<GidEntry> gid = ChooseGid(device.name, port, request.gid_index);
+      if (!gid.ok()) return gid.status();
+      if (request.mtu > port.active_mtu) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("transport.verbs_mtu ", request.mtu, " exceeds the active MTU ",
+                         port.active_mtu, " of ", device.name, " port ", port.number));
+      }
+      PortSelection s;
+      s.device = device.name;
+      s.port = port.number;
+      s.ethernet = port.ethernet;
+      s.gid = *gid;
+      s.lid = port.lid;
+      s.mtu = request.mtu != 0 ? request.mtu : port.active_mtu;
+      s.description = port.ethernet
+                          ? absl::StrCat(device.name, " port ", port.number, ", Ethernet, ",
+                                         GidTypeName(gid->type), " GID[", gid->index, "] ",
+                                         gid->ToString(), ", MTU ", s.mtu)
+                          : absl::StrCat(device.name, " port ", port.number, ", InfiniBand, LID ",
+                                         port.lid, ", MTU ", s.mtu);
+      return s;
+    }
+    if (request.port != 0 && seen.empty()) {
+      seen.push_back(absl::StrCat(device.name, " has no port ", request.port));
+    }
+  }
+  if (!request.device.empty() && seen.empty()) {
+    std::vector<std::string> names;
+    for (const DeviceInfo& d : devices) names.push_back(d.name);
+    return absl::FailedPreconditionError(absl::StrCat(
+        "RDMA device '", request.device, "' not found; present: ", absl::StrJoin(names, ", ")));
+  }
+  return absl::FailedPreconditionError(
+      absl::StrCat("no usable RDMA port: ", absl::StrJoin(seen, "; ")));
+}
+
+}  // namespace xferd::transport::verbs

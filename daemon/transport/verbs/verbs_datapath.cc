@@ -1,0 +1,228 @@
+// The verbs data path: posting chained RDMA WRITEs, retiring completions,
+// and receiving the landing notices of peers' WRITE_WITH_IMM. Runs on one
+// poller thread per worker; no allocation, no locks, no logging above trace.
+#include <arpa/inet.h>
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/common/log.h"
+#include "daemon/transport/verbs/notice_record.h"
+#include "daemon/transport/verbs/verbs_lane.h"
+#include "daemon/transport/verbs/verbs_registration.h"
+#include "daemon/transport/verbs/verbs_worker.h"
+
+namespace xferd::transport::verbs {
+namespace {
+
+// The first failed completion of a queue pair, as the status every write
+// still in flight on its link reports.
+absl::Status CompletionError(const ibv_wc& wc, const std::string& peer) {
+  const std::string what = absl::StrCat(ibv_wc_status_str(wc.status), " (vendor error 0x",
+                                        absl::Hex(wc.vendor_err), ")");
+  switch (wc.status) {
+    case IBV_WC_REM_ACCESS_ERR:
+      return absl::NotFoundError(absl::StrCat(
+          "peer ", peer, " refused the RDMA write (", what,
+          "): the region was deregistered, or the range is outside it; the link is reset"));
+    case IBV_WC_RETRY_EXC_ERR:
+      return absl::UnavailableError(absl::StrCat("peer ", peer, " does not answer (", what,
+                                                 "): it died or the network is down"));
+    case IBV_WC_RNR_RETRY_EXC_ERR:
+      return absl::UnavailableError(
+          absl::StrCat("peer ", peer, " stopped taking notices (", what, ")"));
+    case IBV_WC_WR_FLUSH_ERR:
+      return absl::UnavailableError(absl::StrCat("link to ", peer, " was closed (", what, ")"));
+    case IBV_WC_LOC_LEN_ERR:
+    case IBV_WC_LOC_PROT_ERR:
+    case IBV_WC_LOC_QP_OP_ERR:
+      return absl::InternalError(absl::StrCat("local RDMA error towards ", peer, ": ", what));
+    default:
+      return absl::UnavailableError(absl::StrCat("RDMA error towards ", peer, ": ", what));
+  }
+}
+
+}  // namespace
+
+uint32_t VerbsLane::Post(absl::Span<const WriteOp> ops) {
+  chain_ = 0;
+  uint32_t taken = 0;
+  while (taken < ops.size() && taken < kMaxOpsPerPost && credits() > 0) {
+    AppendOp(ops[taken]);
+    ++taken;
+  }
+  if (chain_ == 0) return 0;
+  for (uint32_t i = 0; i + 1 < chain_; ++i) wrs_[i].next = &wrs_[i + 1];
+  wrs_[chain_ - 1].next = nullptr;
+  // The last request of a chain is always signaled: otherwise an idle lane
+  // would never hear about the requests before it.
+  wrs_[chain_ - 1].send_flags |= IBV_SEND_SIGNALED;
+  unsignaled_ = 0;
+  ibv_send_wr* bad = nullptr;
+  const int rc = ibv_post_send(qp_.get(), wrs_, &bad);
+  if (rc == 0) return taken;
+  // Requests from `bad` on were not posted: forget them. An op counts as
+  // taken only if its last request went out; its other requests retire
+  // silently, and the link fails.
+  const uint64_t first_seq = posted_ - chain_ + 1;
+  const uint32_t went_out = static_cast<uint32_t>(bad - wrs_);
+  uint32_t ops_posted = 0;
+  for (uint32_t k = 0; k < went_out; ++k) {
+    if (slots_[(first_seq + k) % sq_depth_].ends_op) ++ops_posted;
+  }
+  posted_ = first_seq + went_out - 1;
+  link_.Close(VerbsError(absl::StrCat("ibv_post_send to ", link_.peer().node_id), rc));
+  return ops_posted;
+}
+
+void VerbsLane::AppendOp(const WriteOp& op) {
+  const RemoteRegion& dst = *op.dst;
+  const auto& src = static_cast<const VerbsRegistration&>(*op.src_registration);
+  uint32_t imm = 0;
+  if (op.notice != nullptr) {
+    // The record goes first on this QP; RC places it before the
+    // WRITE_WITH_IMM that names its slot.
+    imm = next_notice_++ % kNoticeSlots;
+    uint8_t* record = notices_.outgoing + imm * kNoticeRecordBytes;
+    EncodeNoticeRecord(NoticeRecord{dst.region_id, *op.notice}, record);
+    AppendWr(IBV_WR_RDMA_WRITE, reinterpret_cast<uint64_t>(record), kNoticeRecordBytes,
+             notices_.outgoing_lkey, notices_.remote_addr + imm * kNoticeRecordBytes,
+             notices_.remote_rkey, 0, /*ends_op=*/false, nullptr);
+  }
+  // Cut the slice where it crosses a memory-registration chunk on either
+  // side: each piece needs a single lkey and a single rkey.
+  uint64_t src_offset = static_cast<uint64_t>(op.src - src.base());
+  uint64_t dst_offset = op.dst_offset;
+  const uint64_t dst_chunk = dst.mr_chunk_bytes;
+  uint32_t left = op.length;
+  while (left > 0) {
+    uint64_t n = std::min<uint64_t>(left, src.chunk_bytes() - src_offset % src.chunk_bytes());
+    n = std::min<uint64_t>(n, dst_chunk - dst_offset % dst_chunk);
+    const bool last = n == left;
+    AppendWr(last && op.notice != nullptr ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE,
+             reinterpret_cast<uint64_t>(src.base() + src_offset), static_cast<uint32_t>(n),
+             src.lkey_at(src_offset), dst.addr + dst_offset, dst.rkeys[dst_offset / dst_chunk], imm,
+             last, &op);
+    src_offset += n;
+    dst_offset += n;
+    left -= static_cast<uint32_t>(n);
+  }
+}
+
+void VerbsLane::AppendWr(ibv_wr_opcode opcode, uint64_t local, uint32_t length, uint32_t lkey,
+                         uint64_t remote, uint32_t rkey, uint32_t imm, bool ends_op,
+                         const WriteOp* op) {
+  const uint64_t seq = ++posted_;
+  SendSlot& slot = slots_[seq % sq_depth_];
+  slot.cookie = op != nullptr ? op->cookie : 0;
+  slot.length = op != nullptr ? op->length : 0;
+  slot.ends_op = ends_op;
+  ibv_sge& sge = sges_[chain_];
+  sge.addr = local;
+  sge.length = length;
+  sge.lkey = lkey;
+  ibv_send_wr& wr = wrs_[chain_++];
+  wr = ibv_send_wr{};
+  wr.wr_id = MakeWrId(index_, seq & kSeqMask);
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = opcode;
+  // Small payloads travel inside the work request: no DMA read of them.
+  if (length <= max_inline_) wr.send_flags |= IBV_SEND_INLINE;
+  if (++unsignaled_ >= kSignalInterval) {
+    wr.send_flags |= IBV_SEND_SIGNALED;
+    unsignaled_ = 0;
+  }
+  wr.wr.rdma.remote_addr = remote;
+  wr.wr.rdma.rkey = rkey;
+  if (opcode == IBV_WR_RDMA_WRITE_WITH_IMM) wr.imm_data = htonl(imm);
+}
+
+void VerbsLane::OnSendCompletion(const ibv_wc& wc, CompletionSink& sink) {
+  // Rebuild the full sequence number from its low bits: it is the one that
+  // many requests after the oldest outstanding.
+  const uint64_t seq = retired_ + 1 + (((wc.wr_id & kSeqMask) - (retired_ + 1)) & kSeqMask);
+  if (wc.status == IBV_WC_SUCCESS) {
+    Retire(seq, nullptr, sink);
+    return;
+  }
+  // RC completes in order: the requests before this one succeeded.
+  Retire(seq - 1, nullptr, sink);
+  // The first error is what the link reports; later flushes are noise.
+  if (!link_.broken()) link_.Close(CompletionError(wc, link_.peer().node_id));
+  const absl::Status status = link_.status();
+  Retire(seq, &status, sink);
+}
+
+void VerbsLane::Retire(uint64_t through, const absl::Status* error, CompletionSink& sink) {
+  uint64_t bytes = 0;
+  while (retired_ < through) {
+    const SendSlot& slot = slots_[++retired_ % sq_depth_];
+    if (!slot.ends_op) continue;
+    if (error == nullptr) bytes += slot.length;
+    sink.OnWriteDone(WriteCompletion{slot.cookie, slot.length, error});
+  }
+  if (bytes > 0) link_.counters().bytes_sent.fetch_add(bytes, std::memory_order_relaxed);
+}
+
+void VerbsLane::OnRecvCompletion(const ibv_wc& wc, const memory::RegionRegistry& regions) {
+  --recvs_posted_;
+  if (wc.status != IBV_WC_SUCCESS) {
+    if (wc.status != IBV_WC_WR_FLUSH_ERR && !link_.broken()) {
+      link_.Close(CompletionError(wc, link_.peer().node_id));
+    }
+    return;
+  }
+  if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) Land(ntohl(wc.imm_data), regions);
+  // Receives go back in small batches: one doorbell for several.
+  if (++recvs_to_repost_ >= kRecvDepth / 4 && !draining_) {
+    if (PostReceives(recvs_to_repost_).ok()) recvs_to_repost_ = 0;
+  }
+}
+
+void VerbsLane::Land(uint32_t slot, const memory::RegionRegistry& regions) {
+  NoticeRecord record;
+  std::shared_ptr<memory::Region> region;
+  if (slot < kNoticeSlots &&
+      DecodeNoticeRecord(notices_.incoming + slot * kNoticeRecordBytes, &record)) {
+    region = regions.FindById(record.region_id);
+  }
+  const std::string& peer = link_.peer().node_id;
+  if (region == nullptr || !region->PeerAllowed(peer) || !region->access().remote_write ||
+      !region->CheckRange(record.notice.offset, record.notice.length, "landed").ok()) {
+    link_.counters().writes_rejected.fetch_add(1, std::memory_order_relaxed);
+    SPDLOG_DEBUG("ignored a malformed landing notice from {} (slot {})", peer, slot);
+    return;
+  }
+  link_.counters().bytes_received.fetch_add(record.notice.length, std::memory_order_relaxed);
+  region->landed().Publish(memory::LandedEvent{record.notice.offset, record.notice.length, peer,
+                                               record.notice.transfer_id, 0, absl::Now()});
+}
+
+uint32_t VerbsWorker::Post(Lane& lane, absl::Span<const WriteOp> ops) {
+  return static_cast<VerbsLane&>(lane).Post(ops);
+}
+
+uint32_t VerbsWorker::Poll(CompletionSink& sink) {
+  uint32_t handled = 0;
+  if (inbox_pending_.load(std::memory_order_acquire)) {
+    DrainInbox();
+    ++handled;
+  }
+  if (armed_) ConsumeChannelEvents();
+  ibv_wc wcs[kPollBatch];
+  const int n = ibv_poll_cq(cq_.get(), kPollBatch, wcs);
+  for (int i = 0; i < n; ++i) {
+    VerbsLane* lane = table_[WrIdLane(wcs[i].wr_id)].load(std::memory_order_acquire);
+    if (wcs[i].wr_id & kRecvFlag) {
+      lane->OnRecvCompletion(wcs[i], regions_);
+    } else {
+      lane->OnSendCompletion(wcs[i], sink);
+    }
+  }
+  if (n > 0) handled += static_cast<uint32_t>(n);
+  if (!draining_.empty()) ReapDrained();
+  return handled;
+}
+
+}  // namespace xferd::transport::verbs

@@ -1,0 +1,102 @@
+// VerbsLane setup and teardown; its data path is in verbs_datapath.cc.
+#include "daemon/transport/verbs/verbs_lane.h"
+
+#include <sys/random.h>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/common/status_macros.h"
+#include "daemon/transport/verbs/verbs_worker.h"
+
+namespace xferd::transport::verbs {
+namespace {
+
+uint32_t RandomPsn() {
+  uint32_t value = 0;
+  while (getrandom(&value, sizeof(value), 0) != sizeof(value)) {
+  }
+  return value & 0xffffff;  // PSNs are 24 bits
+}
+
+}  // namespace
+
+VerbsLane::VerbsLane(Link& link, VerbsWorker& worker, uint32_t ops_depth)
+    : link_(link),
+      worker_(worker),
+      ops_depth_(ops_depth),
+      sq_depth_(ops_depth * kMaxWrsPerOp),
+      psn_(RandomPsn()),
+      slots_(sq_depth_) {}
+
+VerbsLane::~VerbsLane() = default;
+
+uint32_t VerbsLane::credits() const {
+  if (!active_.load(std::memory_order_acquire) || broken() || draining_) return 0;
+  // Every op may need kMaxWrsPerOp work requests; promise only what fits.
+  return static_cast<uint32_t>(sq_depth_ - (posted_ - retired_)) / kMaxWrsPerOp;
+}
+
+absl::Status VerbsLane::Create(ibv_pd* pd, uint8_t port, uint32_t max_inline) {
+  // Room in the CQ for every send (flushes complete even unsignaled ones)
+  // and every receive this QP can have outstanding.
+  ASSIGN_OR_RETURN(index_, worker_.AddLane(this, sq_depth_ + kRecvDepth));
+  in_table_ = true;
+  ASSIGN_OR_RETURN(qp_, CreateRcQp(pd, worker_.cq(), QpCaps{sq_depth_, kRecvDepth, max_inline},
+                                   this, &max_inline_));
+  RETURN_IF_ERROR(ModifyToInit(qp_.get(), port));
+  // Receives must be posted before the QP reaches RTR and can take a
+  // WRITE_WITH_IMM.
+  return PostReceives(kRecvDepth);
+}
+
+QueuePairEndpoint VerbsLane::local_endpoint(const QpPath& path, const std::array<uint8_t, 16>& gid,
+                                            uint16_t lid) const {
+  QueuePairEndpoint e;
+  e.qpn = qp_->qp_num;
+  e.psn = psn_;
+  e.lid = lid;
+  e.gid = gid;
+  e.gid_index = path.sgid_index;
+  e.mtu = path.mtu;
+  return e;
+}
+
+absl::Status VerbsLane::Activate(const QpPath& path, const QueuePairEndpoint& remote,
+                                 NoticeArea notices) {
+  notices_ = notices;
+  RETURN_IF_ERROR(ModifyToRtr(qp_.get(), path, remote));
+  RETURN_IF_ERROR(ModifyToRts(qp_.get(), path, psn_));
+  active_.store(true, std::memory_order_release);
+  return absl::OkStatus();
+}
+
+absl::Status VerbsLane::PostReceives(uint32_t count) {
+  // WRITE_WITH_IMM consumes a receive but places no data in it: no buffers.
+  ibv_recv_wr wrs[kRecvDepth];
+  for (uint32_t i = 0; i < count; ++i) {
+    wrs[i] = ibv_recv_wr{};
+    wrs[i].wr_id = MakeWrId(index_, kRecvFlag);
+    wrs[i].next = i + 1 < count ? &wrs[i + 1] : nullptr;
+  }
+  ibv_recv_wr* bad = nullptr;
+  if (int rc = ibv_post_recv(qp_.get(), wrs, &bad); rc != 0) {
+    // Those before `bad` were posted.
+    for (ibv_recv_wr* w = wrs; w != bad; w = w->next) ++recvs_posted_;
+    return VerbsError("ibv_post_recv", rc);
+  }
+  recvs_posted_ += count;
+  return absl::OkStatus();
+}
+
+void VerbsLane::BeginDrain() {
+  draining_ = true;
+  active_.store(false, std::memory_order_release);
+  if (qp_ == nullptr) {
+    recvs_posted_ = 0;
+    return;
+  }
+  // In ERR, every outstanding send and receive completes with a flush error;
+  // drained() turns true when all are back.
+  (void)ModifyToError(qp_.get());
+}
+
+}  // namespace xferd::transport::verbs

@@ -1,0 +1,112 @@
+// One RC queue pair to a peer, owned by one poller thread. Posting chains
+// the write ops' work requests into one ibv_post_send, signals selectively,
+// and keeps a slot per work request so each op's completion (or its first
+// error) is reported exactly once. Receives of WRITE_WITH_IMM carry the
+// peer's landing notices.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "daemon/memory/region_registry.h"
+#include "daemon/transport/transport.h"
+#include "daemon/transport/verbs/ibv.h"
+#include "daemon/transport/verbs/queue_pair.h"
+#include "daemon/transport/verbs/verbs_constants.h"
+
+namespace xferd::transport::verbs {
+
+class VerbsWorker;
+
+// Where this lane's notice records live: ours (incoming, outgoing) and the
+// peer's ring we write into.
+struct NoticeArea {
+  const uint8_t* incoming = nullptr;  // kNoticeSlots records the peer writes
+  uint8_t* outgoing = nullptr;        // kNoticeSlots records we send from
+  uint32_t outgoing_lkey = 0;
+  uint64_t remote_addr = 0;  // the peer's slots for this lane
+  uint32_t remote_rkey = 0;
+};
+
+class VerbsLane final : public Lane {
+ public:
+  // `ops_depth`: write ops in flight at most.
+  VerbsLane(Link& link, VerbsWorker& worker, uint32_t ops_depth);
+  ~VerbsLane() override;
+
+  uint32_t credits() const override;
+  bool broken() const override { return link_.broken(); }
+
+  // ---- control thread, before the link is published ----
+  // Creates the QP in INIT with its receives posted and enters it in the
+  // worker's lane table.
+  absl::Status Create(ibv_pd* pd, uint8_t port, uint32_t max_inline);
+  QueuePairEndpoint local_endpoint(const QpPath& path, const std::array<uint8_t, 16>& gid,
+                                   uint16_t lid) const;
+  // INIT -> RTR -> RTS towards the peer's queue pair.
+  absl::Status Activate(const QpPath& path, const QueuePairEndpoint& remote, NoticeArea notices);
+  uint32_t qp_num() const { return qp_->qp_num; }
+  Link& link() { return link_; }
+
+  // ---- poller thread ----
+  uint32_t Post(absl::Span<const WriteOp> ops);
+  void OnSendCompletion(const ibv_wc& wc, CompletionSink& sink);
+  void OnRecvCompletion(const ibv_wc& wc, const memory::RegionRegistry& regions);
+  // Moves the QP to ERR so everything outstanding flushes; drained() turns
+  // true once every posted request has come back, then the QP can go.
+  void BeginDrain();
+  bool drained() const { return draining_ && posted_ == retired_ && recvs_posted_ == 0; }
+  // Destroys the QP (after draining, or at teardown). Idempotent.
+  void ReleaseQp() { qp_.reset(); }
+  uint32_t index() const { return index_; }
+  // True once the lane has a slot in its worker's table (Create got that far).
+  bool in_table() const { return in_table_; }
+
+ private:
+  struct SendSlot {
+    uint64_t cookie = 0;
+    uint32_t length = 0;
+    bool ends_op = false;  // the op's last work request: report it
+  };
+
+  // Appends the work requests of one op to the chain (credits() > 0 checked).
+  void AppendOp(const WriteOp& op);
+  void AppendWr(ibv_wr_opcode opcode, uint64_t local, uint32_t length, uint32_t lkey,
+                uint64_t remote, uint32_t rkey, uint32_t imm, bool ends_op, const WriteOp* op);
+  void Retire(uint64_t through_seq, const absl::Status* error, CompletionSink& sink);
+  absl::Status PostReceives(uint32_t count);
+  // Validates the peer's notice record in `slot` and raises its landed event.
+  void Land(uint32_t slot, const memory::RegionRegistry& regions);
+
+  Link& link_;
+  VerbsWorker& worker_;
+  const uint32_t ops_depth_;
+  const uint32_t sq_depth_;
+  const uint32_t psn_;  // our initial packet sequence number
+  uint32_t index_ = 0;
+  bool in_table_ = false;
+  uint32_t max_inline_ = 0;
+  IbvQp qp_;
+  std::atomic<bool> active_{false};
+  NoticeArea notices_;
+
+  // Poller thread only. Send sequence numbers: (retired_, posted_] in flight.
+  std::vector<SendSlot> slots_;
+  uint64_t posted_ = 0;
+  uint64_t retired_ = 0;
+  uint32_t unsignaled_ = 0;
+  uint32_t next_notice_ = 0;
+  uint32_t recvs_posted_ = 0;
+  uint32_t recvs_to_repost_ = 0;
+  bool draining_ = false;
+  // The chain being built by Post (preallocated: no allocation per post).
+  ibv_send_wr wrs_[kMaxWrsPerPost];
+  ibv_sge sges_[kMaxWrsPerPost];
+  uint32_t chain_ = 0;
+};
+
+}  // namespace xferd::transport::verbs

@@ -1,0 +1,131 @@
+#include "daemon/transport/verbs/verbs_link.h"
+
+#include <cerrno>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/common/log.h"
+#include "daemon/common/status_macros.h"
+#include "daemon/transport/verbs/verbs_worker.h"
+
+namespace xferd::transport::verbs {
+namespace {
+
+constexpr size_t kLaneRingBytes = kNoticeSlots * kNoticeRecordBytes;
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<VerbsLink>> VerbsLink::Create(std::shared_ptr<VerbsContext> context,
+                                                             std::vector<VerbsWorker*> workers,
+                                                             const VerbsLinkSettings& settings,
+                                                             PeerIdentity peer, uint32_t lanes) {
+  auto link = std::shared_ptr<VerbsLink>(
+      new VerbsLink(std::move(context), std::move(workers), settings, std::move(peer)));
+  if (absl::Status s = link->Build(lanes); !s.ok()) {
+    // Lanes already in worker tables leave through their workers.
+    link->Close(s);
+    return s;
+  }
+  return link;
+}
+
+VerbsLink::VerbsLink(std::shared_ptr<VerbsContext> context, std::vector<VerbsWorker*> workers,
+                     const VerbsLinkSettings& settings, PeerIdentity peer)
+    : Link(std::move(peer)),
+      context_(std::move(context)),
+      workers_(std::move(workers)),
+      settings_(settings) {}
+
+VerbsLink::~VerbsLink() = default;
+
+absl::Status VerbsLink::Build(uint32_t lanes) {
+  ring_lanes_ = lanes;
+  const size_t half = lanes * kLaneRingBytes;
+  ring_ = std::make_unique<uint8_t[]>(2 * half);
+  ring_in_mr_.reset(ibv_reg_mr(context_->pd.get(), ring_.get(), half,
+                               IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE));
+  if (ring_in_mr_ == nullptr) return VerbsError("ibv_reg_mr(notice ring)", errno);
+  ring_out_mr_.reset(ibv_reg_mr(context_->pd.get(), ring_.get() + half, half, 0));
+  if (ring_out_mr_ == nullptr) return VerbsError("ibv_reg_mr(notice records)", errno);
+  {
+    absl::MutexLock lock(&mu_);
+    detached_.assign(lanes, false);
+  }
+  for (uint32_t i = 0; i < lanes; ++i) {
+    lanes_.push_back(std::make_unique<VerbsLane>(*this, *workers_[i], settings_.ops_depth));
+    lane_count_.store(i + 1, std::memory_order_release);
+    RETURN_IF_ERROR(
+        lanes_.back()->Create(context_->pd.get(), settings_.path.port, settings_.max_inline));
+  }
+  return absl::OkStatus();
+}
+
+void VerbsLink::Describe(LinkEndpoints* out) const {
+  const PortSelection& port = context_->port;
+  out->kind = TransportKind::kVerbs;
+  out->lanes = lane_count();
+  out->queue_pairs.clear();
+  for (uint32_t i = 0; i < out->lanes; ++i) {
+    out->queue_pairs.push_back(lanes_[i]->local_endpoint(settings_.path, port.gid.raw, port.lid));
+  }
+  out->notice_ring_addr = reinterpret_cast<uint64_t>(ring_.get());
+  out->notice_ring_rkey = ring_in_mr_->rkey;
+  out->notice_ring_slots = kNoticeSlots;
+}
+
+absl::Status VerbsLink::Activate(const LinkEndpoints& remote) {
+  if (remote.kind != TransportKind::kVerbs) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("peer ", peer().node_id, " uses the ", TransportKindName(remote.kind),
+                     " transport but this daemon uses verbs: configure the same on both"));
+  }
+  if (remote.lanes == 0 || remote.lanes > lanes_.size() ||
+      remote.queue_pairs.size() != remote.lanes || remote.notice_ring_slots != kNoticeSlots) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("peer ", peer().node_id, " answered with ", remote.lanes, " lanes (",
+                     remote.queue_pairs.size(), " queue pairs, ", remote.notice_ring_slots,
+                     " notice slots); this daemon offered ", lanes_.size(), " lanes and ",
+                     kNoticeSlots, " slots"));
+  }
+  // The peer has fewer pollers: our extra lanes go.
+  for (uint32_t i = remote.lanes; i < lanes_.size(); ++i) Detach(i);
+  lane_count_.store(remote.lanes, std::memory_order_release);
+  const size_t half = ring_lanes_ * kLaneRingBytes;
+  for (uint32_t i = 0; i < remote.lanes; ++i) {
+    NoticeArea area;
+    area.incoming = ring_.get() + i * kLaneRingBytes;
+    area.outgoing = ring_.get() + half + i * kLaneRingBytes;
+    area.outgoing_lkey = ring_out_mr_->lkey;
+    area.remote_addr = remote.notice_ring_addr + i * kLaneRingBytes;
+    area.remote_rkey = remote.notice_ring_rkey;
+    QpPath path = settings_.path;
+    RETURN_IF_ERROR(lanes_[i]->Activate(path, remote.queue_pairs[i], area));
+  }
+  active_.store(true, std::memory_order_release);
+  return absl::OkStatus();
+}
+
+absl::Status VerbsLink::Connect(const PeerIdentity& remote_peer, const LinkEndpoints& remote,
+                                absl::Time) {
+  set_peer(remote_peer);
+  absl::Status status = Activate(remote);
+  if (!status.ok()) Close(status);
+  return status;
+}
+
+void VerbsLink::Detach(uint32_t lane) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (detached_[lane]) return;
+    detached_[lane] = true;
+  }
+  if (!lanes_[lane]->in_table()) return;  // its Create failed before the worker knew it
+  workers_[lane]->RequestDetach(shared_from_this(), lanes_[lane].get());
+}
+
+void VerbsLink::Close(absl::Status reason) {
+  if (!MarkBroken(std::move(reason))) return;
+  spdlog::info("link to {} closed: {}", peer().node_id, status().message());
+  for (uint32_t i = 0; i < lanes_.size(); ++i) Detach(i);
+}
+
+}  // namespace xferd::transport::verbs

@@ -1,0 +1,76 @@
+// A verbs link: one RC queue pair per lane, plus the notice rings through
+// which each side learns that a transfer from the other has fully landed.
+// The initiator creates its QPs first (their numbers go into the
+// handshake); the responder creates and activates its own from the answer;
+// then the initiator activates (RTR/RTS) towards the responder's.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "daemon/transport/transport.h"
+#include "daemon/transport/verbs/queue_pair.h"
+#include "daemon/transport/verbs/verbs_context.h"
+#include "daemon/transport/verbs/verbs_lane.h"
+
+namespace xferd::transport::verbs {
+
+class VerbsWorker;
+
+struct VerbsLinkSettings {
+  QpPath path;
+  uint32_t ops_depth = 64;
+  uint32_t max_inline = 64;
+};
+
+class VerbsLink final : public Link, public std::enable_shared_from_this<VerbsLink> {
+ public:
+  // Creates `lanes` QPs (INIT, receives posted), one on each of the first
+  // `lanes` workers, and the notice rings. Control thread.
+  static absl::StatusOr<std::shared_ptr<VerbsLink>> Create(std::shared_ptr<VerbsContext> context,
+                                                           std::vector<VerbsWorker*> workers,
+                                                           const VerbsLinkSettings& settings,
+                                                           PeerIdentity peer, uint32_t lanes);
+  ~VerbsLink() override;
+
+  // Our endpoints for the handshake.
+  void Describe(LinkEndpoints* out) const;
+  // Responder: RTR/RTS towards the initiator's endpoints. Initiator: the same,
+  // through Connect. May trim lanes the peer did not match.
+  absl::Status Activate(const LinkEndpoints& remote);
+
+  absl::Status Connect(const PeerIdentity& peer, const LinkEndpoints& remote,
+                       absl::Time deadline) override;
+  void Close(absl::Status reason) override;
+  uint32_t lane_count() const override { return lane_count_.load(std::memory_order_acquire); }
+  Lane& lane(uint32_t index) override { return *lanes_[index]; }
+  bool ready() const override { return active_.load(std::memory_order_acquire) && !broken(); }
+
+ private:
+  VerbsLink(std::shared_ptr<VerbsContext> context, std::vector<VerbsWorker*> workers,
+            const VerbsLinkSettings& settings, PeerIdentity peer);
+  absl::Status Build(uint32_t lanes);
+  // Hands lane i to its worker for teardown, once.
+  void Detach(uint32_t lane);
+
+  const std::shared_ptr<VerbsContext> context_;
+  const std::vector<VerbsWorker*> workers_;
+  const VerbsLinkSettings settings_;
+  // Incoming records (lanes x kNoticeSlots) then outgoing ones, each half
+  // registered on its own: peers may write only the incoming half.
+  std::unique_ptr<uint8_t[]> ring_;
+  uint32_t ring_lanes_ = 0;
+  IbvMr ring_in_mr_;
+  IbvMr ring_out_mr_;
+  std::vector<std::unique_ptr<VerbsLane>> lanes_;
+  std::atomic<uint32_t> lane_count_{0};
+  std::atomic<bool> active_{false};
+
+  absl::Mutex mu_;
+  std::vector<bool> detached_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace xferd::transport::verbs

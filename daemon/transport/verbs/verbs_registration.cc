@@ -1,0 +1,82 @@
+#include "daemon/transport/verbs/verbs_registration.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "daemon/common/units.h"
+
+namespace xferd::transport::verbs {
+
+int VerbsRegistration::AccessFlags(const memory::Access& access) {
+  int flags = 0;
+  // The NIC writes into the region: local write must be granted with it.
+  if (access.remote_write) flags |= IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+  if (access.remote_read) flags |= IBV_ACCESS_REMOTE_READ;
+  return flags;
+}
+
+absl::StatusOr<std::unique_ptr<VerbsRegistration>> VerbsRegistration::Create(
+    std::shared_ptr<VerbsContext> context, std::byte* base, uint64_t size,
+    const memory::Access& access, uint64_t chunk, int threads,
+    std::shared_ptr<std::atomic<int64_t>> open_mrs) {
+  ibv_pd* pd = context->pd.get();
+  chunk = std::max<uint64_t>(chunk, 4096);
+  const size_t count = static_cast<size_t>((size + chunk - 1) / chunk);
+  const int flags = AccessFlags(access);
+  std::vector<IbvMr> mrs(count);
+  std::atomic<size_t> next{0};
+  absl::Mutex mu;
+  absl::Status first_error;
+  auto worker = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < count;) {
+      const uint64_t offset = i * chunk;
+      const uint64_t length = std::min(chunk, size - offset);
+      ibv_mr* mr = ibv_reg_mr(pd, base + offset, length, flags);
+      if (mr == nullptr) {
+        const int err = errno;
+        absl::MutexLock lock(&mu);
+        if (first_error.ok()) {
+          first_error = VerbsError(
+              absl::StrCat("ibv_reg_mr(", FormatBytes(length), " at offset ", offset, ")"), err);
+        }
+        next.store(count);  // stop the others early
+        return;
+      }
+      mrs[i].reset(mr);
+    }
+  };
+  const int n = std::clamp<int>(threads, 1, static_cast<int>(count));
+  std::vector<std::thread> pool;
+  for (int t = 1; t < n; ++t) pool.emplace_back(worker);
+  worker();
+  for (auto& thread : pool) thread.join();
+  if (!first_error.ok()) return first_error;  // `mrs` deregisters what did succeed
+  open_mrs->fetch_add(static_cast<int64_t>(mrs.size()));
+  return std::unique_ptr<VerbsRegistration>(new VerbsRegistration(
+      std::move(context), base, size, chunk, std::move(mrs), std::move(open_mrs)));
+}
+
+VerbsRegistration::VerbsRegistration(std::shared_ptr<VerbsContext> context, std::byte* base,
+                                     uint64_t size, uint64_t chunk, std::vector<IbvMr> mrs,
+                                     std::shared_ptr<std::atomic<int64_t>> open_mrs)
+    : context_(std::move(context)),
+      base_(base),
+      size_(size),
+      chunk_(chunk),
+      mrs_(std::move(mrs)),
+      open_mrs_(std::move(open_mrs)) {}
+
+VerbsRegistration::~VerbsRegistration() { open_mrs_->fetch_sub(static_cast<int64_t>(mrs_.size())); }
+
+std::vector<uint32_t> VerbsRegistration::rkeys() const {
+  std::vector<uint32_t> keys;
+  keys.reserve(mrs_.size());
+  for (const IbvMr& mr : mrs_) keys.push_back(mr->rkey);
+  return keys;
+}
+
+}  // namespace xferd::transport::verbs

@@ -1,0 +1,58 @@
+// A region's RDMA memory registration. The region is registered with exactly
+// the access it allows (remote write and/or read, nothing for a local-only
+// source). Large regions are registered as several MRs of `chunk` bytes, by
+// several threads at once: pinning is what makes registration slow, and it
+// parallelizes.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "daemon/memory/region.h"
+#include "daemon/transport/verbs/ibv.h"
+#include "daemon/transport/verbs/verbs_context.h"
+
+namespace xferd::transport::verbs {
+
+class VerbsRegistration final : public memory::TransportRegistration {
+ public:
+  // `threads` bounds the registrations running at once. `open_mrs` counts
+  // the MRs alive (for stats); it is shared with the transport.
+  // The registration holds `context`: its MRs must go before the PD does,
+  // whatever outlives what.
+  static absl::StatusOr<std::unique_ptr<VerbsRegistration>> Create(
+      std::shared_ptr<VerbsContext> context, std::byte* base, uint64_t size,
+      const memory::Access& access, uint64_t chunk, int threads,
+      std::shared_ptr<std::atomic<int64_t>> open_mrs);
+  ~VerbsRegistration() override;
+
+  const std::byte* base() const { return base_; }
+  uint64_t size() const { return size_; }
+  uint64_t chunk_bytes() const { return chunk_; }
+  // The lkey covering byte `offset` of the region. Data path: no checks.
+  uint32_t lkey_at(uint64_t offset) const { return mrs_[offset / chunk_]->lkey; }
+  std::vector<uint32_t> rkeys() const;
+  size_t mr_count() const { return mrs_.size(); }
+
+  // The ibv access flags for a region's access.
+  static int AccessFlags(const memory::Access& access);
+
+ private:
+  VerbsRegistration(std::shared_ptr<VerbsContext> context, std::byte* base, uint64_t size,
+                    uint64_t chunk, std::vector<IbvMr> mrs,
+                    std::shared_ptr<std::atomic<int64_t>> open_mrs);
+
+  // Declared first, destroyed last: the PD outlives the MRs below.
+  const std::shared_ptr<VerbsContext> context_;
+  std::byte* const base_;
+  const uint64_t size_;
+  const uint64_t chunk_;
+  std::vector<IbvMr> mrs_;
+  const std::shared_ptr<std::atomic<int64_t>> open_mrs_;
+};
+
+}  // namespace xferd::transport::verbs

@@ -1,0 +1,148 @@
+#include "daemon/transport/verbs/verbs_transport.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/common/log.h"
+#include "daemon/common/status_macros.h"
+#include "daemon/transport/verbs/verbs_registration.h"
+
+namespace xferd::transport::verbs {
+
+absl::StatusOr<std::unique_ptr<VerbsTransport>> VerbsTransport::Create(
+    const VerbsTransportOptions& options, const PortSelection& port,
+    const memory::RegionRegistry& regions) {
+  if (options.mr_chunk < kMinMrChunk) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("transport.verbs_mr_chunk must be at least ", kMinMrChunk, " bytes"));
+  }
+  ASSIGN_OR_RETURN(std::shared_ptr<VerbsContext> context, VerbsContext::Open(port));
+  auto transport = std::unique_ptr<VerbsTransport>(new VerbsTransport(options, context));
+  for (uint32_t i = 0; i < options.pollers; ++i) {
+    ASSIGN_OR_RETURN(auto worker, VerbsWorker::Create(context, options.cq_entries, regions));
+    transport->workers_.push_back(std::move(worker));
+  }
+  transport->async_ = std::make_unique<AsyncEventThread>(
+      context, [t = transport.get()](absl::Status reason) { t->CloseAll(reason); });
+  spdlog::info("verbs transport: {} ({} pollers, {} write ops per lane)", port.description,
+               options.pollers, options.lane_depth);
+  return transport;
+}
+
+VerbsTransport::VerbsTransport(const VerbsTransportOptions& options,
+                               std::shared_ptr<VerbsContext> context)
+    : options_(options), context_(std::move(context)) {
+  const PortSelection& port = context_->port;
+  link_settings_.path.port = port.port;
+  link_settings_.path.ethernet = port.ethernet;
+  link_settings_.path.sgid_index = static_cast<uint8_t>(port.gid.index);
+  link_settings_.path.mtu = port.mtu;
+  link_settings_.path.timeout = options.qp_timeout;
+  link_settings_.path.retry_count = options.retry_count;
+  link_settings_.ops_depth = options.lane_depth;
+  link_settings_.max_inline = options.max_inline;
+}
+
+VerbsTransport::~VerbsTransport() { Shutdown(); }
+
+std::string VerbsTransport::device() const {
+  return absl::StrCat(context_->port.device, ":", context_->port.port);
+}
+
+absl::StatusOr<std::shared_ptr<VerbsLink>> VerbsTransport::NewLink(const PeerIdentity& peer,
+                                                                   uint32_t lanes) {
+  std::vector<VerbsWorker*> workers;
+  for (const auto& worker : workers_) workers.push_back(worker.get());
+  ASSIGN_OR_RETURN(std::shared_ptr<VerbsLink> link,
+                   VerbsLink::Create(context_, std::move(workers), link_settings_, peer, lanes));
+  absl::MutexLock lock(&mu_);
+  links_.erase(std::remove_if(links_.begin(), links_.end(),
+                              [](const std::weak_ptr<VerbsLink>& l) { return l.expired(); }),
+               links_.end());
+  links_.push_back(link);
+  return link;
+}
+
+absl::StatusOr<std::shared_ptr<Link>> VerbsTransport::CreateLink(LinkEndpoints* local) {
+  ASSIGN_OR_RETURN(std::shared_ptr<VerbsLink> link, NewLink(PeerIdentity{}, options_.pollers));
+  link->Describe(local);
+  return std::shared_ptr<Link>(std::move(link));
+}
+
+absl::StatusOr<std::shared_ptr<Link>> VerbsTransport::AcceptLink(const PeerIdentity& peer,
+                                                                 const LinkEndpoints& remote,
+                                                                 LinkEndpoints* local) {
+  if (remote.kind != TransportKind::kVerbs) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "peer ", peer.node_id, " uses the ", TransportKindName(remote.kind),
+        " transport but this daemon uses verbs: configure the same transport on both"));
+  }
+  if (remote.lanes == 0) return absl::InvalidArgumentError("peer offered 0 lanes");
+  ASSIGN_OR_RETURN(std::shared_ptr<VerbsLink> link,
+                   NewLink(peer, std::min(options_.pollers, remote.lanes)));
+  // Activate takes the first lane_count() of the initiator's queue pairs;
+  // the initiator trims the rest when it sees our answer.
+  LinkEndpoints matched = remote;
+  matched.lanes = link->lane_count();
+  matched.queue_pairs.resize(std::min<size_t>(matched.queue_pairs.size(), matched.lanes));
+  if (absl::Status s = link->Activate(matched); !s.ok()) {
+    link->Close(s);
+    return s;
+  }
+  link->Describe(local);
+  return std::shared_ptr<Link>(std::move(link));
+}
+
+RemoteRegion VerbsTransport::DescribeRegion(const memory::Region& region) const {
+  const auto& registration = static_cast<const VerbsRegistration&>(*region.registration());
+  return RemoteRegion{region.id(), region.size(), reinterpret_cast<uint64_t>(region.data()),
+                      registration.chunk_bytes(), registration.rkeys()};
+}
+
+absl::Status VerbsTransport::CheckRemoteRegion(const RemoteRegion& r) const {
+  // A slice may cross at most one chunk boundary (kMaxWrsPerOp); a single
+  // chunk may be as small as the region.
+  const bool chunk_ok = r.mr_chunk_bytes >= kMinMrChunk || r.mr_chunk_bytes >= r.size;
+  const uint64_t chunks =
+      r.mr_chunk_bytes == 0 ? 0 : (r.size + r.mr_chunk_bytes - 1) / r.mr_chunk_bytes;
+  if (r.addr == 0 || r.size == 0 || !chunk_ok || r.rkeys.size() != chunks) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "peer sent malformed RDMA keys for region id ", r.region_id, " (", r.rkeys.size(),
+        " rkeys, chunk ", r.mr_chunk_bytes, " bytes, size ", r.size, ")"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<memory::TransportRegistration>> VerbsTransport::RegisterMemory(
+    const memory::Region& region) {
+  ASSIGN_OR_RETURN(
+      auto registration,
+      VerbsRegistration::Create(context_, region.data(), region.size(), region.access(),
+                                options_.mr_chunk, options_.registration_threads, registrations_));
+  return std::unique_ptr<memory::TransportRegistration>(std::move(registration));
+}
+
+TransportStats VerbsTransport::stats() const {
+  TransportStats stats;
+  for (const auto& worker : workers_) stats.lanes += worker->queue_pairs();
+  stats.memory_registrations = static_cast<uint32_t>(registrations_->load());
+  return stats;
+}
+
+void VerbsTransport::CloseAll(const absl::Status& reason) {
+  std::vector<std::shared_ptr<VerbsLink>> links;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& weak : links_) {
+      if (auto link = weak.lock()) links.push_back(std::move(link));
+    }
+  }
+  for (auto& link : links) link->Close(reason);
+}
+
+void VerbsTransport::Shutdown() {
+  async_.reset();
+  CloseAll(absl::UnavailableError("daemon is shutting down"));
+}
+
+}  // namespace xferd::transport::verbs

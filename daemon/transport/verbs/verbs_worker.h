@@ -1,0 +1,83 @@
+// The verbs transport's per-poller worker: one completion queue (with its
+// completion channel) shared by this poller's queue pair to every peer, and
+// the table that maps a completion's wr_id back to its lane. CQ entries are
+// reserved per queue pair when it is created, so the CQ can never overflow.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "daemon/common/unique_fd.h"
+#include "daemon/memory/region_registry.h"
+#include "daemon/transport/transport.h"
+#include "daemon/transport/verbs/verbs_context.h"
+#include "daemon/transport/verbs/verbs_lane.h"
+
+namespace xferd::transport::verbs {
+
+class VerbsWorker final : public TransportWorker {
+ public:
+  static absl::StatusOr<std::unique_ptr<VerbsWorker>> Create(std::shared_ptr<VerbsContext> context,
+                                                             uint32_t cq_entries,
+                                                             const memory::RegionRegistry& regions);
+  // Releases the QPs still in the table before the CQ goes.
+  ~VerbsWorker() override;
+
+  uint32_t Post(Lane& lane, absl::Span<const WriteOp> ops) override;
+  uint32_t Poll(CompletionSink& sink) override;
+  int wait_fd() const override { return epoll_.get(); }
+  bool PrepareToSleep() override;
+
+  ibv_cq* cq() const { return cq_.get(); }
+
+  // Control thread: enters a lane (its QP about to be created) in the table
+  // and reserves `cq_entries` completions for it. RESOURCE_EXHAUSTED when the
+  // CQ or the table is full (too many peers for this poller).
+  absl::StatusOr<uint32_t> AddLane(VerbsLane* lane, uint32_t cq_entries);
+  // Any thread: drain and release the lane's QP on this worker's thread.
+  // `keep_alive` owns the lane and is held until the QP is gone.
+  void RequestDetach(std::shared_ptr<Link> keep_alive, VerbsLane* lane);
+  // Queue pairs alive on this worker (for stats and leak checks).
+  uint32_t queue_pairs() const { return lanes_.load(std::memory_order_relaxed); }
+
+ private:
+  struct Detaching {
+    VerbsLane* lane;
+    std::shared_ptr<Link> keep_alive;
+  };
+
+  VerbsWorker(std::shared_ptr<VerbsContext> context, const memory::RegionRegistry& regions);
+  void DrainInbox();
+  void ReapDrained();
+  void ConsumeChannelEvents();
+
+  const std::shared_ptr<VerbsContext> context_;
+  const memory::RegionRegistry& regions_;
+  // Dependency order: the channel before the CQ that reports to it.
+  IbvCompChannel channel_;
+  IbvCq cq_;
+  UniqueFd wake_;   // eventfd: the inbox has work
+  UniqueFd epoll_;  // the channel fd and wake_: what a sleeping poller waits on
+  std::vector<std::atomic<VerbsLane*>> table_;
+
+  absl::Mutex mu_;
+  std::vector<uint32_t> free_slots_ ABSL_GUARDED_BY(mu_);
+  std::vector<uint32_t> reserved_ ABSL_GUARDED_BY(mu_);  // CQ entries per slot
+  uint32_t cq_capacity_ ABSL_GUARDED_BY(mu_) = 0;
+  uint32_t cq_reserved_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<Detaching> inbox_ ABSL_GUARDED_BY(mu_);
+  std::atomic<bool> inbox_pending_{false};
+  std::atomic<uint32_t> lanes_{0};
+
+  // Poller thread only.
+  std::vector<Detaching> draining_;
+  std::vector<Detaching> swap_;
+  bool armed_ = false;
+  uint32_t unacked_events_ = 0;
+};
+
+}  // namespace xferd::transport::verbs
