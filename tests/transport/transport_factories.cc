@@ -1,6 +1,7 @@
 #include "tests/transport/transport_factories.h"
 
 #include "daemon/transport/tcp/tcp_transport.h"
+#include "daemon/transport/verbs/verbs_transport.h"
 
 namespace xferd::transport {
 
@@ -18,6 +19,26 @@ std::vector<TransportFactory> AllTransportFactories() {
                          return std::unique_ptr<Transport>(*std::move(transport));
                        },
                        /*refuses_per_write=*/true, /*enforces_acl_per_write=*/true});
+  // Real verbs on whatever device this machine has (Soft-RoCE in the VM
+  // suite); skipped where there is none.
+  factories.push_back(
+      TransportFactory{"verbs",
+                       [](const memory::RegionRegistry& regions,
+                          uint32_t pollers) -> absl::StatusOr<std::unique_ptr<Transport>> {
+                         auto devices = verbs::QueryDevices();
+                         if (!devices.ok()) return devices.status();
+                         auto port = verbs::SelectPort(*devices, verbs::DeviceRequest{});
+                         if (!port.ok()) return port.status();
+                         verbs::VerbsTransportOptions options;
+                         options.pollers = pollers;
+                         options.lane_depth = 16;
+                         // Small MR chunks so slices cross chunk boundaries in these tests.
+                         options.mr_chunk = verbs::kMinMrChunk;
+                         auto transport = verbs::VerbsTransport::Create(options, *port, regions);
+                         if (!transport.ok()) return transport.status();
+                         return std::unique_ptr<Transport>(*std::move(transport));
+                       },
+                       /*refuses_per_write=*/false, /*enforces_acl_per_write=*/false});
   return factories;
 }
 

@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <memory>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -27,5 +28,8 @@ struct TransportFactory {
 };
 
 std::vector<TransportFactory> AllTransportFactories();
+
+// gtest prints a parameter by its name.
+inline void PrintTo(const TransportFactory& factory, std::ostream* out) { *out << factory.name; }
 
 }  // namespace xferd::transport
