@@ -1,0 +1,118 @@
+"""Peers that go away (a -> b): disconnected on request, or killed with
+SIGKILL in the middle of a large transfer. The sender's transfer must fail
+with UNAVAILABLE within seconds, the sender must stay healthy, and once the
+peer is back (reconnected, or restarted and reconnected) transfers succeed."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Dict
+
+import pytest
+
+import pytest_main
+import xferd
+from conftest import Regions
+from daemon_harness import Cluster
+from testlib import WAIT_S, fill, peer, sha, wait_until
+
+DAEMONS = ("a", "b")
+CONNECT = (("a", "b"),)
+
+KiB = 1 << 10
+MiB = 1 << 20
+BIG = 512 * MiB
+# Slices acknowledged after b is frozen are at most those already in flight
+# (2 lanes x 64 slices of 4 KiB); a transfer this far from its end cannot
+# finish any more once b stops reading.
+MARGIN = 4 * MiB
+
+Clients = Dict[str, xferd.Client]
+
+
+def start_stalled(cluster: Cluster, a: xferd.Client, src: str, dst: str,
+                  size: int) -> xferd.TransferHandle:
+    """Starts a write a -> b with small slices and returns once bytes are
+    flowing, with b frozen (SIGSTOP) so that the transfer cannot finish."""
+    handle = a.write(src, "b", dst, size, slice_size=4 * KiB)
+    for snapshot in handle.progress(interval=0.01, timeout=WAIT_S):
+        assert not snapshot.terminal, f"transfer ended too early: {snapshot}"
+        if snapshot.bytes_done > 0:
+            break
+    cluster["b"].pause()
+    snapshot = handle.snapshot()
+    assert snapshot.state == "running" and snapshot.bytes_done < size - MARGIN, snapshot
+    return handle
+
+
+def test_disconnect_fails_transfers_then_reconnect(cluster: Cluster, clients: Clients,
+                                                   regions: Regions) -> None:
+    a = clients["a"]
+    regions.make("a", "dc_src", BIG, backing="anonymous")
+    regions.make("b", "dc_dst", BIG, backing="anonymous", remote_write=True)
+    try:
+        handle = start_stalled(cluster, a, "dc_src", "dc_dst", BIG)
+        assert a.disconnect_peer("b") == 1
+        with pytest.raises(xferd.Unavailable, match="peer 'b' was disconnected on request"):
+            handle.wait(WAIT_S)
+    finally:
+        cluster["b"].resume()
+    assert peer(a, "b") is None
+    with pytest.raises(xferd.NotFound, match="no peer 'b'"):
+        a.write("dc_src", "b", "dc_dst", 1)
+
+    assert a.connect_peer(cluster["b"].address).state == "connected"
+    data = fill(regions.make("a", "dc_small", MiB), seed=1)
+    dst = regions.make("b", "dc_small_dst", MiB, remote_write=True)
+    a.write("dc_small", "b", "dc_small_dst", MiB).wait(WAIT_S)
+    assert sha(dst.buffer) == sha(data)
+
+
+def test_receiver_killed_mid_transfer(cluster: Cluster, clients: Clients) -> None:
+    a = clients["a"]
+    b = clients["b"]
+    keep = a.register_region("keep", MiB, backing="shm")
+    keep_digest = sha(fill(keep, seed=2))
+    a.register_region("big_src", BIG, backing="anonymous")
+    b.register_region("big_dst", BIG, backing="anonymous", remote_write=True)
+    failed_before = a.stats().transfers_failed
+
+    handle = start_stalled(cluster, a, "big_src", "big_dst", BIG)
+    killed_at = time.monotonic()
+    cluster["b"].kill()
+    with pytest.raises(xferd.Unavailable) as failure:
+        handle.wait(WAIT_S)
+    assert time.monotonic() - killed_at < 5.0
+    assert failure.value.transfer is not None and failure.value.transfer.state == "failed"
+    assert failure.value.transfer.bytes_done < BIG
+
+    # The sender is healthy and knows why.
+    broken = wait_until("peer b BROKEN on a",
+                        lambda: (p := peer(a, "b")) is not None and p.state == "broken" and p)
+    assert broken.last_error is not None
+    assert broken.last_error.code.name == "UNAVAILABLE" and broken.last_error.message
+    stats = a.stats()
+    assert stats.transfers_failed == failed_before + 1
+    assert stats.errors.get("UNAVAILABLE", 0) >= 1 and stats.transfers_in_flight == 0
+    assert a.node_info().node_id == "a"
+    assert sha(keep.buffer) == keep_digest
+    with pytest.raises(xferd.Unavailable, match="peer 'b' is disconnected"):
+        a.write("keep", "b", "big_dst", MiB)
+
+    # b comes back (new process, new port): reconnect, and data flows again.
+    cluster["b"].start()
+    b = cluster["b"].client()
+    dst = b.register_region("back", MiB, backing="shm", remote_write=True)
+    reconnected = a.connect_peer(cluster["b"].address)
+    assert (reconnected.node_id, reconnected.state, reconnected.transport) == (
+        "b", "connected", "tcp")
+    a.write("keep", "b", "back", MiB).wait(WAIT_S)
+    assert sha(dst.buffer) == keep_digest
+    assert [p.state for p in a.peers() if p.node_id == "b"] == ["connected"]
+    for client, name in ((a, "keep"), (a, "big_src"), (b, "back")):
+        client.deregister_region(name)
+
+
+if __name__ == "__main__":
+    sys.exit(pytest_main.main(__file__, sys.argv))
