@@ -119,6 +119,23 @@ def test_odd_sizes_and_offsets(clients: Clients, regions: Regions, length: int,
     assert sha(dst.buffer[end:]) == sha(guard[end:])
 
 
+def test_many_two_slice_transfers_all_finish(clients: Clients, regions: Regions) -> None:
+    # One bulk slice then the final slice, one transfer at a time: the home
+    # poller waits, maybe asleep, for another poller to say the bulk slice is
+    # acknowledged. A lost wake-up leaves the transfer RUNNING for good.
+    a = clients["a"]
+    regions.make("a", "two_src", 8 * KiB)
+    regions.make("b", "two_dst", 8 * KiB, remote_write=True)
+    for _ in range(2000):
+        handle = a.write("two_src", "b", "two_dst", 4 * KiB + 1, slice_size=4 * KiB)
+        try:
+            handle.wait(5.0)
+        except TimeoutError:
+            stuck = handle.snapshot()
+            handle.cancel()
+            pytest.fail(f"transfer stuck: {stuck}")
+
+
 def test_batch_to_two_peers(clients: Clients, regions: Regions) -> None:
     part = 3 * MiB + 5
     src_data = fill(regions.make("b", "batch_src", 4 * part), seed=5)
