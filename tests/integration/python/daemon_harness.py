@@ -82,6 +82,7 @@ class Daemon:
         self.log_path = os.path.join(workdir, f"{name}.log")
         assert len(self.socket_path) < 108, self.socket_path
         self.proc: Optional[subprocess.Popen] = None
+        self._killed = False  # by kill(): its end is expected
         self.info: Dict[str, object] = {}
         self._clients: List[xferd.Client] = []
 
@@ -130,6 +131,7 @@ class Daemon:
             "--slice-size", self.slice_size, "--log-level", "debug",
             "--data-listen", "127.0.0.1:0",
         ] + self.extra_args
+        self._killed = False
         with open(self.log_path, "ab") as log:
             log.write(f"---- start: {' '.join(args)}\n".encode())
             log.flush()
@@ -179,8 +181,11 @@ class Daemon:
                 if it did not exit in time).
         """
         self._close_clients()
-        if self.proc is None or self.proc.poll() is not None:
+        if self.proc is None or self._killed:
             return
+        if self.proc.poll() is not None:
+            raise AssertionError(f"{self.name} died before teardown (exit code "
+                                 f"{self.proc.returncode})\n{self.log_tail()}")
         self.proc.send_signal(signal.SIGTERM)
         try:
             code = self.proc.wait(timeout)
@@ -200,6 +205,7 @@ class Daemon:
         assert self.proc is not None
         self.proc.kill()
         self.proc.wait()
+        self._killed = True
         for path in self.shm_files() + [self.socket_path, self.ready_path]:
             if os.path.exists(path):
                 os.unlink(path)
