@@ -44,32 +44,12 @@ class FakeXferd(xferd_pb2_grpc.XferdServicer):
             context.abort(grpc.StatusCode.UNIMPLEMENTED, f"{method} not scripted")
         return handler(request, context)
 
-    def RegisterRegion(self, request: Any, context: grpc.ServicerContext) -> Any:
-        return self._handle("RegisterRegion", request, context)
 
-    def DeregisterRegion(self, request: Any, context: grpc.ServicerContext) -> Any:
-        return self._handle("DeregisterRegion", request, context)
-
-    def Write(self, request: Any, context: grpc.ServicerContext) -> Any:
-        return self._handle("Write", request, context)
-
-    def SubmitBatch(self, request: Any, context: grpc.ServicerContext) -> Any:
-        return self._handle("SubmitBatch", request, context)
-
-    def GetNodeInfo(self, request: Any, context: grpc.ServicerContext) -> Any:
-        return self._handle("GetNodeInfo", request, context)
-
-    def GetStats(self, request: Any, context: grpc.ServicerContext) -> Any:
-        return self._handle("GetStats", request, context)
-
-    def ListPeers(self, request: Any, context: grpc.ServicerContext) -> Any:
-        return self._handle("ListPeers", request, context)
-
-    def WatchTransfer(self, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
-        return self._handle("WatchTransfer", request, context)
-
-    def WatchRegion(self, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
-        return self._handle("WatchRegion", request, context)
+# Every scripted RPC goes through FakeXferd._handle under its own name.
+for _method in ("RegisterRegion", "DeregisterRegion", "Write", "SubmitBatch", "GetNodeInfo",
+                "GetStats", "ListPeers", "WatchTransfer", "WatchRegion"):
+    setattr(FakeXferd, _method,
+            lambda self, request, context, _name=_method: self._handle(_name, request, context))
 
 
 class ClientTest(unittest.TestCase):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import types
-from typing import Any, Mapping, Optional, Tuple
+from typing import Any, Mapping, Optional, Tuple, Type, TypeVar
 
 import grpc
 
@@ -57,6 +57,22 @@ def _time(ts: Any) -> Optional[datetime.datetime]:
 
 def _duration(d: Any) -> datetime.timedelta:
     return datetime.timedelta(seconds=d.seconds, microseconds=d.nanos // 1000)
+
+
+_T = TypeVar("_T")
+
+
+def _build(cls: Type[_T], message: Any, **converted: Any) -> _T:
+    """Makes dataclass `cls` from a protobuf message: fields given in
+    `converted` take those values, the other public fields are copied from
+    the message field of the same name."""
+    values = {}
+    for field in dataclasses.fields(cls):  # type: ignore[arg-type]
+        if field.name in converted:
+            values[field.name] = converted[field.name]
+        elif not field.name.startswith("_"):
+            values[field.name] = getattr(message, field.name)
+    return cls(**values)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,18 +130,14 @@ class Region:
     @classmethod
     def from_proto(cls, r: Any, mapping: Optional[ShmMapping] = None) -> "Region":
         """Internal: converts an xferd.v1.Region."""
-        return cls(
-            name=r.name,
-            size=r.size,
+        return _build(
+            cls, r,
             backing=_enum_name(common_pb2.RegionBacking, r.backing, "REGION_BACKING_"),
             remote_write=r.access.remote_write,
             remote_read=r.access.remote_read,
             shm_path=r.shm_path or None,
             file_path=r.file_path or None,
-            hugepages=r.hugepages,
             allowed_peers=tuple(r.allowed_peers),
-            transfers_in_flight=r.transfers_in_flight,
-            landed_events=r.landed_events,
             registered_at=_time(r.registered_at),
             transport=transport_name(r.transport),
             _mapping=mapping,
@@ -154,17 +166,8 @@ class RegionEvent:
     @classmethod
     def from_proto(cls, e: Any) -> "RegionEvent":
         """Internal: converts an xferd.v1.RegionEvent."""
-        return cls(
-            kind=_enum_name(xferd_pb2.RegionEvent.Kind, e.kind, "KIND_"),
-            region=e.region,
-            offset=e.offset,
-            length=e.length,
-            source_node=e.source_node,
-            source_transfer_id=e.source_transfer_id,
-            sequence=e.sequence,
-            time=_time(e.time),
-            dropped=e.dropped,
-        )
+        return _build(cls, e, kind=_enum_name(xferd_pb2.RegionEvent.Kind, e.kind, "KIND_"),
+                      time=_time(e.time))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -190,19 +193,11 @@ class Peer:
     @classmethod
     def from_proto(cls, p: Any) -> "Peer":
         """Internal: converts an xferd.v1.Peer."""
-        return cls(
-            node_id=p.node_id,
-            address=p.address,
-            transport=transport_name(p.transport),
-            state=_enum_name(xferd_pb2.Peer.State, p.state, "STATE_"),
-            lanes=p.lanes,
-            outbound=p.outbound,
-            last_error=Status.from_proto(p.last_error),
-            connected_at=_time(p.connected_at),
-            bytes_sent=p.bytes_sent,
-            bytes_received=p.bytes_received,
-            device=p.device,
-        )
+        return _build(cls, p,
+                      transport=transport_name(p.transport),
+                      state=_enum_name(xferd_pb2.Peer.State, p.state, "STATE_"),
+                      last_error=Status.from_proto(p.last_error),
+                      connected_at=_time(p.connected_at))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -251,25 +246,12 @@ class Transfer:
     @classmethod
     def from_proto(cls, t: Any) -> "Transfer":
         """Internal: converts an xferd.v1.Transfer."""
-        return cls(
-            id=t.id,
-            state=_enum_name(common_pb2.TransferState, t.state, "TRANSFER_STATE_"),
-            src_region=t.src_region,
-            src_offset=t.src_offset,
-            peer=t.peer,
-            dst_region=t.dst_region,
-            dst_offset=t.dst_offset,
-            length=t.length,
-            bytes_done=t.bytes_done,
-            slice_size=t.slice_size,
-            slices=t.slices,
-            transport=transport_name(t.transport),
-            error=Status.from_proto(t.error),
-            submitted_at=_time(t.submitted_at),
-            finished_at=_time(t.finished_at),
-            batch_id=t.batch_id,
-            label=t.label,
-        )
+        return _build(cls, t,
+                      state=_enum_name(common_pb2.TransferState, t.state, "TRANSFER_STATE_"),
+                      transport=transport_name(t.transport),
+                      error=Status.from_proto(t.error),
+                      submitted_at=_time(t.submitted_at),
+                      finished_at=_time(t.finished_at))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -309,19 +291,8 @@ class NodeInfo:
     @classmethod
     def from_proto(cls, n: Any) -> "NodeInfo":
         """Internal: converts an xferd.v1.NodeInfo."""
-        return cls(
-            node_id=n.node_id,
-            version=n.version,
-            transport=transport_name(n.transport),
-            device=n.device,
-            transport_reason=n.transport_reason,
-            grpc_address=n.grpc_address,
-            unix_socket=n.unix_socket,
-            pollers=n.pollers,
-            default_slice_size=n.default_slice_size,
-            started_at=_time(n.started_at),
-            pid=n.pid,
-        )
+        return _build(cls, n, transport=transport_name(n.transport),
+                      started_at=_time(n.started_at))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -353,25 +324,5 @@ class Stats:
     @classmethod
     def from_proto(cls, s: Any) -> "Stats":
         """Internal: converts an xferd.v1.Stats."""
-        return cls(
-            uptime=_duration(s.uptime),
-            transport=transport_name(s.transport),
-            transfers_submitted=s.transfers_submitted,
-            transfers_done=s.transfers_done,
-            transfers_failed=s.transfers_failed,
-            transfers_cancelled=s.transfers_cancelled,
-            transfers_in_flight=s.transfers_in_flight,
-            bytes_sent=s.bytes_sent,
-            bytes_received=s.bytes_received,
-            landed_events=s.landed_events,
-            regions=s.regions,
-            registered_bytes=s.registered_bytes,
-            peers=s.peers,
-            lanes=s.lanes,
-            pollers=s.pollers,
-            errors=types.MappingProxyType(dict(s.errors)),
-            rejected_writes=s.rejected_writes,
-            resident_bytes=s.resident_bytes,
-            open_fds=s.open_fds,
-            threads=s.threads,
-        )
+        return _build(cls, s, uptime=_duration(s.uptime), transport=transport_name(s.transport),
+                      errors=types.MappingProxyType(dict(s.errors)))

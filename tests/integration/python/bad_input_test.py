@@ -52,9 +52,9 @@ def undisturbed(request: pytest.FixtureRequest, clients: Clients,
     marker = request.node.get_closest_marker("starts")
     expected = marker.args[0] if marker else 0
     assert a.stats().transfers_submitted - submitted == expected, "transfers started"
-    (dst,) = [r for r in b.regions() if r.name == "dst"]
+    dst = b.region("dst")
     assert sha(dst.buffer) == sentinel["dst"], "b:dst was modified"
-    (probe,) = [r for r in b.regions() if r.name == "probe"]
+    probe = b.region("probe")
     probe.buffer[:] = bytes(SIZE)
     a.write("src", "b", "probe", SIZE).wait(WAIT_S)
     assert sha(probe.buffer) == sentinel["src"], "a good transfer no longer lands intact"
@@ -161,8 +161,7 @@ def test_destination_acl_excludes_writer(clients: Clients, regions: Regions) -> 
 def test_region_name_clash(clients: Clients, sentinel: Dict[str, str]) -> None:
     expect(xferd.AlreadyExists, "region 'dst' already exists",
            clients["b"].register_region, "dst", 1 * MiB, backing="shm", remote_write=True)
-    (dst,) = [r for r in clients["b"].regions() if r.name == "dst"]
-    assert dst.size == SIZE  # the existing region is untouched
+    assert clients["b"].region("dst").size == SIZE  # the existing region is untouched
 
 
 @pytest.mark.parametrize("name,fragment", [

@@ -16,7 +16,7 @@ import pytest_main
 import xferd
 from conftest import Regions
 from daemon_harness import Cluster
-from testlib import WAIT_S, fill, pattern, sha
+from testlib import WAIT_S, fill, pattern, peer, sha
 
 DAEMONS = ("a", "b", "c")
 CONNECT = (("a", "b"), ("b", "c"))
@@ -38,8 +38,8 @@ def test_transport_is_visible_everywhere(clients: Clients, regions: Regions) -> 
     for name, client in clients.items():
         assert client.node_info().transport == "tcp", name
         assert client.stats().transport == "tcp", name
-    (b,) = [p for p in clients["a"].peers() if p.node_id == "b"]
-    assert (b.transport, b.state, b.outbound) == ("tcp", "connected", True)
+    b = peer(clients["a"], "b")
+    assert b is not None and (b.transport, b.state, b.outbound) == ("tcp", "connected", True)
     assert b.lanes == 2  # one per poller
     src = regions.make("a", "tv_src", 64 * KiB)
     regions.make("b", "tv_dst", 64 * KiB, remote_write=True)
@@ -140,10 +140,11 @@ def test_batch_to_two_peers(clients: Clients, regions: Regions) -> None:
     part = 3 * MiB + 5
     src_data = fill(regions.make("b", "batch_src", 4 * part), seed=5)
     dst = {p: regions.make(p, "batch_dst", 2 * part, remote_write=True) for p in ("a", "c")}
+    targets = ("a", "a", "c", "c")
     writes = [
-        xferd.WriteSpec("batch_src", peer, "batch_dst", part, src_offset=k * part,
+        xferd.WriteSpec("batch_src", target, "batch_dst", part, src_offset=k * part,
                         dst_offset=(k % 2) * part, slice_size=512 * KiB, label=f"w{k}")
-        for k, peer in enumerate(("a", "a", "c", "c"))
+        for k, target in enumerate(targets)
     ]
     handles = clients["b"].submit_batch(writes)
     batch_id = handles[0].submitted.batch_id
@@ -154,9 +155,9 @@ def test_batch_to_two_peers(clients: Clients, regions: Regions) -> None:
         assert h.wait(WAIT_S).state == "done"
     listed = clients["b"].transfers(include_finished=True, batch_id=batch_id)
     assert sorted(t.id for t in listed) == sorted(h.id for h in handles)
-    for k, peer in enumerate(("a", "a", "c", "c")):
+    for k, target in enumerate(targets):
         at = (k % 2) * part
-        assert sha(dst[peer].buffer[at:at + part]) == sha(src_data[k * part:(k + 1) * part])
+        assert sha(dst[target].buffer[at:at + part]) == sha(src_data[k * part:(k + 1) * part])
 
 
 def test_batch_with_one_bad_write_starts_nothing(clients: Clients, regions: Regions) -> None:
@@ -277,14 +278,33 @@ def test_landed_events(clients: Clients, regions: Regions) -> None:
         assert {(e.offset, e.length, e.source_transfer_id) for e in events} == expected
         assert all(e.dropped == 0 and e.region == "ev_dst" for e in events)
 
-        (listed,) = [r for r in clients["b"].regions() if r.name == "ev_dst"]
-        assert listed.landed_events == parts
+        assert clients["b"].region("ev_dst").landed_events == parts
         assert clients["b"].stats().landed_events == before + parts
 
         clients["b"].deregister_region("ev_dst")
         last = watch.next_event(WAIT_S)
         assert last is not None and last.kind == "deregistered"
         assert watch.next_event(WAIT_S) is None  # the stream ended
+
+
+def test_two_watchers_and_one_leaves(clients: Clients, regions: Regions) -> None:
+    regions.make("a", "w2_src", 64 * KiB)
+    regions.make("b", "w2_dst", 64 * KiB, remote_write=True)
+    b = clients["b"]
+    with b.watch_region("w2_dst", timeout=WAIT_S) as stays:
+        leaves = b.watch_region("w2_dst", timeout=WAIT_S)
+        first = clients["a"].write("w2_src", "b", "w2_dst", 64 * KiB).wait(WAIT_S)
+        for watch in (stays, leaves):
+            event = watch.next_event(WAIT_S)
+            assert event is not None
+            assert (event.kind, event.sequence, event.source_transfer_id) == (
+                "landed", 1, first.id)
+        leaves.close()
+        second = clients["a"].write("w2_src", "b", "w2_dst", 64 * KiB).wait(WAIT_S)
+        event = stays.next_event(WAIT_S)
+        assert event is not None
+        assert (event.kind, event.sequence, event.source_transfer_id) == (
+            "landed", 2, second.id)
 
 
 def test_watch_unknown_region(clients: Clients) -> None:
