@@ -50,6 +50,19 @@ def test_transport_is_visible_everywhere(clients: Clients, regions: Regions) -> 
     assert [(t.id, t.transport) for t in listed] == [(done.id, "tcp")]
 
 
+def test_client_over_tcp_and_peer_named_by_address(cluster: Cluster, clients: Clients,
+                                                   regions: Regions) -> None:
+    with xferd.Client(cluster["a"].address) as over_tcp:  # "127.0.0.1:port"
+        info = over_tcp.node_info()
+        assert (info.node_id, info.grpc_address) == ("a", cluster["a"].address)
+        assert info.unix_socket == cluster["a"].socket_path
+    data = fill(regions.make("a", "addr_src", MiB), seed=13)
+    dst = regions.make("b", "addr_dst", MiB, remote_write=True)
+    done = clients["a"].write("addr_src", cluster["b"].address, "addr_dst", MiB).wait(WAIT_S)
+    assert done.peer == "b"  # reported by node id
+    assert sha(dst.buffer) == sha(data)
+
+
 def test_chain_a_to_b_then_b_to_c(clients: Clients, regions: Regions) -> None:
     size = 64 * MiB
     src = regions.make("a", "chain_src", size)
