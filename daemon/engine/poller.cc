@@ -65,8 +65,9 @@ void Poller::Submit(std::shared_ptr<Transfer> transfer) {
 }
 
 void Poller::Wake() {
-  // Pairs with Sleep(): it sets sleeping_ and then re-checks for work, so
-  // either it sees the work or this sees it sleeping (both seq_cst).
+  // Pairs with Sleep(): it sets sleeping_ and then re-checks wake_pending_,
+  // so either it sees the wake or this sees it sleeping (all seq_cst).
+  wake_pending_.store(true);
   if (sleeping_.load()) {
     const uint64_t one = 1;
     (void)!::write(wake_fd_.get(), &one, sizeof(one));
@@ -87,6 +88,10 @@ void Poller::Run() {
   auto last_work = Clock::now();
   while (!stop_.load(std::memory_order_relaxed)) {
     uint32_t work = 0;
+    // Wakes up to here are seen by this pass (the exchange acquires what the
+    // waker did before Wake()); later ones stop the next Sleep(). A wake the
+    // relaxed load misses stays set for Sleep() to see.
+    if (wake_pending_.load(std::memory_order_relaxed)) wake_pending_.exchange(false);
     if (inbox_nonempty_.load(std::memory_order_relaxed)) work += DrainInbox();
     work += ServiceTransfers();
     work += worker_.Poll(*this);
@@ -201,7 +206,8 @@ void Poller::OnWriteDone(const transport::WriteCompletion& c) {
 
 void Poller::Sleep() {
   sleeping_.store(true);
-  if (inbox_nonempty_.load() || stop_.load() || !worker_.PrepareToSleep()) {
+  if (wake_pending_.load() || inbox_nonempty_.load() || stop_.load() ||
+      !worker_.PrepareToSleep()) {
     sleeping_.store(false);
     return;
   }

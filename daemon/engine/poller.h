@@ -51,7 +51,9 @@ class Poller final : public transport::CompletionSink {
   // Any thread: serve this transfer until its slices for this poller are
   // posted (and, on its home poller, until its final slice is).
   void Submit(std::shared_ptr<Transfer> transfer);
-  // Any thread: wake the thread if it sleeps.
+  // Any thread: there is work for this poller (a transfer whose bulk slices
+  // were all acknowledged elsewhere): wake the thread if it sleeps, and keep
+  // it from falling asleep before its next pass.
   void Wake();
   PollerStats stats() const;
 
@@ -76,6 +78,9 @@ class Poller final : public transport::CompletionSink {
   std::vector<std::shared_ptr<Transfer>> inbox_ ABSL_GUARDED_BY(inbox_mu_);
   std::atomic<bool> inbox_nonempty_{false};
   std::atomic<bool> sleeping_{false};
+  // Set by Wake(), cleared at the start of each pass: a wake that lands
+  // between a pass and Sleep() makes Sleep() return at once.
+  std::atomic<bool> wake_pending_{false};
   std::atomic<bool> stop_{false};
 
   // Poller thread only.

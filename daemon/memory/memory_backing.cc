@@ -162,7 +162,13 @@ MemoryBacking::MemoryBacking(BackingSpec spec, UniqueFd fd, std::byte* data, uin
 MemoryBacking::~MemoryBacking() {
   ::munmap(data_, mapped_size_);
   // Clients that mapped the shm file keep their mapping; the name goes away.
-  if (spec_.kind == Backing::kShm) ::unlink(spec_.shm_path.c_str());
+  ReleaseName();
+}
+
+void MemoryBacking::ReleaseName() const {
+  if (spec_.kind == Backing::kShm && !name_released_.exchange(true)) {
+    ::unlink(spec_.shm_path.c_str());
+  }
 }
 
 }  // namespace xferd::memory

@@ -3,6 +3,7 @@
 // mapping and file, and unmaps/closes/unlinks on destruction.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -44,6 +45,12 @@ class MemoryBacking {
   Backing kind() const { return spec_.kind; }
   const BackingSpec& spec() const { return spec_; }
 
+  // kShm: unlinks the file now (the region was deregistered), so its name
+  // is free for a new region while clients' mappings and this memory stay
+  // valid; the destructor then leaves the name, maybe reused by then, alone.
+  // Idempotent; no-op for other backings. Any thread.
+  void ReleaseName() const;
+
  private:
   MemoryBacking(BackingSpec spec, UniqueFd fd, std::byte* data, uint64_t mapped_size);
 
@@ -52,6 +59,7 @@ class MemoryBacking {
   std::byte* data_;
   uint64_t size_;
   uint64_t mapped_size_;  // size rounded up to the hugepage size
+  mutable std::atomic<bool> name_released_{false};
 };
 
 }  // namespace xferd::memory

@@ -139,6 +139,9 @@ absl::StatusOr<std::shared_ptr<Region>> RegionRegistry::Remove(absl::string_view
     registered_bytes_ -= region->size();
   }
   region->landed().Close();
+  // Transfers may keep the region alive for a while (the history holds
+  // finished ones); its SHM name goes with the registration, now.
+  region->backing().ReleaseName();
   return region;
 }
 

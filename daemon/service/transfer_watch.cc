@@ -37,15 +37,20 @@ void WatchTicker::Loop() {
   while (!stopping_) {
     mu_.AwaitWithTimeout(absl::Condition(&stopping_), kTick);
     for (size_t i = 0; i < handles_.size();) {
-      TransferWatchHandle& handle = *handles_[i];
-      absl::MutexLock handle_lock(&handle.mu);
-      if (handle.reactor == nullptr) {
-        handles_[i] = std::move(handles_.back());
-        handles_.pop_back();
+      bool ended;
+      {
+        TransferWatchHandle& handle = *handles_[i];
+        absl::MutexLock handle_lock(&handle.mu);
+        ended = handle.reactor == nullptr;
+        if (!ended) handle.reactor->Poke(/*force=*/false);
+      }
+      if (!ended) {
+        ++i;
         continue;
       }
-      handle.reactor->Poke(/*force=*/false);
-      ++i;
+      // Unlocked first: this may drop the last reference to the handle.
+      handles_[i] = std::move(handles_.back());
+      handles_.pop_back();
     }
   }
 }

@@ -49,6 +49,22 @@ TEST(MemoryBackingTest, ShmIsSharedWithAnotherMappingAndUnlinkedAtTheEnd) {
   EXPECT_NE(::access(spec.shm_path.c_str(), F_OK), 0);
 }
 
+TEST(MemoryBackingTest, ReleasedShmNameIsLeftAloneForTheNextRegion) {
+  BackingSpec spec{Backing::kShm, 4096};
+  spec.shm_path = TempDir() + "/shm-release-test";
+  auto old = MemoryBacking::Create(spec);
+  ASSERT_TRUE(old.ok()) << old.status();
+  (*old)->ReleaseName();  // deregistered, but still in use by a transfer
+  EXPECT_NE(::access(spec.shm_path.c_str(), F_OK), 0);
+  (*old)->data()[4095] = std::byte{7};  // the memory stays valid
+  auto next = MemoryBacking::Create(spec);  // a new region of the same name
+  ASSERT_TRUE(next.ok()) << next.status();
+  old->reset();
+  EXPECT_EQ(::access(spec.shm_path.c_str(), F_OK), 0) << "the old backing unlinked the new file";
+  next->reset();
+  EXPECT_NE(::access(spec.shm_path.c_str(), F_OK), 0);
+}
+
 TEST(MemoryBackingTest, FileCreateGrowAndUseExistingSize) {
   const std::string path = TempDir() + "/file-backing-test";
   ::unlink(path.c_str());

@@ -1,0 +1,264 @@
+"""Unit tests of the xferd client against an in-process fake Xferd service:
+error mapping, conversions, transfer handles, region watches and SHM maps.
+No daemon is involved (tests/integration/python drives real ones)."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import sys
+import tempfile
+import threading
+import unittest
+from typing import Any, Callable, Dict, Iterator, List
+
+import grpc
+
+import xferd
+from xferd.shm import ShmMapping
+from xferd.v1 import common_pb2, xferd_pb2, xferd_pb2_grpc
+
+_TCP = common_pb2.TRANSPORT_KIND_TCP
+
+
+def _transfer(state: int, bytes_done: int = 0, code: int = 0, message: str = "",
+              transfer_id: int = 7) -> xferd_pb2.Transfer:
+    t = xferd_pb2.Transfer(id=transfer_id, state=state, length=100, bytes_done=bytes_done,
+                           transport=_TCP, peer="b", src_region="s", dst_region="d")
+    if code:
+        t.error.code, t.error.message = code, message
+    return t
+
+
+class FakeXferd(xferd_pb2_grpc.XferdServicer):
+    """Answers from per-test scripts: handlers[method](request, context)."""
+
+    def __init__(self) -> None:
+        self.handlers: Dict[str, Callable[[Any, grpc.ServicerContext], Any]] = {}
+        self.requests: List[Any] = []
+
+    def _handle(self, method: str, request: Any, context: grpc.ServicerContext) -> Any:
+        self.requests.append(request)
+        handler = self.handlers.get(method)
+        if handler is None:
+            context.abort(grpc.StatusCode.UNIMPLEMENTED, f"{method} not scripted")
+        return handler(request, context)
+
+
+# Every scripted RPC goes through FakeXferd._handle under its own name.
+for _method in ("RegisterRegion", "DeregisterRegion", "Write", "SubmitBatch", "GetNodeInfo",
+                "GetStats", "ListPeers", "WatchTransfer", "WatchRegion"):
+    setattr(FakeXferd, _method,
+            lambda self, request, context, _name=_method: self._handle(_name, request, context))
+
+
+class ClientTest(unittest.TestCase):
+    """Each test scripts the fake service, then calls it through a Client
+    over a unix socket."""
+
+    def setUp(self) -> None:
+        self.tmp = tempfile.mkdtemp(prefix="xfc", dir="/tmp")
+        self.fake = FakeXferd()
+        self.server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=8))
+        xferd_pb2_grpc.add_XferdServicer_to_server(self.fake, self.server)
+        socket = os.path.join(self.tmp, "s.sock")
+        self.server.add_insecure_port("unix:" + socket)
+        self.server.start()
+        self.client = xferd.Client("unix:" + socket, rpc_timeout=10)
+
+    def tearDown(self) -> None:
+        self.client.close()
+        self.server.stop(grace=None)
+        for name in os.listdir(self.tmp):
+            os.unlink(os.path.join(self.tmp, name))
+        os.rmdir(self.tmp)
+
+    def test_errors_carry_code_message_and_class(self) -> None:
+        cases = {
+            grpc.StatusCode.NOT_FOUND: xferd.NotFound,
+            grpc.StatusCode.OUT_OF_RANGE: xferd.OutOfRange,
+            grpc.StatusCode.ALREADY_EXISTS: xferd.AlreadyExists,
+            grpc.StatusCode.PERMISSION_DENIED: xferd.PermissionDenied,
+            grpc.StatusCode.FAILED_PRECONDITION: xferd.FailedPrecondition,
+            grpc.StatusCode.RESOURCE_EXHAUSTED: xferd.ResourceExhausted,
+        }
+        for code, cls in cases.items():
+            self.fake.handlers["Write"] = lambda r, c, k=code: c.abort(k, "why: " + k.name)
+            with self.assertRaises(cls) as raised:
+                self.client.write("s", "b", "d", 1)
+            self.assertEqual(raised.exception.code, code)
+            self.assertEqual(raised.exception.message, "why: " + code.name)
+            self.assertIsInstance(raised.exception, xferd.XferdError)
+            self.assertIsNone(raised.exception.write_index)
+
+    def test_batch_error_names_the_write(self) -> None:
+        self.fake.handlers["SubmitBatch"] = lambda r, c: c.abort(
+            grpc.StatusCode.INVALID_ARGUMENT, "write #3: length is 0: nothing to write")
+        with self.assertRaises(xferd.InvalidArgument) as raised:
+            self.client.submit_batch([xferd.WriteSpec("s", "b", "d", 1)] * 4)
+        self.assertEqual(raised.exception.write_index, 3)
+
+    def test_write_request_fields_and_batch_specs(self) -> None:
+        self.fake.handlers["Write"] = lambda r, c: _transfer(common_pb2.TRANSFER_STATE_QUEUED)
+        self.fake.handlers["SubmitBatch"] = lambda r, c: xferd_pb2.SubmitBatchResponse(
+            batch_id=4, transfers=[_transfer(common_pb2.TRANSFER_STATE_QUEUED, transfer_id=i)
+                                   for i in (1, 2)])
+        handle = self.client.write("s", "b", "d", 10, src_offset=1, dst_offset=2,
+                                   slice_size=4096, timeout=1.5, label="x")
+        sent = self.fake.requests[-1]
+        self.assertEqual((sent.src_offset, sent.dst_offset, sent.slice_size, sent.label),
+                         (1, 2, 4096, "x"))
+        self.assertEqual((sent.timeout.seconds, sent.timeout.nanos), (1, 500000000))
+        self.assertEqual((handle.id, handle.submitted.state, handle.submitted.transport),
+                         (7, "queued", "tcp"))
+        handles = self.client.submit_batch(
+            [xferd.WriteSpec("s", "b", "d", 1), {"src_region": "s", "peer": "b",
+                                                 "dst_region": "d", "length": 2}])
+        self.assertEqual([h.id for h in handles], [1, 2])
+        self.assertEqual([w.length for w in self.fake.requests[-1].writes], [1, 2])
+        self.assertFalse(self.fake.requests[-1].writes[0].HasField("timeout"))
+
+    def test_wait_returns_done_and_raises_typed_failures(self) -> None:
+        self.fake.handlers["Write"] = lambda r, c: _transfer(common_pb2.TRANSFER_STATE_QUEUED)
+        outcome: List[xferd_pb2.Transfer] = []
+        self.fake.handlers["WatchTransfer"] = lambda r, c: iter(
+            [_transfer(common_pb2.TRANSFER_STATE_RUNNING, 50)] + outcome)
+
+        outcome[:] = [_transfer(common_pb2.TRANSFER_STATE_DONE, 100)]
+        done = self.client.write("s", "b", "d", 100).wait(10)
+        self.assertEqual((done.state, done.bytes_done, done.terminal), ("done", 100, True))
+
+        for state, code, cls in ((common_pb2.TRANSFER_STATE_FAILED, 14, xferd.Unavailable),
+                                 (common_pb2.TRANSFER_STATE_FAILED, 4, xferd.DeadlineExceeded),
+                                 (common_pb2.TRANSFER_STATE_CANCELLED, 1, xferd.Cancelled)):
+            outcome[:] = [_transfer(state, 10, code, "peer went away")]
+            handle = self.client.write("s", "b", "d", 100)
+            with self.assertRaises(cls) as raised:
+                handle.wait(10)
+            self.assertEqual(raised.exception.message, "peer went away")
+            self.assertIsNotNone(raised.exception.transfer)
+            self.assertEqual(raised.exception.transfer.bytes_done, 10)
+
+    def test_progress_yields_until_terminal_and_wait_times_out(self) -> None:
+        self.fake.handlers["Write"] = lambda r, c: _transfer(common_pb2.TRANSFER_STATE_QUEUED)
+        snapshots = [_transfer(common_pb2.TRANSFER_STATE_RUNNING, n) for n in (0, 40, 80)]
+        self.fake.handlers["WatchTransfer"] = lambda r, c: iter(
+            snapshots + [_transfer(common_pb2.TRANSFER_STATE_DONE, 100)])
+        seen = [(s.state, s.bytes_done) for s in self.client.write("s", "b", "d", 100)]
+        self.assertEqual(seen, [("running", 0), ("running", 40), ("running", 80),
+                                ("done", 100)])
+
+        release = threading.Event()
+
+        def never_ends(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+            yield _transfer(common_pb2.TRANSFER_STATE_RUNNING, 1)
+            release.wait(10)
+
+        self.fake.handlers["WatchTransfer"] = never_ends
+        try:
+            with self.assertRaises(TimeoutError):
+                self.client.write("s", "b", "d", 100).wait(timeout=0.3)
+        finally:
+            release.set()
+
+    def test_watch_region_returns_once_subscribed(self) -> None:
+        release = threading.Event()
+
+        def events(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+            yield xferd_pb2.RegionEvent(kind=xferd_pb2.RegionEvent.KIND_SUBSCRIBED,
+                                        region=request.name)
+            release.wait(10)
+            yield xferd_pb2.RegionEvent(kind=xferd_pb2.RegionEvent.KIND_LANDED,
+                                        region=request.name, offset=5, length=6,
+                                        source_node="a", source_transfer_id=9, sequence=1)
+            yield xferd_pb2.RegionEvent(kind=xferd_pb2.RegionEvent.KIND_DEREGISTERED,
+                                        region=request.name)
+
+        self.fake.handlers["WatchRegion"] = events
+        with self.client.watch_region("r", timeout=10) as watch:
+            self.assertEqual((watch.subscribed.kind, watch.subscribed.region),
+                             ("subscribed", "r"))
+            with self.assertRaises(TimeoutError):
+                watch.next_event(timeout=0.1)
+            release.set()
+            landed = watch.next_event(timeout=10)
+            assert landed is not None
+            self.assertEqual((landed.kind, landed.offset, landed.length, landed.source_node,
+                              landed.source_transfer_id, landed.sequence),
+                             ("landed", 5, 6, "a", 9, 1))
+            self.assertEqual([e.kind for e in watch], ["deregistered"])
+            self.assertIsNone(watch.next_event(timeout=10))
+
+    def test_watch_region_errors(self) -> None:
+        self.fake.handlers["WatchRegion"] = lambda r, c: c.abort(
+            grpc.StatusCode.NOT_FOUND, "no region named 'r'")
+        with self.assertRaises(xferd.NotFound):
+            self.client.watch_region("r", timeout=10)
+        self.fake.handlers["WatchRegion"] = lambda r, c: iter(
+            [xferd_pb2.RegionEvent(kind=xferd_pb2.RegionEvent.KIND_LANDED)])
+        with self.assertRaises(xferd.Internal):
+            self.client.watch_region("r", timeout=10)
+
+    def test_conversions(self) -> None:
+        info = xferd_pb2.NodeInfo(node_id="n", transport=common_pb2.TRANSPORT_KIND_VERBS,
+                                  device="rxe0:1", pollers=2)
+        self.fake.handlers["GetNodeInfo"] = lambda r, c: info
+        node = self.client.node_info()
+        self.assertEqual((node.node_id, node.transport, node.device, node.started_at),
+                         ("n", "verbs", "rxe0:1", None))
+        stats = xferd_pb2.Stats(transport=_TCP, transfers_failed=2)
+        stats.errors["UNAVAILABLE"] = 2
+        stats.uptime.seconds = 3
+        self.fake.handlers["GetStats"] = lambda r, c: stats
+        s = self.client.stats()
+        self.assertEqual((s.transport, s.transfers_failed, dict(s.errors), s.uptime.seconds),
+                         ("tcp", 2, {"UNAVAILABLE": 2}, 3))
+        broken = xferd_pb2.Peer(node_id="b", transport=_TCP, state=xferd_pb2.Peer.STATE_BROKEN)
+        broken.last_error.code, broken.last_error.message = 14, "reset"
+        self.fake.handlers["ListPeers"] = lambda r, c: xferd_pb2.ListPeersResponse(
+            peers=[broken])
+        (peer,) = self.client.peers()
+        self.assertEqual((peer.state, peer.transport), ("broken", "tcp"))
+        self.assertEqual(peer.last_error, xferd.Status(grpc.StatusCode.UNAVAILABLE, "reset"))
+
+    def test_register_region_validates_backing(self) -> None:
+        with self.assertRaises(ValueError):
+            self.client.register_region("r", 10, backing="hugetlbfs")
+
+    def test_shm_region_buffer_is_mapped_lazily_and_closed_on_deregister(self) -> None:
+        path = os.path.join(self.tmp, "shm")
+        with open(path, "wb") as f:
+            f.truncate(8192)
+        self.fake.handlers["RegisterRegion"] = lambda r, c: xferd_pb2.Region(
+            name=r.name, size=r.size, backing=r.backing, shm_path=path, transport=_TCP)
+        self.fake.handlers["DeregisterRegion"] = lambda r, c: xferd_pb2.DeregisterRegionResponse()
+        region = self.client.register_region("r", 8192, backing="shm")
+        assert region._mapping is not None
+        self.assertFalse(region._mapping.mapped)
+        region.buffer[100:105] = b"hello"
+        with open(path, "rb") as f:
+            self.assertEqual(f.read()[100:105], b"hello")
+        self.client.deregister_region("r")
+        with self.assertRaises(ValueError):
+            region.buffer
+        anonymous = xferd.Region.from_proto(xferd_pb2.Region(name="x", size=1))
+        with self.assertRaises(ValueError):
+            anonymous.buffer
+
+    def test_shm_mapping_close_tolerates_derived_views(self) -> None:
+        path = os.path.join(self.tmp, "shm2")
+        with open(path, "wb") as f:
+            f.truncate(4096)
+        mapping = ShmMapping("r", path, 4096)
+        view = mapping.view()
+        derived = view[10:20]
+        mapping.close()
+        derived[0] = 1  # still mapped: the derived view keeps the memory alive
+        with self.assertRaises(ValueError):
+            view[0]
+        with self.assertRaises(ValueError):
+            mapping.view()
+
+
+if __name__ == "__main__":
+    unittest.main(argv=sys.argv)

@@ -1,0 +1,56 @@
+"""Python client of the xferd data-transfer daemon.
+
+    import xferd
+
+    with xferd.Client("unix:/run/xferd/xferd.sock") as c:
+        src = c.register_region("src", 1 << 20, backing="shm")
+        src.buffer[:5] = b"hello"
+        c.connect_peer("10.0.0.2:7300")
+        c.write("src", "node-b", "dst", length=1 << 20).wait()
+
+Errors are `XferdError` subclasses named after gRPC status codes; snapshots
+(Region, Peer, Transfer, ...) are frozen dataclasses whose `transport` field
+says "tcp" or "verbs".
+"""
+
+from xferd.client import DEFAULT_RPC_TIMEOUT, Client
+from xferd.errors import (Aborted, AlreadyExists, Cancelled, DataLoss, DeadlineExceeded,
+                          FailedPrecondition, Internal, InvalidArgument, NotFound, OutOfRange,
+                          PermissionDenied, ResourceExhausted, Unauthenticated, Unavailable,
+                          Unimplemented, Unknown, XferdError)
+from xferd.handles import RegionWatch, TransferHandle
+from xferd.models import (TERMINAL_STATES, NodeInfo, Peer, Region, RegionEvent, Stats, Status,
+                          Transfer, WriteSpec)
+
+__all__ = [
+    "DEFAULT_RPC_TIMEOUT",
+    "TERMINAL_STATES",
+    "Aborted",
+    "AlreadyExists",
+    "Cancelled",
+    "Client",
+    "DataLoss",
+    "DeadlineExceeded",
+    "FailedPrecondition",
+    "Internal",
+    "InvalidArgument",
+    "NodeInfo",
+    "NotFound",
+    "OutOfRange",
+    "Peer",
+    "PermissionDenied",
+    "Region",
+    "RegionEvent",
+    "RegionWatch",
+    "ResourceExhausted",
+    "Stats",
+    "Status",
+    "Transfer",
+    "TransferHandle",
+    "Unauthenticated",
+    "Unavailable",
+    "Unimplemented",
+    "Unknown",
+    "WriteSpec",
+    "XferdError",
+]

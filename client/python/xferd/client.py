@@ -1,0 +1,299 @@
+"""`Client`: the Xferd service of one daemon in Pythonic form."""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from typing import Any, Callable, Iterable, List, Mapping, Optional, Sequence, Union
+
+import grpc
+
+from xferd.errors import NotFound, from_rpc_error
+from xferd.handles import RegionWatch, TransferHandle, duration
+from xferd.models import NodeInfo, Peer, Region, Stats, Transfer, WriteSpec
+from xferd.shm import ShmMapping
+from xferd.v1 import common_pb2, xferd_pb2, xferd_pb2_grpc
+
+__all__ = ["Client", "DEFAULT_RPC_TIMEOUT"]
+
+#: Bound (seconds) on unary calls that do not wait for a transfer.
+DEFAULT_RPC_TIMEOUT = 30.0
+# The daemon's own bound on a handshake when ConnectPeer gives none.
+_DEFAULT_CONNECT_TIMEOUT = 10.0
+# Slack on top of a server-side bound, so the daemon's answer arrives first.
+_RPC_SLACK = 5.0
+
+_BACKINGS = {
+    "anonymous": common_pb2.REGION_BACKING_ANONYMOUS,
+    "shm": common_pb2.REGION_BACKING_SHM,
+    "file": common_pb2.REGION_BACKING_FILE,
+}
+
+
+def _write_request(spec: WriteSpec) -> xferd_pb2.WriteRequest:
+    request = xferd_pb2.WriteRequest(
+        src_region=spec.src_region, src_offset=spec.src_offset, peer=spec.peer,
+        dst_region=spec.dst_region, dst_offset=spec.dst_offset, length=spec.length,
+        slice_size=spec.slice_size, label=spec.label)
+    if spec.timeout is not None:
+        request.timeout.CopyFrom(duration(spec.timeout))
+    return request
+
+
+class Client:
+    """A connection to one xferd daemon.
+
+    `target` is "host:port" or "unix:/path/to/socket". Methods raise an
+    `xferd.XferdError` subclass (NotFound, InvalidArgument, ...) carrying the
+    daemon's status code and message. Thread-safe. Use as a context manager,
+    or call close(): it cancels open watches, unmaps the SHM buffers of regions
+    it returned and closes the channel.
+    """
+
+    def __init__(self, target: str, rpc_timeout: float = DEFAULT_RPC_TIMEOUT,
+                 options: Sequence[tuple] = ()) -> None:
+        """Opens a channel to `target`; nothing is sent until the first call.
+
+        Args:
+            target: "host:port" or "unix:/path".
+            rpc_timeout: Bound in seconds on each unary call.
+            options: Extra gRPC channel options.
+        """
+        self.target = target
+        self.rpc_timeout = rpc_timeout
+        self._channel = grpc.insecure_channel(target, options=list(options))
+        #: The generated stub, for calls this class does not wrap.
+        self.stub = xferd_pb2_grpc.XferdStub(self._channel)
+        self._lock = threading.Lock()
+        self._mappings: "weakref.WeakSet[ShmMapping]" = weakref.WeakSet()
+        self._watches: "weakref.WeakSet[RegionWatch]" = weakref.WeakSet()
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"Client({self.target!r})"
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Cancels watches, unmaps SHM buffers, closes the channel. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            watches, mappings = list(self._watches), list(self._mappings)
+        for watch in watches:
+            watch.close()
+        for mapping in mappings:
+            mapping.close()
+        self._channel.close()
+
+    def _call(self, method: Callable[..., Any], request: Any,
+              timeout: Optional[float] = None) -> Any:
+        """Runs a unary call, translating gRPC errors into XferdError."""
+        try:
+            return method(request, timeout=self.rpc_timeout if timeout is None else timeout)
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from None
+
+    def _region(self, message: xferd_pb2.Region) -> Region:
+        mapping = None
+        if message.backing == common_pb2.REGION_BACKING_SHM and message.shm_path:
+            mapping = ShmMapping(message.name, message.shm_path, message.size)
+            with self._lock:
+                self._mappings.add(mapping)
+        return Region.from_proto(message, mapping)
+
+    # ------------------------------------------------------------ regions --
+
+    def register_region(self, name: str, size: int, backing: str = "anonymous",
+                        remote_write: bool = False, remote_read: bool = False,
+                        file_path: Optional[str] = None, create: bool = False,
+                        hugepages: bool = False,
+                        allowed_peers: Iterable[str] = ()) -> Region:
+        """Registers a region named `name` of `size` bytes.
+
+        Args:
+            backing: "anonymous" (daemon memory), "shm" (mapped by this client
+                through `Region.buffer`) or "file" (`file_path`, absolute;
+                size 0 means the file's size; `create` makes it).
+            remote_write: Peers may write into it (needed for a destination).
+            remote_read: Peers may read from it.
+            hugepages: Anonymous regions only.
+            allowed_peers: Node ids allowed to resolve it; empty means any.
+
+        Raises:
+            InvalidArgument, AlreadyExists, ResourceExhausted, PermissionDenied.
+        """
+        if backing not in _BACKINGS:
+            raise ValueError(f"backing must be one of {sorted(_BACKINGS)}, not {backing!r}")
+        request = xferd_pb2.RegisterRegionRequest(
+            name=name, size=size, backing=_BACKINGS[backing],
+            access=common_pb2.RegionAccess(remote_write=remote_write, remote_read=remote_read),
+            file_path=file_path or "", create=create, hugepages=hugepages,
+            allowed_peers=list(allowed_peers))
+        return self._region(self._call(self.stub.RegisterRegion, request))
+
+    def deregister_region(self, name: str, force: bool = False) -> int:
+        """Removes a region; returns how many transfers `force` cancelled.
+
+        This client's mappings of the region are closed first.
+
+        Raises:
+            NotFound; FailedPrecondition if transfers use it and not `force`.
+        """
+        request = xferd_pb2.DeregisterRegionRequest(name=name, force=force)
+        response = self._call(self.stub.DeregisterRegion, request)
+        with self._lock:
+            mappings = [m for m in self._mappings if m.region == name]
+        for mapping in mappings:
+            mapping.close()
+        return int(response.cancelled_transfers)
+
+    def regions(self) -> List[Region]:
+        """The daemon's regions, sorted by name."""
+        response = self._call(self.stub.ListRegions, xferd_pb2.ListRegionsRequest())
+        return [self._region(r) for r in response.regions]
+
+    def region(self, name: str) -> Region:
+        """One region by name.
+
+        Raises:
+            NotFound: no region of that name.
+        """
+        for region in self.regions():
+            if region.name == name:
+                return region
+        raise NotFound(grpc.StatusCode.NOT_FOUND, f"no region named '{name}'")
+
+    def watch_region(self, name: str, timeout: Optional[float] = None) -> RegionWatch:
+        """Subscribes to a region's events; returns once subscribed.
+
+        Transfers started after this returns are all reported by the watch.
+        Close the watch (or use it as a context manager) when done.
+
+        Raises:
+            NotFound: no such region.
+            TimeoutError: no confirmation within `timeout` (default rpc_timeout).
+        """
+        call = self.stub.WatchRegion(xferd_pb2.WatchRegionRequest(name=name))
+        watch = RegionWatch(call, self.rpc_timeout if timeout is None else timeout)
+        with self._lock:
+            self._watches.add(watch)
+        return watch
+
+    # -------------------------------------------------------------- peers --
+
+    def connect_peer(self, address: str, timeout: Optional[float] = None) -> Peer:
+        """Connects this daemon to the daemon at `address` (idempotent).
+
+        Args:
+            timeout: Bound in seconds on the handshake (daemon default: 10 s).
+
+        Raises:
+            Unavailable: unreachable; FailedPrecondition: incompatible peer.
+        """
+        request = xferd_pb2.ConnectPeerRequest(address=address)
+        if timeout is not None:
+            request.timeout.CopyFrom(duration(timeout))
+        bound = (_DEFAULT_CONNECT_TIMEOUT if timeout is None else timeout) + _RPC_SLACK
+        return Peer.from_proto(self._call(self.stub.ConnectPeer, request, bound))
+
+    def peers(self) -> List[Peer]:
+        """The peers this daemon knows, in any state."""
+        response = self._call(self.stub.ListPeers, xferd_pb2.ListPeersRequest())
+        return [Peer.from_proto(p) for p in response.peers]
+
+    def disconnect_peer(self, peer: str) -> int:
+        """Closes the lanes to `peer` (node id or address); returns the number
+        of its transfers that failed because of it.
+
+        Raises:
+            NotFound: no such peer.
+        """
+        request = xferd_pb2.DisconnectPeerRequest(peer=peer)
+        return int(self._call(self.stub.DisconnectPeer, request).failed_transfers)
+
+    # ---------------------------------------------------------- transfers --
+
+    def write(self, src_region: str, peer: str, dst_region: str, length: int,
+              src_offset: int = 0, dst_offset: int = 0, slice_size: int = 0,
+              timeout: Optional[float] = None, label: str = "") -> TransferHandle:
+        """Starts writing `length` bytes of local `src_region` (from
+        `src_offset`) into `dst_region` of `peer` (at `dst_offset`).
+
+        Returns once the transfer is queued; use the handle to wait, watch or
+        cancel it. `timeout` (seconds) is the transfer's own deadline: past it
+        the transfer fails with DEADLINE_EXCEEDED. `slice_size` 0 is the
+        daemon's default.
+
+        Raises:
+            NotFound, InvalidArgument, OutOfRange, PermissionDenied,
+            Unavailable, ResourceExhausted: the write was refused.
+        """
+        spec = WriteSpec(src_region=src_region, peer=peer, dst_region=dst_region,
+                         length=length, src_offset=src_offset, dst_offset=dst_offset,
+                         slice_size=slice_size, timeout=timeout, label=label)
+        transfer = self._call(self.stub.Write, _write_request(spec))
+        return TransferHandle(self, Transfer.from_proto(transfer))
+
+    def submit_batch(self, writes: Iterable[Union[WriteSpec, Mapping[str, Any]]]
+                     ) -> List[TransferHandle]:
+        """Starts several writes at once, all or nothing.
+
+        Each write is a WriteSpec or a mapping of write()'s arguments. Returns
+        one handle per write, in order; they share a batch id.
+
+        Raises:
+            XferdError: one write is invalid and none was started; the
+                message names the write ("write #i: ...", see `write_index`).
+        """
+        specs = [w if isinstance(w, WriteSpec) else WriteSpec(**w) for w in writes]
+        request = xferd_pb2.SubmitBatchRequest(writes=[_write_request(s) for s in specs])
+        response = self._call(self.stub.SubmitBatch, request)
+        return [TransferHandle(self, Transfer.from_proto(t)) for t in response.transfers]
+
+    def transfer(self, transfer_id: int) -> Transfer:
+        """One transfer's current snapshot.
+
+        Raises:
+            NotFound: unknown id (or dropped from the daemon's history).
+        """
+        request = xferd_pb2.GetTransferRequest(id=transfer_id)
+        return Transfer.from_proto(self._call(self.stub.GetTransfer, request))
+
+    def handle(self, transfer_id: int) -> TransferHandle:
+        """A handle on an existing transfer (e.g. one listed by transfers())."""
+        return TransferHandle(self, self.transfer(transfer_id))
+
+    def transfers(self, include_finished: bool = False, batch_id: int = 0,
+                  limit: int = 0) -> List[Transfer]:
+        """Transfers in flight (and finished ones with `include_finished`),
+        newest first, optionally of one batch; `limit` 0 means 1000."""
+        request = xferd_pb2.ListTransfersRequest(
+            include_finished=include_finished, batch_id=batch_id, limit=limit)
+        response = self._call(self.stub.ListTransfers, request)
+        return [Transfer.from_proto(t) for t in response.transfers]
+
+    def cancel(self, transfer_id: int) -> Transfer:
+        """Cancels a transfer; a finished one is returned unchanged.
+
+        Raises:
+            NotFound: unknown id.
+        """
+        request = xferd_pb2.CancelTransferRequest(id=transfer_id)
+        return Transfer.from_proto(self._call(self.stub.CancelTransfer, request))
+
+    # ----------------------------------------------------- node and stats --
+
+    def node_info(self) -> NodeInfo:
+        """The daemon's identity, transport and addresses."""
+        return NodeInfo.from_proto(self._call(self.stub.GetNodeInfo,
+                                              xferd_pb2.GetNodeInfoRequest()))
+
+    def stats(self) -> Stats:
+        """The daemon's counters."""
+        return Stats.from_proto(self._call(self.stub.GetStats, xferd_pb2.GetStatsRequest()))

@@ -1,0 +1,201 @@
+"""Handles on things that outlive one call: a submitted transfer
+(`TransferHandle`) and a region subscription (`RegionWatch`)."""
+
+from __future__ import annotations
+
+import queue
+import threading
+from typing import TYPE_CHECKING, Any, Iterator, Optional, Union
+
+import grpc
+from google.protobuf import duration_pb2
+
+from xferd.errors import XferdError, error_for, from_rpc_error
+from xferd.models import RegionEvent, Transfer
+from xferd.v1 import xferd_pb2
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from xferd.client import Client
+
+__all__ = ["TransferHandle", "RegionWatch"]
+
+# WatchTransfer interval while only the end matters: the daemon sends the
+# terminal snapshot at once whatever the interval, so this only bounds the
+# number of intermediate snapshots.
+_WAIT_INTERVAL_S = 5.0
+
+
+def duration(seconds: float) -> duration_pb2.Duration:
+    """A protobuf Duration of `seconds` (rounded to nanoseconds)."""
+    d = duration_pb2.Duration()
+    d.FromNanoseconds(int(round(seconds * 1e9)))
+    return d
+
+
+class TransferHandle:
+    """A transfer submitted through a Client.
+
+    Attributes:
+        id: The daemon's transfer id.
+        submitted: The snapshot the daemon returned at submission.
+    """
+
+    def __init__(self, client: "Client", submitted: Transfer) -> None:
+        """Wraps the submission snapshot of a transfer of `client`'s daemon."""
+        self._client = client
+        self.id = submitted.id
+        self.submitted = submitted
+        self._last = submitted
+
+    def __repr__(self) -> str:
+        return f"TransferHandle(id={self.id}, state={self._last.state!r})"
+
+    @property
+    def last(self) -> Transfer:
+        """The most recent snapshot this handle has seen (no RPC)."""
+        return self._last
+
+    def snapshot(self) -> Transfer:
+        """Fetches the transfer's current state (GetTransfer)."""
+        self._last = self._client.transfer(self.id)
+        return self._last
+
+    def progress(self, interval: float = 0.1,
+                 timeout: Optional[float] = None) -> Iterator[Transfer]:
+        """Yields snapshots (WatchTransfer) at most every `interval` seconds
+        until the terminal one, which is always yielded last.
+
+        A failed or cancelled transfer ends the iteration normally; call
+        `raise_for_state()` on the last snapshot to turn it into an error.
+
+        Raises:
+            TimeoutError: the transfer did not end within `timeout` seconds.
+            XferdError: the watch itself failed (e.g. NotFound).
+        """
+        request = xferd_pb2.WatchTransferRequest(id=self.id, interval=duration(interval))
+        call = self._client.stub.WatchTransfer(request, timeout=timeout)
+        try:
+            for message in call:
+                self._last = Transfer.from_proto(message)
+                yield self._last
+        except grpc.RpcError as e:
+            if e.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+                raise TimeoutError(
+                    f"transfer {self.id} still {self._last.state} after {timeout} s") from None
+            raise from_rpc_error(e) from None
+        finally:
+            call.cancel()
+
+    def __iter__(self) -> Iterator[Transfer]:
+        """Same as progress() with its defaults."""
+        return self.progress()
+
+    def wait(self, timeout: Optional[float] = None) -> Transfer:
+        """Blocks until the transfer ends and returns its final snapshot.
+
+        Raises:
+            XferdError: the transfer ended FAILED or CANCELLED; the subclass
+                matches its error code (e.g. Unavailable, DeadlineExceeded,
+                Cancelled) and `.transfer` holds the final snapshot.
+            TimeoutError: it is still running after `timeout` seconds.
+        """
+        if not self._last.terminal:
+            for _ in self.progress(interval=_WAIT_INTERVAL_S, timeout=timeout):
+                pass
+        return self._last.raise_for_state()
+
+    def cancel(self) -> Transfer:
+        """Cancels the transfer (no effect once it ended); returns its state."""
+        self._last = self._client.cancel(self.id)
+        return self._last
+
+
+_END = object()
+
+
+class RegionWatch:
+    """A live subscription to a region's events.
+
+    Created by Client.watch_region(), which returns only once the daemon has
+    confirmed the subscription (`subscribed`), so every landing of a transfer
+    started afterwards is reported. Iterating yields the following events
+    ("landed", and "deregistered" last if the region goes away). A reader
+    thread drains the stream so that `next_event()` can wait with a bound.
+    """
+
+    def __init__(self, call: Any, subscribe_timeout: Optional[float]) -> None:
+        """Starts reading `call` (a WatchRegion stream) and waits for SUBSCRIBED.
+
+        Raises:
+            XferdError: the daemon refused the watch (e.g. NotFound).
+            TimeoutError: no SUBSCRIBED event within `subscribe_timeout` s.
+        """
+        self._call = call
+        self._events: "queue.Queue[Union[RegionEvent, XferdError, object]]" = queue.Queue()
+        self._closing = False
+        self._ended = False
+        self._reader = threading.Thread(target=self._read, name="xferd-watch", daemon=True)
+        self._reader.start()
+        try:
+            first = self.next_event(subscribe_timeout)
+        except BaseException:
+            self.close()
+            raise
+        if first is None or first.kind != "subscribed":
+            self.close()
+            raise error_for(grpc.StatusCode.INTERNAL,
+                            f"WatchRegion began with {first!r} instead of SUBSCRIBED")
+        #: The daemon's SUBSCRIBED event: later landings are all reported.
+        self.subscribed: RegionEvent = first
+
+    def _read(self) -> None:
+        try:
+            for message in self._call:
+                self._events.put(RegionEvent.from_proto(message))
+        except grpc.RpcError as e:
+            if not self._closing:
+                self._events.put(from_rpc_error(e))
+        self._events.put(_END)
+
+    def next_event(self, timeout: Optional[float] = None) -> Optional[RegionEvent]:
+        """The next event, or None once the stream has ended.
+
+        Raises:
+            TimeoutError: no event within `timeout` seconds (None: no bound).
+            XferdError: the stream failed.
+        """
+        if self._ended:
+            return None
+        try:
+            item = self._events.get(timeout=timeout)
+        except queue.Empty:
+            raise TimeoutError(f"no region event within {timeout} s") from None
+        if item is _END:
+            self._ended = True
+            return None
+        if isinstance(item, XferdError):
+            self._ended = True
+            raise item
+        assert isinstance(item, RegionEvent)
+        return item
+
+    def __iter__(self) -> Iterator[RegionEvent]:
+        """Yields events until the stream ends (after "deregistered")."""
+        while True:
+            event = self.next_event()
+            if event is None:
+                return
+            yield event
+
+    def close(self) -> None:
+        """Cancels the subscription and stops the reader. Idempotent."""
+        self._closing = True
+        self._call.cancel()
+        if self._reader is not threading.current_thread():
+            self._reader.join()
+
+    def __enter__(self) -> "RegionWatch":
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()

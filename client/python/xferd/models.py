@@ -1,0 +1,328 @@
+"""Immutable snapshots of what a daemon reports: regions, peers, transfers,
+region events, node information and statistics.
+
+Enumerations become lower-case strings ("tcp", "verbs", "done", "landed", ...)
+so they read well in logs and compare simply; timestamps become aware UTC
+datetimes (None when the daemon left them unset).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import types
+from typing import Any, Mapping, Optional, Tuple, Type, TypeVar
+
+import grpc
+
+from xferd.errors import code_from_number, error_for
+from xferd.shm import ShmMapping
+from xferd.v1 import common_pb2, xferd_pb2
+
+__all__ = [
+    "Status",
+    "Region",
+    "RegionEvent",
+    "Peer",
+    "Transfer",
+    "WriteSpec",
+    "NodeInfo",
+    "Stats",
+    "TERMINAL_STATES",
+]
+
+#: Transfer states after which nothing changes any more.
+TERMINAL_STATES = frozenset({"done", "failed", "cancelled"})
+
+
+def _enum_name(enum_type: Any, value: int, prefix: str) -> str:
+    """TRANSPORT_KIND_TCP -> "tcp"; unknown numbers -> "unknown(N)"."""
+    try:
+        name: str = enum_type.Name(value)
+    except ValueError:
+        return f"unknown({value})"
+    return name[len(prefix):].lower() if name.startswith(prefix) else name.lower()
+
+
+def transport_name(value: int) -> str:
+    """The readable name of a TransportKind number ("tcp", "verbs")."""
+    return _enum_name(common_pb2.TransportKind, value, "TRANSPORT_KIND_")
+
+
+def _time(ts: Any) -> Optional[datetime.datetime]:
+    if ts.seconds == 0 and ts.nanos == 0:
+        return None
+    return ts.ToDatetime(tzinfo=datetime.timezone.utc)
+
+
+def _duration(d: Any) -> datetime.timedelta:
+    return datetime.timedelta(seconds=d.seconds, microseconds=d.nanos // 1000)
+
+
+_T = TypeVar("_T")
+
+
+def _build(cls: Type[_T], message: Any, **converted: Any) -> _T:
+    """Makes dataclass `cls` from a protobuf message: fields given in
+    `converted` take those values, the other public fields are copied from
+    the message field of the same name."""
+    values = {}
+    for field in dataclasses.fields(cls):  # type: ignore[arg-type]
+        if field.name in converted:
+            values[field.name] = converted[field.name]
+        elif not field.name.startswith("_"):
+            values[field.name] = getattr(message, field.name)
+    return cls(**values)
+
+
+@dataclasses.dataclass(frozen=True)
+class Status:
+    """An error reported inside a message: gRPC code plus message."""
+
+    code: grpc.StatusCode
+    message: str
+
+    @classmethod
+    def from_proto(cls, error: Any) -> Optional["Status"]:
+        """Internal: converts an xferd.v1.Error (None when the code is OK)."""
+        if error.code == 0:
+            return None
+        return cls(code_from_number(error.code), error.message)
+
+
+@dataclasses.dataclass(frozen=True)
+class Region:
+    """A region registered on a daemon.
+
+    For SHM regions, `buffer` is a writable view of the region's memory,
+    mapped lazily from `shm_path` (MAP_SHARED, no copies). The client that
+    returned the region unmaps it on deregister_region() and close().
+    """
+
+    name: str
+    size: int
+    backing: str  # "anonymous", "shm" or "file"
+    remote_write: bool
+    remote_read: bool
+    shm_path: Optional[str]
+    file_path: Optional[str]
+    hugepages: bool
+    allowed_peers: Tuple[str, ...]
+    transfers_in_flight: int
+    landed_events: int
+    registered_at: Optional[datetime.datetime]
+    transport: str
+    _mapping: Optional[ShmMapping] = dataclasses.field(
+        default=None, repr=False, compare=False)
+
+    @property
+    def buffer(self) -> memoryview:
+        """The region's bytes, writable, for SHM regions.
+
+        Raises:
+            ValueError: the region is not SHM-backed, or its mapping was closed.
+        """
+        if self._mapping is None:
+            raise ValueError(
+                f"region '{self.name}' is {self.backing}-backed: only shm regions have a buffer")
+        return self._mapping.view()
+
+    @classmethod
+    def from_proto(cls, r: Any, mapping: Optional[ShmMapping] = None) -> "Region":
+        """Internal: converts an xferd.v1.Region."""
+        return _build(
+            cls, r,
+            backing=_enum_name(common_pb2.RegionBacking, r.backing, "REGION_BACKING_"),
+            remote_write=r.access.remote_write,
+            remote_read=r.access.remote_read,
+            shm_path=r.shm_path or None,
+            file_path=r.file_path or None,
+            allowed_peers=tuple(r.allowed_peers),
+            registered_at=_time(r.registered_at),
+            transport=transport_name(r.transport),
+            _mapping=mapping,
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class RegionEvent:
+    """An event of a watched region: "subscribed", "landed" or "deregistered".
+
+    For "landed": the byte range a peer's transfer wrote, the writer's node id
+    and transfer id, and the region's sequence number of the landing (from 1).
+    `dropped` counts events skipped before this one because the reader was slow.
+    """
+
+    kind: str
+    region: str
+    offset: int
+    length: int
+    source_node: str
+    source_transfer_id: int
+    sequence: int
+    time: Optional[datetime.datetime]
+    dropped: int
+
+    @classmethod
+    def from_proto(cls, e: Any) -> "RegionEvent":
+        """Internal: converts an xferd.v1.RegionEvent."""
+        return _build(cls, e, kind=_enum_name(xferd_pb2.RegionEvent.Kind, e.kind, "KIND_"),
+                      time=_time(e.time))
+
+
+@dataclasses.dataclass(frozen=True)
+class Peer:
+    """Another daemon this one has lanes to.
+
+    `state` is "connecting", "connected" or "broken"; `last_error` says why a
+    broken peer broke.
+    """
+
+    node_id: str
+    address: str
+    transport: str
+    state: str
+    lanes: int
+    outbound: bool
+    last_error: Optional[Status]
+    connected_at: Optional[datetime.datetime]
+    bytes_sent: int
+    bytes_received: int
+    device: str
+
+    @classmethod
+    def from_proto(cls, p: Any) -> "Peer":
+        """Internal: converts an xferd.v1.Peer."""
+        return _build(cls, p,
+                      transport=transport_name(p.transport),
+                      state=_enum_name(xferd_pb2.Peer.State, p.state, "STATE_"),
+                      last_error=Status.from_proto(p.last_error),
+                      connected_at=_time(p.connected_at))
+
+
+@dataclasses.dataclass(frozen=True)
+class Transfer:
+    """A snapshot of a transfer.
+
+    `state` is "queued", "running", "done", "failed" or "cancelled"; `error`
+    is set for the last two.
+    """
+
+    id: int
+    state: str
+    src_region: str
+    src_offset: int
+    peer: str
+    dst_region: str
+    dst_offset: int
+    length: int
+    bytes_done: int
+    slice_size: int
+    slices: int
+    transport: str
+    error: Optional[Status]
+    submitted_at: Optional[datetime.datetime]
+    finished_at: Optional[datetime.datetime]
+    batch_id: int
+    label: str
+
+    @property
+    def terminal(self) -> bool:
+        """True once the transfer ended (done, failed or cancelled)."""
+        return self.state in TERMINAL_STATES
+
+    def raise_for_state(self) -> "Transfer":
+        """Returns self unless the transfer failed or was cancelled.
+
+        Raises:
+            XferdError: the subclass for the transfer's error code, with
+                `transfer` set to this snapshot.
+        """
+        if self.state in ("failed", "cancelled"):
+            error = self.error or Status(grpc.StatusCode.UNKNOWN, f"transfer {self.state}")
+            raise error_for(error.code, error.message, transfer=self)
+        return self
+
+    @classmethod
+    def from_proto(cls, t: Any) -> "Transfer":
+        """Internal: converts an xferd.v1.Transfer."""
+        return _build(cls, t,
+                      state=_enum_name(common_pb2.TransferState, t.state, "TRANSFER_STATE_"),
+                      transport=transport_name(t.transport),
+                      error=Status.from_proto(t.error),
+                      submitted_at=_time(t.submitted_at),
+                      finished_at=_time(t.finished_at))
+
+
+@dataclasses.dataclass(frozen=True)
+class WriteSpec:
+    """One write of a batch: `length` bytes of local `src_region` from
+    `src_offset` into `dst_region` of `peer` (node id or address) at
+    `dst_offset`. `timeout` (seconds) bounds the transfer; `slice_size` 0 is
+    the daemon's default."""
+
+    src_region: str
+    peer: str
+    dst_region: str
+    length: int
+    src_offset: int = 0
+    dst_offset: int = 0
+    slice_size: int = 0
+    timeout: Optional[float] = None
+    label: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeInfo:
+    """Who a daemon is and how it moves data (`transport`: "tcp" or "verbs")."""
+
+    node_id: str
+    version: str
+    transport: str
+    device: str
+    transport_reason: str
+    grpc_address: str
+    unix_socket: str
+    pollers: int
+    default_slice_size: int
+    started_at: Optional[datetime.datetime]
+    pid: int
+
+    @classmethod
+    def from_proto(cls, n: Any) -> "NodeInfo":
+        """Internal: converts an xferd.v1.NodeInfo."""
+        return _build(cls, n, transport=transport_name(n.transport),
+                      started_at=_time(n.started_at))
+
+
+@dataclasses.dataclass(frozen=True)
+class Stats:
+    """A daemon's counters. `errors` maps status code names (e.g.
+    "UNAVAILABLE") to the number of transfers that failed with them."""
+
+    uptime: datetime.timedelta
+    transport: str
+    transfers_submitted: int
+    transfers_done: int
+    transfers_failed: int
+    transfers_cancelled: int
+    transfers_in_flight: int
+    bytes_sent: int
+    bytes_received: int
+    landed_events: int
+    regions: int
+    registered_bytes: int
+    peers: int
+    lanes: int
+    pollers: int
+    errors: Mapping[str, int]
+    rejected_writes: int
+    resident_bytes: int
+    open_fds: int
+    threads: int
+
+    @classmethod
+    def from_proto(cls, s: Any) -> "Stats":
+        """Internal: converts an xferd.v1.Stats."""
+        return _build(cls, s, uptime=_duration(s.uptime), transport=transport_name(s.transport),
+                      errors=types.MappingProxyType(dict(s.errors)))

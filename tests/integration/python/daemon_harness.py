@@ -1,0 +1,278 @@
+"""Starts and stops real xferd daemons for integration tests.
+
+Each daemon listens on 127.0.0.1:0 (gRPC and TCP data), serves a unix socket
+and writes a ready file, all under one short temporary directory (unix socket
+paths must stay under 108 bytes, and Bazel's TEST_TMPDIR can be long).
+
+Its config file, written here, holds one key: regions.shm_dir, a directory of
+its own under /dev/shm. (So no /etc/xferd/xferd.toml leaks in, and daemons of
+tests running in parallel cannot collide: Bazel's sandboxes have their own PID
+namespaces but share /dev/shm, and SHM files are named xferd.<pid>.<region>.)
+
+Teardown sends SIGTERM to the pids this harness started, and only those, and
+checks that each daemon exited 0 and removed its socket and its SHM files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from typing import Dict, Iterable, List, Optional, Sequence
+
+import xferd
+
+__all__ = ["Daemon", "Cluster", "daemon_binary"]
+
+# Unix socket paths are limited to 107 bytes plus NUL (sun_path); leave room
+# for "/<name>.sock" below the directory.
+_MAX_DIR_LEN = 80
+_READY_TIMEOUT_S = 20.0
+_STOP_TIMEOUT_S = 20.0
+_POLL_S = 0.01
+_LOG_TAIL_BYTES = 4000
+
+
+def daemon_binary() -> str:
+    """The xferd binary: $XFERD_BIN, else the one in this test's runfiles."""
+    explicit = os.environ.get("XFERD_BIN")
+    if explicit:
+        return explicit
+    for root in (os.environ.get("TEST_SRCDIR"), os.environ.get("RUNFILES_DIR")):
+        if root:
+            workspace = os.environ.get("TEST_WORKSPACE", "xferd")
+            path = os.path.join(root, workspace, "daemon", "xferd")
+            if os.path.exists(path):
+                return path
+    raise RuntimeError("xferd binary not found: run under Bazel or set XFERD_BIN")
+
+
+def _make_workdir() -> str:
+    base = os.environ.get("TEST_TMPDIR") or tempfile.gettempdir()
+    if len(base) > _MAX_DIR_LEN - 12:
+        base = "/tmp"
+    return tempfile.mkdtemp(prefix="xf", dir=base)
+
+
+class Daemon:
+    """One xferd process started by this harness.
+
+    Attributes:
+        name: The node id (and the stem of its files).
+        proc: The running process (None before start).
+        info: The ready file's JSON: node_id, grpc_address, port, pid.
+    """
+
+    def __init__(self, name: str, workdir: str, shm_dir: str, binary: str, pollers: int = 2,
+                 slice_size: str = "1MiB", extra_args: Sequence[str] = ()) -> None:
+        """Describes a daemon; start() runs it."""
+        self.name = name
+        self.shm_dir = shm_dir
+        self.binary = binary
+        self.pollers = pollers
+        self.slice_size = slice_size
+        self.extra_args = list(extra_args)
+        self.socket_path = os.path.join(workdir, f"{name}.sock")
+        self.ready_path = os.path.join(workdir, f"{name}.ready")
+        self.config_path = os.path.join(workdir, f"{name}.toml")
+        self.log_path = os.path.join(workdir, f"{name}.log")
+        assert len(self.socket_path) < 108, self.socket_path
+        self.proc: Optional[subprocess.Popen] = None
+        self._killed = False  # by kill(): its end is expected
+        self.info: Dict[str, object] = {}
+        self._clients: List[xferd.Client] = []
+
+    def __repr__(self) -> str:
+        pid = self.proc.pid if self.proc else None
+        return f"Daemon({self.name!r}, pid={pid}, address={self.info.get('grpc_address')!r})"
+
+    @property
+    def node_id(self) -> str:
+        """The node id peers and writes use."""
+        return str(self.info["node_id"])
+
+    @property
+    def address(self) -> str:
+        """The gRPC address ("127.0.0.1:port") other daemons connect to."""
+        return str(self.info["grpc_address"])
+
+    @property
+    def pid(self) -> int:
+        """The process id."""
+        assert self.proc is not None
+        return self.proc.pid
+
+    @property
+    def target(self) -> str:
+        """The client target over the unix socket."""
+        return "unix:" + self.socket_path
+
+    def start(self, timeout: float = _READY_TIMEOUT_S) -> "Daemon":
+        """Runs the daemon and waits for its ready file.
+
+        Raises:
+            AssertionError: it exited, or was not ready within `timeout` s.
+        """
+        assert self.proc is None or self.proc.poll() is not None, f"{self} is running"
+        os.makedirs(self.shm_dir, exist_ok=True)
+        with open(self.config_path, "w") as config:
+            config.write(f'[regions]\nshm_dir = "{self.shm_dir}"\n')
+        for stale in (self.ready_path, self.socket_path):
+            if os.path.exists(stale):
+                os.unlink(stale)
+        args = [
+            self.binary, "--config", self.config_path, "--node-id", self.name,
+            "--listen", "127.0.0.1:0", "--unix-socket", self.socket_path,
+            "--ready-file", self.ready_path, "--pollers", str(self.pollers),
+            "--slice-size", self.slice_size, "--log-level", "debug",
+            "--data-listen", "127.0.0.1:0",
+        ] + self.extra_args
+        self._killed = False
+        with open(self.log_path, "ab") as log:
+            log.write(f"---- start: {' '.join(args)}\n".encode())
+            log.flush()
+            self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log,
+                                         stderr=subprocess.STDOUT)
+        self._wait_ready(timeout)
+        return self
+
+    def _wait_ready(self, timeout: float) -> None:
+        # The daemon writes the file atomically (rename) once it serves; there
+        # is nothing to block on, so poll it with a short period and a bound.
+        deadline = time.monotonic() + timeout
+        assert self.proc is not None
+        while not os.path.exists(self.ready_path):
+            if self.proc.poll() is not None:
+                raise AssertionError(
+                    f"{self.name} exited with {self.proc.returncode} before it was ready\n"
+                    + self.log_tail())
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{self.name} not ready after {timeout} s\n"
+                                     + self.log_tail())
+            time.sleep(_POLL_S)
+        with open(self.ready_path) as f:
+            self.info = json.load(f)
+        assert self.info["pid"] == self.proc.pid, (self.info, self.proc.pid)
+
+    def client(self, **kwargs: object) -> xferd.Client:
+        """A client over the unix socket, closed when the daemon stops."""
+        c = xferd.Client(self.target, **kwargs)  # type: ignore[arg-type]
+        self._clients.append(c)
+        return c
+
+    def _close_clients(self) -> None:
+        for c in self._clients:
+            c.close()
+        self._clients.clear()
+
+    def shm_files(self) -> List[str]:
+        """The files of this daemon's SHM regions."""
+        return [os.path.join(self.shm_dir, f) for f in sorted(os.listdir(self.shm_dir))]
+
+    def stop(self, timeout: float = _STOP_TIMEOUT_S) -> None:
+        """SIGTERM, then checks exit code 0, no socket and no SHM file left.
+
+        Raises:
+            AssertionError: any of those checks fails (the process is killed
+                if it did not exit in time).
+        """
+        self._close_clients()
+        if self.proc is None or self._killed:
+            return
+        if self.proc.poll() is not None:
+            raise AssertionError(f"{self.name} died before teardown (exit code "
+                                 f"{self.proc.returncode})\n{self.log_tail()}")
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            code = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise AssertionError(f"{self.name} ignored SIGTERM for {timeout} s\n"
+                                 + self.log_tail())
+        assert code == 0, f"{self.name} exited with {code}\n{self.log_tail()}"
+        assert not os.path.exists(self.socket_path), f"{self.name} left {self.socket_path}"
+        leftover = self.shm_files()
+        assert not leftover, f"{self.name} left {leftover}"
+
+    def kill(self) -> None:
+        """SIGKILL (a crash); removes what the daemon could not clean up."""
+        self._close_clients()
+        assert self.proc is not None
+        self.proc.kill()
+        self.proc.wait()
+        self._killed = True
+        for path in self.shm_files() + [self.socket_path, self.ready_path]:
+            if os.path.exists(path):
+                os.unlink(path)
+
+    def pause(self) -> None:
+        """SIGSTOP: the daemon stops reading its sockets (a stalled peer)."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT after pause()."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGCONT)
+
+    def log_tail(self) -> str:
+        """The end of the daemon's log, for failure messages."""
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(0, os.SEEK_END)
+                f.seek(max(0, f.tell() - _LOG_TAIL_BYTES))
+                return f"---- {self.log_path} (tail)\n" + f.read().decode(errors="replace")
+        except OSError as e:
+            return f"(no log: {e})"
+
+
+class Cluster:
+    """Several daemons in one temporary directory; a context manager."""
+
+    def __init__(self, names: Iterable[str], **daemon_args: object) -> None:
+        """Describes daemons called `names`; start() runs them."""
+        self.workdir = _make_workdir()
+        self.shm_dir = tempfile.mkdtemp(prefix="xferd-test-", dir="/dev/shm")
+        binary = daemon_binary()
+        self.daemons: Dict[str, Daemon] = {
+            name: Daemon(name, self.workdir, os.path.join(self.shm_dir, name), binary,
+                         **daemon_args)  # type: ignore[arg-type]
+            for name in names
+        }
+
+    def __getitem__(self, name: str) -> Daemon:
+        return self.daemons[name]
+
+    def start(self) -> "Cluster":
+        """Starts every daemon (stopping those started if one fails)."""
+        try:
+            for daemon in self.daemons.values():
+                daemon.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        """Stops every daemon; raises one AssertionError naming all failures."""
+        failures = []
+        for daemon in self.daemons.values():
+            try:
+                daemon.stop()
+            except AssertionError as e:
+                failures.append(str(e))
+        shutil.rmtree(self.shm_dir, ignore_errors=True)  # memory: never keep it
+        if failures:
+            raise AssertionError("\n\n".join(failures))  # the logs stay in workdir
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def __enter__(self) -> "Cluster":
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()

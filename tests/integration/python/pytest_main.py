@@ -1,0 +1,22 @@
+"""Runs one test file under pytest, as the main of a Bazel py_test.
+
+Honours Bazel's test filter (--test_filter -> TESTBRIDGE_TEST_ONLY, passed to
+pytest's -k) and writes a JUnit XML report where Bazel asks for one.
+"""
+
+import os
+from typing import List
+
+import pytest
+
+
+def main(test_file: str, argv: List[str]) -> int:
+    """Runs the tests of `test_file`; returns pytest's exit code."""
+    args = [test_file, "-v", "-p", "no:cacheprovider", "--durations=5"]
+    only = os.environ.get("TESTBRIDGE_TEST_ONLY")
+    if only:
+        args += ["-k", only]
+    xml = os.environ.get("XML_OUTPUT_FILE")
+    if xml:
+        args += ["--junitxml", xml]
+    return int(pytest.main(args + argv[1:]))

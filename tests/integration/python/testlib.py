@@ -1,0 +1,55 @@
+"""Helpers shared by the integration tests: reproducible data, checksums,
+and bounded waits on daemon state."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import time
+from typing import Callable, Optional, TypeVar
+
+import xferd
+
+T = TypeVar("T")
+
+#: Upper bound on any single wait in these tests; generous for a loaded CI
+#: machine, short enough that a hang fails with a message instead.
+WAIT_S = 30.0
+
+
+def pattern(seed: int, size: int) -> bytes:
+    """`size` reproducible pseudo-random bytes; distinct seeds give distinct data."""
+    return random.Random(seed).randbytes(size)
+
+
+def sha(data: "bytes | memoryview") -> str:
+    """The sha256 of `data` (memoryviews are hashed in place, without copy)."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def fill(region: xferd.Region, seed: int, offset: int = 0,
+         length: Optional[int] = None) -> bytes:
+    """Writes pattern(seed) into an SHM region's buffer; returns the bytes."""
+    length = region.size - offset if length is None else length
+    data = pattern(seed, length)
+    region.buffer[offset:offset + length] = data
+    return data
+
+
+def wait_until(what: str, probe: Callable[[], Optional[T]], timeout: float = WAIT_S,
+               period: float = 0.02) -> T:
+    """Polls `probe` until it returns a truthy value, for state the daemon
+    exposes only by polling (peer state); fails with `what` after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(period)
+
+
+def peer(client: xferd.Client, node_id: str) -> Optional[xferd.Peer]:
+    """The client's daemon's view of peer `node_id`, or None."""
+    return next((p for p in client.peers() if p.node_id == node_id), None)
