@@ -16,6 +16,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "daemon/common/config.h"
 #include "daemon/common/log.h"
 #include "daemon/common/logging.h"
@@ -163,7 +164,10 @@ int Run(const Config& config, const std::string& ready_file) {
   registry_options.shm_dir = config.regions.shm_dir;
   registry_options.shm_mode = config.server.unix_socket_mode & 0666;
   registry_options.max_registered_bytes = config.regions.max_registered_bytes;
-  registry_options.shm_prefix = absl::StrCat("xferd.", ::getpid());
+  // Unique per daemon start, also across PID namespaces that share /dev/shm
+  // (containers, sandboxes), where PIDs repeat.
+  const uint64_t incarnation = RandomIncarnation();
+  registry_options.shm_prefix = absl::StrFormat("xferd.%08x", incarnation >> 32);
   memory::RegionRegistry regions(registry_options);
 
   absl::StatusOr<transport::TransportChoiceResult> chosen =
@@ -177,7 +181,7 @@ int Run(const Config& config, const std::string& ready_file) {
                chosen->reason);
 
   service::GrpcPeerRpc peer_rpc(grpc::InsecureChannelCredentials());
-  engine::NodeIdentity self{config.node_id, RandomIncarnation(), ""};
+  engine::NodeIdentity self{config.node_id, incarnation, ""};
   absl::StatusOr<std::unique_ptr<engine::Engine>> engine =
       engine::Engine::Create(config.engine, self, *transport, regions, peer_rpc);
   if (!engine.ok()) {

@@ -83,6 +83,11 @@ absl::StatusOr<uint32_t> Engine::DeregisterRegion(const std::string& name, bool 
   spdlog::info("region deregistered name={} id={} cancelled_transfers={}", name, removed->id(),
                cancelled);
   NotifyInvalidated(removed->id(), name);
+  // Finished transfers that read from the region must let go of it for its
+  // memory to be released; their last completions may take a moment.
+  executor_.Run([this] {
+    for (int i = 0; i < 200 && table_.Sweep() > 0; ++i) absl::SleepFor(absl::Milliseconds(10));
+  });
   return cancelled;
 }
 
@@ -143,10 +148,7 @@ void Engine::Stop() {
   // moment to hand those completions back before they stop.
   transport_.Shutdown();
   const absl::Time deadline = absl::Now() + absl::Seconds(2);
-  for (bool idle = false; !idle && absl::Now() < deadline; absl::SleepFor(absl::Milliseconds(5))) {
-    idle = true;
-    for (const auto& t : table_.List(TransferFilter{true, 0, 0})) idle &= t->in_flight() == 0;
-  }
+  while (table_.Sweep() > 0 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(5));
   if (pollers_ != nullptr) pollers_->Stop();
 }
 

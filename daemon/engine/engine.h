@@ -92,7 +92,11 @@ class Engine final : public TransferListener {
   // once they are queued or refused. batch: give them a batch id.
   void Submit(std::vector<WriteSpec> writes, bool batch,
               Callback<std::vector<std::shared_ptr<Transfer>>> done);
+  // The transfer while it is still kept whole (to watch it); null once only
+  // its snapshot remains or if unknown.
   std::shared_ptr<Transfer> FindTransfer(uint64_t id) const;
+  // Its state, live or from history. NOT_FOUND if unknown or evicted.
+  absl::StatusOr<TransferInfo> GetTransfer(uint64_t id) const;
   absl::StatusOr<TransferInfo> CancelTransfer(uint64_t id);
   std::vector<TransferInfo> ListTransfers(const TransferFilter& filter) const;
 

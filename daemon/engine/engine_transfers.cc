@@ -174,22 +174,27 @@ void Engine::Launch(const std::shared_ptr<Transfer>& t) {
   for (uint32_t p = 0; p < t->plan().lanes; ++p) pollers_->at(p).Submit(t);
 }
 
-std::shared_ptr<Transfer> Engine::FindTransfer(uint64_t id) const { return table_.Find(id); }
+std::shared_ptr<Transfer> Engine::FindTransfer(uint64_t id) const { return table_.FindLive(id); }
 
-absl::StatusOr<TransferInfo> Engine::CancelTransfer(uint64_t id) {
-  std::shared_ptr<Transfer> t = table_.Find(id);
-  if (t == nullptr) {
+absl::StatusOr<TransferInfo> Engine::GetTransfer(uint64_t id) const {
+  std::optional<TransferInfo> info = table_.Lookup(id);
+  if (!info) {
     return absl::NotFoundError(absl::StrCat("no transfer with id ", id,
                                             " (finished transfers are kept up to engine.history)"));
   }
-  t->Finish(TransferState::kCancelled, absl::CancelledError("cancelled on request"));
-  return t->Info();
+  return *std::move(info);
+}
+
+absl::StatusOr<TransferInfo> Engine::CancelTransfer(uint64_t id) {
+  // Cancelling a finished transfer returns it unchanged.
+  if (std::shared_ptr<Transfer> t = table_.FindLive(id)) {
+    t->Finish(TransferState::kCancelled, absl::CancelledError("cancelled on request"));
+  }
+  return GetTransfer(id);
 }
 
 std::vector<TransferInfo> Engine::ListTransfers(const TransferFilter& filter) const {
-  std::vector<TransferInfo> out;
-  for (const std::shared_ptr<Transfer>& t : table_.List(filter)) out.push_back(t->Info());
-  return out;
+  return table_.List(filter);
 }
 
 }  // namespace xferd::engine

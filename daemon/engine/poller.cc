@@ -206,8 +206,7 @@ void Poller::OnWriteDone(const transport::WriteCompletion& c) {
 
 void Poller::Sleep() {
   sleeping_.store(true);
-  if (wake_pending_.load() || inbox_nonempty_.load() || stop_.load() ||
-      !worker_.PrepareToSleep()) {
+  if (wake_pending_.load() || inbox_nonempty_.load() || stop_.load() || !worker_.PrepareToSleep()) {
     sleeping_.store(false);
     return;
   }

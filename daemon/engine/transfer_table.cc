@@ -39,7 +39,8 @@ void TransferTable::Unadmit(uint32_t n) {
 void TransferTable::Insert(std::shared_ptr<Transfer> transfer) {
   absl::MutexLock lock(&mu_);
   ++counters_.submitted;
-  by_id_[transfer->id()] = std::move(transfer);
+  const uint64_t id = transfer->id();
+  by_id_[id] = Entry{std::move(transfer), {}};
 }
 
 void TransferTable::OnFinished(const Transfer& transfer) {
@@ -59,45 +60,95 @@ void TransferTable::OnFinished(const Transfer& transfer) {
   }
   if (!info.error.ok()) ++counters_.errors[absl::StatusCodeToString(info.error.code())];
   finished_.push_back(info.id);
+  unswept_.push_back(info.id);
+  SweepLocked();
   EvictLocked();
 }
 
-// Drops the oldest finished transfers beyond the history size; one whose
-// writes are still completing (in_flight > 0) waits for a later call.
+// A finished transfer can shrink to its snapshot once no write of it is in
+// flight (completions carry its address) and the table holds the only
+// reference: nothing else can reach it then, and nothing new can, except
+// through this table.
+void TransferTable::SweepLocked() {
+  for (size_t i = 0; i < unswept_.size();) {
+    auto it = by_id_.find(unswept_[i]);
+    if (it != by_id_.end() && it->second.live != nullptr) {
+      const std::shared_ptr<Transfer>& t = it->second.live;
+      if (t->in_flight() > 0 || t.use_count() > 1) {
+        ++i;
+        continue;
+      }
+      it->second.done = t->Info();
+      it->second.live.reset();
+    }
+    unswept_[i] = unswept_.back();
+    unswept_.pop_back();
+  }
+}
+
+size_t TransferTable::Sweep() {
+  absl::MutexLock lock(&mu_);
+  SweepLocked();
+  EvictLocked();
+  return unswept_.size();
+}
+
+// Drops the oldest finished transfers beyond the history size. Only a
+// transfer with writes still in flight must wait (their completions carry
+// its address); anyone else holding it keeps it alive by their reference.
 void TransferTable::EvictLocked() {
   while (finished_.size() > history_) {
     auto it = by_id_.find(finished_.front());
     if (it != by_id_.end()) {
-      if (it->second->in_flight() > 0) return;
+      if (it->second.live != nullptr && it->second.live->in_flight() > 0) return;
       by_id_.erase(it);
     }
     finished_.pop_front();
   }
 }
 
-std::shared_ptr<Transfer> TransferTable::Find(uint64_t id) const {
-  absl::MutexLock lock(&mu_);
-  auto it = by_id_.find(id);
-  return it == by_id_.end() ? nullptr : it->second;
+TransferInfo TransferTable::InfoOf(const Entry& entry) {
+  return entry.live != nullptr ? entry.live->Info() : entry.done;
 }
 
-std::vector<std::shared_ptr<Transfer>> TransferTable::List(const TransferFilter& filter) const {
-  std::vector<std::shared_ptr<Transfer>> out;
+std::shared_ptr<Transfer> TransferTable::FindLive(uint64_t id) const {
+  absl::MutexLock lock(&mu_);
+  auto it = by_id_.find(id);
+  return it == by_id_.end() ? nullptr : it->second.live;
+}
+
+std::optional<TransferInfo> TransferTable::Lookup(uint64_t id) const {
+  absl::MutexLock lock(&mu_);
+  auto it = by_id_.find(id);
+  if (it == by_id_.end()) return std::nullopt;
+  return InfoOf(it->second);
+}
+
+std::vector<TransferInfo> TransferTable::List(const TransferFilter& filter) const {
+  std::vector<TransferInfo> out;
   {
     absl::MutexLock lock(&mu_);
-    for (const auto& [id, t] : by_id_) {
-      if (filter.batch_id != 0 && t->plan().batch_id != filter.batch_id) continue;
-      if (!filter.include_finished && IsTerminal(t->state())) continue;
-      out.push_back(t);
+    for (const auto& [id, entry] : by_id_) {
+      const bool live = entry.live != nullptr;
+      const uint64_t batch = live ? entry.live->plan().batch_id : entry.done.batch_id;
+      if (filter.batch_id != 0 && batch != filter.batch_id) continue;
+      const bool finished = live ? IsTerminal(entry.live->state()) : true;
+      if (!filter.include_finished && finished) continue;
+      out.push_back(InfoOf(entry));
     }
   }
-  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a->id() > b->id(); });
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.id > b.id; });
   if (filter.limit > 0 && out.size() > filter.limit) out.resize(filter.limit);
   return out;
 }
 
 std::vector<std::shared_ptr<Transfer>> TransferTable::InFlight() const {
-  return List(TransferFilter{false, 0, 0});
+  std::vector<std::shared_ptr<Transfer>> out;
+  absl::MutexLock lock(&mu_);
+  for (const auto& [id, entry] : by_id_) {
+    if (entry.live != nullptr && !IsTerminal(entry.live->state())) out.push_back(entry.live);
+  }
+  return out;
 }
 
 TransferCounters TransferTable::counters() const {

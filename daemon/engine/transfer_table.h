@@ -1,11 +1,15 @@
 // All transfers this daemon started: admission against the in-flight limit,
 // lookup by id, a bounded history of finished transfers, outcome counters.
+// A transfer is kept whole while anything may still touch it (writes in
+// flight, a poller or a reply holding it); after that only its final
+// snapshot stays, so history never pins a region's memory.
 #pragma once
 
 #include <cstdint>
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,14 +51,27 @@ class TransferTable {
   // Bookkeeping when a transfer ends (from TransferListener).
   void OnFinished(const Transfer& transfer);
 
-  std::shared_ptr<Transfer> Find(uint64_t id) const;
+  // The transfer while it is still kept whole (to watch or cancel it).
+  std::shared_ptr<Transfer> FindLive(uint64_t id) const;
+  // Its state, live or from history. nullopt if unknown or evicted.
+  std::optional<TransferInfo> Lookup(uint64_t id) const;
   // Newest first.
-  std::vector<std::shared_ptr<Transfer>> List(const TransferFilter& filter) const;
+  std::vector<TransferInfo> List(const TransferFilter& filter) const;
+  // Transfers that have not ended yet.
   std::vector<std::shared_ptr<Transfer>> InFlight() const;
+  // Reduces finished transfers nobody holds any more to their snapshot;
+  // returns how many are still held (e.g. writes still completing).
+  size_t Sweep();
   TransferCounters counters() const;
 
  private:
+  struct Entry {
+    std::shared_ptr<Transfer> live;  // null once reduced to `done`
+    TransferInfo done;
+  };
+  void SweepLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EvictLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static TransferInfo InfoOf(const Entry& entry);
 
   const uint32_t max_in_flight_;
   const uint32_t history_;
@@ -63,9 +80,11 @@ class TransferTable {
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t next_batch_id_ ABSL_GUARDED_BY(mu_) = 1;
   uint32_t admitted_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::flat_hash_map<uint64_t, std::shared_ptr<Transfer>> by_id_ ABSL_GUARDED_BY(mu_);
-  // Finished transfer ids, oldest first; trimmed to history_.
+  absl::flat_hash_map<uint64_t, Entry> by_id_ ABSL_GUARDED_BY(mu_);
+  // Finished ids, oldest first, trimmed to history_.
   std::deque<uint64_t> finished_ ABSL_GUARDED_BY(mu_);
+  // Finished ids whose Transfer is still kept whole.
+  std::vector<uint64_t> unswept_ ABSL_GUARDED_BY(mu_);
   TransferCounters counters_ ABSL_GUARDED_BY(mu_);
 };
 

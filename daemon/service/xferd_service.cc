@@ -192,14 +192,9 @@ grpc::ServerUnaryReactor* XferdServiceImpl::SubmitBatch(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* XferdServiceImpl::GetTransfer(grpc::CallbackServerContext* context,
                                                         const v1::GetTransferRequest* request,
                                                         v1::Transfer* response) {
-  std::shared_ptr<engine::Transfer> t = engine_.FindTransfer(request->id());
-  if (t == nullptr) {
-    return Reply(context, absl::NotFoundError(
-                              absl::StrCat("no transfer with id ", request->id(),
-                                           " (finished transfers are kept up to engine.history)")));
-  }
-  ToProto(t->Info(), response);
-  return Reply(context, absl::OkStatus());
+  absl::StatusOr<engine::TransferInfo> info = engine_.GetTransfer(request->id());
+  if (info.ok()) ToProto(*info, response);
+  return Reply(context, info.status());
 }
 
 grpc::ServerUnaryReactor* XferdServiceImpl::ListTransfers(grpc::CallbackServerContext* context,
@@ -217,18 +212,30 @@ grpc::ServerUnaryReactor* XferdServiceImpl::ListTransfers(grpc::CallbackServerCo
 
 grpc::ServerWriteReactor<v1::Transfer>* XferdServiceImpl::WatchTransfer(
     grpc::CallbackServerContext*, const v1::WatchTransferRequest* request) {
-  std::shared_ptr<engine::Transfer> t = engine_.FindTransfer(request->id());
-  if (t == nullptr) {
-    return FailStream<v1::Transfer>(
-        absl::NotFoundError(absl::StrCat("no transfer with id ", request->id())));
-  }
   absl::Duration interval = kDefaultWatchInterval;
   if (request->has_interval()) {
     absl::StatusOr<absl::Duration> i = FromProto(request->interval(), "interval");
     if (!i.ok()) return FailStream<v1::Transfer>(i.status());
     interval = *i;
   }
-  return new TransferWatchReactor(std::move(t), interval, ticker_);
+  if (std::shared_ptr<engine::Transfer> t = engine_.FindTransfer(request->id())) {
+    return new TransferWatchReactor(std::move(t), interval, ticker_);
+  }
+  // Finished and reduced to its snapshot (or unknown): one terminal message.
+  absl::StatusOr<engine::TransferInfo> info = engine_.GetTransfer(request->id());
+  if (!info.ok()) return FailStream<v1::Transfer>(info.status());
+  class Once final : public grpc::ServerWriteReactor<v1::Transfer> {
+   public:
+    explicit Once(const engine::TransferInfo& info) {
+      ToProto(info, &message_);
+      StartWriteAndFinish(&message_, grpc::WriteOptions(), grpc::Status::OK);
+    }
+    void OnDone() override { delete this; }
+
+   private:
+    v1::Transfer message_;
+  };
+  return new Once(*info);
 }
 
 grpc::ServerUnaryReactor* XferdServiceImpl::CancelTransfer(grpc::CallbackServerContext* context,

@@ -254,11 +254,9 @@ def test_deregistering_an_shm_source_removes_its_file(clients: Clients) -> None:
     assert dst.shm_path is not None and not os.path.exists(dst.shm_path)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "daemon bug, not fixed here: a finished transfer kept in the history "
-    "(engine.history) holds its source region, so deregistering it frees no "
-    "memory until that transfer is evicted"))
 def test_deregistering_a_source_releases_its_memory(clients: Clients) -> None:
+    # Finished transfers keep only a snapshot in the history, so the region's
+    # memory goes once the last of them lets go (asynchronously, promptly).
     a = clients["a"]
     size = 256 * MiB  # SHM memory is populated at registration: it shows in RSS
     a.register_region("mem_src", size, backing="shm")
@@ -267,7 +265,13 @@ def test_deregistering_a_source_releases_its_memory(clients: Clients) -> None:
     registered = a.stats().resident_bytes
     a.deregister_region("mem_src")
     clients["b"].deregister_region("mem_dst")
-    released = registered - a.stats().resident_bytes
+    deadline = time.monotonic() + WAIT_S
+    released = 0
+    while time.monotonic() < deadline:
+        released = registered - a.stats().resident_bytes
+        if released >= size * 3 // 4:
+            break
+        time.sleep(0.05)
     assert released >= size * 3 // 4, f"only {released >> 20} MiB released"
 
 

@@ -201,7 +201,8 @@ TEST_F(EngineTransfersTest, DrainingRefusesNewWrites) {
 TEST_F(EngineTransfersTest, ListingAndLookup) {
   auto t = (*h_.Submit(*a_, {Spec("src", "b", "dst", 4096)}))[0];
   h_.Wait(t);
-  EXPECT_EQ(a_->engine->FindTransfer(t->id()), t);
+  EXPECT_EQ(a_->engine->GetTransfer(t->id())->state, TransferState::kDone);
+  EXPECT_EQ(a_->engine->GetTransfer(4242).status().code(), absl::StatusCode::kNotFound);
   EXPECT_TRUE(a_->engine->ListTransfers(engine::TransferFilter{false, 0, 10}).empty());
   auto all = a_->engine->ListTransfers(engine::TransferFilter{true, 0, 10});
   ASSERT_EQ(all.size(), 1u);

@@ -69,8 +69,8 @@ TEST_F(TransferTableTest, HistoryIsBoundedNewestFirst) {
   }
   auto listed = table_.List(TransferFilter{true, 0, 0});
   ASSERT_EQ(listed.size(), 2u);  // history of 2
-  EXPECT_EQ(listed[0]->id(), ts[4]->id());
-  EXPECT_EQ(table_.Find(ts[0]->id()), nullptr);
+  EXPECT_EQ(listed[0].id, ts[4]->id());
+  EXPECT_FALSE(table_.Lookup(ts[0]->id()));
   const TransferCounters c = table_.counters();
   EXPECT_EQ(c.submitted, 5u);
   EXPECT_EQ(c.done, 3u);
@@ -78,15 +78,43 @@ TEST_F(TransferTableTest, HistoryIsBoundedNewestFirst) {
   EXPECT_EQ(c.errors.at("UNAVAILABLE"), 2u);
 }
 
+TEST_F(TransferTableTest, FinishedTransfersShrinkToSnapshotsAndReleaseTheirRegion) {
+  auto t = Add();
+  std::weak_ptr<Transfer> weak = t;
+  const uint64_t id = t->id();
+  t->AddInFlight(1);  // a posted write still carries its address
+  t->Finish(TransferState::kDone, absl::OkStatus());
+  t.reset();
+  EXPECT_NE(table_.FindLive(id), nullptr);
+  EXPECT_EQ(table_.Sweep(), 1u);
+  table_.FindLive(id)->RemoveInFlight();
+  EXPECT_EQ(table_.Sweep(), 0u);
+  EXPECT_TRUE(weak.expired());  // and with it the region reference
+  EXPECT_EQ(region_.use_count(), 1);
+  ASSERT_TRUE(table_.Lookup(id));
+  EXPECT_EQ(table_.Lookup(id)->state, TransferState::kDone);
+  EXPECT_EQ(table_.FindLive(id), nullptr);
+}
+
+TEST_F(TransferTableTest, HeldTransfersAreNotShrunk) {
+  auto held = Add();
+  held->Finish(TransferState::kDone, absl::OkStatus());
+  EXPECT_EQ(table_.Sweep(), 1u);  // a poller or reply still holds it
+  EXPECT_EQ(table_.FindLive(held->id()), held);
+  held.reset();
+  EXPECT_EQ(table_.Sweep(), 0u);
+}
+
 TEST_F(TransferTableTest, EvictionWaitsForWritesInFlight) {
   auto pinned = Add();
   pinned->AddInFlight(1);
   pinned->Finish(TransferState::kFailed, absl::UnavailableError("x"));
   for (int i = 0; i < 3; ++i) Add()->Finish(TransferState::kDone, absl::OkStatus());
-  EXPECT_EQ(table_.Find(pinned->id()), pinned);  // still referenced by a posted write
+  EXPECT_EQ(table_.FindLive(pinned->id()), pinned);  // still referenced by a posted write
   pinned->RemoveInFlight();
+  pinned.reset();
   Add()->Finish(TransferState::kDone, absl::OkStatus());
-  EXPECT_EQ(table_.Find(pinned->id()), nullptr);
+  EXPECT_FALSE(table_.Lookup(1));
 }
 
 TEST_F(TransferTableTest, FiltersByBatchAndState) {
