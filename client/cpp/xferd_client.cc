@@ -1,0 +1,211 @@
+#include "client/cpp/xferd_client.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace xferd::client {
+namespace {
+
+void SetDuration(absl::Duration d, google::protobuf::Duration* out) {
+  const timespec ts = absl::ToTimespec(d);
+  out->set_seconds(ts.tv_sec);
+  out->set_nanos(static_cast<int32_t>(ts.tv_nsec));
+}
+
+absl::Duration FromProtoDuration(const google::protobuf::Duration& d) {
+  return absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos());
+}
+
+}  // namespace
+
+absl::Status FromGrpcStatus(const grpc::Status& status) {
+  if (status.ok()) return absl::OkStatus();
+  // Both enumerations use the canonical google.rpc.Code values.
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+}
+
+bool IsTerminal(v1::TransferState state) {
+  return state == v1::TRANSFER_STATE_DONE || state == v1::TRANSFER_STATE_FAILED ||
+         state == v1::TRANSFER_STATE_CANCELLED;
+}
+
+absl::Status TransferOutcome(const v1::Transfer& transfer) {
+  if (transfer.state() == v1::TRANSFER_STATE_DONE) return absl::OkStatus();
+  if (!IsTerminal(transfer.state())) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("transfer ", transfer.id(), " has not ended yet"));
+  }
+  const absl::StatusCode code = static_cast<absl::StatusCode>(transfer.error().code());
+  if (code == absl::StatusCode::kOk) {  // a daemon that left the error out
+    return absl::UnknownError(absl::StrCat("transfer ", transfer.id(), " ended in state ",
+                                           v1::TransferState_Name(transfer.state())));
+  }
+  return absl::Status(code, transfer.error().message());
+}
+
+absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& target,
+                                                        absl::Duration timeout,
+                                                        ClientOptions options) {
+  if (target.empty()) {
+    return absl::InvalidArgumentError("empty target: expected host:port or unix:/path");
+  }
+  std::shared_ptr<grpc::Channel> channel =
+      grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
+  if (!channel->WaitForConnected(absl::ToChronoTime(absl::Now() + timeout))) {
+    return absl::UnavailableError(absl::StrCat("cannot reach xferd at ", target, " within ",
+                                               absl::FormatDuration(timeout),
+                                               " (is the daemon running? check --target)"));
+  }
+  return std::make_unique<Client>(target, std::move(channel), options);
+}
+
+Client::Client(std::string target, std::shared_ptr<grpc::Channel> channel, ClientOptions options)
+    : target_(std::move(target)),
+      channel_(std::move(channel)),
+      stub_(v1::Xferd::NewStub(channel_)),
+      options_(options) {}
+
+template <typename Request, typename Response>
+absl::StatusOr<Response> Client::Call(grpc::Status (v1::Xferd::Stub::*method)(grpc::ClientContext*,
+                                                                              const Request&,
+                                                                              Response*),
+                                      const Request& request, absl::Duration timeout) {
+  grpc::ClientContext context;
+  if (timeout != absl::InfiniteDuration()) {
+    context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  }
+  Response response;
+  const grpc::Status status = (stub_.get()->*method)(&context, request, &response);
+  if (!status.ok()) return FromGrpcStatus(status);
+  return response;
+}
+
+absl::Duration Client::WaitingCallTimeout(bool wait, const v1::WriteRequest* bounded_by) const {
+  if (!wait) return options_.rpc_timeout;
+  if (bounded_by == nullptr || !bounded_by->has_timeout()) return absl::InfiniteDuration();
+  return FromProtoDuration(bounded_by->timeout()) + options_.rpc_timeout;
+}
+
+// ---------------------------------------------------------------- regions --
+
+absl::StatusOr<v1::Region> Client::RegisterRegion(const v1::RegisterRegionRequest& request) {
+  return Call(&v1::Xferd::Stub::RegisterRegion, request, options_.rpc_timeout);
+}
+
+absl::StatusOr<v1::DeregisterRegionResponse> Client::DeregisterRegion(const std::string& name,
+                                                                      bool force) {
+  v1::DeregisterRegionRequest request;
+  request.set_name(name);
+  request.set_force(force);
+  return Call(&v1::Xferd::Stub::DeregisterRegion, request, options_.rpc_timeout);
+}
+
+absl::StatusOr<v1::ListRegionsResponse> Client::ListRegions() {
+  return Call(&v1::Xferd::Stub::ListRegions, v1::ListRegionsRequest(), options_.rpc_timeout);
+}
+
+absl::StatusOr<std::unique_ptr<RegionWatch>> Client::WatchRegion(const std::string& name,
+                                                                 absl::Duration timeout) {
+  std::unique_ptr<RegionWatch> watch = RegionWatch::Start(*stub_, name);
+  absl::StatusOr<v1::RegionEvent> first = watch->Next(timeout);
+  if (!first.ok()) return first.status();
+  if (first->kind() != v1::RegionEvent::KIND_SUBSCRIBED) {
+    return absl::InternalError(absl::StrCat("the watch of region '", name, "' began with ",
+                                            v1::RegionEvent::Kind_Name(first->kind()),
+                                            " instead of KIND_SUBSCRIBED"));
+  }
+  return watch;
+}
+
+// ------------------------------------------------------------------ peers --
+
+absl::StatusOr<v1::Peer> Client::ConnectPeer(const std::string& address, absl::Duration timeout) {
+  v1::ConnectPeerRequest request;
+  request.set_address(address);
+  if (timeout > absl::ZeroDuration()) SetDuration(timeout, request.mutable_timeout());
+  // The handshake may take the whole `timeout`; the call needs a bit more.
+  return Call(&v1::Xferd::Stub::ConnectPeer, request, options_.rpc_timeout + timeout);
+}
+
+absl::StatusOr<v1::ListPeersResponse> Client::ListPeers() {
+  return Call(&v1::Xferd::Stub::ListPeers, v1::ListPeersRequest(), options_.rpc_timeout);
+}
+
+absl::StatusOr<v1::DisconnectPeerResponse> Client::DisconnectPeer(const std::string& peer) {
+  v1::DisconnectPeerRequest request;
+  request.set_peer(peer);
+  return Call(&v1::Xferd::Stub::DisconnectPeer, request, options_.rpc_timeout);
+}
+
+// -------------------------------------------------------------- transfers --
+
+absl::StatusOr<v1::Transfer> Client::Write(const v1::WriteRequest& request) {
+  return Call(&v1::Xferd::Stub::Write, request, WaitingCallTimeout(request.wait(), &request));
+}
+
+absl::StatusOr<v1::SubmitBatchResponse> Client::SubmitBatch(const v1::SubmitBatchRequest& request) {
+  // The batch ends when its slowest write does: bounded by the largest timeout
+  // only if every write has one.
+  absl::Duration timeout = WaitingCallTimeout(request.wait(), nullptr);
+  if (request.wait() && request.writes_size() > 0) {
+    timeout = absl::ZeroDuration();
+    for (const v1::WriteRequest& w : request.writes()) {
+      timeout = std::max(timeout, WaitingCallTimeout(true, &w));
+    }
+  }
+  return Call(&v1::Xferd::Stub::SubmitBatch, request, timeout);
+}
+
+absl::StatusOr<v1::Transfer> Client::GetTransfer(uint64_t id) {
+  v1::GetTransferRequest request;
+  request.set_id(id);
+  return Call(&v1::Xferd::Stub::GetTransfer, request, options_.rpc_timeout);
+}
+
+absl::StatusOr<v1::ListTransfersResponse> Client::ListTransfers(
+    const v1::ListTransfersRequest& request) {
+  return Call(&v1::Xferd::Stub::ListTransfers, request, options_.rpc_timeout);
+}
+
+absl::StatusOr<v1::Transfer> Client::CancelTransfer(uint64_t id) {
+  v1::CancelTransferRequest request;
+  request.set_id(id);
+  return Call(&v1::Xferd::Stub::CancelTransfer, request, options_.rpc_timeout);
+}
+
+absl::StatusOr<v1::Transfer> Client::WaitTransfer(uint64_t id, const ProgressCallback& on_progress,
+                                                  const WaitOptions& options) {
+  v1::WatchTransferRequest request;
+  request.set_id(id);
+  SetDuration(options.interval, request.mutable_interval());
+  grpc::ClientContext context;
+  std::unique_ptr<grpc::ClientReader<v1::Transfer>> reader =
+      stub_->WatchTransfer(&context, request);
+  v1::Transfer snapshot;
+  v1::Transfer last;
+  while (reader->Read(&snapshot)) {
+    if (on_progress) on_progress(snapshot);
+    last = std::move(snapshot);
+  }
+  const grpc::Status status = reader->Finish();
+  if (!status.ok()) return FromGrpcStatus(status);
+  if (!IsTerminal(last.state())) {
+    return absl::InternalError(
+        absl::StrCat("the watch of transfer ", id, " ended before the transfer did"));
+  }
+  return last;
+}
+
+// ---------------------------------------------------------- node and stats --
+
+absl::StatusOr<v1::NodeInfo> Client::GetNodeInfo() {
+  return Call(&v1::Xferd::Stub::GetNodeInfo, v1::GetNodeInfoRequest(), options_.rpc_timeout);
+}
+
+absl::StatusOr<v1::Stats> Client::GetStats() {
+  return Call(&v1::Xferd::Stub::GetStats, v1::GetStatsRequest(), options_.rpc_timeout);
+}
+
+}  // namespace xferd::client

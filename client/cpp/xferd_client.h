@@ -1,0 +1,120 @@
+// C++ client of one xferd daemon: a gRPC channel to it, one typed blocking
+// method per RPC of xferd.v1.Xferd, and helpers built on its streams
+// (WaitTransfer, WatchRegion). Every error is an absl::Status carrying the
+// daemon's gRPC code and message unchanged.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "client/cpp/region_watch.h"
+#include "xferd/v1/xferd.grpc.pb.h"
+
+namespace xferd::client {
+
+struct ClientOptions {
+  // Bound on each unary call. Writes and batches with `wait` are bounded by
+  // their own transfer timeout (plus this much) instead, or not at all.
+  absl::Duration rpc_timeout = absl::Seconds(30);
+};
+
+// Called with each snapshot WaitTransfer receives, the terminal one included.
+using ProgressCallback = std::function<void(const v1::Transfer&)>;
+
+struct WaitOptions {
+  // Minimum time between progress snapshots (the daemon enforces >= 10 ms).
+  absl::Duration interval = absl::Milliseconds(100);
+};
+
+// absl::Status with the code and message of a gRPC status.
+absl::Status FromGrpcStatus(const grpc::Status& status);
+
+// Thread safety: every method may be called from any thread, concurrently;
+// each call blocks the calling thread until its reply (or error) arrives.
+// Errors: the daemon's status (see xferd.proto for each RPC's codes), or
+// DEADLINE_EXCEEDED / UNAVAILABLE from gRPC itself.
+class Client {
+ public:
+  // Opens a channel to `target` ("host:port" or "unix:/path") and waits up to
+  // `timeout` for it to be ready. Errors: INVALID_ARGUMENT (empty target),
+  // UNAVAILABLE (no daemon answered in time).
+  static absl::StatusOr<std::unique_ptr<Client>> Connect(const std::string& target,
+                                                         absl::Duration timeout,
+                                                         ClientOptions options = {});
+
+  // For tests and embedders that built their own channel (not checked).
+  Client(std::string target, std::shared_ptr<grpc::Channel> channel, ClientOptions options);
+
+  const std::string& target() const { return target_; }
+
+  // ---- regions ----
+  absl::StatusOr<v1::Region> RegisterRegion(const v1::RegisterRegionRequest& request);
+  absl::StatusOr<v1::DeregisterRegionResponse> DeregisterRegion(const std::string& name,
+                                                                bool force = false);
+  absl::StatusOr<v1::ListRegionsResponse> ListRegions();
+  // Subscribes to the region's events and returns once SUBSCRIBED arrived
+  // (no later landing is missed), waiting up to `timeout` for it. The caller
+  // owns the watch; it holds its own reference to the channel, so it may
+  // outlive the Client.
+  // Errors: NOT_FOUND (no such region), DEADLINE_EXCEEDED, the stream's error.
+  absl::StatusOr<std::unique_ptr<RegionWatch>> WatchRegion(const std::string& name,
+                                                           absl::Duration timeout);
+
+  // ---- peers ----
+  // `timeout` bounds the handshake; zero means the daemon's default (10 s).
+  absl::StatusOr<v1::Peer> ConnectPeer(const std::string& address,
+                                       absl::Duration timeout = absl::ZeroDuration());
+  absl::StatusOr<v1::ListPeersResponse> ListPeers();
+  absl::StatusOr<v1::DisconnectPeerResponse> DisconnectPeer(const std::string& peer);
+
+  // ---- transfers ----
+  // Queues the write (or, with request.wait, returns once it has ended).
+  absl::StatusOr<v1::Transfer> Write(const v1::WriteRequest& request);
+  absl::StatusOr<v1::SubmitBatchResponse> SubmitBatch(const v1::SubmitBatchRequest& request);
+  absl::StatusOr<v1::Transfer> GetTransfer(uint64_t id);
+  absl::StatusOr<v1::ListTransfersResponse> ListTransfers(
+      const v1::ListTransfersRequest& request = {});
+  absl::StatusOr<v1::Transfer> CancelTransfer(uint64_t id);
+  // Watches the transfer until it ends, calling `on_progress` (if set) on the
+  // calling thread with each snapshot, and returns the terminal snapshot (a
+  // FAILED or CANCELLED transfer is a successful return: see its error).
+  // Blocks without a client deadline: the transfer's own timeout bounds it.
+  // Errors: NOT_FOUND (unknown id), the stream's error, INTERNAL if the
+  // stream ended before a terminal snapshot.
+  absl::StatusOr<v1::Transfer> WaitTransfer(uint64_t id, const ProgressCallback& on_progress = {},
+                                            const WaitOptions& options = {});
+
+  // ---- node ----
+  absl::StatusOr<v1::NodeInfo> GetNodeInfo();
+  absl::StatusOr<v1::Stats> GetStats();
+
+ private:
+  // Runs one unary call with a deadline `timeout` from now (none if infinite).
+  template <typename Request, typename Response>
+  absl::StatusOr<Response> Call(grpc::Status (v1::Xferd::Stub::*method)(grpc::ClientContext*,
+                                                                        const Request&, Response*),
+                                const Request& request, absl::Duration timeout);
+  // Deadline for a write or batch that may wait for its transfers to end.
+  absl::Duration WaitingCallTimeout(bool wait, const v1::WriteRequest* bounded_by) const;
+
+  const std::string target_;
+  const std::shared_ptr<grpc::Channel> channel_;
+  const std::unique_ptr<v1::Xferd::Stub> stub_;
+  const ClientOptions options_;
+};
+
+// True for DONE, FAILED and CANCELLED.
+bool IsTerminal(v1::TransferState state);
+
+// OK for a DONE transfer; otherwise its error as a status (FAILED and
+// CANCELLED), or FAILED_PRECONDITION if it has not ended yet.
+absl::Status TransferOutcome(const v1::Transfer& transfer);
+
+}  // namespace xferd::client
