@@ -1,0 +1,292 @@
+// Two real xferd daemons (A writes into B over the TCP transport) driven by
+// the C++ client: data moved and verified byte for byte through SHM regions,
+// batches, progress, landed events, and the exact status of bad requests.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "client/cpp/xferd_client.h"
+#include "tests/integration/cpp/daemon_harness.h"
+
+namespace xferd::integration {
+namespace {
+
+using client::Client;
+
+constexpr uint64_t kKiB = 1024;
+constexpr uint64_t kMiB = 1024 * kKiB;
+
+template <typename T>
+T Unwrap(absl::StatusOr<T> value, const char* what) {
+  EXPECT_TRUE(value.ok()) << what << ": " << value.status();
+  if (!value.ok()) std::abort();  // a broken precondition makes the rest meaningless
+  return *std::move(value);
+}
+
+v1::WriteRequest MakeWrite(const std::string& src, uint64_t src_offset, const std::string& peer,
+                           const std::string& dst, uint64_t dst_offset, uint64_t length) {
+  v1::WriteRequest w;
+  w.set_src_region(src);
+  w.set_src_offset(src_offset);
+  w.set_peer(peer);
+  w.set_dst_region(dst);
+  w.set_dst_offset(dst_offset);
+  w.set_length(length);
+  return w;
+}
+
+class ClientIntegrationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = Unwrap(ScratchDir::Create(), "scratch dir");
+    a_ = Unwrap(StartDaemon("node-a"), "start node-a");
+    b_ = Unwrap(StartDaemon("node-b"), "start node-b");
+    // A over its unix socket, B over TCP: both target forms.
+    client_a_ = Unwrap(Client::Connect(a_->unix_target(), absl::Seconds(10)), "connect A");
+    client_b_ = Unwrap(Client::Connect(b_->grpc_address(), absl::Seconds(10)), "connect B");
+    peer_ = Unwrap(client_a_->ConnectPeer(b_->grpc_address()), "A connects B");
+  }
+
+  void TearDown() override {
+    client_a_.reset();
+    client_b_.reset();
+    for (std::unique_ptr<Daemon>* d : {&a_, &b_}) {
+      absl::StatusOr<int> code = (*d)->Stop();
+      EXPECT_TRUE(code.ok() && *code == 0)
+          << (*d)->node_id() << " did not exit 0 on SIGTERM: "
+          << (code.ok() ? std::to_string(*code) : code.status().ToString()) << "\n"
+          << (*d)->Log();
+    }
+  }
+
+  absl::StatusOr<std::unique_ptr<Daemon>> StartDaemon(const std::string& node_id) {
+    DaemonOptions options;
+    options.node_id = node_id;
+    return Daemon::Start(RunfilePath("daemon/xferd"), dir_->path(), options);
+  }
+
+  // Registers an SHM region and maps it into the test.
+  std::unique_ptr<MappedFile> AddShm(Client& client, const std::string& name, uint64_t size,
+                                     bool remote_write) {
+    v1::RegisterRegionRequest request;
+    request.set_name(name);
+    request.set_size(size);
+    request.set_backing(v1::REGION_BACKING_SHM);
+    request.mutable_access()->set_remote_write(remote_write);
+    const v1::Region region = Unwrap(client.RegisterRegion(request), "register");
+    EXPECT_EQ(region.size(), size);
+    EXPECT_EQ(region.transport(), v1::TRANSPORT_KIND_TCP);
+    return Unwrap(MappedFile::Map(region.shm_path(), size), "map shm");
+  }
+
+  std::unique_ptr<ScratchDir> dir_;
+  std::unique_ptr<Daemon> a_, b_;
+  std::unique_ptr<Client> client_a_, client_b_;
+  v1::Peer peer_;
+};
+
+TEST_F(ClientIntegrationTest, PeerAndNodeDescribeTheTransport) {
+  EXPECT_EQ(peer_.node_id(), "node-b");
+  EXPECT_EQ(peer_.state(), v1::Peer::STATE_CONNECTED);
+  EXPECT_EQ(peer_.transport(), v1::TRANSPORT_KIND_TCP);
+  EXPECT_TRUE(peer_.outbound());
+  const v1::NodeInfo info = Unwrap(client_a_->GetNodeInfo(), "node info");
+  EXPECT_EQ(info.node_id(), "node-a");
+  EXPECT_EQ(info.transport(), v1::TRANSPORT_KIND_TCP);
+  EXPECT_EQ(info.pid(), static_cast<uint32_t>(a_->pid()));
+  const v1::ListPeersResponse peers_of_b = Unwrap(client_b_->ListPeers(), "B's peers");
+  ASSERT_EQ(peers_of_b.peers_size(), 1);
+  EXPECT_EQ(peers_of_b.peers(0).node_id(), "node-a");
+  EXPECT_FALSE(peers_of_b.peers(0).outbound());
+  // Connecting again is idempotent.
+  EXPECT_EQ(Unwrap(client_a_->ConnectPeer(b_->grpc_address()), "again").node_id(), "node-b");
+}
+
+TEST_F(ClientIntegrationTest, MultiSliceOddRangeLandsByteForByte) {
+  constexpr uint64_t kSrcSize = 3 * kMiB + 1234, kDstSize = 4 * kMiB;
+  constexpr uint64_t kSrcOffset = 777, kDstOffset = 4099, kLength = 2 * kMiB + 12345;
+  constexpr uint64_t kSlice = 64 * kKiB;
+  std::unique_ptr<MappedFile> src = AddShm(*client_a_, "src", kSrcSize, false);
+  std::unique_ptr<MappedFile> dst = AddShm(*client_b_, "dst", kDstSize, true);
+  FillPattern(src->data(), kSrcSize, 1);
+
+  v1::WriteRequest write = MakeWrite("src", kSrcOffset, "node-b", "dst", kDstOffset, kLength);
+  write.set_slice_size(kSlice);
+  const v1::Transfer queued = Unwrap(client_a_->Write(write), "write");
+  EXPECT_EQ(queued.slices(), (kLength + kSlice - 1) / kSlice);
+  const v1::Transfer done = Unwrap(client_a_->WaitTransfer(queued.id()), "wait");
+
+  ASSERT_EQ(done.state(), v1::TRANSFER_STATE_DONE) << done.DebugString();
+  EXPECT_TRUE(client::TransferOutcome(done).ok());
+  EXPECT_EQ(done.bytes_done(), kLength);
+  EXPECT_EQ(done.transport(), v1::TRANSPORT_KIND_TCP);
+  EXPECT_EQ(done.peer(), "node-b");
+  EXPECT_EQ(0, std::memcmp(dst->data() + kDstOffset, src->data() + kSrcOffset, kLength));
+  // Nothing outside the destination range was touched.
+  EXPECT_TRUE(std::all_of(dst->data(), dst->data() + kDstOffset, [](uint8_t b) { return b == 0; }));
+  EXPECT_TRUE(std::all_of(dst->data() + kDstOffset + kLength, dst->data() + kDstSize,
+                          [](uint8_t b) { return b == 0; }));
+  // Write with wait returns the terminal transfer directly.
+  write.set_wait(true);
+  write.set_dst_offset(0);
+  const v1::Transfer waited = Unwrap(client_a_->Write(write), "write with wait");
+  EXPECT_EQ(waited.state(), v1::TRANSFER_STATE_DONE);
+  EXPECT_EQ(0, std::memcmp(dst->data(), src->data() + kSrcOffset, kLength));
+}
+
+TEST_F(ClientIntegrationTest, BatchWritesAllLand) {
+  constexpr uint64_t kPart = 300 * kKiB + 7;
+  std::unique_ptr<MappedFile> src = AddShm(*client_a_, "bsrc", 3 * kPart, false);
+  std::unique_ptr<MappedFile> dst = AddShm(*client_b_, "bdst", 3 * kPart, true);
+  FillPattern(src->data(), 3 * kPart, 2);
+
+  v1::SubmitBatchRequest batch;
+  batch.set_wait(true);
+  // Reversed order: part i of the source lands at part 2-i of the destination.
+  for (uint64_t i = 0; i < 3; ++i) {
+    *batch.add_writes() =
+        MakeWrite("bsrc", i * kPart, b_->grpc_address(), "bdst", (2 - i) * kPart, kPart);
+  }
+  const v1::SubmitBatchResponse response = Unwrap(client_a_->SubmitBatch(batch), "batch");
+  EXPECT_NE(response.batch_id(), 0u);
+  ASSERT_EQ(response.transfers_size(), 3);
+  for (const v1::Transfer& t : response.transfers()) {
+    EXPECT_EQ(t.batch_id(), response.batch_id());
+    EXPECT_EQ(t.state(), v1::TRANSFER_STATE_DONE) << t.DebugString();
+    EXPECT_EQ(t.transport(), v1::TRANSPORT_KIND_TCP);
+  }
+  for (uint64_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(0, std::memcmp(dst->data() + (2 - i) * kPart, src->data() + i * kPart, kPart))
+        << "part " << i;
+  }
+  v1::ListTransfersRequest list;
+  list.set_include_finished(true);
+  list.set_batch_id(response.batch_id());
+  EXPECT_EQ(Unwrap(client_a_->ListTransfers(list), "list").transfers_size(), 3);
+}
+
+TEST_F(ClientIntegrationTest, WaitTransferReportsGrowingProgress) {
+  // Large with small slices, so the watch sees the transfer in flight.
+  constexpr uint64_t kLength = 64 * kMiB;
+  std::unique_ptr<MappedFile> src = AddShm(*client_a_, "big", kLength, false);
+  std::unique_ptr<MappedFile> dst = AddShm(*client_b_, "bigdst", kLength, true);
+  FillPattern(src->data(), kLength, 3);
+  v1::WriteRequest write = MakeWrite("big", 0, "node-b", "bigdst", 0, kLength);
+  write.set_slice_size(4 * kKiB);
+  const v1::Transfer queued = Unwrap(client_a_->Write(write), "write");
+
+  std::vector<v1::Transfer> snapshots;
+  client::WaitOptions options;
+  options.interval = absl::Milliseconds(10);
+  const v1::Transfer done =
+      Unwrap(client_a_->WaitTransfer(
+                 queued.id(), [&](const v1::Transfer& t) { snapshots.push_back(t); }, options),
+             "wait");
+  ASSERT_EQ(done.state(), v1::TRANSFER_STATE_DONE);
+  ASSERT_GE(snapshots.size(), 2u);
+  EXPECT_EQ(snapshots.back().bytes_done(), kLength);
+  EXPECT_EQ(snapshots.back().state(), v1::TRANSFER_STATE_DONE);
+  size_t in_flight = 0;
+  for (size_t i = 0; i < snapshots.size(); ++i) {
+    if (i > 0) {
+      EXPECT_GE(snapshots[i].bytes_done(), snapshots[i - 1].bytes_done());
+    }
+    if (i + 1 < snapshots.size()) {
+      EXPECT_FALSE(client::IsTerminal(snapshots[i].state())) << "only the last is terminal";
+    }
+    if (snapshots[i].bytes_done() > 0 && snapshots[i].bytes_done() < kLength) ++in_flight;
+  }
+  EXPECT_GE(in_flight, 1u) << "no snapshot showed the transfer part-way";
+  EXPECT_EQ(0, std::memcmp(dst->data(), src->data(), kLength));
+}
+
+TEST_F(ClientIntegrationTest, WatchRegionReportsLandingThenDeregistration) {
+  constexpr uint64_t kLength = 100 * kKiB + 3;
+  std::unique_ptr<MappedFile> src = AddShm(*client_a_, "wsrc", kLength, false);
+  std::unique_ptr<MappedFile> dst = AddShm(*client_b_, "wdst", 2 * kLength, true);
+  FillPattern(src->data(), kLength, 4);
+  std::unique_ptr<client::RegionWatch> watch =
+      Unwrap(client_b_->WatchRegion("wdst", absl::Seconds(5)), "watch");
+  EXPECT_EQ(watch->Next(absl::Milliseconds(50)).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+
+  v1::WriteRequest write = MakeWrite("wsrc", 0, "node-b", "wdst", kLength, kLength);
+  write.set_wait(true);
+  const v1::Transfer done = Unwrap(client_a_->Write(write), "write");
+  ASSERT_EQ(done.state(), v1::TRANSFER_STATE_DONE);
+
+  const v1::RegionEvent landed = Unwrap(watch->Next(absl::Seconds(10)), "landed event");
+  EXPECT_EQ(landed.kind(), v1::RegionEvent::KIND_LANDED);
+  EXPECT_EQ(landed.region(), "wdst");
+  EXPECT_EQ(landed.offset(), kLength);
+  EXPECT_EQ(landed.length(), kLength);
+  EXPECT_EQ(landed.source_node(), "node-a");
+  EXPECT_EQ(landed.source_transfer_id(), done.id());
+  EXPECT_EQ(landed.sequence(), 1u);
+  // The event comes after the bytes: they are all there.
+  EXPECT_EQ(0, std::memcmp(dst->data() + kLength, src->data(), kLength));
+
+  Unwrap(client_b_->DeregisterRegion("wdst"), "deregister");
+  const v1::RegionEvent last = Unwrap(watch->Next(absl::Seconds(10)), "deregistered event");
+  EXPECT_EQ(last.kind(), v1::RegionEvent::KIND_DEREGISTERED);
+  EXPECT_EQ(watch->Next(absl::Seconds(10)).status().code(), absl::StatusCode::kOutOfRange);
+}
+
+TEST_F(ClientIntegrationTest, BadRequestsGetExactCodes) {
+  std::unique_ptr<MappedFile> src = AddShm(*client_a_, "esrc", 64 * kKiB, false);
+  std::unique_ptr<MappedFile> dst = AddShm(*client_b_, "edst", 64 * kKiB, true);
+  std::unique_ptr<MappedFile> closed = AddShm(*client_b_, "closed", 64 * kKiB, false);
+  auto write_code = [&](const v1::WriteRequest& w) { return client_a_->Write(w).status().code(); };
+  using absl::StatusCode;
+
+  EXPECT_EQ(write_code(MakeWrite("nope", 0, "node-b", "edst", 0, 10)), StatusCode::kNotFound);
+  EXPECT_EQ(write_code(MakeWrite("esrc", 0, "node-b", "nope", 0, 10)), StatusCode::kNotFound);
+  EXPECT_EQ(write_code(MakeWrite("esrc", 0, "node-z", "edst", 0, 10)), StatusCode::kNotFound);
+  EXPECT_EQ(write_code(MakeWrite("esrc", 0, "node-b", "edst", 0, 0)), StatusCode::kInvalidArgument);
+  EXPECT_EQ(write_code(MakeWrite("esrc", 1, "node-b", "edst", 0, 64 * kKiB)),
+            StatusCode::kOutOfRange);
+  EXPECT_EQ(write_code(MakeWrite("esrc", 0, "node-b", "edst", 1, 64 * kKiB)),
+            StatusCode::kOutOfRange);
+  EXPECT_EQ(write_code(MakeWrite("esrc", 0, "node-b", "edst", ~uint64_t{0}, 2)),
+            StatusCode::kOutOfRange);
+  EXPECT_EQ(write_code(MakeWrite("esrc", 0, "node-b", "closed", 0, 10)),
+            StatusCode::kPermissionDenied);
+
+  v1::RegisterRegionRequest again;
+  again.set_name("esrc");
+  again.set_size(4096);
+  EXPECT_EQ(client_a_->RegisterRegion(again).status().code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(client_a_->DeregisterRegion("nope").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(client_a_->GetTransfer(987654).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(client_a_->WaitTransfer(987654).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(client_a_->CancelTransfer(987654).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(client_a_->WatchRegion("nope", absl::Seconds(5)).status().code(),
+            StatusCode::kNotFound);
+  EXPECT_EQ(client_a_->DisconnectPeer("node-z").status().code(), StatusCode::kNotFound);
+
+  // A batch with one bad write starts nothing, and the error names it.
+  v1::SubmitBatchRequest batch;
+  *batch.add_writes() = MakeWrite("esrc", 0, "node-b", "edst", 0, 10);
+  *batch.add_writes() = MakeWrite("esrc", 0, "node-b", "edst", 0, 0);
+  const absl::Status batch_status = client_a_->SubmitBatch(batch).status();
+  EXPECT_EQ(batch_status.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(batch_status.message().find("write #1"), absl::string_view::npos) << batch_status;
+  v1::ListTransfersRequest all;
+  all.set_include_finished(true);
+  EXPECT_EQ(Unwrap(client_a_->ListTransfers(all), "list").transfers_size(), 0);
+}
+
+TEST(ClientConnectTest, UnreachableTargetIsUnavailable) {
+  const absl::StatusOr<std::unique_ptr<Client>> client =
+      Client::Connect("unix:/tmp/xfd-no-such-daemon.sock", absl::Milliseconds(300));
+  EXPECT_EQ(client.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(Client::Connect("", absl::Seconds(1)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace xferd::integration

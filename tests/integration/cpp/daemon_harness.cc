@@ -1,0 +1,185 @@
+#include "tests/integration/cpp/daemon_harness.h"
+
+#include <fcntl.h>
+#include <google/protobuf/struct.pb.h>
+#include <google/protobuf/util/json_util.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+extern char** environ;
+
+namespace xferd::integration {
+namespace {
+
+constexpr absl::Duration kPollInterval = absl::Milliseconds(10);
+// Log bytes quoted in a start-up failure.
+constexpr size_t kLogTail = 4000;
+
+absl::Status ErrnoError(absl::string_view what) {
+  return absl::InternalError(absl::StrCat(what, ": ", std::strerror(errno)));
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Exit code of a reaped child, or ABORTED if a signal ended it.
+absl::StatusOr<int> ExitCode(int wait_status) {
+  if (WIFEXITED(wait_status)) return WEXITSTATUS(wait_status);
+  return absl::AbortedError(absl::StrCat("xferd was killed by signal ", WTERMSIG(wait_status), " (",
+                                         strsignal(WTERMSIG(wait_status)), ")"));
+}
+
+}  // namespace
+
+std::string RunfilePath(const std::string& path) {
+  const char* srcdir = std::getenv("TEST_SRCDIR");
+  const char* workspace = std::getenv("TEST_WORKSPACE");
+  return absl::StrCat(srcdir != nullptr ? srcdir : ".", "/",
+                      workspace != nullptr ? workspace : "xferd", "/", path);
+}
+
+absl::StatusOr<std::unique_ptr<ScratchDir>> ScratchDir::Create() {
+  char tmpl[] = "/tmp/xfd.XXXXXX";
+  if (::mkdtemp(tmpl) == nullptr) return ErrnoError("mkdtemp /tmp/xfd.XXXXXX");
+  return std::unique_ptr<ScratchDir>(new ScratchDir(tmpl));
+}
+
+ScratchDir::~ScratchDir() {
+  std::error_code ignored;
+  std::filesystem::remove_all(path_, ignored);
+}
+
+absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const std::string& binary,
+                                                      const std::string& dir,
+                                                      const DaemonOptions& options) {
+  const std::string base = absl::StrCat(dir, "/", options.node_id);
+  const std::string config = base + ".toml";
+  const std::string ready = base + ".ready";
+  const std::string log = base + ".log";
+  std::ofstream(config).flush();  // empty: defaults only, never /etc/xferd
+  std::vector<std::string> args = {binary,          "--config",     config,        "--node-id",
+                                   options.node_id, "--listen",     "127.0.0.1:0", "--unix-socket",
+                                   base + ".sock",  "--ready-file", ready,         "--log-level",
+                                   "info"};
+  args.insert(args.end(), options.extra_args.begin(), options.extra_args.end());
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+  pid_t pid = 0;
+  const int err = posix_spawn(&pid, binary.c_str(), &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (err != 0) {
+    return absl::InternalError(absl::StrCat("posix_spawn ", binary, ": ", std::strerror(err)));
+  }
+  std::unique_ptr<Daemon> daemon(new Daemon(pid, options.node_id, base + ".sock", log));
+  absl::Status ready_status = daemon->AwaitReady(ready, options.ready_timeout);
+  if (!ready_status.ok()) return ready_status;
+  return daemon;
+}
+
+Daemon::Daemon(pid_t pid, std::string node_id, std::string socket_path, std::string log_path)
+    : pid_(pid),
+      node_id_(std::move(node_id)),
+      socket_path_(std::move(socket_path)),
+      log_path_(std::move(log_path)) {}
+
+Daemon::~Daemon() {
+  if (pid_ <= 0) return;
+  ::kill(pid_, SIGKILL);
+  int ignored = 0;
+  ::waitpid(pid_, &ignored, 0);
+}
+
+absl::Status Daemon::AwaitReady(const std::string& ready_file, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    int wait_status = 0;
+    if (::waitpid(pid_, &wait_status, WNOHANG) == pid_) {
+      pid_ = -1;
+      const std::string log = Log();
+      return absl::UnavailableError(
+          absl::StrCat("xferd ", node_id_, " exited before it was ready; its log ends with:\n",
+                       log.substr(log.size() > kLogTail ? log.size() - kLogTail : 0)));
+    }
+    const std::string line = ReadFile(ready_file);  // renamed into place: whole or absent
+    if (!line.empty()) {
+      google::protobuf::Struct ready;
+      if (!google::protobuf::util::JsonStringToMessage(line, &ready).ok()) {
+        return absl::InternalError(absl::StrCat("unparsable ready file: ", line));
+      }
+      grpc_address_ =
+          absl::StrCat("127.0.0.1:", static_cast<int>(ready.fields().at("port").number_value()));
+      return absl::OkStatus();
+    }
+    absl::SleepFor(kPollInterval);
+  }
+  return absl::UnavailableError(absl::StrCat("xferd ", node_id_, " not ready within ",
+                                             absl::FormatDuration(timeout), "; log:\n", Log()));
+}
+
+absl::StatusOr<int> Daemon::Stop(absl::Duration timeout) {
+  if (pid_ <= 0) return absl::FailedPreconditionError("the daemon is not running");
+  ::kill(pid_, SIGTERM);
+  const absl::Time deadline = absl::Now() + timeout;
+  int wait_status = 0;
+  while (::waitpid(pid_, &wait_status, WNOHANG) == 0) {
+    if (absl::Now() >= deadline) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, &wait_status, 0);
+      pid_ = -1;
+      return absl::DeadlineExceededError(absl::StrCat(
+          "xferd ", node_id_, " still running ", absl::FormatDuration(timeout), " after SIGTERM"));
+    }
+    absl::SleepFor(kPollInterval);
+  }
+  pid_ = -1;
+  return ExitCode(wait_status);
+}
+
+std::string Daemon::Log() const { return ReadFile(log_path_); }
+
+absl::StatusOr<std::unique_ptr<MappedFile>> MappedFile::Map(const std::string& path, size_t size) {
+  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return ErrnoError(absl::StrCat("open ", path));
+  void* data = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ::close(fd);  // the mapping keeps the file
+  if (data == MAP_FAILED) return ErrnoError(absl::StrCat("mmap ", path));
+  return std::unique_ptr<MappedFile>(new MappedFile(static_cast<uint8_t*>(data), size));
+}
+
+MappedFile::~MappedFile() { ::munmap(data_, size_); }
+
+void FillPattern(uint8_t* data, size_t size, uint64_t seed) {
+  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;  // xorshift64: fast, never stuck at 0
+  for (size_t i = 0; i < size; ++i) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    data[i] = static_cast<uint8_t>(x >> 32);
+  }
+}
+
+}  // namespace xferd::integration

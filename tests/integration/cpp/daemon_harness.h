@@ -1,0 +1,102 @@
+// Test harness for integration tests: runs real xferd daemons as child
+// processes (posix_spawn) on 127.0.0.1:0 with unix sockets in a short /tmp
+// directory, waits for their ready file, and stops them with SIGTERM. Also
+// maps SHM-backed regions so tests can fill and check bytes themselves.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace xferd::integration {
+
+// Path of a data dependency of the running test:
+// $TEST_SRCDIR/$TEST_WORKSPACE/<path>.
+std::string RunfilePath(const std::string& path);
+
+// A fresh directory under /tmp (short enough for unix socket paths), removed
+// with its contents on destruction. Not thread-safe.
+class ScratchDir {
+ public:
+  // Errors: INTERNAL if mkdtemp fails.
+  static absl::StatusOr<std::unique_ptr<ScratchDir>> Create();
+  ~ScratchDir();
+  const std::string& path() const { return path_; }
+
+ private:
+  explicit ScratchDir(std::string path) : path_(std::move(path)) {}
+  const std::string path_;
+};
+
+struct DaemonOptions {
+  std::string node_id;
+  // Appended to the command line (e.g. {"--pollers", "4"}).
+  std::vector<std::string> extra_args;
+  // How long the daemon may take to write its ready file.
+  absl::Duration ready_timeout = absl::Seconds(20);
+};
+
+// One xferd child process. Its files (empty config, socket, ready file, log)
+// live in the directory given to Start. Not thread-safe.
+class Daemon {
+ public:
+  // Spawns `binary` and waits for its ready file. Errors: INTERNAL (spawn
+  // failed), UNAVAILABLE (exited or not ready in time; the message carries
+  // the end of its log).
+  static absl::StatusOr<std::unique_ptr<Daemon>> Start(const std::string& binary,
+                                                       const std::string& dir,
+                                                       const DaemonOptions& options);
+  // Kills the process (SIGKILL) if Stop was not called or did not finish.
+  ~Daemon();
+
+  // Sends SIGTERM and reaps the process within `timeout`; returns its exit
+  // code. Errors: DEADLINE_EXCEEDED (still running: it is then killed),
+  // ABORTED (killed by a signal), FAILED_PRECONDITION (already stopped).
+  absl::StatusOr<int> Stop(absl::Duration timeout = absl::Seconds(15));
+
+  const std::string& node_id() const { return node_id_; }
+  // "127.0.0.1:<port>": what peers and TCP clients use.
+  const std::string& grpc_address() const { return grpc_address_; }
+  // "unix:<dir>/<node>.sock": what local clients use.
+  std::string unix_target() const { return "unix:" + socket_path_; }
+  pid_t pid() const { return pid_; }
+  // The daemon's stdout and stderr so far (for failure messages).
+  std::string Log() const;
+
+ private:
+  Daemon(pid_t pid, std::string node_id, std::string socket_path, std::string log_path);
+  absl::Status AwaitReady(const std::string& ready_file, absl::Duration timeout);
+
+  pid_t pid_;
+  const std::string node_id_;
+  const std::string socket_path_;
+  const std::string log_path_;
+  std::string grpc_address_;
+};
+
+// A file mapped MAP_SHARED read-write, e.g. an SHM region's shm_path.
+// Unmapped on destruction. Not thread-safe.
+class MappedFile {
+ public:
+  // Errors: INTERNAL (open or mmap failed; the message says why).
+  static absl::StatusOr<std::unique_ptr<MappedFile>> Map(const std::string& path, size_t size);
+  ~MappedFile();
+  uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  MappedFile(uint8_t* data, size_t size) : data_(data), size_(size) {}
+  uint8_t* const data_;
+  const size_t size_;
+};
+
+// Deterministic bytes for `seed` (different seeds give different streams).
+void FillPattern(uint8_t* data, size_t size, uint64_t seed);
+
+}  // namespace xferd::integration
