@@ -56,7 +56,8 @@ class RegionWatch::Reactor final : public grpc::ClientReadReactor<v1::RegionEven
     state->done = true;
   }
 
-  absl::StatusOr<v1::RegionEvent> Next(absl::Duration timeout) {
+  // Returns the first buffered event, taking it if `take`. Errors: see Next.
+  absl::StatusOr<v1::RegionEvent> Front(absl::Duration timeout, bool take) {
     State& s = *state_;
     bool resume = false;
     v1::RegionEvent event;
@@ -65,14 +66,16 @@ class RegionWatch::Reactor final : public grpc::ClientReadReactor<v1::RegionEven
       auto ready = [&s]()
                        ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu) { return !s.queue.empty() || s.done; };
       if (!s.mu.AwaitWithTimeout(absl::Condition(&ready), timeout)) {
-        return absl::DeadlineExceededError(
-            absl::StrCat("no region event within ", absl::FormatDuration(timeout)));
+        return absl::DeadlineExceededError(absl::StrCat("no event from the watch of region '",
+                                                        request_.name(), "' within ",
+                                                        absl::FormatDuration(timeout)));
       }
       if (s.queue.empty()) {
         if (!s.status.ok()) return FromGrpcStatus(s.status);
         return absl::OutOfRangeError(
             absl::StrCat("the watch of region '", request_.name(), "' has ended"));
       }
+      if (!take) return s.queue.front();
       event = std::move(s.queue.front());
       s.queue.pop_front();
       resume = s.paused;
@@ -127,7 +130,18 @@ RegionWatch::RegionWatch(std::unique_ptr<Reactor> reactor) : reactor_(std::move(
 RegionWatch::~RegionWatch() { reactor_->Close(); }
 
 absl::StatusOr<v1::RegionEvent> RegionWatch::Next(absl::Duration timeout) {
-  return reactor_->Next(timeout);
+  return reactor_->Front(timeout, /*take=*/true);
+}
+
+absl::Status RegionWatch::AwaitSubscribed(absl::Duration timeout) {
+  absl::StatusOr<v1::RegionEvent> first = reactor_->Front(timeout, /*take=*/false);
+  if (!first.ok()) return first.status();
+  if (first->kind() != v1::RegionEvent::KIND_SUBSCRIBED) {
+    return absl::InternalError(
+        absl::StrCat("the watch of region '", first->region(), "' began with ",
+                     v1::RegionEvent::Kind_Name(first->kind()), " instead of KIND_SUBSCRIBED"));
+  }
+  return absl::OkStatus();
 }
 
 void RegionWatch::Cancel() { reactor_->Cancel(); }

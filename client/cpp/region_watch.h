@@ -32,6 +32,11 @@ class RegionWatch {
   // stream's own error (e.g. NOT_FOUND, UNAVAILABLE, CANCELLED after Cancel).
   absl::StatusOr<v1::RegionEvent> Next(absl::Duration timeout = absl::InfiniteDuration());
 
+  // Waits up to `timeout` for the first event and checks it is SUBSCRIBED,
+  // without taking it (Next returns it first). Errors: as Next, and INTERNAL
+  // if the stream began with another kind. One thread at a time, with Next.
+  absl::Status AwaitSubscribed(absl::Duration timeout);
+
   // Ends the stream early; Next then drains what was buffered and fails
   // with CANCELLED. Any thread.
   void Cancel();

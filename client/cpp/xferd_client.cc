@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 
 namespace xferd::client {
 namespace {
@@ -109,13 +110,8 @@ absl::StatusOr<v1::ListRegionsResponse> Client::ListRegions() {
 absl::StatusOr<std::unique_ptr<RegionWatch>> Client::WatchRegion(const std::string& name,
                                                                  absl::Duration timeout) {
   std::unique_ptr<RegionWatch> watch = RegionWatch::Start(*stub_, name);
-  absl::StatusOr<v1::RegionEvent> first = watch->Next(timeout);
-  if (!first.ok()) return first.status();
-  if (first->kind() != v1::RegionEvent::KIND_SUBSCRIBED) {
-    return absl::InternalError(absl::StrCat("the watch of region '", name, "' began with ",
-                                            v1::RegionEvent::Kind_Name(first->kind()),
-                                            " instead of KIND_SUBSCRIBED"));
-  }
+  absl::Status subscribed = watch->AwaitSubscribed(timeout);
+  if (!subscribed.ok()) return subscribed;
   return watch;
 }
 

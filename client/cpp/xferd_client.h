@@ -60,7 +60,8 @@ class Client {
                                                                 bool force = false);
   absl::StatusOr<v1::ListRegionsResponse> ListRegions();
   // Subscribes to the region's events and returns once SUBSCRIBED arrived
-  // (no later landing is missed), waiting up to `timeout` for it. The caller
+  // (no later landing is missed; Next() yields SUBSCRIBED first), waiting
+  // up to `timeout` for it. The caller
   // owns the watch; it holds its own reference to the channel, so it may
   // outlive the Client.
   // Errors: NOT_FOUND (no such region), DEADLINE_EXCEEDED, the stream's error.

@@ -211,6 +211,8 @@ TEST_F(ClientIntegrationTest, WatchRegionReportsLandingThenDeregistration) {
   FillPattern(src->data(), kLength, 4);
   std::unique_ptr<client::RegionWatch> watch =
       Unwrap(client_b_->WatchRegion("wdst", absl::Seconds(5)), "watch");
+  EXPECT_EQ(Unwrap(watch->Next(absl::Seconds(1)), "first").kind(),
+            v1::RegionEvent::KIND_SUBSCRIBED);
   EXPECT_EQ(watch->Next(absl::Milliseconds(50)).status().code(),
             absl::StatusCode::kDeadlineExceeded);
 
