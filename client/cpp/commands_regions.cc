@@ -1,0 +1,176 @@
+// xferctl regions [list] | register | deregister | watch.
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "client/cpp/commands.h"
+#include "client/cpp/format.h"
+#include "daemon/common/status_macros.h"
+#include "daemon/common/units.h"
+
+namespace xferd::client {
+namespace {
+
+struct RegisterOptions {
+  std::string name;
+  uint64_t size = 0;
+  std::string backing = "anonymous";
+  std::string file;
+  bool create = false, remote_write = false, remote_read = false, hugepages = false;
+  std::vector<std::string> allow;
+};
+
+std::string RegionPath(const v1::Region& r) {
+  if (!r.shm_path().empty()) return r.shm_path();
+  return r.file_path().empty() ? "-" : r.file_path();
+}
+
+std::string RegionsText(const v1::ListRegionsResponse& list) {
+  if (list.regions().empty()) return "no regions\n";
+  Table table({{"NAME"},
+               {"SIZE", true},
+               {"BACKING"},
+               {"REMOTE"},
+               {"TRANSPORT"},
+               {"IN-FLIGHT", true},
+               {"LANDED", true},
+               {"PATH"}});
+  for (const v1::Region& r : list.regions()) {
+    table.AddRow({r.name(), FormatBytes(r.size()), BackingLabel(r.backing()),
+                  AccessLabel(r.access()), TransportLabel(r.transport()),
+                  absl::StrCat(r.transfers_in_flight()), absl::StrCat(r.landed_events()),
+                  RegionPath(r)});
+  }
+  return table.Render();
+}
+
+std::string RegisteredText(const v1::Region& r) {
+  const std::string allowed =
+      r.allowed_peers().empty() ? "any peer" : absl::StrJoin(r.allowed_peers(), ", ");
+  return absl::StrCat("registered region ", r.name(), "\n",
+                      KeyValues({
+                          {"  size", absl::StrCat(FormatBytes(r.size()), " (", r.size(), " B)")},
+                          {"  backing", absl::StrCat(BackingLabel(r.backing()),
+                                                     r.hugepages() ? " on hugepages" : "")},
+                          {"  remote access", AccessLabel(r.access())},
+                          {"  allowed peers", allowed},
+                          {"  transport", TransportLabel(r.transport())},
+                          {"  path", RegionPath(r)},
+                      }));
+}
+
+absl::StatusOr<v1::RegionBacking> ParseBacking(const std::string& text) {
+  v1::RegionBacking backing;
+  if (!v1::RegionBacking_Parse("REGION_BACKING_" + absl::AsciiStrToUpper(text), &backing)) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown backing '", text, "'"));
+  }
+  return backing;
+}
+
+absl::Status Register(Client& client, const GlobalOptions& global, const RegisterOptions& o) {
+  v1::RegisterRegionRequest request;
+  request.set_name(o.name);
+  request.set_size(o.size);
+  absl::StatusOr<v1::RegionBacking> backing = ParseBacking(o.backing);
+  if (!backing.ok()) return backing.status();
+  request.set_backing(*backing);
+  request.mutable_access()->set_remote_write(o.remote_write);
+  request.mutable_access()->set_remote_read(o.remote_read);
+  request.set_file_path(o.file);
+  request.set_create(o.create);
+  request.set_hugepages(o.hugepages);
+  for (const std::string& peer : o.allow) request.add_allowed_peers(peer);
+  return EmitResult(global, client.RegisterRegion(request), RegisteredText);
+}
+
+std::string EventText(const v1::RegionEvent& e) {
+  // Padded to the longest kind, "deregistered", so the columns line up.
+  std::string line = absl::StrFormat("%s  %-12s  %s", FormatTimestamp(e.time()),
+                                     EventKindLabel(e.kind()), e.region());
+  if (e.kind() == v1::RegionEvent::KIND_LANDED) {
+    absl::StrAppend(&line, "  [", e.offset(), ", +", e.length(), ")  ", FormatBytes(e.length()),
+                    " from ", e.source_node(), " (transfer ", e.source_transfer_id(), ", #",
+                    e.sequence(), ")");
+  }
+  if (e.dropped() > 0) absl::StrAppend(&line, "  (", e.dropped(), " events dropped before it)");
+  return line + "\n";
+}
+
+// Prints events as they come until the region goes away (or Ctrl-C).
+absl::Status Watch(Client& client, const GlobalOptions& global, const std::string& name) {
+  absl::StatusOr<std::unique_ptr<RegionWatch>> watch = client.WatchRegion(name, absl::Seconds(10));
+  if (!watch.ok()) return watch.status();
+  for (;;) {
+    absl::StatusOr<v1::RegionEvent> event = (*watch)->Next();
+    if (absl::IsOutOfRange(event.status())) return absl::OkStatus();  // ended after DEREGISTERED
+    RETURN_IF_ERROR(EmitResult(global, event, EventText));
+    std::fflush(stdout);  // a reader at the other end of a pipe sees each event at once
+  }
+}
+
+}  // namespace
+
+void AddRegionCommands(CLI::App& app, Action* action) {
+  CLI::App* regions = app.add_subcommand("regions", "list, register, deregister or watch regions");
+  regions->require_subcommand(0, 1);
+  auto list = [](Client& client, const GlobalOptions& global) {
+    return EmitResult(global, client.ListRegions(), RegionsText);
+  };
+  // `xferctl regions` alone lists them.
+  regions->callback([regions, action, list] {
+    if (regions->get_subcommands().empty()) *action = list;
+  });
+  AddCommand(*regions, "list", "list the regions registered on the daemon", action, list);
+
+  auto reg = std::make_shared<RegisterOptions>();
+  CLI::App* add = AddCommand(*regions, "register", "register a region", action,
+                             [reg](Client& client, const GlobalOptions& global) {
+                               return Register(client, global, *reg);
+                             });
+  add->add_option("NAME", reg->name, "region name: 1-64 of [A-Za-z0-9._-]")->required();
+  add->add_option("SIZE", reg->size, "size, e.g. 64MiB (0 with --backing file: the file's size)")
+      ->required()
+      ->transform(SizeArg());
+  add->add_option("--backing", reg->backing, "where the memory comes from")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"anonymous", "shm", "file"}));
+  add->add_option("--file", reg->file, "file backing: absolute path of the file to map");
+  add->add_flag("--create", reg->create, "file backing: create or grow the file to SIZE");
+  add->add_flag("--remote-write", reg->remote_write, "peers may write into the region");
+  add->add_flag("--remote-read", reg->remote_read, "peers may read from the region");
+  add->add_flag("--hugepages", reg->hugepages, "anonymous backing: allocate on hugepages");
+  add->add_option("--allow", reg->allow, "node ids of the only peers allowed (default: any)");
+
+  auto dereg = std::make_shared<std::pair<std::string, bool>>();
+  CLI::App* remove = AddCommand(
+      *regions, "deregister", "remove a region", action,
+      [dereg](Client& client, const GlobalOptions& global) {
+        return EmitResult(global, client.DeregisterRegion(dereg->first, dereg->second),
+                          [&](const v1::DeregisterRegionResponse& r) {
+                            std::string text = absl::StrCat("deregistered region ", dereg->first);
+                            if (r.cancelled_transfers() > 0) {
+                              absl::StrAppend(&text, " (cancelled ", r.cancelled_transfers(),
+                                              " transfers)");
+                            }
+                            return text + "\n";
+                          });
+      });
+  remove->add_option("NAME", dereg->first, "region name")->required();
+  remove->add_flag("--force", dereg->second, "cancel the transfers using it instead of refusing");
+
+  auto watched = std::make_shared<std::string>();
+  AddCommand(*regions, "watch", "print the region's events (landed data) as they happen", action,
+             [watched](Client& client, const GlobalOptions& global) {
+               return Watch(client, global, *watched);
+             })
+      ->add_option("NAME", *watched, "region name")
+      ->required();
+}
+
+}  // namespace xferd::client
