@@ -238,6 +238,55 @@ TEST_F(ClientIntegrationTest, WatchRegionReportsLandingThenDeregistration) {
   EXPECT_EQ(watch->Next(absl::Seconds(10)).status().code(), absl::StatusCode::kOutOfRange);
 }
 
+// Writes `seed`'s bytes from a fresh source into B's region `dst` and checks
+// they landed there and nowhere in `decoy`.
+void WriteAndCheck(Client& a, const MappedFile& src, const MappedFile& dst, const MappedFile& decoy,
+                   uint64_t seed) {
+  FillPattern(src.data(), src.size(), seed);
+  v1::WriteRequest write = MakeWrite("rsrc", 0, "node-b", "rdst", 0, src.size());
+  write.set_wait(true);
+  const v1::Transfer done = Unwrap(a.Write(write), "write");
+  ASSERT_EQ(done.state(), v1::TRANSFER_STATE_DONE) << done.DebugString();
+  EXPECT_EQ(0, std::memcmp(dst.data(), src.data(), src.size()));
+  EXPECT_TRUE(std::all_of(decoy.data(), decoy.data() + decoy.size(), [](uint8_t b) {
+    return b == 0;
+  })) << "bytes landed in the wrong region";
+}
+
+TEST_F(ClientIntegrationTest, ReRegisteredDestinationGetsTheBytes) {
+  constexpr uint64_t kSize = 64 * kKiB + 1;
+  std::unique_ptr<MappedFile> src = AddShm(*client_a_, "rsrc", kSize, false);
+  std::unique_ptr<MappedFile> old_dst = AddShm(*client_b_, "rdst", kSize, true);
+  std::unique_ptr<MappedFile> unused = AddShm(*client_b_, "unused", kSize, true);
+  WriteAndCheck(*client_a_, *src, *old_dst, *unused, 5);  // A now knows rdst
+
+  Unwrap(client_b_->DeregisterRegion("rdst"), "deregister");
+  std::unique_ptr<MappedFile> decoy = AddShm(*client_b_, "decoy", kSize, true);
+  std::unique_ptr<MappedFile> dst = AddShm(*client_b_, "rdst", kSize, true);
+  WriteAndCheck(*client_a_, *src, *dst, *decoy, 6);
+}
+
+TEST_F(ClientIntegrationTest, RestartedPeerGetsTheBytesInTheRightRegion) {
+  constexpr uint64_t kSize = 64 * kKiB + 1;
+  std::unique_ptr<MappedFile> src = AddShm(*client_a_, "rsrc", kSize, false);
+  {
+    std::unique_ptr<MappedFile> dst = AddShm(*client_b_, "rdst", kSize, true);
+    std::unique_ptr<MappedFile> unused = AddShm(*client_b_, "unused", kSize, true);
+    WriteAndCheck(*client_a_, *src, *dst, *unused, 7);  // A now knows rdst
+  }
+  client_b_.reset();
+  absl::StatusOr<int> code = b_->Stop();
+  ASSERT_TRUE(code.ok() && *code == 0) << b_->Log();
+  b_ = Unwrap(StartDaemon("node-b"), "restart node-b");
+  client_b_ = Unwrap(Client::Connect(b_->grpc_address(), absl::Seconds(10)), "connect B");
+  // Registered in another order than before: a stale key would hit the decoy.
+  std::unique_ptr<MappedFile> decoy = AddShm(*client_b_, "decoy", kSize, true);
+  std::unique_ptr<MappedFile> dst = AddShm(*client_b_, "rdst", kSize, true);
+  peer_ = Unwrap(client_a_->ConnectPeer(b_->grpc_address()), "A reconnects B");
+  EXPECT_EQ(peer_.state(), v1::Peer::STATE_CONNECTED);
+  WriteAndCheck(*client_a_, *src, *dst, *decoy, 8);
+}
+
 TEST_F(ClientIntegrationTest, BadRequestsGetExactCodes) {
   std::unique_ptr<MappedFile> src = AddShm(*client_a_, "esrc", 64 * kKiB, false);
   std::unique_ptr<MappedFile> dst = AddShm(*client_b_, "edst", 64 * kKiB, true);

@@ -75,6 +75,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const std::string& binary,
   const std::string ready = base + ".ready";
   const std::string log = base + ".log";
   std::ofstream(config).flush();  // empty: defaults only, never /etc/xferd
+  ::unlink(ready.c_str());        // left by an earlier run of the same node
   std::vector<std::string> args = {binary,          "--config",     config,        "--node-id",
                                    options.node_id, "--listen",     "127.0.0.1:0", "--unix-socket",
                                    base + ".sock",  "--ready-file", ready,         "--log-level",
