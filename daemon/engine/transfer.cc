@@ -76,13 +76,15 @@ void Transfer::MarkRunning() {
 
 bool Transfer::Finish(TransferState terminal, absl::Status error) {
   XFERD_DCHECK(IsTerminal(terminal));
-  TransferState current = state_.load(std::memory_order_acquire);
-  do {
-    if (IsTerminal(current)) return false;
-  } while (!state_.compare_exchange_weak(current, terminal, std::memory_order_acq_rel));
   std::vector<Observer> observers;
   {
+    // The terminal state is published under mu_ with its error and time, so
+    // Info() never sees one without the others.
     absl::MutexLock lock(&mu_);
+    TransferState current = state_.load(std::memory_order_acquire);
+    do {
+      if (IsTerminal(current)) return false;
+    } while (!state_.compare_exchange_weak(current, terminal, std::memory_order_acq_rel));
     error_ = std::move(error);
     finished_at_ = absl::Now();
     observers.swap(observers_);

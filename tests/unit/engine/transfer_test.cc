@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <thread>
+
 #include "daemon/engine/peer.h"
 
 namespace xferd::engine {
@@ -106,6 +109,30 @@ TEST_F(TransferTest, FirstOutcomeWinsAndObserversRunOnce) {
   EXPECT_FALSE(t->AddObserver([](const TransferInfo&) {}));
   EXPECT_EQ(listener_.finished, 1);
   EXPECT_NE(t->Info().finished_at, absl::InfinitePast());
+}
+
+// Info() is one consistent copy: a terminal state always comes with its
+// error and end time, even while another thread is ending the transfer.
+// (WatchTransfer sends the first terminal snapshot it sees as its last.)
+TEST_F(TransferTest, InfoNeverShowsAnEndWithoutItsOutcome) {
+  int torn = 0;
+  for (int round = 0; round < 200; ++round) {
+    auto t = Make(4096, 4096);
+    std::atomic<bool> reading{false};
+    TransferInfo seen;
+    std::thread reader([&] {
+      reading = true;
+      do {
+        seen = t->Info();
+      } while (!IsTerminal(seen.state));
+    });
+    while (!reading) {
+    }
+    t->Finish(TransferState::kFailed, absl::UnavailableError("peer went away"));
+    reader.join();
+    if (seen.error.ok() || seen.finished_at == absl::InfinitePast()) ++torn;
+  }
+  EXPECT_EQ(torn, 0) << "snapshots showed FAILED without its error or end time";
 }
 
 TEST_F(TransferTest, DroppedWithoutOutcomeReleasesItsSource) {
