@@ -238,6 +238,18 @@ TEST_F(ClientIntegrationTest, WatchRegionReportsLandingThenDeregistration) {
   EXPECT_EQ(watch->Next(absl::Seconds(10)).status().code(), absl::StatusCode::kOutOfRange);
 }
 
+TEST_F(ClientIntegrationTest, RegionWatchCancelsAndClosesCleanly) {
+  std::unique_ptr<MappedFile> dst = AddShm(*client_b_, "cdst", 4096, true);
+  std::unique_ptr<client::RegionWatch> watch =
+      Unwrap(client_b_->WatchRegion("cdst", absl::Seconds(5)), "watch");
+  watch->Cancel();
+  EXPECT_EQ(Unwrap(watch->Next(absl::Seconds(5)), "buffered").kind(),
+            v1::RegionEvent::KIND_SUBSCRIBED);
+  EXPECT_EQ(watch->Next(absl::Seconds(5)).status().code(), absl::StatusCode::kCancelled);
+  // Destroyed while its stream is live: cancels and returns.
+  Unwrap(client_b_->WatchRegion("cdst", absl::Seconds(5)), "second watch").reset();
+}
+
 // Writes `seed`'s bytes from a fresh source into B's region `dst` and checks
 // they landed there and nowhere in `decoy`.
 void WriteAndCheck(Client& a, const MappedFile& src, const MappedFile& dst, const MappedFile& decoy,
@@ -306,6 +318,17 @@ TEST_F(ClientIntegrationTest, BadRequestsGetExactCodes) {
             StatusCode::kOutOfRange);
   EXPECT_EQ(write_code(MakeWrite("esrc", 0, "node-b", "closed", 0, 10)),
             StatusCode::kPermissionDenied);
+  v1::RegisterRegionRequest acl;
+  acl.set_name("acl");
+  acl.set_size(4096);
+  acl.mutable_access()->set_remote_write(true);
+  acl.add_allowed_peers("node-c");
+  Unwrap(client_b_->RegisterRegion(acl), "register acl");
+  EXPECT_EQ(write_code(MakeWrite("esrc", 0, "node-b", "acl", 0, 10)),
+            StatusCode::kPermissionDenied);
+  v1::WriteRequest tiny_slices = MakeWrite("esrc", 0, "node-b", "edst", 0, 10);
+  tiny_slices.set_slice_size(1024);
+  EXPECT_EQ(write_code(tiny_slices), StatusCode::kInvalidArgument);
 
   v1::RegisterRegionRequest again;
   again.set_name("esrc");
