@@ -5,8 +5,10 @@
 namespace xferd::service {
 namespace {
 
-// Events held for a slow reader before newer ones are dropped (and counted).
+// Events held for a slow reader; beyond it the oldest unsent one is dropped
+// and counted on the event after it.
 constexpr size_t kMaxQueuedEvents = 1024;
+static_assert(kMaxQueuedEvents >= 2, "a dropped event's successor carries its count");
 
 v1::RegionEvent Event(v1::RegionEvent::Kind kind, const std::string& region) {
   v1::RegionEvent event;
@@ -33,13 +35,14 @@ void RegionWatchReactor::OnLanded(const memory::LandedEvent& event) {
   absl::MutexLock lock(&mu_);
   if (finished_) return;
   if (queue_.size() >= kMaxQueuedEvents) {
-    ++dropped_;
-    return;
+    // Drop the oldest unsent event, never this one: only a later event can
+    // report a drop, so dropping the newest loses the end of a burst silently.
+    const uint64_t missed = queue_.front().dropped() + 1;
+    queue_.pop_front();
+    queue_.front().set_dropped(queue_.front().dropped() + missed);
   }
   v1::RegionEvent e;
   ToProto(event, region_->name(), &e);
-  e.set_dropped(dropped_);
-  dropped_ = 0;
   Push(std::move(e));
 }
 

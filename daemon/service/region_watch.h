@@ -1,6 +1,7 @@
 // WatchRegion's stream: "data landed" events of one region. Events arrive on
 // poller threads (through the region's LandedEventHub) and are queued, bounded:
-// a slow reader loses events, and the next one it gets says how many.
+// a slow reader loses the oldest unsent events, and the next one it gets says
+// how many.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -40,7 +41,6 @@ class RegionWatchReactor final : public grpc::ServerWriteReactor<v1::RegionEvent
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;    // region gone: finish after the queue
   bool finished_ ABSL_GUARDED_BY(mu_) = false;  // Finish() called
-  uint64_t dropped_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace xferd::service
