@@ -204,6 +204,39 @@ TEST_F(ClientIntegrationTest, WaitTransferReportsGrowingProgress) {
   EXPECT_EQ(0, std::memcmp(dst->data(), src->data(), kLength));
 }
 
+TEST_F(ClientIntegrationTest, CancelAndDeadlineEndTransfersWithTheirReason) {
+  // Slow enough (4 KiB slices) to be stopped part-way.
+  constexpr uint64_t kLength = 64 * kMiB;
+  std::unique_ptr<MappedFile> src = AddShm(*client_a_, "slow", kLength, false);
+  std::unique_ptr<MappedFile> dst = AddShm(*client_b_, "slowdst", kLength, true);
+  FillPattern(src->data(), kLength, 10);
+  v1::WriteRequest write = MakeWrite("slow", 0, "node-b", "slowdst", 0, kLength);
+  write.set_slice_size(4 * kKiB);
+
+  const v1::Transfer cancelled = Unwrap(client_a_->Write(write), "write");
+  Unwrap(client_a_->CancelTransfer(cancelled.id()), "cancel");
+  const v1::Transfer end = Unwrap(client_a_->WaitTransfer(cancelled.id()), "wait");
+  EXPECT_EQ(end.state(), v1::TRANSFER_STATE_CANCELLED);
+  EXPECT_EQ(client::TransferOutcome(end).code(), absl::StatusCode::kCancelled);
+  EXPECT_TRUE(end.has_finished_at());
+  // Cancelling an ended transfer returns it unchanged.
+  EXPECT_EQ(Unwrap(client_a_->CancelTransfer(cancelled.id()), "again").state(),
+            v1::TRANSFER_STATE_CANCELLED);
+
+  write.mutable_timeout()->set_nanos(5 * 1000 * 1000);
+  write.set_wait(true);
+  const v1::Transfer late = Unwrap(client_a_->Write(write), "write with a deadline");
+  EXPECT_EQ(late.state(), v1::TRANSFER_STATE_FAILED);
+  EXPECT_EQ(client::TransferOutcome(late).code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_LT(late.bytes_done(), kLength);
+
+  // The regions are still good for a write that completes.
+  write.clear_timeout();
+  write.set_slice_size(0);
+  EXPECT_EQ(Unwrap(client_a_->Write(write), "write").state(), v1::TRANSFER_STATE_DONE);
+  EXPECT_EQ(0, std::memcmp(dst->data(), src->data(), kLength));
+}
+
 TEST_F(ClientIntegrationTest, WatchRegionReportsLandingThenDeregistration) {
   constexpr uint64_t kLength = 100 * kKiB + 3;
   std::unique_ptr<MappedFile> src = AddShm(*client_a_, "wsrc", kLength, false);
