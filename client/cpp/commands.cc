@@ -32,6 +32,17 @@ CLI::App* AddCommand(CLI::App& parent, const std::string& name, const std::strin
   return command;
 }
 
+CLI::App* AddListingGroup(CLI::App& parent, const std::string& name, const std::string& description,
+                          const std::string& list_description, Action* action, Action list) {
+  CLI::App* group = parent.add_subcommand(name, description);
+  group->require_subcommand(0, 1);
+  group->callback([group, action, list] {
+    if (group->get_subcommands().empty()) *action = list;
+  });
+  AddCommand(*group, "list", list_description, action, std::move(list));
+  return group;
+}
+
 absl::Status Emit(const GlobalOptions& global, const google::protobuf::Message& message,
                   const std::function<std::string()>& human) {
   if (!global.json) {

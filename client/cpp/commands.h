@@ -46,6 +46,11 @@ void AddTransferCommands(CLI::App& app, Action* action);  // write, transfers, t
 CLI::App* AddCommand(CLI::App& parent, const std::string& name, const std::string& description,
                      Action* action, Action run);
 
+// Adds command group `name` (e.g. "regions") with a subcommand "list" that
+// runs `list`, as does the group given alone. Returns the group.
+CLI::App* AddListingGroup(CLI::App& parent, const std::string& name, const std::string& description,
+                          const std::string& list_description, Action* action, Action list);
+
 // Prints `message` as one JSON line when global.json, else `human()` as is.
 // Errors: INTERNAL if the message cannot be printed as JSON.
 absl::Status Emit(const GlobalOptions& global, const google::protobuf::Message& message,

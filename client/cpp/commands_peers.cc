@@ -46,16 +46,11 @@ std::string ConnectedText(const v1::Peer& p) {
 }  // namespace
 
 void AddPeerCommands(CLI::App& app, Action* action) {
-  CLI::App* peers = app.add_subcommand("peers", "list, connect or disconnect peer daemons");
-  peers->require_subcommand(0, 1);
-  auto list = [](Client& client, const GlobalOptions& global) {
-    return EmitResult(global, client.ListPeers(), PeersText);
-  };
-  // `xferctl peers` alone lists them.
-  peers->callback([peers, action, list] {
-    if (peers->get_subcommands().empty()) *action = list;
-  });
-  AddCommand(*peers, "list", "list the peers of the daemon", action, list);
+  CLI::App* peers = AddListingGroup(app, "peers", "list, connect or disconnect peer daemons",
+                                    "list the peers of the daemon", action,
+                                    [](Client& client, const GlobalOptions& global) {
+                                      return EmitResult(global, client.ListPeers(), PeersText);
+                                    });
 
   auto connect = std::make_shared<ConnectOptions>();
   CLI::App* add = AddCommand(

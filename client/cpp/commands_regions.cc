@@ -117,16 +117,12 @@ absl::Status Watch(Client& client, const GlobalOptions& global, const std::strin
 }  // namespace
 
 void AddRegionCommands(CLI::App& app, Action* action) {
-  CLI::App* regions = app.add_subcommand("regions", "list, register, deregister or watch regions");
-  regions->require_subcommand(0, 1);
-  auto list = [](Client& client, const GlobalOptions& global) {
-    return EmitResult(global, client.ListRegions(), RegionsText);
-  };
-  // `xferctl regions` alone lists them.
-  regions->callback([regions, action, list] {
-    if (regions->get_subcommands().empty()) *action = list;
-  });
-  AddCommand(*regions, "list", "list the regions registered on the daemon", action, list);
+  CLI::App* regions =
+      AddListingGroup(app, "regions", "list, register, deregister or watch regions",
+                      "list the regions registered on the daemon", action,
+                      [](Client& client, const GlobalOptions& global) {
+                        return EmitResult(global, client.ListRegions(), RegionsText);
+                      });
 
   auto reg = std::make_shared<RegisterOptions>();
   CLI::App* add = AddCommand(*regions, "register", "register a region", action,

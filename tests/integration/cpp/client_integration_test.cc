@@ -83,6 +83,23 @@ class ClientIntegrationTest : public ::testing::Test {
     return Unwrap(MappedFile::Map(region.shm_path(), size), "map shm");
   }
 
+  // A 64 MiB SHM pair filled with `seed`'s bytes, and a write from A's to
+  // B's cut into 4 KiB slices: slow enough to be watched or stopped part-way.
+  struct SlowWrite {
+    std::unique_ptr<MappedFile> src, dst;
+    v1::WriteRequest write;
+  };
+  SlowWrite MakeSlowWrite(const std::string& name, uint64_t seed) {
+    SlowWrite w;
+    w.src = AddShm(*client_a_, name, kSlowLength, false);
+    w.dst = AddShm(*client_b_, name + "-dst", kSlowLength, true);
+    FillPattern(w.src->data(), kSlowLength, seed);
+    w.write = MakeWrite(name, 0, "node-b", name + "-dst", 0, kSlowLength);
+    w.write.set_slice_size(4 * kKiB);
+    return w;
+  }
+  static constexpr uint64_t kSlowLength = 64 * kMiB;
+
   std::unique_ptr<ScratchDir> dir_;
   std::unique_ptr<Daemon> a_, b_;
   std::unique_ptr<Client> client_a_, client_b_;
@@ -170,14 +187,8 @@ TEST_F(ClientIntegrationTest, BatchWritesAllLand) {
 }
 
 TEST_F(ClientIntegrationTest, WaitTransferReportsGrowingProgress) {
-  // Large with small slices, so the watch sees the transfer in flight.
-  constexpr uint64_t kLength = 64 * kMiB;
-  std::unique_ptr<MappedFile> src = AddShm(*client_a_, "big", kLength, false);
-  std::unique_ptr<MappedFile> dst = AddShm(*client_b_, "bigdst", kLength, true);
-  FillPattern(src->data(), kLength, 3);
-  v1::WriteRequest write = MakeWrite("big", 0, "node-b", "bigdst", 0, kLength);
-  write.set_slice_size(4 * kKiB);
-  const v1::Transfer queued = Unwrap(client_a_->Write(write), "write");
+  SlowWrite w = MakeSlowWrite("big", 3);
+  const v1::Transfer queued = Unwrap(client_a_->Write(w.write), "write");
 
   std::vector<v1::Transfer> snapshots;
   client::WaitOptions options;
@@ -188,7 +199,7 @@ TEST_F(ClientIntegrationTest, WaitTransferReportsGrowingProgress) {
              "wait");
   ASSERT_EQ(done.state(), v1::TRANSFER_STATE_DONE);
   ASSERT_GE(snapshots.size(), 2u);
-  EXPECT_EQ(snapshots.back().bytes_done(), kLength);
+  EXPECT_EQ(snapshots.back().bytes_done(), kSlowLength);
   EXPECT_EQ(snapshots.back().state(), v1::TRANSFER_STATE_DONE);
   size_t in_flight = 0;
   for (size_t i = 0; i < snapshots.size(); ++i) {
@@ -198,22 +209,15 @@ TEST_F(ClientIntegrationTest, WaitTransferReportsGrowingProgress) {
     if (i + 1 < snapshots.size()) {
       EXPECT_FALSE(client::IsTerminal(snapshots[i].state())) << "only the last is terminal";
     }
-    if (snapshots[i].bytes_done() > 0 && snapshots[i].bytes_done() < kLength) ++in_flight;
+    if (snapshots[i].bytes_done() > 0 && snapshots[i].bytes_done() < kSlowLength) ++in_flight;
   }
   EXPECT_GE(in_flight, 1u) << "no snapshot showed the transfer part-way";
-  EXPECT_EQ(0, std::memcmp(dst->data(), src->data(), kLength));
+  EXPECT_EQ(0, std::memcmp(w.dst->data(), w.src->data(), kSlowLength));
 }
 
 TEST_F(ClientIntegrationTest, CancelAndDeadlineEndTransfersWithTheirReason) {
-  // Slow enough (4 KiB slices) to be stopped part-way.
-  constexpr uint64_t kLength = 64 * kMiB;
-  std::unique_ptr<MappedFile> src = AddShm(*client_a_, "slow", kLength, false);
-  std::unique_ptr<MappedFile> dst = AddShm(*client_b_, "slowdst", kLength, true);
-  FillPattern(src->data(), kLength, 10);
-  v1::WriteRequest write = MakeWrite("slow", 0, "node-b", "slowdst", 0, kLength);
-  write.set_slice_size(4 * kKiB);
-
-  const v1::Transfer cancelled = Unwrap(client_a_->Write(write), "write");
+  SlowWrite w = MakeSlowWrite("slow", 10);
+  const v1::Transfer cancelled = Unwrap(client_a_->Write(w.write), "write");
   Unwrap(client_a_->CancelTransfer(cancelled.id()), "cancel");
   const v1::Transfer end = Unwrap(client_a_->WaitTransfer(cancelled.id()), "wait");
   EXPECT_EQ(end.state(), v1::TRANSFER_STATE_CANCELLED);
@@ -223,18 +227,18 @@ TEST_F(ClientIntegrationTest, CancelAndDeadlineEndTransfersWithTheirReason) {
   EXPECT_EQ(Unwrap(client_a_->CancelTransfer(cancelled.id()), "again").state(),
             v1::TRANSFER_STATE_CANCELLED);
 
-  write.mutable_timeout()->set_nanos(5 * 1000 * 1000);
-  write.set_wait(true);
-  const v1::Transfer late = Unwrap(client_a_->Write(write), "write with a deadline");
+  w.write.mutable_timeout()->set_nanos(5 * 1000 * 1000);
+  w.write.set_wait(true);
+  const v1::Transfer late = Unwrap(client_a_->Write(w.write), "write with a deadline");
   EXPECT_EQ(late.state(), v1::TRANSFER_STATE_FAILED);
   EXPECT_EQ(client::TransferOutcome(late).code(), absl::StatusCode::kDeadlineExceeded);
-  EXPECT_LT(late.bytes_done(), kLength);
+  EXPECT_LT(late.bytes_done(), kSlowLength);
 
   // The regions are still good for a write that completes.
-  write.clear_timeout();
-  write.set_slice_size(0);
-  EXPECT_EQ(Unwrap(client_a_->Write(write), "write").state(), v1::TRANSFER_STATE_DONE);
-  EXPECT_EQ(0, std::memcmp(dst->data(), src->data(), kLength));
+  w.write.clear_timeout();
+  w.write.set_slice_size(0);
+  EXPECT_EQ(Unwrap(client_a_->Write(w.write), "write").state(), v1::TRANSFER_STATE_DONE);
+  EXPECT_EQ(0, std::memcmp(w.dst->data(), w.src->data(), kSlowLength));
 }
 
 TEST_F(ClientIntegrationTest, WatchRegionReportsLandingThenDeregistration) {

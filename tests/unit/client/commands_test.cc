@@ -76,29 +76,28 @@ TEST_F(CommandLineTest, UsageErrorsThrowParseErrors) {
   EXPECT_THROW(Parse({"write", "a", "b", "c", "--timeout", "soon"}), CLI::ParseError);
 }
 
-TEST(SizeArgTest, RewritesSizesToBytes) {
+// Parses "--value `text`" through `validator` into a T.
+template <typename T>
+T ParseValue(const CLI::Validator& validator, const std::string& text) {
   CLI::App app;
-  uint64_t size = 0;
-  app.add_option("--size", size)->transform(SizeArg());
-  const char* argv[] = {"x", "--size", "64KiB"};
+  T value{};
+  app.add_option("--value", value)->transform(validator);
+  const char* argv[] = {"x", "--value", text.c_str()};
   app.parse(3, argv);
-  EXPECT_EQ(size, 64u * 1024);
-  const char* plain[] = {"x", "--size", "4097"};
-  app.parse(3, plain);
-  EXPECT_EQ(size, 4097u);
-  const char* bad[] = {"x", "--size", "-1"};
-  EXPECT_THROW(app.parse(3, bad), CLI::ValidationError);
+  return value;
+}
+
+TEST(SizeArgTest, RewritesSizesToBytes) {
+  EXPECT_EQ(ParseValue<uint64_t>(SizeArg(), "64KiB"), 64u * 1024);
+  EXPECT_EQ(ParseValue<uint64_t>(SizeArg(), "4097"), 4097u);
+  EXPECT_EQ(ParseValue<uint64_t>(SizeArg(), "1.5g"), 3u << 29);
+  EXPECT_THROW(ParseValue<uint64_t>(SizeArg(), "-1"), CLI::ValidationError);
 }
 
 TEST(DurationArgTest, RewritesDurationsToNanoseconds) {
-  CLI::App app;
-  int64_t ns = 0;
-  app.add_option("--timeout", ns)->transform(DurationArg());
-  const char* argv[] = {"x", "--timeout", "1.5s"};
-  app.parse(3, argv);
-  EXPECT_EQ(ns, 1500000000);
-  const char* bad[] = {"x", "--timeout", "-2s"};
-  EXPECT_THROW(app.parse(3, bad), CLI::ValidationError);
+  EXPECT_EQ(ParseValue<int64_t>(DurationArg(), "1.5s"), 1500000000);
+  EXPECT_EQ(ParseValue<int64_t>(DurationArg(), "250ms"), 250000000);
+  EXPECT_THROW(ParseValue<int64_t>(DurationArg(), "-2s"), CLI::ValidationError);
 }
 
 }  // namespace
