@@ -70,7 +70,8 @@ void Engine::RegisterRegion(memory::RegionSpec spec,
   });
 }
 
-absl::StatusOr<uint32_t> Engine::DeregisterRegion(const std::string& name, bool force) {
+absl::StatusOr<uint32_t> Engine::DeregisterRegion(const std::string& name, bool force,
+                                                  std::function<void(uint32_t)> peers_told) {
   std::shared_ptr<memory::Region> region = regions_.Find(name);
   if (region == nullptr) return absl::NotFoundError(absl::StrCat("no region named '", name, "'"));
   uint32_t cancelled = 0;
@@ -82,7 +83,9 @@ absl::StatusOr<uint32_t> Engine::DeregisterRegion(const std::string& name, bool 
   ASSIGN_OR_RETURN(std::shared_ptr<memory::Region> removed, regions_.Remove(name, force));
   spdlog::info("region deregistered name={} id={} cancelled_transfers={}", name, removed->id(),
                cancelled);
-  NotifyInvalidated(removed->id(), name);
+  NotifyInvalidated(removed->id(), name, [peers_told = std::move(peers_told), cancelled] {
+    if (peers_told) peers_told(cancelled);
+  });
   // Finished transfers that read from the region must let go of it for its
   // memory to be released; their last completions may take a moment.
   executor_.Run([this] {

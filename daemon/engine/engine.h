@@ -70,8 +70,12 @@ class Engine final : public TransferListener {
   // ---- regions (any thread) ----
   // Maps and registers on the control executor; `done` gets the region.
   void RegisterRegion(memory::RegionSpec spec, Callback<std::shared_ptr<memory::Region>> done);
-  // Returns transfers cancelled (force). Tells peers that resolved it.
-  absl::StatusOr<uint32_t> DeregisterRegion(const std::string& name, bool force);
+  // Returns transfers cancelled (force). Tells peers that resolved it, then
+  // calls `peers_told` (if set, on the control executor or inline) with the
+  // same count: once it runs, a write those peers start re-resolves the name.
+  // Not called when an error is returned.
+  absl::StatusOr<uint32_t> DeregisterRegion(const std::string& name, bool force,
+                                            std::function<void(uint32_t)> peers_told = nullptr);
 
   // ---- peers (any thread) ----
   void ConnectPeer(const std::string& address, absl::Duration timeout, Callback<PeerInfo> done);
@@ -128,7 +132,8 @@ class Engine final : public TransferListener {
   std::shared_ptr<Peer> PeerFor(const std::string& node_id, uint64_t incarnation) const;
   // Keeps a departing peer's byte counts in the daemon's totals.
   void RetireCounters(const Peer& peer);
-  void NotifyInvalidated(uint32_t region_id, const std::string& name);
+  // Tells the peers that resolved the region to forget it, then calls `then`.
+  void NotifyInvalidated(uint32_t region_id, const std::string& name, std::function<void()> then);
 
   // engine_transfers.cc
   absl::Status ResolveMissing(const std::vector<WriteSpec>& writes, absl::Time deadline);

@@ -126,16 +126,22 @@ absl::StatusOr<ResolvedRegion> Engine::ResolveForPeer(const std::string& node_id
   return ResolvedRegion{transport_.DescribeRegion(*region), region->access()};
 }
 
-void Engine::NotifyInvalidated(uint32_t region_id, const std::string& name) {
+void Engine::NotifyInvalidated(uint32_t region_id, const std::string& name,
+                               std::function<void()> then) {
   absl::flat_hash_set<std::string> nodes;
   {
     absl::MutexLock lock(&mu_);
     auto it = resolved_by_.find(region_id);
-    if (it == resolved_by_.end()) return;
-    nodes = std::move(it->second);
-    resolved_by_.erase(it);
+    if (it != resolved_by_.end()) {
+      nodes = std::move(it->second);
+      resolved_by_.erase(it);
+    }
   }
-  executor_.Run([this, nodes = std::move(nodes), region_id, name] {
+  if (nodes.empty()) {
+    then();
+    return;
+  }
+  executor_.Run([this, nodes = std::move(nodes), region_id, name, then = std::move(then)] {
     for (const std::string& node : nodes) {
       std::shared_ptr<Peer> peer = peers_.Find(node);
       if (peer == nullptr || peer->link()->broken()) continue;
@@ -143,6 +149,7 @@ void Engine::NotifyInvalidated(uint32_t region_id, const std::string& name) {
                                              absl::Now() + absl::Seconds(2));
       if (!s.ok()) spdlog::debug("invalidating region {} at {} failed: {}", name, node, s);
     }
+    then();
   });
 }
 

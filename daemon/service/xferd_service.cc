@@ -56,9 +56,16 @@ grpc::ServerUnaryReactor* XferdServiceImpl::RegisterRegion(grpc::CallbackServerC
 grpc::ServerUnaryReactor* XferdServiceImpl::DeregisterRegion(
     grpc::CallbackServerContext* context, const v1::DeregisterRegionRequest* request,
     v1::DeregisterRegionResponse* response) {
-  absl::StatusOr<uint32_t> cancelled = engine_.DeregisterRegion(request->name(), request->force());
-  if (cancelled.ok()) response->set_cancelled_transfers(*cancelled);
-  return Reply(context, cancelled.status());
+  // Replies once the peers that knew the region have forgotten it, so a write
+  // the caller lets them start next cannot use its old key.
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::StatusOr<uint32_t> removed = engine_.DeregisterRegion(
+      request->name(), request->force(), [reactor, response](uint32_t cancelled) {
+        response->set_cancelled_transfers(cancelled);
+        reactor->Finish(grpc::Status::OK);
+      });
+  if (!removed.ok()) reactor->Finish(ToGrpc(removed.status()));
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* XferdServiceImpl::ListRegions(grpc::CallbackServerContext* context,
