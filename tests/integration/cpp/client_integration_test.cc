@@ -446,6 +446,42 @@ TEST_F(ClientIntegrationTest, BadRequestsGetExactCodes) {
   EXPECT_EQ(Unwrap(client_a_->ListTransfers(all), "list").transfers_size(), 0);
 }
 
+// Daemons in different PID namespaces (containers, Bazel's sandbox) can have
+// the same pid while sharing /dev/shm: their SHM regions must stay apart.
+TEST(ShmNamespaceTest, SameNamedRegionsOfDaemonsWithTheSamePidStayApart) {
+  if (!PidNamespacesWork()) GTEST_SKIP() << "this process cannot create PID namespaces";
+  std::unique_ptr<ScratchDir> dir = Unwrap(ScratchDir::Create(), "scratch dir");
+  constexpr size_t kSize = 4096;
+  std::unique_ptr<Daemon> daemons[2];
+  std::string paths[2];
+  for (int i = 0; i < 2; ++i) {
+    DaemonOptions options;
+    options.node_id = "twin-" + std::to_string(i);
+    options.own_pid_namespace = true;  // both are pid 1, in their namespaces
+    daemons[i] = Unwrap(Daemon::Start(RunfilePath("daemon/xferd"), dir->path(), options), "start");
+    std::unique_ptr<Client> client =
+        Unwrap(Client::Connect(daemons[i]->unix_target(), absl::Seconds(10)), "connect");
+    EXPECT_EQ(Unwrap(client->GetNodeInfo(), "info").pid(), 1u);
+    v1::RegisterRegionRequest request;
+    request.set_name("shared-name");
+    request.set_size(kSize);
+    request.set_backing(v1::REGION_BACKING_SHM);
+    paths[i] = Unwrap(client->RegisterRegion(request), "register").shm_path();
+  }
+  EXPECT_NE(paths[0], paths[1]);
+  // Mapped after both registered, as a client of either daemon would.
+  std::unique_ptr<MappedFile> maps[2] = {Unwrap(MappedFile::Map(paths[0], kSize), "map 0"),
+                                         Unwrap(MappedFile::Map(paths[1], kSize), "map 1")};
+  FillPattern(maps[0]->data(), kSize, 1);
+  FillPattern(maps[1]->data(), kSize, 2);
+  EXPECT_NE(0, std::memcmp(maps[0]->data(), maps[1]->data(), kSize))
+      << "both daemons' regions are the same file";
+  for (std::unique_ptr<Daemon>& d : daemons) {
+    absl::StatusOr<int> code = d->Stop();
+    EXPECT_TRUE(code.ok() && *code == 0) << d->node_id() << ": " << code.status() << d->Log();
+  }
+}
+
 TEST(ClientConnectTest, UnreachableTargetIsUnavailable) {
   const absl::StatusOr<std::unique_ptr<Client>> client =
       Client::Connect("unix:/tmp/xfd-no-such-daemon.sock", absl::Milliseconds(300));

@@ -28,6 +28,7 @@ namespace {
 constexpr absl::Duration kPollInterval = absl::Milliseconds(10);
 // Log bytes quoted in a start-up failure.
 constexpr size_t kLogTail = 4000;
+constexpr char kUnshare[] = "/usr/bin/unshare";
 
 absl::Status ErrnoError(absl::string_view what) {
   return absl::InternalError(absl::StrCat(what, ": ", std::strerror(errno)));
@@ -47,7 +48,41 @@ absl::StatusOr<int> ExitCode(int wait_status) {
                                          strsignal(WTERMSIG(wait_status)), ")"));
 }
 
+// Starts args[0] with stdout and stderr going to `log`. Errors: INTERNAL.
+absl::StatusOr<pid_t> Spawn(std::vector<std::string> args, const std::string& log) {
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+  pid_t pid = 0;
+  const int err = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (err != 0) {
+    return absl::InternalError(absl::StrCat("posix_spawn ", args[0], ": ", std::strerror(err)));
+  }
+  return pid;
+}
+
+// The first child of `pid` (Linux /proc/<pid>/task/<pid>/children), or -1.
+pid_t FirstChild(pid_t pid) {
+  std::istringstream children(ReadFile(absl::StrCat("/proc/", pid, "/task/", pid, "/children")));
+  pid_t child = -1;
+  children >> child;
+  return child;
+}
+
 }  // namespace
+
+bool PidNamespacesWork() {
+  absl::StatusOr<pid_t> pid = Spawn({kUnshare, "--pid", "--kill-child", "/bin/true"}, "/dev/null");
+  int wait_status = 0;
+  return pid.ok() && ::waitpid(*pid, &wait_status, 0) == *pid && WIFEXITED(wait_status) &&
+         WEXITSTATUS(wait_status) == 0;
+}
 
 std::string RunfilePath(const std::string& path) {
   const char* srcdir = std::getenv("TEST_SRCDIR");
@@ -76,41 +111,32 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const std::string& binary,
   const std::string log = base + ".log";
   std::ofstream(config).flush();  // empty: defaults only, never /etc/xferd
   ::unlink(ready.c_str());        // left by an earlier run of the same node
-  std::vector<std::string> args = {binary,          "--config",     config,        "--node-id",
-                                   options.node_id, "--listen",     "127.0.0.1:0", "--unix-socket",
-                                   base + ".sock",  "--ready-file", ready,         "--log-level",
-                                   "info"};
+  std::vector<std::string> args;
+  if (options.own_pid_namespace) args = {kUnshare, "--pid", "--kill-child"};
+  args.insert(args.end(),
+              {binary, "--config", config, "--node-id", options.node_id, "--listen", "127.0.0.1:0",
+               "--unix-socket", base + ".sock", "--ready-file", ready, "--log-level", "info"});
   args.insert(args.end(), options.extra_args.begin(), options.extra_args.end());
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
-  pid_t pid = 0;
-  const int err = posix_spawn(&pid, binary.c_str(), &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (err != 0) {
-    return absl::InternalError(absl::StrCat("posix_spawn ", binary, ": ", std::strerror(err)));
-  }
-  std::unique_ptr<Daemon> daemon(new Daemon(pid, options.node_id, base + ".sock", log));
+  absl::StatusOr<pid_t> pid = Spawn(args, log);
+  if (!pid.ok()) return pid.status();
+  std::unique_ptr<Daemon> daemon(
+      new Daemon(*pid, options.own_pid_namespace, options.node_id, base + ".sock", log));
   absl::Status ready_status = daemon->AwaitReady(ready, options.ready_timeout);
   if (!ready_status.ok()) return ready_status;
   return daemon;
 }
 
-Daemon::Daemon(pid_t pid, std::string node_id, std::string socket_path, std::string log_path)
+Daemon::Daemon(pid_t pid, bool in_namespace, std::string node_id, std::string socket_path,
+               std::string log_path)
     : pid_(pid),
+      in_namespace_(in_namespace),
       node_id_(std::move(node_id)),
       socket_path_(std::move(socket_path)),
       log_path_(std::move(log_path)) {}
 
 Daemon::~Daemon() {
   if (pid_ <= 0) return;
-  ::kill(pid_, SIGKILL);
+  ::kill(pid_, SIGKILL);  // unshare --kill-child takes its daemon along
   int ignored = 0;
   ::waitpid(pid_, &ignored, 0);
 }
@@ -144,7 +170,9 @@ absl::Status Daemon::AwaitReady(const std::string& ready_file, absl::Duration ti
 
 absl::StatusOr<int> Daemon::Stop(absl::Duration timeout) {
   if (pid_ <= 0) return absl::FailedPreconditionError("the daemon is not running");
-  ::kill(pid_, SIGTERM);
+  const pid_t daemon = in_namespace_ ? FirstChild(pid_) : pid_;
+  if (daemon <= 0) return absl::InternalError("cannot find the daemon unshare runs");
+  ::kill(daemon, SIGTERM);
   const absl::Time deadline = absl::Now() + timeout;
   int wait_status = 0;
   while (::waitpid(pid_, &wait_status, WNOHANG) == 0) {

@@ -40,7 +40,13 @@ struct DaemonOptions {
   std::vector<std::string> extra_args;
   // How long the daemon may take to write its ready file.
   absl::Duration ready_timeout = absl::Seconds(20);
+  // Run it as pid 1 of a new PID namespace (through unshare), as in a
+  // container or Bazel's sandbox: /dev/shm stays shared with the host.
+  bool own_pid_namespace = false;
 };
+
+// Whether this process may create PID namespaces (own_pid_namespace).
+bool PidNamespacesWork();
 
 // One xferd child process. Its files (empty config, socket, ready file, log)
 // live in the directory given to Start. Not thread-safe.
@@ -65,15 +71,19 @@ class Daemon {
   const std::string& grpc_address() const { return grpc_address_; }
   // "unix:<dir>/<node>.sock": what local clients use.
   std::string unix_target() const { return "unix:" + socket_path_; }
+  // The child process: the daemon itself unless it runs in its own PID
+  // namespace (then unshare, whose exit code is the daemon's).
   pid_t pid() const { return pid_; }
   // The daemon's stdout and stderr so far (for failure messages).
   std::string Log() const;
 
  private:
-  Daemon(pid_t pid, std::string node_id, std::string socket_path, std::string log_path);
+  Daemon(pid_t pid, bool in_namespace, std::string node_id, std::string socket_path,
+         std::string log_path);
   absl::Status AwaitReady(const std::string& ready_file, absl::Duration timeout);
 
-  pid_t pid_;
+  pid_t pid_;  // the daemon, or unshare running it in its PID namespace
+  const bool in_namespace_;
   const std::string node_id_;
   const std::string socket_path_;
   const std::string log_path_;
