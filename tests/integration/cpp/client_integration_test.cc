@@ -100,6 +100,10 @@ class ClientIntegrationTest : public ::testing::Test {
   }
   static constexpr uint64_t kSlowLength = 64 * kMiB;
 
+  // See its definition, next to the tests that use it.
+  std::pair<std::unique_ptr<MappedFile>, std::unique_ptr<MappedFile>> WriteOnceToRdst(
+      uint64_t seed);
+
   std::unique_ptr<ScratchDir> dir_;
   std::unique_ptr<Daemon> a_, b_;
   std::unique_ptr<Client> client_a_, client_b_;
@@ -350,42 +354,44 @@ void WriteAndCheck(Client& a, const MappedFile& src, const MappedFile& dst, cons
   })) << "bytes landed in the wrong region";
 }
 
+// Registers A's "rsrc" and B's "rdst" (kRdstSize each) and writes once from
+// one to the other, so that A has resolved and cached rdst's key.
+constexpr uint64_t kRdstSize = 64 * kKiB + 1;
+std::pair<std::unique_ptr<MappedFile>, std::unique_ptr<MappedFile>>
+ClientIntegrationTest::WriteOnceToRdst(uint64_t seed) {
+  std::unique_ptr<MappedFile> src = AddShm(*client_a_, "rsrc", kRdstSize, false);
+  std::unique_ptr<MappedFile> dst = AddShm(*client_b_, "rdst", kRdstSize, true);
+  std::unique_ptr<MappedFile> unused = AddShm(*client_b_, "unused", kRdstSize, true);
+  WriteAndCheck(*client_a_, *src, *dst, *unused, seed);
+  return {std::move(src), std::move(dst)};
+}
+
 // Once DeregisterRegion has returned, the writers that knew the region have
 // forgotten it: a write right after a re-registration under the same name
 // lands in the new region (never the old key, never a decoy).
 TEST_F(ClientIntegrationTest, ReRegisteredDestinationGetsTheBytes) {
-  constexpr uint64_t kSize = 64 * kKiB + 1;
-  std::unique_ptr<MappedFile> src = AddShm(*client_a_, "rsrc", kSize, false);
-  std::unique_ptr<MappedFile> dst = AddShm(*client_b_, "rdst", kSize, true);
-  std::unique_ptr<MappedFile> unused = AddShm(*client_b_, "unused", kSize, true);
-  WriteAndCheck(*client_a_, *src, *dst, *unused, 5);  // A now knows rdst
+  auto [src, dst] = WriteOnceToRdst(5);
   for (int round = 0; round < 20; ++round) {
     SCOPED_TRACE(::testing::Message() << "round " << round);
     Unwrap(client_b_->DeregisterRegion("rdst"), "deregister");
     std::unique_ptr<MappedFile> decoy =
-        AddShm(*client_b_, "decoy" + std::to_string(round), kSize, true);
-    dst = AddShm(*client_b_, "rdst", kSize, true);
+        AddShm(*client_b_, "decoy" + std::to_string(round), kRdstSize, true);
+    dst = AddShm(*client_b_, "rdst", kRdstSize, true);
     WriteAndCheck(*client_a_, *src, *dst, *decoy, 6 + round);
     if (HasFatalFailure()) return;
   }
 }
 
 TEST_F(ClientIntegrationTest, RestartedPeerGetsTheBytesInTheRightRegion) {
-  constexpr uint64_t kSize = 64 * kKiB + 1;
-  std::unique_ptr<MappedFile> src = AddShm(*client_a_, "rsrc", kSize, false);
-  {
-    std::unique_ptr<MappedFile> dst = AddShm(*client_b_, "rdst", kSize, true);
-    std::unique_ptr<MappedFile> unused = AddShm(*client_b_, "unused", kSize, true);
-    WriteAndCheck(*client_a_, *src, *dst, *unused, 7);  // A now knows rdst
-  }
+  std::unique_ptr<MappedFile> src = WriteOnceToRdst(7).first;
   client_b_.reset();
   absl::StatusOr<int> code = b_->Stop();
   ASSERT_TRUE(code.ok() && *code == 0) << b_->Log();
   b_ = Unwrap(StartDaemon("node-b"), "restart node-b");
   client_b_ = Unwrap(Client::Connect(b_->grpc_address(), absl::Seconds(10)), "connect B");
   // Registered in another order than before: a stale key would hit the decoy.
-  std::unique_ptr<MappedFile> decoy = AddShm(*client_b_, "decoy", kSize, true);
-  std::unique_ptr<MappedFile> dst = AddShm(*client_b_, "rdst", kSize, true);
+  std::unique_ptr<MappedFile> decoy = AddShm(*client_b_, "decoy", kRdstSize, true);
+  std::unique_ptr<MappedFile> dst = AddShm(*client_b_, "rdst", kRdstSize, true);
   peer_ = Unwrap(client_a_->ConnectPeer(b_->grpc_address()), "A reconnects B");
   EXPECT_EQ(peer_.state(), v1::Peer::STATE_CONNECTED);
   WriteAndCheck(*client_a_, *src, *dst, *decoy, 8);
