@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -46,6 +47,50 @@ absl::StatusOr<int> ExitCode(int wait_status) {
   if (WIFEXITED(wait_status)) return WEXITSTATUS(wait_status);
   return absl::AbortedError(absl::StrCat("xferd was killed by signal ", WTERMSIG(wait_status), " (",
                                          strsignal(WTERMSIG(wait_status)), ")"));
+}
+
+// Pids of the running daemons, for the crash handler (async-signal-safe).
+constexpr int kMaxDaemons = 64;
+std::atomic<pid_t> live_daemons[kMaxDaemons];
+
+// Signal handler: only async-signal-safe calls (kill, waitpid, nanosleep).
+void TerminateDaemonsAndReraise(int sig) {
+  for (std::atomic<pid_t>& pid : live_daemons) {
+    if (const pid_t p = pid.load(); p > 0) ::kill(p, SIGTERM);
+  }
+  // Up to 5 s for our children to drain and remove their files. (A daemon in
+  // a PID namespace is not our child; its unshare is, and waits for it.)
+  for (int i = 0; i < 500; ++i) {
+    bool running = false;
+    for (std::atomic<pid_t>& pid : live_daemons) {
+      const pid_t p = pid.load();
+      if (p > 0 && ::waitpid(p, nullptr, WNOHANG) == 0) running = true;
+    }
+    if (!running) break;
+    const timespec pause = {0, 10 * 1000 * 1000};
+    ::nanosleep(&pause, nullptr);
+  }
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
+void TrackDaemon(pid_t pid) {
+  static const bool installed = [] {
+    for (int sig : {SIGABRT, SIGSEGV, SIGBUS, SIGFPE}) ::signal(sig, TerminateDaemonsAndReraise);
+    return true;
+  }();
+  (void)installed;
+  for (std::atomic<pid_t>& slot : live_daemons) {
+    pid_t empty = 0;
+    if (slot.compare_exchange_strong(empty, pid)) return;
+  }
+}
+
+void UntrackDaemon(pid_t pid) {
+  for (std::atomic<pid_t>& slot : live_daemons) {
+    pid_t expected = pid;
+    if (slot.compare_exchange_strong(expected, 0)) return;
+  }
 }
 
 // Starts args[0] with stdout and stderr going to `log`. Errors: INTERNAL.
@@ -119,26 +164,38 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const std::string& binary,
   args.insert(args.end(), options.extra_args.begin(), options.extra_args.end());
   absl::StatusOr<pid_t> pid = Spawn(args, log);
   if (!pid.ok()) return pid.status();
-  std::unique_ptr<Daemon> daemon(
-      new Daemon(*pid, options.own_pid_namespace, options.node_id, base + ".sock", log));
+  std::unique_ptr<Daemon> daemon(new Daemon(*pid, options.node_id, base + ".sock", log));
   absl::Status ready_status = daemon->AwaitReady(ready, options.ready_timeout);
   if (!ready_status.ok()) return ready_status;
+  if (options.own_pid_namespace) {  // signals go to the daemon, not to unshare
+    daemon->daemon_pid_ = FirstChild(*pid);
+    if (daemon->daemon_pid_ <= 0) return absl::InternalError("cannot find the daemon unshare runs");
+    TrackDaemon(daemon->daemon_pid_);
+  }
   return daemon;
 }
 
-Daemon::Daemon(pid_t pid, bool in_namespace, std::string node_id, std::string socket_path,
-               std::string log_path)
+Daemon::Daemon(pid_t pid, std::string node_id, std::string socket_path, std::string log_path)
     : pid_(pid),
-      in_namespace_(in_namespace),
+      daemon_pid_(pid),
       node_id_(std::move(node_id)),
       socket_path_(std::move(socket_path)),
-      log_path_(std::move(log_path)) {}
+      log_path_(std::move(log_path)) {
+  TrackDaemon(pid_);
+}
 
 Daemon::~Daemon() {
   if (pid_ <= 0) return;
   ::kill(pid_, SIGKILL);  // unshare --kill-child takes its daemon along
   int ignored = 0;
   ::waitpid(pid_, &ignored, 0);
+  Reaped();
+}
+
+void Daemon::Reaped() {
+  UntrackDaemon(pid_);
+  if (daemon_pid_ != pid_) UntrackDaemon(daemon_pid_);
+  pid_ = daemon_pid_ = -1;
 }
 
 absl::Status Daemon::AwaitReady(const std::string& ready_file, absl::Duration timeout) {
@@ -146,7 +203,7 @@ absl::Status Daemon::AwaitReady(const std::string& ready_file, absl::Duration ti
   while (absl::Now() < deadline) {
     int wait_status = 0;
     if (::waitpid(pid_, &wait_status, WNOHANG) == pid_) {
-      pid_ = -1;
+      Reaped();
       const std::string log = Log();
       return absl::UnavailableError(
           absl::StrCat("xferd ", node_id_, " exited before it was ready; its log ends with:\n",
@@ -170,22 +227,20 @@ absl::Status Daemon::AwaitReady(const std::string& ready_file, absl::Duration ti
 
 absl::StatusOr<int> Daemon::Stop(absl::Duration timeout) {
   if (pid_ <= 0) return absl::FailedPreconditionError("the daemon is not running");
-  const pid_t daemon = in_namespace_ ? FirstChild(pid_) : pid_;
-  if (daemon <= 0) return absl::InternalError("cannot find the daemon unshare runs");
-  ::kill(daemon, SIGTERM);
+  ::kill(daemon_pid_, SIGTERM);
   const absl::Time deadline = absl::Now() + timeout;
   int wait_status = 0;
   while (::waitpid(pid_, &wait_status, WNOHANG) == 0) {
     if (absl::Now() >= deadline) {
       ::kill(pid_, SIGKILL);
       ::waitpid(pid_, &wait_status, 0);
-      pid_ = -1;
+      Reaped();
       return absl::DeadlineExceededError(absl::StrCat(
           "xferd ", node_id_, " still running ", absl::FormatDuration(timeout), " after SIGTERM"));
     }
     absl::SleepFor(kPollInterval);
   }
-  pid_ = -1;
+  Reaped();
   return ExitCode(wait_status);
 }
 

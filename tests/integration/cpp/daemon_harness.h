@@ -48,7 +48,9 @@ struct DaemonOptions {
 // Whether this process may create PID namespaces (own_pid_namespace).
 bool PidNamespacesWork();
 
-// One xferd child process. Its files (empty config, socket, ready file, log)
+// One xferd child process. If the test process crashes (abort, segfault),
+// every running Daemon gets SIGTERM, so none outlives the test or leaves its
+// SHM files behind. Its files (empty config, socket, ready file, log)
 // live in the directory given to Start. Not thread-safe.
 class Daemon {
  public:
@@ -78,12 +80,13 @@ class Daemon {
   std::string Log() const;
 
  private:
-  Daemon(pid_t pid, bool in_namespace, std::string node_id, std::string socket_path,
-         std::string log_path);
+  Daemon(pid_t pid, std::string node_id, std::string socket_path, std::string log_path);
   absl::Status AwaitReady(const std::string& ready_file, absl::Duration timeout);
+  // The child was reaped: forget its pids.
+  void Reaped();
 
-  pid_t pid_;  // the daemon, or unshare running it in its PID namespace
-  const bool in_namespace_;
+  pid_t pid_;         // the child: the daemon, or unshare running it
+  pid_t daemon_pid_;  // the daemon itself (== pid_ without a PID namespace)
   const std::string node_id_;
   const std::string socket_path_;
   const std::string log_path_;

@@ -11,7 +11,16 @@ PY=/usr/bin/python3
 DIR=$(mktemp -d /tmp/xfc.XXXXXX)
 PIDS=()
 
+# On any exit: daemons still running get SIGTERM (so they remove their SHM
+# files) and up to 5 s, then SIGKILL.
 cleanup() {
+  for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  for _ in $(seq 50); do
+    local alive=0
+    for pid in "${PIDS[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
+    [ "$alive" -eq 0 ] && break
+    sleep 0.1
+  done
   for pid in "${PIDS[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
   rm -rf "$DIR"
 }
@@ -49,6 +58,9 @@ stop() {
   kill -TERM "$1"
   local code=0
   wait "$1" || code=$?
+  local running=() pid
+  for pid in "${PIDS[@]}"; do [ "$pid" = "$1" ] || running+=("$pid"); done
+  PIDS=("${running[@]}")  # reaped: its pid may be reused
   [ "$code" -eq 0 ] || fail "$2 exited $code after SIGTERM"
 }
 
