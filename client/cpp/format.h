@@ -51,6 +51,7 @@ std::string WriteSummary(const v1::Transfer& transfer, absl::Duration measured);
 
 // Columns of text, each as wide as its widest cell, separated by two spaces;
 // right-aligned columns suit numbers. Headers are skipped when all are empty.
+// Not thread-safe: one thread fills and renders it.
 class Table {
  public:
   struct Column {
