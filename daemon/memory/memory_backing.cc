@@ -70,14 +70,22 @@ absl::StatusOr<UniqueFd> OpenShm(const BackingSpec& spec) {
 }
 
 // Opens (and with create, makes or grows) the file; returns the region size.
-absl::StatusOr<uint64_t> OpenFile(const BackingSpec& spec, UniqueFd& fd) {
+// A file only read from is still opened read-write when it allows it:
+// RDMA cannot register a read-only file mapping (the kernel refuses to pin
+// its pages), so read-only is the fall-back, reported in `read_only`.
+absl::StatusOr<uint64_t> OpenFile(const BackingSpec& spec, UniqueFd& fd, bool* read_only) {
   if (spec.file_path.empty() || spec.file_path[0] != '/') {
     return absl::InvalidArgumentError(
         absl::StrCat("file_path '", spec.file_path, "' must be an absolute path"));
   }
-  int flags = (spec.writable ? O_RDWR : O_RDONLY) | O_CLOEXEC;
+  int flags = O_RDWR | O_CLOEXEC;
   if (spec.create) flags |= O_CREAT;
   fd.reset(::open(spec.file_path.c_str(), flags, 0644));
+  *read_only = false;
+  if (!fd.valid() && !spec.writable && (errno == EACCES || errno == EPERM || errno == EROFS)) {
+    fd.reset(::open(spec.file_path.c_str(), O_RDONLY | O_CLOEXEC));
+    *read_only = true;
+  }
   if (!fd.valid()) {
     absl::Status s = ErrnoStatus(errno, absl::StrCat("cannot open ", spec.file_path));
     if (errno == ENOENT) {
@@ -115,6 +123,7 @@ absl::StatusOr<uint64_t> OpenFile(const BackingSpec& spec, UniqueFd& fd) {
 absl::StatusOr<std::unique_ptr<MemoryBacking>> MemoryBacking::Create(const BackingSpec& spec) {
   BackingSpec resolved = spec;
   UniqueFd fd;
+  bool read_only = false;
   int prot = PROT_READ | PROT_WRITE;
   int flags = MAP_SHARED;
   switch (spec.kind) {
@@ -126,8 +135,8 @@ absl::StatusOr<std::unique_ptr<MemoryBacking>> MemoryBacking::Create(const Backi
       break;
     }
     case Backing::kFile: {
-      ASSIGN_OR_RETURN(resolved.size, OpenFile(spec, fd));
-      if (!spec.writable) prot = PROT_READ;
+      ASSIGN_OR_RETURN(resolved.size, OpenFile(spec, fd, &read_only));
+      if (read_only) prot = PROT_READ;
       break;
     }
   }
@@ -149,15 +158,17 @@ absl::StatusOr<std::unique_ptr<MemoryBacking>> MemoryBacking::Create(const Backi
     return ErrnoStatus(err, absl::StrCat("cannot map ", FormatBytes(mapped_size)));
   }
   return std::unique_ptr<MemoryBacking>(new MemoryBacking(
-      std::move(resolved), std::move(fd), static_cast<std::byte*>(addr), mapped_size));
+      std::move(resolved), std::move(fd), static_cast<std::byte*>(addr), mapped_size, read_only));
 }
 
-MemoryBacking::MemoryBacking(BackingSpec spec, UniqueFd fd, std::byte* data, uint64_t mapped_size)
+MemoryBacking::MemoryBacking(BackingSpec spec, UniqueFd fd, std::byte* data, uint64_t mapped_size,
+                             bool read_only)
     : spec_(std::move(spec)),
       fd_(std::move(fd)),
       data_(data),
       size_(spec_.size),
-      mapped_size_(mapped_size) {}
+      mapped_size_(mapped_size),
+      read_only_(read_only) {}
 
 MemoryBacking::~MemoryBacking() {
   ::munmap(data_, mapped_size_);

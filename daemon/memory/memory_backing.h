@@ -24,7 +24,9 @@ struct BackingSpec {
   // kShm: the file to create (its directory must exist); mode bits of the file.
   std::string shm_path;
   uint32_t shm_mode = 0600;
-  // kFile: the file, whether to create/grow it, and whether it is written to.
+  // kFile: the file, whether to create/grow it, and whether it must be
+  // writable (a destination). A source is opened read-write if the file
+  // allows it, else read-only (see read_only()).
   std::string file_path;
   bool create = false;
   bool writable = true;
@@ -43,6 +45,8 @@ class MemoryBacking {
   std::byte* data() const { return data_; }
   uint64_t size() const { return size_; }
   Backing kind() const { return spec_.kind; }
+  // True for a file mapped read-only because it is not writable by the daemon.
+  bool read_only() const { return read_only_; }
   const BackingSpec& spec() const { return spec_; }
 
   // kShm: unlinks the file now (the region was deregistered), so its name
@@ -52,13 +56,15 @@ class MemoryBacking {
   void ReleaseName() const;
 
  private:
-  MemoryBacking(BackingSpec spec, UniqueFd fd, std::byte* data, uint64_t mapped_size);
+  MemoryBacking(BackingSpec spec, UniqueFd fd, std::byte* data, uint64_t mapped_size,
+                bool read_only);
 
   BackingSpec spec_;
   UniqueFd fd_;
   std::byte* data_;
   uint64_t size_;
   uint64_t mapped_size_;  // size rounded up to the hugepage size
+  bool read_only_;
   mutable std::atomic<bool> name_released_{false};
 };
 

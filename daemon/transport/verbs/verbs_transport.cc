@@ -115,11 +115,18 @@ absl::Status VerbsTransport::CheckRemoteRegion(const RemoteRegion& r) const {
 
 absl::StatusOr<std::unique_ptr<memory::TransportRegistration>> VerbsTransport::RegisterMemory(
     const memory::Region& region) {
-  ASSIGN_OR_RETURN(
-      auto registration,
+  absl::StatusOr<std::unique_ptr<VerbsRegistration>> registration =
       VerbsRegistration::Create(context_, region.data(), region.size(), region.access(),
-                                options_.mr_chunk, options_.registration_threads, registrations_));
-  return std::unique_ptr<memory::TransportRegistration>(std::move(registration));
+                                options_.mr_chunk, options_.registration_threads, registrations_);
+  if (!registration.ok() && region.backing().read_only()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot register file region '", region.name(),
+        "' for RDMA: ", region.backing().spec().file_path,
+        " is not writable by the daemon, and the kernel refuses to pin read-only file mappings (",
+        registration.status().message(), "); make the file writable by the daemon"));
+  }
+  if (!registration.ok()) return registration.status();
+  return std::unique_ptr<memory::TransportRegistration>(*std::move(registration));
 }
 
 TransportStats VerbsTransport::stats() const {
