@@ -136,6 +136,8 @@ class Engine final : public TransferListener {
   void NotifyInvalidated(uint32_t region_id, const std::string& name, std::function<void()> then);
 
   // engine_transfers.cc
+  absl::Status CheckSource(const WriteSpec& write) const;
+  absl::Status ReconnectBroken(const std::vector<WriteSpec>& writes, absl::Time deadline);
   absl::Status ResolveMissing(const std::vector<WriteSpec>& writes, absl::Time deadline);
   absl::StatusOr<Transfer::Plan> Plan(const WriteSpec& spec) const;
   absl::StatusOr<std::vector<std::shared_ptr<Transfer>>> Admit(std::vector<WriteSpec> writes,
@@ -160,6 +162,8 @@ class Engine final : public TransferListener {
   mutable absl::Mutex mu_;
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  // Addresses being connected right now: one handshake per peer at a time.
+  absl::flat_hash_set<std::string> connecting_ ABSL_GUARDED_BY(mu_);
   // Region id -> node ids that resolved it (told when it goes away).
   absl::flat_hash_map<uint32_t, absl::flat_hash_set<std::string>> resolved_by_ ABSL_GUARDED_BY(mu_);
   // Totals of links that are gone, so stats do not drop at a reconnect.

@@ -1,5 +1,6 @@
 // Engine: peers — handshakes in both directions, region resolution for
 // peers, invalidation and goodbye notices, disconnects.
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/common/log.h"
 #include "daemon/common/status_macros.h"
@@ -25,10 +26,26 @@ absl::StatusOr<PeerInfo> Engine::ConnectNow(const std::string& address, absl::Ti
   if (draining()) return absl::UnavailableError("daemon is shutting down");
   if (!ready()) return absl::UnavailableError("daemon is starting up: retry");
   if (address.empty()) return absl::InvalidArgumentError("peer address is empty: give host:port");
-  if (std::shared_ptr<Peer> existing = peers_.Find(address);
-      existing != nullptr && !existing->link()->broken()) {
-    return existing->Info();
+  // One handshake per address at a time: concurrent writers to a broken
+  // peer share one reconnection instead of replacing each other's links.
+  {
+    absl::MutexLock lock(&mu_);
+    auto free = [this, &address]()
+                    ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !connecting_.contains(address); };
+    if (!mu_.AwaitWithDeadline(absl::Condition(&free), deadline)) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("another connection to ", address, " is still in progress"));
+    }
+    if (std::shared_ptr<Peer> existing = peers_.Find(address);
+        existing != nullptr && !existing->link()->broken()) {
+      return existing->Info();
+    }
+    connecting_.insert(address);
   }
+  absl::Cleanup done_connecting = [this, &address] {
+    absl::MutexLock lock(&mu_);
+    connecting_.erase(address);
+  };
   HandshakeMessage request{self_, {}};
   ASSIGN_OR_RETURN(std::shared_ptr<transport::Link> link,
                    transport_.CreateLink(&request.endpoints));

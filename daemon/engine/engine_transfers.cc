@@ -38,23 +38,68 @@ void Engine::Submit(std::vector<WriteSpec> writes, bool batch,
         absl::StrCat("batch of ", writes.size(), " writes; at most ", kMaxBatch, " per batch")));
     return;
   }
-  bool resolved = true;
+  // What can be checked here is checked first: a bad source is reported as
+  // such, without waiting on (or blaming) the peer.
+  for (size_t i = 0; i < writes.size(); ++i) {
+    absl::Status local = CheckSource(writes[i]);
+    if (local.ok() && peers_.Find(writes[i].peer) == nullptr) {
+      local = absl::NotFoundError(absl::StrCat("no peer '", writes[i].peer,
+                                               "' (by node id or address): connect it first "
+                                               "with ConnectPeer"));
+    }
+    if (!local.ok()) {
+      done(ForWrite(local, i, writes.size()));
+      return;
+    }
+  }
+  bool ready = true;
   for (const WriteSpec& w : writes) {
     std::shared_ptr<Peer> peer = peers_.Find(w.peer);
-    if (peer != nullptr && !peer->CachedRegion(w.dst_region)) resolved = false;
+    if (peer->link()->broken() || !peer->CachedRegion(w.dst_region)) ready = false;
   }
-  if (resolved) {  // the common case: validate and queue right here
+  if (ready) {  // the common case: validate and queue right here
     done(Admit(std::move(writes), batch));
     return;
   }
   executor_.Run([this, writes = std::move(writes), batch, done = std::move(done)]() mutable {
-    absl::Status status = ResolveMissing(writes, absl::Now() + kResolveTimeout);
+    const absl::Time deadline = absl::Now() + kResolveTimeout;
+    absl::Status status = ReconnectBroken(writes, deadline);
+    if (status.ok()) status = ResolveMissing(writes, deadline);
     if (!status.ok()) {
       done(status);
       return;
     }
     done(Admit(std::move(writes), batch));
   });
+}
+
+// A peer whose link broke (a fault, a restart) is connected again by a new
+// handshake before writing to it; its old region keys went with the old link.
+absl::Status Engine::ReconnectBroken(const std::vector<WriteSpec>& writes, absl::Time deadline) {
+  for (size_t i = 0; i < writes.size(); ++i) {
+    std::shared_ptr<Peer> peer = peers_.Find(writes[i].peer);
+    if (peer == nullptr || !peer->link()->broken()) continue;
+    const absl::Status why = peer->link()->status();
+    absl::StatusOr<PeerInfo> again = ConnectNow(peer->node().address, deadline);
+    if (!again.ok()) {
+      return ForWrite(absl::UnavailableError(absl::StrCat(
+                          "peer '", peer->node_id(), "' is disconnected (", why.message(),
+                          ") and connecting it again failed: ", again.status().message())),
+                      i, writes.size());
+    }
+    spdlog::info("peer {} reconnected after: {}", peer->node_id(), why.message());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Engine::CheckSource(const WriteSpec& w) const {
+  std::shared_ptr<memory::Region> src = regions_.Find(w.src_region);
+  if (src == nullptr) {
+    return absl::NotFoundError(
+        absl::StrCat("source region '", w.src_region, "' is not registered on this daemon"));
+  }
+  if (w.length == 0) return absl::InvalidArgumentError("length is 0: nothing to write");
+  return src->CheckRange(w.src_offset, w.length, "source");
 }
 
 absl::Status Engine::ResolveMissing(const std::vector<WriteSpec>& writes, absl::Time deadline) {
@@ -85,13 +130,8 @@ absl::Status Engine::ResolveMissing(const std::vector<WriteSpec>& writes, absl::
 absl::StatusOr<Transfer::Plan> Engine::Plan(const WriteSpec& w) const {
   Transfer::Plan plan;
   plan.spec = w;
+  RETURN_IF_ERROR(CheckSource(w));
   plan.src = regions_.Find(w.src_region);
-  if (plan.src == nullptr) {
-    return absl::NotFoundError(
-        absl::StrCat("source region '", w.src_region, "' is not registered on this daemon"));
-  }
-  if (w.length == 0) return absl::InvalidArgumentError("length is 0: nothing to write");
-  RETURN_IF_ERROR(plan.src->CheckRange(w.src_offset, w.length, "source"));
   plan.peer = peers_.Find(w.peer);
   if (plan.peer == nullptr) {
     return absl::NotFoundError(absl::StrCat(

@@ -66,20 +66,45 @@ TEST_F(EnginePeersTest, DisconnectFailsTransfersInFlight) {
   EXPECT_EQ(a_->engine->DisconnectPeer("b").status().code(), absl::StatusCode::kNotFound);
 }
 
-TEST_F(EnginePeersTest, GoodbyeBreaksThePeerAndWritesSayWhy) {
+TEST_F(EnginePeersTest, GoodbyeBreaksThePeerAndTheNextWriteReconnects) {
   h_.RegisterOrDie(*a_, "src", 4096, false);
   h_.RegisterOrDie(*b_, "dst", 4096, true);
   ASSERT_TRUE(h_.Connect(*a_, *b_).ok());
+  const absl::Time first_link = a_->engine->ListPeers()[0].connected_at;
   b_->engine->SayGoodbye("maintenance", absl::Now() + absl::Seconds(1));
   auto peers = a_->engine->ListPeers();
   ASSERT_EQ(peers.size(), 1u);
   EXPECT_EQ(peers[0].state, PeerState::kBroken);
   EXPECT_NE(peers[0].last_error.message().find("maintenance"), absl::string_view::npos);
+  // Writing to a broken peer handshakes again first.
+  auto t = h_.Submit(*a_, {Spec("src", "b", "dst", 4096)});
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(h_.Wait((*t)[0]).state, TransferState::kDone);
+  peers = a_->engine->ListPeers();
+  ASSERT_EQ(peers.size(), 1u);
+  EXPECT_EQ(peers[0].state, PeerState::kConnected);
+  EXPECT_GT(peers[0].connected_at, first_link);
+}
+
+TEST_F(EnginePeersTest, AGonePeerFailsWritesWithBothReasons) {
+  h_.RegisterOrDie(*a_, "src", 4096, false);
+  h_.RegisterOrDie(*b_, "dst", 4096, true);
+  ASSERT_TRUE(h_.Connect(*a_, *b_).ok());
+  b_->engine->SayGoodbye("power off", absl::Now() + absl::Seconds(1));
+  h_.rpc().Remove("addr-b");  // and it does not come back
   absl::Status s = h_.Submit(*a_, {Spec("src", "b", "dst", 4096)}).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
-  EXPECT_NE(s.message().find("connect it again"), absl::string_view::npos);
-  ASSERT_TRUE(h_.Connect(*a_, *b_).ok());  // a broken peer is reconnected
-  EXPECT_TRUE(h_.Submit(*a_, {Spec("src", "b", "dst", 4096)}).ok());
+  EXPECT_NE(s.message().find("power off"), absl::string_view::npos) << s;
+  EXPECT_NE(s.message().find("connecting it again failed"), absl::string_view::npos) << s;
+}
+
+TEST_F(EnginePeersTest, LocalMistakesAreReportedBeforeAskingThePeer) {
+  h_.RegisterOrDie(*b_, "dst", 4096, true);
+  ASSERT_TRUE(h_.Connect(*a_, *b_).ok());
+  h_.rpc().Remove("addr-b");  // the peer would not even answer
+  absl::Status s = h_.Submit(*a_, {Spec("nope", "b", "unknown-dst", 4096)}).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(s.message().find("source region 'nope'"), absl::string_view::npos) << s;
 }
 
 TEST_F(EnginePeersTest, AHandshakeFromTheSameNodeReplacesTheOldLink) {
