@@ -229,15 +229,15 @@ TEST_P(TransportConformanceTest, BothDirectionsShareTheLink) {
 
 // Refused writes fail and leave the destination alone. TCP refuses per frame
 // with the precise reason and keeps the lane; an RDMA NIC reports every
-// refusal as one remote access error (NOT_FOUND here: deregistered or out of
-// range) and the queue pair breaks, which is what RDMA hardware does.
+// refusal as one remote access error and the queue pair breaks, which is what
+// RDMA hardware does (UNAVAILABLE: a retry reconnects and resolves afresh).
 void ExpectRefused(TransportConformanceTest* test, const absl::Status& status,
                    absl::StatusCode tcp_code) {
   ASSERT_FALSE(status.ok());
   if (test->GetParam().refuses_per_write) {
     EXPECT_EQ(status.code(), tcp_code) << status;
   } else {
-    EXPECT_EQ(status.code(), absl::StatusCode::kNotFound) << status;
+    EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
     EXPECT_NE(status.message().find("refused"), absl::string_view::npos) << status;
   }
 }

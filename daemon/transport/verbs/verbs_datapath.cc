@@ -21,10 +21,15 @@ absl::Status CompletionError(const ibv_wc& wc, const std::string& peer) {
   const std::string what = absl::StrCat(ibv_wc_status_str(wc.status), " (vendor error 0x",
                                         absl::Hex(wc.vendor_err), ")");
   switch (wc.status) {
+    // The NIC cannot say why: the peer deregistered the region, the range is
+    // outside it, or the peer process exited. Like every completion error it
+    // resets the link (and the cached keys); a retry resolves afresh and gets
+    // the precise reason from the peer.
     case IBV_WC_REM_ACCESS_ERR:
-      return absl::NotFoundError(absl::StrCat(
+      return absl::UnavailableError(absl::StrCat(
           "peer ", peer, " refused the RDMA write (", what,
-          "): the region was deregistered, or the range is outside it; the link is reset"));
+          "): its region was deregistered, the range is outside it, or the peer exited; "
+          "the link is reset"));
     case IBV_WC_RETRY_EXC_ERR:
       return absl::UnavailableError(absl::StrCat("peer ", peer, " does not answer (", what,
                                                  "): it died or the network is down"));
