@@ -26,7 +26,7 @@ from typing import Dict, Iterable, List, Optional, Sequence
 
 import xferd
 
-__all__ = ["Daemon", "Cluster", "daemon_binary"]
+__all__ = ["Daemon", "Cluster", "daemon_binary", "TRANSPORT"]
 
 # Unix socket paths are limited to 107 bytes plus NUL (sun_path); leave room
 # for "/<name>.sock" below the directory.
@@ -35,6 +35,10 @@ _READY_TIMEOUT_S = 20.0
 _STOP_TIMEOUT_S = 20.0
 _POLL_S = 0.01
 _LOG_TAIL_BYTES = 4000
+# The transport every daemon must use: "tcp" (default) or "verbs" (the
+# Soft-RoCE suite). Passed explicitly, with require_rdma for verbs, so a
+# suite never silently runs over another transport than it claims.
+TRANSPORT = os.environ.get("XFERD_TEST_TRANSPORT", "tcp")
 
 
 def daemon_binary() -> str:
@@ -129,8 +133,8 @@ class Daemon:
             "--listen", "127.0.0.1:0", "--unix-socket", self.socket_path,
             "--ready-file", self.ready_path, "--pollers", str(self.pollers),
             "--slice-size", self.slice_size, "--log-level", "debug",
-            "--data-listen", "127.0.0.1:0",
-        ] + self.extra_args
+            "--data-listen", "127.0.0.1:0", "--transport", TRANSPORT,
+        ] + (["--require-rdma"] if TRANSPORT == "verbs" else []) + self.extra_args
         self._killed = False
         with open(self.log_path, "ab") as log:
             log.write(f"---- start: {' '.join(args)}\n".encode())

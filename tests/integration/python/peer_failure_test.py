@@ -14,7 +14,7 @@ import pytest
 import pytest_main
 import xferd
 from conftest import Regions
-from daemon_harness import Cluster
+from daemon_harness import TRANSPORT, Cluster
 from testlib import WAIT_S, fill, peer, sha, wait_until
 
 DAEMONS = ("a", "b")
@@ -129,7 +129,7 @@ def test_receiver_killed_mid_transfer(cluster: Cluster, clients: Clients) -> Non
     dst = b.register_region("back", MiB, backing="shm", remote_write=True)
     reconnected = a.connect_peer(cluster["b"].address)
     assert (reconnected.node_id, reconnected.state, reconnected.transport) == (
-        "b", "connected", "tcp")
+        "b", "connected", TRANSPORT)
     a.write("keep", "b", "back", MiB).wait(WAIT_S)
     assert sha(dst.buffer) == keep_digest
     assert [p.state for p in a.peers()] == ["connected"]  # b replaced, not added

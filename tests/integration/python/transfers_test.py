@@ -15,7 +15,7 @@ import pytest
 import pytest_main
 import xferd
 from conftest import Regions
-from daemon_harness import Cluster
+from daemon_harness import TRANSPORT, Cluster
 from testlib import WAIT_S, fill, pattern, peer, sha
 
 DAEMONS = ("a", "b", "c")
@@ -36,18 +36,18 @@ def resolve(client: xferd.Client, src: str, peer: str, dst: str) -> None:
 
 def test_transport_is_visible_everywhere(clients: Clients, regions: Regions) -> None:
     for name, client in clients.items():
-        assert client.node_info().transport == "tcp", name
-        assert client.stats().transport == "tcp", name
+        assert client.node_info().transport == TRANSPORT, name
+        assert client.stats().transport == TRANSPORT, name
     b = peer(clients["a"], "b")
-    assert b is not None and (b.transport, b.state, b.outbound) == ("tcp", "connected", True)
+    assert b is not None and (b.transport, b.state, b.outbound) == (TRANSPORT, "connected", True)
     assert b.lanes == 2  # one per poller
     src = regions.make("a", "tv_src", 64 * KiB)
     regions.make("b", "tv_dst", 64 * KiB, remote_write=True)
-    assert src.transport == "tcp"
+    assert src.transport == TRANSPORT
     done = clients["a"].write("tv_src", "b", "tv_dst", 64 * KiB).wait(WAIT_S)
-    assert done.transport == "tcp"
+    assert done.transport == TRANSPORT
     listed = clients["a"].transfers(include_finished=True, limit=1)
-    assert [(t.id, t.transport) for t in listed] == [(done.id, "tcp")]
+    assert [(t.id, t.transport) for t in listed] == [(done.id, TRANSPORT)]
 
 
 def test_client_over_tcp_and_peer_named_by_address(cluster: Cluster, clients: Clients,
