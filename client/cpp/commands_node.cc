@@ -1,4 +1,5 @@
-// xferctl info, xferctl stats: what the daemon is and what it has done.
+// xferctl info, stats and devices: what the daemon is, what it has done, and
+// the RDMA hardware it sees.
 #include <algorithm>
 #include <string>
 #include <utility>
@@ -56,10 +57,50 @@ std::string StatsText(const v1::Stats& s) {
   std::vector<std::pair<std::string, uint64_t>> errors(s.errors().begin(), s.errors().end());
   std::sort(errors.begin(), errors.end());
   for (const auto& [code, count] : errors) rows.push_back({"errors " + code, absl::StrCat(count)});
+  rows.push_back({"open lanes", absl::StrCat(s.open_lanes())});
+  rows.push_back({"memory registrations", absl::StrCat(s.memory_registrations())});
   rows.push_back({"resident memory", FormatBytes(s.resident_bytes())});
   rows.push_back({"open fds", absl::StrCat(s.open_fds())});
   rows.push_back({"threads", absl::StrCat(s.threads())});
   return KeyValues(rows);
+}
+
+// One row per GID, as ibv_devinfo -v shows them; '*' marks what the daemon
+// uses.
+std::string DevicesText(const v1::ListDevicesResponse& r) {
+  if (r.devices().empty()) return "no RDMA devices on this host (the daemon uses tcp)\n";
+  Table table({{"DEVICE"},
+               {"GUID"},
+               {"PORT", true},
+               {"STATE"},
+               {"LINK"},
+               {"MTU", true},
+               {"LID", true},
+               {"GID", true},
+               {"ADDRESS"},
+               {"TYPE"},
+               {"NETDEV"},
+               {"USED"}});
+  for (const v1::RdmaDevice& d : r.devices()) {
+    if (!d.error().empty()) table.AddRow({d.name(), d.node_guid(), "", "error: " + d.error()});
+    for (const v1::RdmaPort& p : d.ports()) {
+      std::vector<std::string> port = {d.name(),
+                                       d.node_guid(),
+                                       absl::StrCat(p.number()),
+                                       p.state(),
+                                       p.link_layer(),
+                                       absl::StrCat(p.active_mtu()),
+                                       absl::StrCat(p.lid())};
+      if (p.gids().empty()) table.AddRow(port);
+      for (const v1::RdmaGid& g : p.gids()) {
+        std::vector<std::string> row = port;
+        row.insert(row.end(), {absl::StrCat(g.index()), g.gid(), g.type(), OrDash(g.netdev()),
+                               g.in_use() ? "*" : ""});
+        table.AddRow(std::move(row));
+      }
+    }
+  }
+  return table.Render();
 }
 
 }  // namespace
@@ -72,6 +113,10 @@ void AddNodeCommands(CLI::App& app, Action* action) {
   AddCommand(app, "stats", "counters: transfers, bytes, regions, peers, errors, resources", action,
              [](Client& client, const GlobalOptions& global) {
                return EmitResult(global, client.GetStats(), StatsText);
+             });
+  AddCommand(app, "devices", "RDMA devices, ports, MTUs and GIDs, and which the daemon uses",
+             action, [](Client& client, const GlobalOptions& global) {
+               return EmitResult(global, client.ListDevices(), DevicesText);
              });
 }
 

@@ -204,4 +204,8 @@ absl::StatusOr<v1::Stats> Client::GetStats() {
   return Call(&v1::Xferd::Stub::GetStats, v1::GetStatsRequest(), options_.rpc_timeout);
 }
 
+absl::StatusOr<v1::ListDevicesResponse> Client::ListDevices() {
+  return Call(&v1::Xferd::Stub::ListDevices, v1::ListDevicesRequest(), options_.rpc_timeout);
+}
+
 }  // namespace xferd::client

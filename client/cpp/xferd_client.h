@@ -95,6 +95,7 @@ class Client {
   // ---- node ----
   absl::StatusOr<v1::NodeInfo> GetNodeInfo();
   absl::StatusOr<v1::Stats> GetStats();
+  absl::StatusOr<v1::ListDevicesResponse> ListDevices();
 
  private:
   // Runs one unary call with a deadline `timeout` from now (none if infinite).

@@ -175,6 +175,7 @@ EngineStats Engine::Stats() const {
   for (const std::shared_ptr<memory::Region>& region : regions_.List()) {
     stats.landed_events += region->landed().published();
   }
+  stats.transport = transport_.stats();
   stats.regions = static_cast<uint32_t>(regions_.count());
   stats.registered_bytes = regions_.registered_bytes();
   for (uint32_t i = 0; i < pollers_->size(); ++i) stats.pollers.push_back(pollers_->at(i).stats());

@@ -44,6 +44,8 @@ struct EngineStats {
   uint32_t peers = 0;
   uint32_t lanes = 0;
   std::vector<PollerStats> pollers;
+  // What the transport itself holds open (QPs/connections, MRs).
+  transport::TransportStats transport;
 };
 
 class Engine final : public TransferListener {

@@ -1,6 +1,7 @@
 #include "daemon/service/proto_convert.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 
 namespace xferd::service {
 
@@ -215,6 +216,39 @@ void ToProto(const engine::EngineStats& s, const ProcessStats& process, absl::Du
   out->set_resident_bytes(process.resident_bytes);
   out->set_open_fds(process.open_fds);
   out->set_threads(process.threads);
+  out->set_open_lanes(s.transport.lanes);
+  out->set_memory_registrations(s.transport.memory_registrations);
+}
+
+void ToProto(const std::vector<transport::verbs::DeviceInfo>& devices,
+             const std::optional<transport::RdmaPortInUse>& in_use, v1::ListDevicesResponse* out) {
+  for (const transport::verbs::DeviceInfo& d : devices) {
+    v1::RdmaDevice* device = out->add_devices();
+    device->set_name(d.name);
+    const uint64_t g = d.node_guid;
+    device->set_node_guid(absl::StrFormat("%04x:%04x:%04x:%04x", g >> 48, (g >> 32) & 0xffff,
+                                          (g >> 16) & 0xffff, g & 0xffff));
+    device->set_error(d.error);
+    for (const transport::verbs::PortInfo& p : d.ports) {
+      v1::RdmaPort* port = device->add_ports();
+      const bool used = in_use && in_use->device == d.name && in_use->port == p.number;
+      port->set_number(p.number);
+      port->set_state(transport::verbs::PortStateName(p.state));
+      port->set_link_layer(p.ethernet ? "Ethernet" : "InfiniBand");
+      port->set_active_mtu(p.active_mtu);
+      port->set_max_mtu(p.max_mtu);
+      port->set_lid(p.lid);
+      port->set_in_use(used);
+      for (const transport::verbs::GidEntry& g : p.gids) {
+        v1::RdmaGid* gid = port->add_gids();
+        gid->set_index(g.index);
+        gid->set_gid(g.ToString());
+        gid->set_type(transport::verbs::GidTypeName(g.type));
+        gid->set_netdev(g.netdev);
+        gid->set_in_use(used && in_use->gid_index == g.index);
+      }
+    }
+  }
 }
 
 }  // namespace xferd::service

@@ -9,6 +9,7 @@
 #include "daemon/engine/engine.h"
 #include "daemon/memory/landed_events.h"
 #include "daemon/memory/region.h"
+#include "daemon/transport/verbs/device.h"
 #include "google/protobuf/duration.pb.h"
 #include "google/protobuf/timestamp.pb.h"
 #include "xferd/v1/xferd.pb.h"
@@ -30,6 +31,9 @@ void ToProto(const memory::LandedEvent& event, const std::string& region, v1::Re
 absl::StatusOr<engine::WriteSpec> FromProto(const v1::WriteRequest& request);
 void ToProto(const engine::TransferInfo& info, v1::Transfer* out);
 void ToProto(const engine::PeerInfo& info, v1::Peer* out);
+// `in_use`: the port and GID the daemon's transport uses, if verbs.
+void ToProto(const std::vector<transport::verbs::DeviceInfo>& devices,
+             const std::optional<transport::RdmaPortInUse>& in_use, v1::ListDevicesResponse* out);
 void ToProto(const engine::EngineStats& stats, const ProcessStats& process, absl::Duration uptime,
              transport::TransportKind transport, v1::Stats* out);
 

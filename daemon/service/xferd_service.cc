@@ -9,6 +9,7 @@
 #include "daemon/service/proto_convert.h"
 #include "daemon/service/region_watch.h"
 #include "daemon/service/status_convert.h"
+#include "daemon/transport/transport_factory.h"
 
 namespace xferd::service {
 namespace {
@@ -278,6 +279,14 @@ grpc::ServerUnaryReactor* XferdServiceImpl::GetStats(grpc::CallbackServerContext
   ToProto(engine_.Stats(), ReadProcessStats(), absl::Now() - node_.started_at,
           engine_.transport().kind(), response);
   return Reply(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* XferdServiceImpl::ListDevices(grpc::CallbackServerContext* context,
+                                                        const v1::ListDevicesRequest*,
+                                                        v1::ListDevicesResponse* response) {
+  absl::StatusOr<std::vector<transport::verbs::DeviceInfo>> devices = transport::ListRdmaDevices();
+  if (devices.ok()) ToProto(*devices, engine_.transport().rdma_port(), response);
+  return Reply(context, devices.status());
 }
 
 }  // namespace xferd::service

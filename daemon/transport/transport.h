@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
@@ -130,6 +131,8 @@ class Transport : public memory::RegionRegistrar {
   virtual TransportKind kind() const = 0;
   // The RDMA device and port in use ("rxe0:1"), empty for TCP.
   virtual std::string device() const = 0;
+  // The RDMA port and GID in use; nullopt for TCP.
+  virtual std::optional<RdmaPortInUse> rdma_port() const { return std::nullopt; }
   virtual uint32_t lanes_per_link() const = 0;
   virtual TransportWorker& worker(uint32_t index) = 0;
 

@@ -95,6 +95,13 @@ struct WriteCompletion {
   const absl::Status* error = nullptr;
 };
 
+// The RDMA port and GID a verbs transport uses.
+struct RdmaPortInUse {
+  std::string device;
+  uint32_t port = 0;
+  uint32_t gid_index = 0;
+};
+
 struct TransportStats {
   uint32_t lanes = 0;
   uint32_t memory_registrations = 0;

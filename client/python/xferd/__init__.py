@@ -19,8 +19,8 @@ from xferd.errors import (Aborted, AlreadyExists, Cancelled, DataLoss, DeadlineE
                           PermissionDenied, ResourceExhausted, Unauthenticated, Unavailable,
                           Unimplemented, Unknown, XferdError)
 from xferd.handles import RegionWatch, TransferHandle
-from xferd.models import (TERMINAL_STATES, NodeInfo, Peer, Region, RegionEvent, Stats, Status,
-                          Transfer, WriteSpec)
+from xferd.models import (TERMINAL_STATES, NodeInfo, Peer, RdmaDevice, RdmaGid, RdmaPort, Region,
+                          RegionEvent, Stats, Status, Transfer, WriteSpec)
 
 __all__ = [
     "DEFAULT_RPC_TIMEOUT",
@@ -35,6 +35,9 @@ __all__ = [
     "Internal",
     "InvalidArgument",
     "NodeInfo",
+    "RdmaDevice",
+    "RdmaGid",
+    "RdmaPort",
     "NotFound",
     "OutOfRange",
     "Peer",

@@ -10,7 +10,7 @@ import grpc
 
 from xferd.errors import NotFound, from_rpc_error
 from xferd.handles import RegionWatch, TransferHandle, duration
-from xferd.models import NodeInfo, Peer, Region, Stats, Transfer, WriteSpec
+from xferd.models import NodeInfo, Peer, RdmaDevice, Region, Stats, Transfer, WriteSpec
 from xferd.shm import ShmMapping
 from xferd.v1 import common_pb2, xferd_pb2, xferd_pb2_grpc
 
@@ -297,3 +297,9 @@ class Client:
     def stats(self) -> Stats:
         """The daemon's counters."""
         return Stats.from_proto(self._call(self.stub.GetStats, xferd_pb2.GetStatsRequest()))
+
+    def devices(self) -> List[RdmaDevice]:
+        """The RDMA devices of the daemon's host (empty without RDMA), with the
+        port and GID the daemon uses marked `in_use`."""
+        reply = self._call(self.stub.ListDevices, xferd_pb2.ListDevicesRequest())
+        return [RdmaDevice.from_proto(d) for d in reply.devices]

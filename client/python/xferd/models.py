@@ -320,9 +320,61 @@ class Stats:
     resident_bytes: int
     open_fds: int
     threads: int
+    open_lanes: int
+    memory_registrations: int
 
     @classmethod
     def from_proto(cls, s: Any) -> "Stats":
         """Internal: converts an xferd.v1.Stats."""
         return _build(cls, s, uptime=_duration(s.uptime), transport=transport_name(s.transport),
                       errors=types.MappingProxyType(dict(s.errors)))
+
+
+@dataclasses.dataclass(frozen=True)
+class RdmaGid:
+    """One GID of an RDMA port; `in_use` marks the one the daemon uses."""
+
+    index: int
+    gid: str
+    type: str
+    netdev: str
+    in_use: bool
+
+    @classmethod
+    def from_proto(cls, g: Any) -> "RdmaGid":
+        """Internal: converts an xferd.v1.RdmaGid."""
+        return _build(cls, g)
+
+
+@dataclasses.dataclass(frozen=True)
+class RdmaPort:
+    """One port of an RDMA device (state, link layer, MTUs, LID, GIDs)."""
+
+    number: int
+    state: str
+    link_layer: str
+    active_mtu: int
+    max_mtu: int
+    lid: int
+    gids: Tuple[RdmaGid, ...]
+    in_use: bool
+
+    @classmethod
+    def from_proto(cls, p: Any) -> "RdmaPort":
+        """Internal: converts an xferd.v1.RdmaPort."""
+        return _build(cls, p, gids=tuple(RdmaGid.from_proto(g) for g in p.gids))
+
+
+@dataclasses.dataclass(frozen=True)
+class RdmaDevice:
+    """An RDMA device of the daemon's host, as `ibv_devinfo` shows it."""
+
+    name: str
+    node_guid: str
+    ports: Tuple[RdmaPort, ...]
+    error: str
+
+    @classmethod
+    def from_proto(cls, d: Any) -> "RdmaDevice":
+        """Internal: converts an xferd.v1.RdmaDevice."""
+        return _build(cls, d, ports=tuple(RdmaPort.from_proto(p) for p in d.ports))

@@ -46,6 +46,9 @@ class VerbsTransport final : public Transport {
 
   TransportKind kind() const override { return TransportKind::kVerbs; }
   std::string device() const override;
+  std::optional<RdmaPortInUse> rdma_port() const override {
+    return RdmaPortInUse{context_->port.device, context_->port.port, context_->port.gid.index};
+  }
   uint32_t lanes_per_link() const override { return options_.pollers; }
   TransportWorker& worker(uint32_t index) override { return *workers_[index]; }
 
