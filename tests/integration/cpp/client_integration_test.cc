@@ -1,4 +1,4 @@
-// Two real xferd daemons (A writes into B over the TCP transport) driven by
+// Two real xferd daemons (A writes into B over the transport under test) driven by
 // the C++ client: data moved and verified byte for byte through SHM regions,
 // batches, progress, landed events, and the exact status of bad requests.
 #include <gtest/gtest.h>
@@ -14,6 +14,10 @@
 
 namespace xferd::integration {
 namespace {
+
+v1::TransportKind ExpectedTransport() {
+  return TestTransport() == "verbs" ? v1::TRANSPORT_KIND_VERBS : v1::TRANSPORT_KIND_TCP;
+}
 
 using client::Client;
 
@@ -79,7 +83,7 @@ class ClientIntegrationTest : public ::testing::Test {
     request.mutable_access()->set_remote_write(remote_write);
     const v1::Region region = Unwrap(client.RegisterRegion(request), "register");
     EXPECT_EQ(region.size(), size);
-    EXPECT_EQ(region.transport(), v1::TRANSPORT_KIND_TCP);
+    EXPECT_EQ(region.transport(), ExpectedTransport());
     return Unwrap(MappedFile::Map(region.shm_path(), size), "map shm");
   }
 
@@ -113,11 +117,11 @@ class ClientIntegrationTest : public ::testing::Test {
 TEST_F(ClientIntegrationTest, PeerAndNodeDescribeTheTransport) {
   EXPECT_EQ(peer_.node_id(), "node-b");
   EXPECT_EQ(peer_.state(), v1::Peer::STATE_CONNECTED);
-  EXPECT_EQ(peer_.transport(), v1::TRANSPORT_KIND_TCP);
+  EXPECT_EQ(peer_.transport(), ExpectedTransport());
   EXPECT_TRUE(peer_.outbound());
   const v1::NodeInfo info = Unwrap(client_a_->GetNodeInfo(), "node info");
   EXPECT_EQ(info.node_id(), "node-a");
-  EXPECT_EQ(info.transport(), v1::TRANSPORT_KIND_TCP);
+  EXPECT_EQ(info.transport(), ExpectedTransport());
   EXPECT_EQ(info.pid(), static_cast<uint32_t>(a_->pid()));
   const v1::ListPeersResponse peers_of_b = Unwrap(client_b_->ListPeers(), "B's peers");
   ASSERT_EQ(peers_of_b.peers_size(), 1);
@@ -144,7 +148,7 @@ TEST_F(ClientIntegrationTest, MultiSliceOddRangeLandsByteForByte) {
   ASSERT_EQ(done.state(), v1::TRANSFER_STATE_DONE) << done.DebugString();
   EXPECT_TRUE(client::TransferOutcome(done).ok());
   EXPECT_EQ(done.bytes_done(), kLength);
-  EXPECT_EQ(done.transport(), v1::TRANSPORT_KIND_TCP);
+  EXPECT_EQ(done.transport(), ExpectedTransport());
   EXPECT_EQ(done.peer(), "node-b");
   EXPECT_EQ(0, std::memcmp(dst->data() + kDstOffset, src->data() + kSrcOffset, kLength));
   // Nothing outside the destination range was touched.
@@ -178,7 +182,7 @@ TEST_F(ClientIntegrationTest, BatchWritesAllLand) {
   for (const v1::Transfer& t : response.transfers()) {
     EXPECT_EQ(t.batch_id(), response.batch_id());
     EXPECT_EQ(t.state(), v1::TRANSFER_STATE_DONE) << t.DebugString();
-    EXPECT_EQ(t.transport(), v1::TRANSPORT_KIND_TCP);
+    EXPECT_EQ(t.transport(), ExpectedTransport());
   }
   for (uint64_t i = 0; i < 3; ++i) {
     EXPECT_EQ(0, std::memcmp(dst->data() + (2 - i) * kPart, src->data() + i * kPart, kPart))

@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -147,6 +148,11 @@ ScratchDir::~ScratchDir() {
   std::filesystem::remove_all(path_, ignored);
 }
 
+std::string TestTransport() {
+  const char* transport = std::getenv("XFERD_TEST_TRANSPORT");
+  return transport != nullptr && *transport != '\0' ? transport : "tcp";
+}
+
 absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const std::string& binary,
                                                       const std::string& dir,
                                                       const DaemonOptions& options) {
@@ -158,9 +164,10 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const std::string& binary,
   ::unlink(ready.c_str());        // left by an earlier run of the same node
   std::vector<std::string> args;
   if (options.own_pid_namespace) args = {kUnshare, "--pid", "--kill-child"};
-  args.insert(args.end(),
-              {binary, "--config", config, "--node-id", options.node_id, "--listen", "127.0.0.1:0",
-               "--unix-socket", base + ".sock", "--ready-file", ready, "--log-level", "info"});
+  args.insert(args.end(), {binary, "--config", config, "--node-id", options.node_id, "--listen",
+                           "127.0.0.1:0", "--unix-socket", base + ".sock", "--ready-file", ready,
+                           "--log-level", "info", "--transport", TestTransport()});
+  if (TestTransport() == "verbs") args.push_back("--require-rdma");
   args.insert(args.end(), options.extra_args.begin(), options.extra_args.end());
   absl::StatusOr<pid_t> pid = Spawn(args, log);
   if (!pid.ok()) return pid.status();

@@ -16,6 +16,12 @@
 
 namespace xferd::integration {
 
+// The transport every daemon must use: $XFERD_TEST_TRANSPORT ("tcp" by
+// default; "verbs" in the Soft-RoCE suite). Daemons get it explicitly, with
+// require_rdma for verbs, so a suite never runs over another transport than
+// it claims.
+std::string TestTransport();
+
 // Path of a data dependency of the running test:
 // $TEST_SRCDIR/$TEST_WORKSPACE/<path>.
 std::string RunfilePath(const std::string& path);

@@ -36,11 +36,18 @@ fail() {
 json() { "$PY" -c 'import json, sys; d = json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$@"; }
 
 # start NAME: starts a daemon, waits for its ready file, sets <NAME>_PID/_ADDR.
+# The transport under test (tcp unless the Soft-RoCE suite says verbs).
+T=${XFERD_TEST_TRANSPORT:-tcp}
+T_KIND=TRANSPORT_KIND_${T^^}
+RDMA_ARGS=()
+[ "$T" = verbs ] && RDMA_ARGS=(--require-rdma)
+
 start() {
   local name=$1
   : >"$DIR/empty.toml"
   "$XFERD" --config "$DIR/empty.toml" --node-id "$name" --listen 127.0.0.1:0 \
-    --unix-socket "$DIR/$name.sock" --ready-file "$DIR/$name.ready" >"$DIR/$name.log" 2>&1 &
+    --unix-socket "$DIR/$name.sock" --ready-file "$DIR/$name.ready" --transport "$T" \
+    "${RDMA_ARGS[@]}" >"$DIR/$name.log" 2>&1 &
   local pid=$!
   PIDS+=("$pid")
   for _ in $(seq 200); do
@@ -81,11 +88,11 @@ O="$DIR/out" E="$DIR/err"
 
 # --- node and peers: the transport is always visible.
 expect_exit 0 "$O" "$E" -- "${A[@]}" info
-grep -Eq '^transport +tcp' "$O" || fail "info does not show the transport: $(cat "$O")"
+grep -Eq "^transport +$T" "$O" || fail "info does not show the transport: $(cat "$O")"
 expect_exit 0 "$O" "$E" -- "${A[@]}" peers connect "$b_ADDR" --json
-[ "$(json "$O" 'd["transport"]')" = TRANSPORT_KIND_TCP ] || fail "connect: $(cat "$O")"
+[ "$(json "$O" 'd["transport"]')" = $T_KIND ] || fail "connect: $(cat "$O")"
 expect_exit 0 "$O" "$E" -- "${A[@]}" peers
-grep -Eq '^b +127\.0\.0\.1:[0-9]+ +tcp +connected' "$O" || fail "peers: $(cat "$O")"
+grep -Eq "^b +127\\.0\\.0\\.1:[0-9]+ +$T +connected" "$O" || fail "peers: $(cat "$O")"
 
 # --- regions: SHM on both sides, so the test can fill and read the bytes.
 SRC_SIZE=$((1048576 + 77))
@@ -96,14 +103,14 @@ DST_SHM=$(json "$O" 'd["shm_path"]')
 [ "$(json "$O" 'd["access"]["remote_write"]')" = True ] || fail "register: $(cat "$O")"
 head -c "$SRC_SIZE" /dev/urandom | dd of="$SRC_SHM" conv=notrunc status=none
 expect_exit 0 "$O" "$E" -- "${A[@]}" regions
-grep -Eq '^src +1\.00 MiB +shm +- +tcp' "$O" || fail "regions: $(cat "$O")"
+grep -Eq "^src +1\\.00 MiB +shm +- +$T" "$O" || fail "regions: $(cat "$O")"
 
 # --- a multi-slice odd-sized write with --json: state, transport, bytes.
 LEN=1000003
 expect_exit 0 "$O" "$E" -- "${A[@]}" write src b dst --length "$LEN" --src-offset 5 \
   --dst-offset 4099 --slice 64KiB --json
 [ "$(json "$O" 'd["state"]')" = TRANSFER_STATE_DONE ] || fail "write state: $(cat "$O")"
-[ "$(json "$O" 'd["transport"]')" = TRANSPORT_KIND_TCP ] || fail "write transport: $(cat "$O")"
+[ "$(json "$O" 'd["transport"]')" = $T_KIND ] || fail "write transport: $(cat "$O")"
 [ "$(json "$O" 'int(d["bytes_done"])')" = "$LEN" ] || fail "write bytes: $(cat "$O")"
 [ "$(json "$O" 'd["slices"]')" = 16 ] || fail "write slices: $(cat "$O")"
 cmp -n "$LEN" "$SRC_SHM" "$DST_SHM" 5 4099 || fail "destination bytes differ"
@@ -113,15 +120,15 @@ FIRST_ID=$(json "$O" 'd["id"]')
 # --length, the rest of the source from --src-offset (here exactly 1 MiB).
 expect_exit 0 "$O" "$E" -- "${A[@]}" write src b dst --src-offset 77 --dst-offset 1MiB
 [ "$(wc -l <"$O")" -eq 1 ] || fail "write printed more than one line: $(cat -A "$O")"
-grep -Eq '^wrote 1\.00 MiB in [0-9.]+(us|ms|s) \([0-9.]+ [kMG]?B/s\) over tcp: transfer [0-9]+ done$' \
+grep -Eq '^wrote 1\.00 MiB in [0-9.]+(us|ms|s) \([0-9.]+ [kMG]?B/s\) over '"$T"': transfer [0-9]+ done$' \
   "$O" || fail "write summary: $(cat "$O")"
 if grep -q $'\r' "$O" "$E"; then fail "progress bar drawn without a terminal"; fi
 cmp -n 1048576 "$SRC_SHM" "$DST_SHM" 77 1048576 || fail "second write: bytes differ"
 
 expect_exit 0 "$O" "$E" -- "${A[@]}" transfers --all
-grep -Eq "^ +$FIRST_ID +done +tcp +src\+5 +b +dst\+4099" "$O" || fail "transfers: $(cat "$O")"
+grep -Eq "^ +$FIRST_ID +done +$T +src\+5 +b +dst\+4099" "$O" || fail "transfers: $(cat "$O")"
 expect_exit 0 "$O" "$E" -- "${A[@]}" transfer "$FIRST_ID"
-grep -Eq '^transport +tcp$' "$O" || fail "transfer: $(cat "$O")"
+grep -Eq "^transport +$T\$" "$O" || fail "transfer: $(cat "$O")"
 
 # --- failures: exit 1 and "xferctl: CODE: message" on stderr.
 expect_exit 1 "$O" "$E" -- "${A[@]}" write nope b dst --length 10

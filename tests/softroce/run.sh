@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The Soft-RoCE suite: real verbs (rdma_rxe) in one qemu VM boot. Runs the
+# device discovery test, the transport conformance suite, the C++ and Python
+# integration suites and the kill/restart fault test with every daemon on
+# the verbs transport (require_rdma: no silent TCP), each test runner printing
+# its own summary, then a final "softroce: N passed, N failed" line.
+#
+#   tests/softroce/run.sh            install what is missing, build, run
+#   tests/softroce/run.sh --no-build run what is already built
+#
+# Exit status: 0 when every suite passed; 1 when one failed; 125 when the VM
+# gave no result (see vm_run.sh).
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)
+cd "$root"
+
+TARGETS=(
+  //daemon:xferd
+  //client/cpp:xferctl
+  //tests/unit/transport:device_test
+  //tests/transport:transport_conformance_test
+  //tests/integration/cpp:client_integration_test
+  //tests/integration/cpp:xferctl_test
+  //tests/integration/python:transfers_test
+  //tests/integration/python:bad_input_test
+  //tests/integration/python:peer_failure_test
+  //tests/integration/python:kill_restart_test
+)
+
+if [ "${1:-}" != "--no-build" ]; then
+  tests/softroce/install_deps.sh
+  bazel build "${TARGETS[@]}"
+fi
+# The guest sees the host root read-only, Bazel's outputs included.
+exec tests/softroce/vm_run.sh -t "${XFERD_SOFTROCE_TIMEOUT:-900}" -- tests/softroce/suite_guest.sh

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Runs inside the Soft-RoCE VM (started by run.sh): every suite over verbs,
+# one after the other, each from what Bazel built on the host. A suite that
+# fails does not stop the others; the last line tallies them.
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+bin=$PWD/bazel-bin
+
+export XFERD_TEST_TRANSPORT=verbs TEST_WORKSPACE=xferd
+export TEST_TMPDIR=/tmp/xferd-softroce-tests
+mkdir -p "$TEST_TMPDIR"
+
+passed=0 failed=0 failures=()
+run() {
+  local name=$1 start=$SECONDS
+  shift
+  echo "==== $name"
+  if "$@"; then
+    passed=$((passed + 1))
+    echo "==== $name: ok ($((SECONDS - start)) s)"
+  else
+    failed=$((failed + 1))
+    failures+=("$name")
+    echo "==== $name: FAILED ($((SECONDS - start)) s)"
+  fi
+}
+# A Bazel test binary, with the runfiles environment Bazel would give it.
+bazel_test() {
+  local target=$1
+  shift
+  RUNFILES_DIR="$bin/$target.runfiles" TEST_SRCDIR="$bin/$target.runfiles" "$bin/$target" "$@"
+}
+xferctl_test() {
+  (cd "$bin/tests/integration/cpp/xferctl_test.runfiles/xferd" &&
+    bash tests/integration/cpp/xferctl_test.sh)
+}
+
+echo "soft-roce: $(rdma link show 2>/dev/null | head -n 1)"
+run device_discovery bazel_test tests/unit/transport/device_test
+run transport_conformance bazel_test tests/transport/transport_conformance_test
+run cpp_client_integration bazel_test tests/integration/cpp/client_integration_test
+run xferctl_end_to_end xferctl_test
+for suite in transfers_test bad_input_test peer_failure_test kill_restart_test; do
+  run "python_$suite" bazel_test "tests/integration/python/$suite"
+done
+
+[ ${#failures[@]} -eq 0 ] || echo "softroce: failed suites: ${failures[*]}"
+echo "softroce: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
