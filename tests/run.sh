@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Runs every xferd test on a Debian 12 machine, installing what is missing
+# first (apt, only when something is missing):
+#   1. bazel test //...   unit tests, the transport conformance suite (TCP
+#                         here; verbs skips without a device), and the C++ and
+#                         Python integration suites over TCP on loopback;
+#   2. tests/softroce/run.sh   the same suites over real verbs (Soft-RoCE)
+#                         in a qemu VM.
+# Every runner prints its own summary (Bazel, gtest, pytest); the last line
+# tallies the stages. Exits non-zero when anything failed.
+#
+# XFERD_SKIP_SOFTROCE=1 skips stage 2 (for a quick local run; CI runs all).
+set -uo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
+cd "$root"
+
+say() { printf '\n[tests/run.sh] %s\n' "$*"; }
+
+say "installing what is missing"
+deploy/install-deps.sh test </dev/null || { echo "tests/run.sh: installing packages failed"; exit 1; }
+tests/softroce/install_deps.sh </dev/null || { echo "tests/run.sh: installing VM packages failed"; exit 1; }
+
+passed=0 failed=0 failures=()
+stage() {
+  local name=$1 start=$SECONDS
+  shift
+  say "stage: $name"
+  if "$@" </dev/null; then
+    passed=$((passed + 1))
+    say "stage $name: ok ($((SECONDS - start)) s)"
+  else
+    failed=$((failed + 1))
+    failures+=("$name")
+    say "stage $name: FAILED ($((SECONDS - start)) s)"
+  fi
+}
+
+stage "bazel test //..." bazel test //... --test_output=errors
+if [ "${XFERD_SKIP_SOFTROCE:-0}" = 1 ]; then
+  say "skipping the Soft-RoCE suite (XFERD_SKIP_SOFTROCE=1)"
+else
+  stage "softroce" tests/softroce/run.sh
+fi
+
+[ ${#failures[@]} -eq 0 ] || echo "tests/run.sh: failed stages: ${failures[*]}"
+echo "tests/run.sh: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
