@@ -36,6 +36,8 @@ namespace {
 
 constexpr char kVersion[] = "0.1.0";
 constexpr char kDefaultConfigPath[] = "/etc/xferd/xferd.toml";
+// After the drain, how long calls and client connections may linger.
+constexpr absl::Duration kServerShutdownGrace = absl::Milliseconds(500);
 
 struct Flags {
   std::string config_path;
@@ -189,8 +191,8 @@ int Run(const Config& config, const std::string& ready_file) {
     return 1;
   }
   service::XferdServiceImpl xferd_service(
-      **engine, service::NodeDescription{kVersion, chosen->reason, "", config.server.unix_socket,
-                                         started_at});
+      **engine,
+      service::NodeDescription{kVersion, chosen->reason, config.server.unix_socket, started_at});
   service::PeerServiceImpl peer_service(**engine);
   service::ServerOptions server_options{config.server.listen, config.server.unix_socket,
                                         config.server.unix_socket_mode,
@@ -203,7 +205,6 @@ int Run(const Config& config, const std::string& ready_file) {
   }
   const int port = (*server)->port();
   const std::string address = AdvertisedAddress(config, port);
-  xferd_service.set_grpc_address(address);
   (*engine)->SetIdentity(
       config.node_id.empty() ? absl::StrCat(Hostname(), ":", port) : config.node_id, address);
   const engine::NodeIdentity& me = (*engine)->self();
@@ -227,7 +228,10 @@ int Run(const Config& config, const std::string& ready_file) {
     spdlog::warn("drain timeout: failed {} transfers still in flight", failed);
   }
   (*engine)->SayGoodbye("shutting down", absl::Now() + absl::Seconds(2));
-  (*server)->Shutdown(absl::Now() + absl::Seconds(2));
+  // Transfers are drained by now: this bounds calls and connections still
+  // open. gRPC waits for clients to drop even idle connections until the
+  // deadline, so a long one would only delay the exit.
+  (*server)->Shutdown(absl::Now() + kServerShutdownGrace);
   (*engine)->Stop();
   spdlog::info("stopped");
   return 0;

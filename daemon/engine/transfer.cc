@@ -87,6 +87,9 @@ bool Transfer::Finish(TransferState terminal, absl::Status error) {
     } while (!state_.compare_exchange_weak(current, terminal, std::memory_order_acq_rel));
     error_ = std::move(error);
     finished_at_ = absl::Now();
+    // Writes still in flight may be acknowledged after this; the transfer's
+    // outcome reports what was done when it ended.
+    final_bytes_ = bytes_done_.load(std::memory_order_relaxed);
     observers.swap(observers_);
   }
   plan_.src->RemoveUser();
@@ -115,9 +118,10 @@ TransferInfo Transfer::Info() const {
   info.slice_size = plan_.slice_size;
   info.slices = slices_;
   info.submitted_at = submitted_at_;
-  info.bytes_done = bytes_done_.load(std::memory_order_relaxed);
   absl::MutexLock lock(&mu_);
   info.state = state();
+  info.bytes_done =
+      IsTerminal(info.state) ? final_bytes_ : bytes_done_.load(std::memory_order_relaxed);
   info.error = error_;
   info.finished_at = finished_at_;
   return info;

@@ -144,6 +144,7 @@ class Transfer {
   mutable absl::Mutex mu_;
   absl::Status error_ ABSL_GUARDED_BY(mu_);
   absl::Time finished_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  uint64_t final_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<Observer> observers_ ABSL_GUARDED_BY(mu_);
 };
 

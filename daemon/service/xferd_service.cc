@@ -259,12 +259,16 @@ grpc::ServerUnaryReactor* XferdServiceImpl::CancelTransfer(grpc::CallbackServerC
 grpc::ServerUnaryReactor* XferdServiceImpl::GetNodeInfo(grpc::CallbackServerContext* context,
                                                         const v1::GetNodeInfoRequest*,
                                                         v1::NodeInfo* response) {
-  response->set_node_id(engine_.self().node_id);
+  // Identity and address are fixed once the engine is ready (both are known
+  // only after the server bound its port).
+  if (engine_.ready()) {
+    response->set_node_id(engine_.self().node_id);
+    response->set_grpc_address(engine_.self().address);
+  }
   response->set_version(node_.version);
   response->set_transport(ToProto(engine_.transport().kind()));
   response->set_device(engine_.transport().device());
   response->set_transport_reason(node_.transport_reason);
-  response->set_grpc_address(node_.grpc_address);
   response->set_unix_socket(node_.unix_socket);
   response->set_pollers(engine_.config().pollers);
   response->set_default_slice_size(engine_.config().slice_size);

@@ -18,7 +18,6 @@ namespace xferd::service {
 struct NodeDescription {
   std::string version;
   std::string transport_reason;
-  std::string grpc_address;
   std::string unix_socket;
   absl::Time started_at;
 };
@@ -26,8 +25,6 @@ struct NodeDescription {
 class XferdServiceImpl final : public v1::Xferd::CallbackService {
  public:
   XferdServiceImpl(engine::Engine& engine, NodeDescription node);
-
-  void set_grpc_address(std::string address) { node_.grpc_address = std::move(address); }
 
   grpc::ServerUnaryReactor* RegisterRegion(grpc::CallbackServerContext* context,
                                            const v1::RegisterRegionRequest* request,

@@ -135,6 +135,14 @@ TEST_F(TransferTest, InfoNeverShowsAnEndWithoutItsOutcome) {
   EXPECT_EQ(torn, 0) << "snapshots showed FAILED without its error or end time";
 }
 
+TEST_F(TransferTest, TheOutcomeKeepsTheBytesDoneWhenItEnded) {
+  auto t = Make(3 * 4096, 4096);
+  t->OnBulkDone(4096);
+  t->Finish(TransferState::kFailed, absl::UnavailableError("gone"));
+  t->OnBulkDone(4096);  // a write in flight acknowledged afterwards
+  EXPECT_EQ(t->Info().bytes_done, 4096u);
+}
+
 TEST_F(TransferTest, DroppedWithoutOutcomeReleasesItsSource) {
   Make(4096, 4096).reset();
   EXPECT_EQ(region_->users(), 0u);
