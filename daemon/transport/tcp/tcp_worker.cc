@@ -103,7 +103,7 @@ void TcpWorker::AfterLaneIo(TcpLane& lane) {
   }
   if (lane.wants_writable() == lane.writable_armed) return;
   epoll_event ev{};
-  ev.events = EPOLLIN | EPOLLRDHUP | (lane.wants_writable() ? EPOLLOUT : 0);
+  ev.events = EPOLLIN | EPOLLRDHUP | (lane.wants_writable() ? uint32_t{EPOLLOUT} : 0u);
   ev.data.ptr = &lane;
   ::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, lane.fd(), &ev);
   lane.writable_armed = lane.wants_writable();
