@@ -4,8 +4,8 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "client/cpp/xferd_client.h"
+#include "daemon/common/mutex.h"
 
 namespace xferd::client {
 namespace {
@@ -38,7 +38,7 @@ class RegionWatch::Reactor final : public grpc::ClientReadReactor<v1::RegionEven
     }
     bool read_more = false;
     {
-      absl::MutexLock lock(&state_->mu);
+      MutexLock lock(&state_->mu);
       state_->queue.push_back(std::move(incoming_));
       // Once closing, keep reading: the cancelled read ends the stream.
       state_->paused = state_->queue.size() >= kMaxBuffered && !state_->closing;
@@ -51,7 +51,7 @@ class RegionWatch::Reactor final : public grpc::ClientReadReactor<v1::RegionEven
     // Close may destroy this reactor as soon as `done` is seen: the local
     // reference keeps the mutex alive until it is unlocked.
     const std::shared_ptr<State> state = state_;
-    absl::MutexLock lock(&state->mu);
+    MutexLock lock(&state->mu);
     state->status = status;
     state->done = true;
   }
@@ -62,10 +62,10 @@ class RegionWatch::Reactor final : public grpc::ClientReadReactor<v1::RegionEven
     bool resume = false;
     v1::RegionEvent event;
     {
-      absl::MutexLock lock(&s.mu);
+      MutexLock lock(&s.mu);
       auto ready = [&s]()
                        ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu) { return !s.queue.empty() || s.done; };
-      if (!s.mu.AwaitWithTimeout(absl::Condition(&ready), timeout)) {
+      if (!s.mu.AwaitWithTimeout(ready, timeout)) {
         return absl::DeadlineExceededError(absl::StrCat("no event from the watch of region '",
                                                         request_.name(), "' within ",
                                                         absl::FormatDuration(timeout)));
@@ -94,19 +94,19 @@ class RegionWatch::Reactor final : public grpc::ClientReadReactor<v1::RegionEven
     context_.TryCancel();
     bool release = false;
     {
-      absl::MutexLock lock(&state_->mu);
+      MutexLock lock(&state_->mu);
       state_->closing = true;
       release = state_->paused;
       state_->paused = false;
     }
     if (release) RemoveHold();
-    absl::MutexLock lock(&state_->mu);
-    state_->mu.Await(absl::Condition(&state_->done));
+    MutexLock lock(&state_->mu);
+    state_->mu.Await([this] { return state_->done; });
   }
 
  private:
   struct State {
-    absl::Mutex mu;
+    Mutex mu;
     std::deque<v1::RegionEvent> queue ABSL_GUARDED_BY(mu);
     // The buffer is full and no read is outstanding.
     bool paused ABSL_GUARDED_BY(mu) = false;

@@ -17,7 +17,7 @@ ControlExecutor::~ControlExecutor() { Stop(); }
 
 void ControlExecutor::Run(std::function<void()> job) {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (!stopping_) {
       jobs_.push_back(std::move(job));
       return;
@@ -28,7 +28,7 @@ void ControlExecutor::Run(std::function<void()> job) {
 
 void ControlExecutor::Stop() {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
   }
   for (auto& thread : threads_) {
@@ -40,10 +40,10 @@ void ControlExecutor::Loop() {
   for (;;) {
     std::function<void()> job;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       auto ready = [this]()
                        ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || !jobs_.empty(); };
-      mu_.Await(absl::Condition(&ready));
+      mu_.Await(ready);
       if (jobs_.empty()) return;  // stopping and drained
       job = std::move(jobs_.front());
       jobs_.pop_front();

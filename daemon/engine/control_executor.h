@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include "daemon/common/mutex.h"
 
 namespace xferd::engine {
 
@@ -26,7 +26,7 @@ class ControlExecutor {
  private:
   void Loop();
 
-  absl::Mutex mu_;
+  Mutex mu_;
   std::deque<std::function<void()>> jobs_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;

@@ -17,27 +17,27 @@ DeadlineTimer::DeadlineTimer() {
 DeadlineTimer::~DeadlineTimer() { Stop(); }
 
 void DeadlineTimer::Add(const std::shared_ptr<Transfer>& transfer) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   queue_.push(Entry{transfer->deadline(), transfer});
 }
 
 void DeadlineTimer::Stop() {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
   }
   if (thread_.joinable()) thread_.join();
 }
 
 void DeadlineTimer::Loop() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   while (!stopping_) {
     const absl::Time next = queue_.empty() ? absl::InfiniteFuture() : queue_.top().deadline;
     auto wake = [this, next]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       return stopping_ || (!queue_.empty() && queue_.top().deadline < next);
     };
     // Wakes at the earliest deadline, when an earlier one is added, or to stop.
-    mu_.AwaitWithDeadline(absl::Condition(&wake), next);
+    mu_.AwaitWithDeadline(wake, next);
     const absl::Time now = absl::Now();
     while (!queue_.empty() && queue_.top().deadline <= now) {
       std::shared_ptr<Transfer> transfer = queue_.top().transfer.lock();

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include "daemon/common/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/engine/transfer.h"
 
@@ -31,7 +31,7 @@ class DeadlineTimer {
   };
   void Loop();
 
-  absl::Mutex mu_;
+  Mutex mu_;
   std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;

@@ -95,12 +95,12 @@ absl::StatusOr<uint32_t> Engine::DeregisterRegion(const std::string& name, bool 
 }
 
 void Engine::BeginDrain() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   draining_ = true;
 }
 
 bool Engine::draining() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return draining_;
 }
 
@@ -139,7 +139,7 @@ void Engine::SayGoodbye(const std::string& reason, absl::Time deadline) {
 
 void Engine::Stop() {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (stopped_) return;
     stopped_ = true;
     draining_ = true;
@@ -159,7 +159,7 @@ EngineStats Engine::Stats() const {
   EngineStats stats;
   stats.transfers = table_.counters();
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     stats.bytes_sent = closed_bytes_sent_;
     stats.bytes_received = closed_bytes_received_;
     stats.rejected_writes = closed_rejected_;

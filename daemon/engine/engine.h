@@ -15,7 +15,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "daemon/common/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/common/config.h"
 #include "daemon/engine/control_executor.h"
@@ -161,7 +161,7 @@ class Engine final : public TransferListener {
   ControlExecutor executor_;
 
   std::atomic<bool> ready_{false};
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   // Addresses being connected right now: one handshake per peer at a time.

@@ -29,10 +29,10 @@ absl::StatusOr<PeerInfo> Engine::ConnectNow(const std::string& address, absl::Ti
   // One handshake per address at a time: concurrent writers to a broken
   // peer share one reconnection instead of replacing each other's links.
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto free = [this, &address]()
                     ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !connecting_.contains(address); };
-    if (!mu_.AwaitWithDeadline(absl::Condition(&free), deadline)) {
+    if (!mu_.AwaitWithDeadline(free, deadline)) {
       return absl::DeadlineExceededError(
           absl::StrCat("another connection to ", address, " is still in progress"));
     }
@@ -43,7 +43,7 @@ absl::StatusOr<PeerInfo> Engine::ConnectNow(const std::string& address, absl::Ti
     connecting_.insert(address);
   }
   absl::Cleanup done_connecting = [this, &address] {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     connecting_.erase(address);
   };
   HandshakeMessage request{self_, {}};
@@ -106,7 +106,7 @@ absl::StatusOr<HandshakeMessage> Engine::AcceptHandshake(const HandshakeMessage&
 
 void Engine::RetireCounters(const Peer& peer) {
   const transport::LinkCounters& c = peer.link()->counters();
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   closed_bytes_sent_ += c.bytes_sent.load(std::memory_order_relaxed);
   closed_bytes_received_ += c.bytes_received.load(std::memory_order_relaxed);
   closed_rejected_ += c.writes_rejected.load(std::memory_order_relaxed);
@@ -137,7 +137,7 @@ absl::StatusOr<ResolvedRegion> Engine::ResolveForPeer(const std::string& node_id
         "node '", node_id, "' is not in the ACL of region '", name, "' on '", self_.node_id, "'"));
   }
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     resolved_by_[region->id()].insert(node_id);
   }
   return ResolvedRegion{transport_.DescribeRegion(*region), region->access()};
@@ -147,7 +147,7 @@ void Engine::NotifyInvalidated(uint32_t region_id, const std::string& name,
                                std::function<void()> then) {
   absl::flat_hash_set<std::string> nodes;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto it = resolved_by_.find(region_id);
     if (it != resolved_by_.end()) {
       nodes = std::move(it->second);

@@ -34,24 +34,24 @@ PeerInfo Peer::Info() const {
 }
 
 std::optional<ResolvedRegion> Peer::CachedRegion(const std::string& name) const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = regions_.find(name);
   if (it == regions_.end()) return std::nullopt;
   return it->second;
 }
 
 void Peer::CacheRegion(const std::string& name, const ResolvedRegion& region) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   regions_[name] = region;
 }
 
 void Peer::ForgetRegion(const std::string& name) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   regions_.erase(name);
 }
 
 void Peer::ForgetRegionId(uint32_t region_id) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   absl::erase_if(regions_,
                  [&](const auto& entry) { return entry.second.key.region_id == region_id; });
 }
@@ -59,7 +59,7 @@ void Peer::ForgetRegionId(uint32_t region_id) {
 std::shared_ptr<Peer> PeerDirectory::Install(std::shared_ptr<Peer> peer) {
   std::shared_ptr<Peer> replaced;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto& slot = by_node_[peer->node_id()];
     replaced = std::move(slot);
     slot = std::move(peer);
@@ -80,19 +80,19 @@ std::shared_ptr<Peer> PeerDirectory::FindLocked(const std::string& key) const {
 }
 
 std::shared_ptr<Peer> PeerDirectory::Find(const std::string& node_or_address) const {
-  absl::ReaderMutexLock lock(&mu_);
+  ReaderMutexLock lock(&mu_);
   return FindLocked(node_or_address);
 }
 
 std::shared_ptr<Peer> PeerDirectory::Remove(const std::string& node_or_address) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   std::shared_ptr<Peer> peer = FindLocked(node_or_address);
   if (peer != nullptr) by_node_.erase(peer->node_id());
   return peer;
 }
 
 std::vector<std::shared_ptr<Peer>> PeerDirectory::List() const {
-  absl::ReaderMutexLock lock(&mu_);
+  ReaderMutexLock lock(&mu_);
   std::vector<std::shared_ptr<Peer>> peers;
   for (const auto& [node, peer] : by_node_) peers.push_back(peer);
   std::sort(peers.begin(), peers.end(),

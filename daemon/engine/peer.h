@@ -10,7 +10,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
-#include "absl/synchronization/mutex.h"
+#include "daemon/common/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/engine/peer_rpc.h"
 #include "daemon/transport/transport.h"
@@ -58,7 +58,7 @@ class Peer {
   const std::string device_;
   const absl::Time connected_at_;
 
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   absl::flat_hash_map<std::string, ResolvedRegion> regions_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -76,7 +76,7 @@ class PeerDirectory {
  private:
   std::shared_ptr<Peer> FindLocked(const std::string& key) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<Peer>> by_node_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -50,13 +50,13 @@ void Poller::Stop() {
   (void)!::write(wake_fd_.get(), &one, sizeof(one));
   thread_.join();
   active_.clear();
-  absl::MutexLock lock(&inbox_mu_);
+  MutexLock lock(&inbox_mu_);
   inbox_.clear();
 }
 
 void Poller::Submit(std::shared_ptr<Transfer> transfer) {
   {
-    absl::MutexLock lock(&inbox_mu_);
+    MutexLock lock(&inbox_mu_);
     XFERD_CHECK(inbox_.size() < inbox_.capacity());  // the engine's admission bounds it
     inbox_.push_back(std::move(transfer));
     inbox_nonempty_.store(true);
@@ -107,7 +107,7 @@ void Poller::Run() {
 
 uint32_t Poller::DrainInbox() {
   {
-    absl::MutexLock lock(&inbox_mu_);
+    MutexLock lock(&inbox_mu_);
     incoming_.swap(inbox_);
     inbox_nonempty_.store(false);
   }

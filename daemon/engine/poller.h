@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include "daemon/common/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/common/unique_fd.h"
 #include "daemon/engine/transfer.h"
@@ -74,7 +74,7 @@ class Poller final : public transport::CompletionSink {
   PollerPool& pool_;
   UniqueFd wake_fd_;
 
-  absl::Mutex inbox_mu_;
+  Mutex inbox_mu_;
   std::vector<std::shared_ptr<Transfer>> inbox_ ABSL_GUARDED_BY(inbox_mu_);
   std::atomic<bool> inbox_nonempty_{false};
   std::atomic<bool> sleeping_{false};

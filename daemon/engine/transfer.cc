@@ -80,7 +80,7 @@ bool Transfer::Finish(TransferState terminal, absl::Status error) {
   {
     // The terminal state is published under mu_ with its error and time, so
     // Info() never sees one without the others.
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     TransferState current = state_.load(std::memory_order_acquire);
     do {
       if (IsTerminal(current)) return false;
@@ -102,7 +102,7 @@ bool Transfer::Finish(TransferState terminal, absl::Status error) {
 }
 
 bool Transfer::AddObserver(Observer observer) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (IsTerminal(state())) return false;
   observers_.push_back(std::move(observer));
   return true;
@@ -118,7 +118,7 @@ TransferInfo Transfer::Info() const {
   info.slice_size = plan_.slice_size;
   info.slices = slices_;
   info.submitted_at = submitted_at_;
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   info.state = state();
   info.bytes_done =
       IsTerminal(info.state) ? final_bytes_ : bytes_done_.load(std::memory_order_relaxed);

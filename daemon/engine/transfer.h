@@ -13,7 +13,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
+#include "daemon/common/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/memory/region.h"
 #include "daemon/transport/transport.h"
@@ -141,7 +141,7 @@ class Transfer {
   std::atomic<uint64_t> bytes_done_{0};
   std::atomic<uint32_t> in_flight_{0};
 
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   absl::Status error_ ABSL_GUARDED_BY(mu_);
   absl::Time finished_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   uint64_t final_bytes_ ABSL_GUARDED_BY(mu_) = 0;

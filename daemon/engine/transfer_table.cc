@@ -11,17 +11,17 @@ TransferTable::TransferTable(uint32_t max_in_flight, uint32_t history)
     : max_in_flight_(max_in_flight), history_(history) {}
 
 uint64_t TransferTable::NextId() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return next_id_++;
 }
 
 uint64_t TransferTable::NextBatchId() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return next_batch_id_++;
 }
 
 absl::Status TransferTable::Admit(uint32_t n) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (admitted_ + n > max_in_flight_) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "too many transfers in flight (", admitted_, " of engine.max_inflight_transfers=",
@@ -32,12 +32,12 @@ absl::Status TransferTable::Admit(uint32_t n) {
 }
 
 void TransferTable::Unadmit(uint32_t n) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   admitted_ -= n;
 }
 
 void TransferTable::Insert(std::shared_ptr<Transfer> transfer) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   ++counters_.submitted;
   const uint64_t id = transfer->id();
   by_id_[id] = Entry{std::move(transfer), {}};
@@ -45,7 +45,7 @@ void TransferTable::Insert(std::shared_ptr<Transfer> transfer) {
 
 void TransferTable::OnFinished(const Transfer& transfer) {
   const TransferInfo info = transfer.Info();
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   --admitted_;
   switch (info.state) {
     case TransferState::kDone:
@@ -87,7 +87,7 @@ void TransferTable::SweepLocked() {
 }
 
 size_t TransferTable::Sweep() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   SweepLocked();
   EvictLocked();
   return unswept_.size();
@@ -112,13 +112,13 @@ TransferInfo TransferTable::InfoOf(const Entry& entry) {
 }
 
 std::shared_ptr<Transfer> TransferTable::FindLive(uint64_t id) const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = by_id_.find(id);
   return it == by_id_.end() ? nullptr : it->second.live;
 }
 
 std::optional<TransferInfo> TransferTable::Lookup(uint64_t id) const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = by_id_.find(id);
   if (it == by_id_.end()) return std::nullopt;
   return InfoOf(it->second);
@@ -127,7 +127,7 @@ std::optional<TransferInfo> TransferTable::Lookup(uint64_t id) const {
 std::vector<TransferInfo> TransferTable::List(const TransferFilter& filter) const {
   std::vector<TransferInfo> out;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     for (const auto& [id, entry] : by_id_) {
       const bool live = entry.live != nullptr;
       const uint64_t batch = live ? entry.live->plan().batch_id : entry.done.batch_id;
@@ -144,7 +144,7 @@ std::vector<TransferInfo> TransferTable::List(const TransferFilter& filter) cons
 
 std::vector<std::shared_ptr<Transfer>> TransferTable::InFlight() const {
   std::vector<std::shared_ptr<Transfer>> out;
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   for (const auto& [id, entry] : by_id_) {
     if (entry.live != nullptr && !IsTerminal(entry.live->state())) out.push_back(entry.live);
   }
@@ -152,7 +152,7 @@ std::vector<std::shared_ptr<Transfer>> TransferTable::InFlight() const {
 }
 
 TransferCounters TransferTable::counters() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   TransferCounters c = counters_;
   c.in_flight = admitted_;
   return c;

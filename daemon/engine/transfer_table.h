@@ -16,7 +16,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
+#include "daemon/common/mutex.h"
 #include "daemon/engine/transfer.h"
 
 namespace xferd::engine {
@@ -76,7 +76,7 @@ class TransferTable {
   const uint32_t max_in_flight_;
   const uint32_t history_;
 
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t next_batch_id_ ABSL_GUARDED_BY(mu_) = 1;
   uint32_t admitted_ ABSL_GUARDED_BY(mu_) = 0;

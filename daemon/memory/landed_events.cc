@@ -5,26 +5,26 @@
 namespace xferd::memory {
 
 bool LandedEventHub::Subscribe(LandedWatcher* watcher) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (closed_) return false;
   watchers_.push_back(watcher);
   return true;
 }
 
 void LandedEventHub::Unsubscribe(LandedWatcher* watcher) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   watchers_.erase(std::remove(watchers_.begin(), watchers_.end(), watcher), watchers_.end());
 }
 
 void LandedEventHub::Publish(LandedEvent event) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (closed_) return;
   event.sequence = ++sequence_;
   for (LandedWatcher* watcher : watchers_) watcher->OnLanded(event);
 }
 
 void LandedEventHub::Close() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (closed_) return;
   closed_ = true;
   for (LandedWatcher* watcher : watchers_) watcher->OnRegionClosed();
@@ -32,7 +32,7 @@ void LandedEventHub::Close() {
 }
 
 uint64_t LandedEventHub::published() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return sequence_;
 }
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include "daemon/common/mutex.h"
 #include "absl/time/time.h"
 
 namespace xferd::memory {
@@ -47,7 +47,7 @@ class LandedEventHub {
   uint64_t published() const;
 
  private:
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   std::vector<LandedWatcher*> watchers_ ABSL_GUARDED_BY(mu_);
   uint64_t sequence_ ABSL_GUARDED_BY(mu_) = 0;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;

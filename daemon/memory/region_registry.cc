@@ -60,7 +60,7 @@ absl::StatusOr<std::shared_ptr<Region>> RegionRegistry::Register(RegionSpec spec
     if (peer.empty()) return absl::InvalidArgumentError("allowed_peers contains an empty node id");
   }
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (by_name_.contains(spec.name) || pending_.contains(spec.name)) {
       return absl::AlreadyExistsError(absl::StrCat(
           "region '", spec.name, "' already exists: deregister it first or pick another name"));
@@ -85,7 +85,7 @@ absl::StatusOr<std::shared_ptr<Region>> RegionRegistry::Register(RegionSpec spec
   spec.size = (*backing)->size();
   uint32_t id;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (options_.max_registered_bytes != 0 &&
         registered_bytes_ - reserved + spec.size > options_.max_registered_bytes) {
       pending_.erase(spec.name);
@@ -107,7 +107,7 @@ absl::StatusOr<std::shared_ptr<Region>> RegionRegistry::Register(RegionSpec spec
     }
     region->set_registration(*std::move(registration));
   }
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   pending_.erase(region->name());
   by_name_[region->name()] = region;
   by_id_[region->id()] = region;
@@ -115,7 +115,7 @@ absl::StatusOr<std::shared_ptr<Region>> RegionRegistry::Register(RegionSpec spec
 }
 
 void RegionRegistry::Unreserve(const std::string& name, uint64_t bytes) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   pending_.erase(name);
   registered_bytes_ -= bytes;
 }
@@ -123,7 +123,7 @@ void RegionRegistry::Unreserve(const std::string& name, uint64_t bytes) {
 absl::StatusOr<std::shared_ptr<Region>> RegionRegistry::Remove(absl::string_view name, bool force) {
   std::shared_ptr<Region> region;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto it = by_name_.find(name);
     if (it == by_name_.end()) {
       return absl::NotFoundError(absl::StrCat("no region named '", name, "'"));
@@ -146,19 +146,19 @@ absl::StatusOr<std::shared_ptr<Region>> RegionRegistry::Remove(absl::string_view
 }
 
 std::shared_ptr<Region> RegionRegistry::Find(absl::string_view name) const {
-  absl::ReaderMutexLock lock(&mu_);
+  ReaderMutexLock lock(&mu_);
   auto it = by_name_.find(name);
   return it == by_name_.end() ? nullptr : it->second;
 }
 
 std::shared_ptr<Region> RegionRegistry::FindById(uint32_t id) const {
-  absl::ReaderMutexLock lock(&mu_);
+  ReaderMutexLock lock(&mu_);
   auto it = by_id_.find(id);
   return it == by_id_.end() ? nullptr : it->second;
 }
 
 std::vector<std::shared_ptr<Region>> RegionRegistry::List() const {
-  absl::ReaderMutexLock lock(&mu_);
+  ReaderMutexLock lock(&mu_);
   std::vector<std::shared_ptr<Region>> regions;
   regions.reserve(by_name_.size());
   for (const auto& [name, region] : by_name_) regions.push_back(region);
@@ -168,12 +168,12 @@ std::vector<std::shared_ptr<Region>> RegionRegistry::List() const {
 }
 
 size_t RegionRegistry::count() const {
-  absl::ReaderMutexLock lock(&mu_);
+  ReaderMutexLock lock(&mu_);
   return by_name_.size();
 }
 
 uint64_t RegionRegistry::registered_bytes() const {
-  absl::ReaderMutexLock lock(&mu_);
+  ReaderMutexLock lock(&mu_);
   return registered_bytes_;
 }
 

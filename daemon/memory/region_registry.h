@@ -13,7 +13,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "daemon/common/mutex.h"
 #include "daemon/memory/region.h"
 
 namespace xferd::memory {
@@ -70,7 +70,7 @@ class RegionRegistry {
 
   const RegistryOptions options_;
 
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<Region>> by_name_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint32_t, std::shared_ptr<Region>> by_id_ ABSL_GUARDED_BY(mu_);
   // Names being registered right now (reserved so a clash fails fast).

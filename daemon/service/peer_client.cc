@@ -17,7 +17,7 @@ GrpcPeerRpc::GrpcPeerRpc(std::shared_ptr<grpc::ChannelCredentials> credentials)
     : credentials_(std::move(credentials)) {}
 
 v1::PeerService::Stub& GrpcPeerRpc::StubFor(const std::string& address) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto& stub = stubs_[address];
   if (stub == nullptr) {
     stub = v1::PeerService::NewStub(grpc::CreateChannel(address, credentials_));

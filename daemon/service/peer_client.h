@@ -9,7 +9,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
-#include "absl/synchronization/mutex.h"
+#include "daemon/common/mutex.h"
 #include "daemon/engine/peer_rpc.h"
 #include "xferd/v1/peer.grpc.pb.h"
 
@@ -36,7 +36,7 @@ class GrpcPeerRpc final : public engine::PeerRpc {
   v1::PeerService::Stub& StubFor(const std::string& address);
 
   const std::shared_ptr<grpc::ChannelCredentials> credentials_;
-  absl::Mutex mu_;
+  Mutex mu_;
   absl::flat_hash_map<std::string, std::unique_ptr<v1::PeerService::Stub>> stubs_
       ABSL_GUARDED_BY(mu_);
 };

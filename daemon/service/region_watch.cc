@@ -25,14 +25,14 @@ RegionWatchReactor::RegionWatchReactor(std::shared_ptr<memory::Region> region)
   // SUBSCRIBED is queued first, so every landing after it follows it. The hub
   // calls OnLanded with its own lock held, so subscribe without holding ours.
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     Push(Event(v1::RegionEvent::KIND_SUBSCRIBED, region_->name()));
   }
   if (!region_->landed().Subscribe(this)) OnRegionClosed();
 }
 
 void RegionWatchReactor::OnLanded(const memory::LandedEvent& event) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (finished_) return;
   if (queue_.size() >= kMaxQueuedEvents) {
     // Drop the oldest unsent event, never this one: only a later event can
@@ -47,7 +47,7 @@ void RegionWatchReactor::OnLanded(const memory::LandedEvent& event) {
 }
 
 void RegionWatchReactor::OnRegionClosed() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   closed_ = true;
   Push(Event(v1::RegionEvent::KIND_DEREGISTERED, region_->name()));
 }
@@ -70,7 +70,7 @@ void RegionWatchReactor::WriteNextLocked() {
 }
 
 void RegionWatchReactor::OnWriteDone(bool ok) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   writing_ = false;
   if (!ok) {
     FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "watcher went away"));
@@ -80,7 +80,7 @@ void RegionWatchReactor::OnWriteDone(bool ok) {
 }
 
 void RegionWatchReactor::OnCancel() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "watch cancelled"));
 }
 

@@ -10,7 +10,7 @@
 #include <memory>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include "daemon/common/mutex.h"
 #include "daemon/memory/region.h"
 #include "xferd/v1/xferd.pb.h"
 
@@ -35,7 +35,7 @@ class RegionWatchReactor final : public grpc::ServerWriteReactor<v1::RegionEvent
   void FinishLocked(const grpc::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::shared_ptr<memory::Region> region_;
-  absl::Mutex mu_;
+  Mutex mu_;
   std::deque<v1::RegionEvent> queue_ ABSL_GUARDED_BY(mu_);
   v1::RegionEvent writing_event_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;

@@ -21,26 +21,26 @@ WatchTicker::WatchTicker() {
 
 WatchTicker::~WatchTicker() {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
   }
   thread_.join();
 }
 
 void WatchTicker::Add(std::shared_ptr<TransferWatchHandle> handle) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   handles_.push_back(std::move(handle));
 }
 
 void WatchTicker::Loop() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   while (!stopping_) {
-    mu_.AwaitWithTimeout(absl::Condition(&stopping_), kTick);
+    mu_.AwaitWithTimeout([this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_; }, kTick);
     for (size_t i = 0; i < handles_.size();) {
       bool ended;
       {
         TransferWatchHandle& handle = *handles_[i];
-        absl::MutexLock handle_lock(&handle.mu);
+        MutexLock handle_lock(&handle.mu);
         ended = handle.reactor == nullptr;
         if (!ended) handle.reactor->Poke(/*force=*/false);
       }
@@ -61,27 +61,27 @@ TransferWatchReactor::TransferWatchReactor(std::shared_ptr<engine::Transfer> tra
       interval_(std::max(interval, kTick)),
       handle_(std::make_shared<TransferWatchHandle>()) {
   {
-    absl::MutexLock lock(&handle_->mu);
+    MutexLock lock(&handle_->mu);
     handle_->reactor = this;
   }
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     SendLocked();
   }
   ticker.Add(handle_);
   // The end of the transfer is sent right away, not at the next tick.
   const bool observing = transfer_->AddObserver([handle = handle_](const engine::TransferInfo&) {
-    absl::MutexLock lock(&handle->mu);
+    MutexLock lock(&handle->mu);
     if (handle->reactor != nullptr) handle->reactor->Poke(/*force=*/true);
   });
   if (!observing) {  // it had already ended
-    absl::MutexLock lock(&handle_->mu);
+    MutexLock lock(&handle_->mu);
     Poke(/*force=*/true);
   }
 }
 
 void TransferWatchReactor::Poke(bool force) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (writing_ || finished_ || sent_terminal_) return;
   if (force || absl::Now() >= next_) SendLocked();
 }
@@ -97,7 +97,7 @@ void TransferWatchReactor::SendLocked() {
 }
 
 void TransferWatchReactor::OnWriteDone(bool ok) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   writing_ = false;
   if (!ok) {
     FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "watcher went away"));
@@ -109,7 +109,7 @@ void TransferWatchReactor::OnWriteDone(bool ok) {
 }
 
 void TransferWatchReactor::OnCancel() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "watch cancelled"));
 }
 
@@ -121,7 +121,7 @@ void TransferWatchReactor::FinishLocked(const grpc::Status& status) {
 
 void TransferWatchReactor::OnDone() {
   {
-    absl::MutexLock lock(&handle_->mu);
+    MutexLock lock(&handle_->mu);
     handle_->reactor = nullptr;
   }
   delete this;

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include "daemon/common/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/engine/transfer.h"
 #include "xferd/v1/xferd.pb.h"
@@ -22,7 +22,7 @@ class TransferWatchReactor;
 // State shared by a reactor and whoever pokes it (ticker, transfer observer):
 // they lock it and find `reactor` null once the reactor is gone.
 struct TransferWatchHandle {
-  absl::Mutex mu;
+  Mutex mu;
   TransferWatchReactor* reactor ABSL_GUARDED_BY(mu) = nullptr;
 };
 
@@ -36,7 +36,7 @@ class WatchTicker {
  private:
   void Loop();
 
-  absl::Mutex mu_;
+  Mutex mu_;
   std::vector<std::shared_ptr<TransferWatchHandle>> handles_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
@@ -64,7 +64,7 @@ class TransferWatchReactor final : public grpc::ServerWriteReactor<v1::Transfer>
   const absl::Duration interval_;
   const std::shared_ptr<TransferWatchHandle> handle_;
 
-  absl::Mutex mu_;
+  Mutex mu_;
   v1::Transfer snapshot_ ABSL_GUARDED_BY(mu_);
   absl::Time next_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;

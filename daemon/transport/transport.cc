@@ -13,12 +13,12 @@ absl::string_view TransportKindName(TransportKind kind) {
 }
 
 absl::Status Link::status() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return status_;
 }
 
 bool Link::MarkBroken(absl::Status reason) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (!status_.ok()) return false;
   status_ = reason.ok() ? absl::UnavailableError("link closed") : std::move(reason);
   broken_.store(true, std::memory_order_release);

@@ -18,7 +18,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "daemon/common/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "daemon/memory/region_registry.h"
@@ -100,7 +100,7 @@ class Link {
   PeerIdentity peer_;
   LinkCounters counters_;
   std::atomic<bool> broken_{false};
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   absl::Status status_ ABSL_GUARDED_BY(mu_);
 };
 

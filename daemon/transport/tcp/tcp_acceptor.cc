@@ -72,7 +72,7 @@ void TcpAcceptor::Stop() {
 
 void TcpAcceptor::Expect(const std::string& token, std::weak_ptr<TcpLink> link, uint32_t lane_count,
                          absl::Time deadline) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   expected_[token] = Expected{std::move(link), std::vector<bool>(lane_count, false), deadline};
 }
 
@@ -138,7 +138,7 @@ bool TcpAcceptor::ReadHello(Pending& p) {
   const std::string token(reinterpret_cast<const char*>(p.hello + kHeaderBytes), kTokenBytes);
   std::shared_ptr<TcpLink> link;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto it = expected_.find(token);
     if (it != expected_.end() && hello.word < it->second.claimed.size() &&
         !it->second.claimed[hello.word]) {
@@ -178,7 +178,7 @@ void TcpAcceptor::ExpireOld(absl::Time now) {
       ++it;
     }
   }
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   for (auto it = expected_.begin(); it != expected_.end();) {
     if (it->second.deadline < now || it->second.link.expired()) {
       if (auto link = it->second.link.lock()) {

@@ -12,7 +12,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "daemon/common/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/common/unique_fd.h"
 #include "daemon/transport/tcp/tcp_socket.h"
@@ -68,7 +68,7 @@ class TcpAcceptor {
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> refused_{0};
 
-  absl::Mutex mu_;
+  Mutex mu_;
   absl::flat_hash_map<std::string, Expected> expected_ ABSL_GUARDED_BY(mu_);
 
   // Acceptor thread only.

@@ -59,7 +59,7 @@ std::shared_ptr<TcpLink> TcpTransport::NewLink(const PeerIdentity& peer, uint32_
   for (uint32_t i = 0; i < lanes; ++i) workers.push_back(workers_[i].get());
   auto link = std::make_shared<TcpLink>(peer, std::move(workers), regions_, lanes,
                                         options_.lane_depth, options_.socket);
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   links_.erase(std::remove_if(links_.begin(), links_.end(),
                               [](const std::weak_ptr<TcpLink>& l) { return l.expired(); }),
                links_.end());
@@ -112,7 +112,7 @@ void TcpTransport::Shutdown() {
   if (acceptor_ != nullptr) acceptor_->Stop();
   std::vector<std::shared_ptr<TcpLink>> links;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     for (auto& weak : links_) {
       if (auto link = weak.lock()) links.push_back(std::move(link));
     }

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include "daemon/common/mutex.h"
 #include "daemon/transport/tcp/tcp_acceptor.h"
 #include "daemon/transport/tcp/tcp_link.h"
 #include "daemon/transport/tcp/tcp_socket.h"
@@ -68,7 +68,7 @@ class TcpTransport final : public Transport {
   std::unique_ptr<TcpAcceptor> acceptor_;
   std::string advertise_host_;
 
-  absl::Mutex mu_;
+  Mutex mu_;
   // Every link made, to close them all at shutdown.
   std::vector<std::weak_ptr<TcpLink>> links_ ABSL_GUARDED_BY(mu_);
 };

@@ -43,7 +43,7 @@ TcpWorker::~TcpWorker() = default;
 
 void TcpWorker::Enqueue(Command command) {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     inbox_.push_back(std::move(command));
     inbox_pending_.store(true, std::memory_order_release);
   }
@@ -62,7 +62,7 @@ void TcpWorker::RequestDetach(std::shared_ptr<Link> keep_alive, TcpLane* lane) {
 
 void TcpWorker::DrainInbox(CompletionSink& sink) {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     draining_.swap(inbox_);
     inbox_pending_.store(false, std::memory_order_release);
   }

@@ -10,7 +10,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "daemon/common/mutex.h"
 #include "daemon/common/unique_fd.h"
 #include "daemon/transport/tcp/tcp_lane.h"
 #include "daemon/transport/transport.h"
@@ -55,7 +55,7 @@ class TcpWorker final : public TransportWorker {
   UniqueFd epoll_;
   UniqueFd wake_;  // eventfd in the epoll set: the inbox has commands
 
-  absl::Mutex mu_;
+  Mutex mu_;
   std::vector<Command> inbox_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> inbox_pending_{false};
 

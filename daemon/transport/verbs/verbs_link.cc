@@ -47,7 +47,7 @@ absl::Status VerbsLink::Build(uint32_t lanes) {
   ring_out_mr_.reset(ibv_reg_mr(context_->pd.get(), ring_.get() + half, half, 0));
   if (ring_out_mr_ == nullptr) return VerbsError("ibv_reg_mr(notice records)", errno);
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     detached_.assign(lanes, false);
   }
   for (uint32_t i = 0; i < lanes; ++i) {
@@ -114,7 +114,7 @@ absl::Status VerbsLink::Connect(const PeerIdentity& remote_peer, const LinkEndpo
 
 void VerbsLink::Detach(uint32_t lane) {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (detached_[lane]) return;
     detached_[lane] = true;
   }

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include "daemon/common/mutex.h"
 #include "daemon/transport/transport.h"
 #include "daemon/transport/verbs/queue_pair.h"
 #include "daemon/transport/verbs/verbs_context.h"
@@ -69,7 +69,7 @@ class VerbsLink final : public Link, public std::enable_shared_from_this<VerbsLi
   std::atomic<uint32_t> lane_count_{0};
   std::atomic<bool> active_{false};
 
-  absl::Mutex mu_;
+  Mutex mu_;
   std::vector<bool> detached_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -6,7 +6,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
+#include "daemon/common/mutex.h"
 #include "daemon/common/units.h"
 
 namespace xferd::transport::verbs {
@@ -29,7 +29,7 @@ absl::StatusOr<std::unique_ptr<VerbsRegistration>> VerbsRegistration::Create(
   const int flags = AccessFlags(access);
   std::vector<IbvMr> mrs(count);
   std::atomic<size_t> next{0};
-  absl::Mutex mu;
+  Mutex mu;
   absl::Status first_error;
   auto worker = [&] {
     for (size_t i; (i = next.fetch_add(1)) < count;) {
@@ -38,7 +38,7 @@ absl::StatusOr<std::unique_ptr<VerbsRegistration>> VerbsRegistration::Create(
       ibv_mr* mr = ibv_reg_mr(pd, base + offset, length, flags);
       if (mr == nullptr) {
         const int err = errno;
-        absl::MutexLock lock(&mu);
+        MutexLock lock(&mu);
         if (first_error.ok()) {
           first_error = VerbsError(
               absl::StrCat("ibv_reg_mr(", FormatBytes(length), " at offset ", offset, ")"), err);

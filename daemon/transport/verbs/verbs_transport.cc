@@ -55,7 +55,7 @@ absl::StatusOr<std::shared_ptr<VerbsLink>> VerbsTransport::NewLink(const PeerIde
   for (const auto& worker : workers_) workers.push_back(worker.get());
   ASSIGN_OR_RETURN(std::shared_ptr<VerbsLink> link,
                    VerbsLink::Create(context_, std::move(workers), link_settings_, peer, lanes));
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   links_.erase(std::remove_if(links_.begin(), links_.end(),
                               [](const std::weak_ptr<VerbsLink>& l) { return l.expired(); }),
                links_.end());
@@ -139,7 +139,7 @@ TransportStats VerbsTransport::stats() const {
 void VerbsTransport::CloseAll(const absl::Status& reason) {
   std::vector<std::shared_ptr<VerbsLink>> links;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     for (auto& weak : links_) {
       if (auto link = weak.lock()) links.push_back(std::move(link));
     }

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include "daemon/common/mutex.h"
 #include "daemon/transport/transport.h"
 #include "daemon/transport/verbs/async_events.h"
 #include "daemon/transport/verbs/device.h"
@@ -76,7 +76,7 @@ class VerbsTransport final : public Transport {
   std::vector<std::unique_ptr<VerbsWorker>> workers_;
   std::shared_ptr<std::atomic<int64_t>> registrations_ = std::make_shared<std::atomic<int64_t>>(0);
 
-  absl::Mutex mu_;
+  Mutex mu_;
   std::vector<std::weak_ptr<VerbsLink>> links_ ABSL_GUARDED_BY(mu_);
   // Last: it calls back into CloseAll, so it stops first.
   std::unique_ptr<AsyncEventThread> async_;

@@ -44,7 +44,7 @@ absl::StatusOr<std::unique_ptr<VerbsWorker>> VerbsWorker::Create(
       return absl::InternalError(absl::StrCat("epoll_ctl: ", std::strerror(errno)));
     }
   }
-  absl::MutexLock lock(&worker->mu_);
+  MutexLock lock(&worker->mu_);
   // The CQ may be larger than asked (devices round up); reserve only what
   // was granted.
   worker->cq_capacity_ = static_cast<uint32_t>(worker->cq_->cqe);
@@ -54,7 +54,7 @@ absl::StatusOr<std::unique_ptr<VerbsWorker>> VerbsWorker::Create(
 VerbsWorker::VerbsWorker(std::shared_ptr<VerbsContext> context,
                          const memory::RegionRegistry& regions)
     : context_(std::move(context)), regions_(regions), table_(kMaxLanesPerWorker) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   reserved_.assign(kMaxLanesPerWorker, 0);
   for (uint32_t i = kMaxLanesPerWorker; i > 0; --i) free_slots_.push_back(i - 1);
 }
@@ -68,7 +68,7 @@ VerbsWorker::~VerbsWorker() {
 }
 
 absl::StatusOr<uint32_t> VerbsWorker::AddLane(VerbsLane* lane, uint32_t cq_entries) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (free_slots_.empty() || cq_reserved_ + cq_entries > cq_capacity_) {
     return absl::ResourceExhaustedError(
         absl::StrCat("completion queue of a poller is full (", cq_reserved_, " of ", cq_capacity_,
@@ -86,7 +86,7 @@ absl::StatusOr<uint32_t> VerbsWorker::AddLane(VerbsLane* lane, uint32_t cq_entri
 
 void VerbsWorker::RequestDetach(std::shared_ptr<Link> keep_alive, VerbsLane* lane) {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     inbox_.push_back(Detaching{lane, std::move(keep_alive)});
     inbox_pending_.store(true, std::memory_order_release);
   }
@@ -96,7 +96,7 @@ void VerbsWorker::RequestDetach(std::shared_ptr<Link> keep_alive, VerbsLane* lan
 
 void VerbsWorker::DrainInbox() {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     swap_.swap(inbox_);
     inbox_pending_.store(false, std::memory_order_release);
   }
@@ -118,7 +118,7 @@ void VerbsWorker::ReapDrained() {
     }
     lane->ReleaseQp();
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       const uint32_t index = lane->index();
       table_[index].store(nullptr, std::memory_order_release);
       cq_reserved_ -= reserved_[index];

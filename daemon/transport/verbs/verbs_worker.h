@@ -10,7 +10,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "daemon/common/mutex.h"
 #include "daemon/common/unique_fd.h"
 #include "daemon/memory/region_registry.h"
 #include "daemon/transport/transport.h"
@@ -64,7 +64,7 @@ class VerbsWorker final : public TransportWorker {
   UniqueFd epoll_;  // the channel fd and wake_: what a sleeping poller waits on
   std::vector<std::atomic<VerbsLane*>> table_;
 
-  absl::Mutex mu_;
+  Mutex mu_;
   std::vector<uint32_t> free_slots_ ABSL_GUARDED_BY(mu_);
   std::vector<uint32_t> reserved_ ABSL_GUARDED_BY(mu_);  // CQ entries per slot
   uint32_t cq_capacity_ ABSL_GUARDED_BY(mu_) = 0;

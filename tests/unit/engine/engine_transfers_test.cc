@@ -41,9 +41,9 @@ class EngineTransfersTest : public ::testing::Test {
 
 struct Watcher : memory::LandedWatcher {
   std::vector<memory::LandedEvent> events;
-  absl::Mutex mu;
+  Mutex mu;
   void OnLanded(const memory::LandedEvent& e) override {
-    absl::MutexLock lock(&mu);
+    MutexLock lock(&mu);
     events.push_back(e);
   }
   void OnRegionClosed() override {}
@@ -63,7 +63,7 @@ TEST_F(EngineTransfersTest, MultiSliceWriteLandsWithOneLandedEvent) {
   EXPECT_EQ(dst_->data()[299], std::byte{0});
   EXPECT_EQ(dst_->data()[300 + 100001], std::byte{0});
   dst_->landed().Unsubscribe(&watcher);  // not under watcher.mu: the hub locks before it
-  absl::MutexLock lock(&watcher.mu);
+  MutexLock lock(&watcher.mu);
   ASSERT_EQ(watcher.events.size(), 1u);
   EXPECT_EQ(watcher.events[0].offset, 300u);
   EXPECT_EQ(watcher.events[0].length, 100001u);
@@ -142,7 +142,8 @@ TEST_F(EngineTransfersTest, BatchIsAllOrNothing) {
 
 TEST_F(EngineTransfersTest, AdmissionIsBounded) {
   a_->transport->HoldCompletions(true);
-  std::vector<engine::WriteSpec> eight(8, Spec("src", "b", "dst", 4096));
+  std::vector<engine::WriteSpec> eight;  // disjoint ranges: concurrent writes
+  for (uint64_t i = 0; i < 8; ++i) eight.push_back(Spec("src", "b", "dst", 4096, 0, i * 4096));
   auto held = h_.Submit(*a_, eight, true);
   ASSERT_TRUE(held.ok());
   absl::Status s = SubmitError(Spec("src", "b", "dst", 4096));

@@ -101,12 +101,12 @@ class FakeTransport::Worker final : public transport::TransportWorker {
 };
 
 void FakeFabric::Add(const std::string& node, FakeTransport* transport) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   nodes_[node] = transport;
 }
 
 FakeTransport* FakeFabric::Find(const std::string& node) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = nodes_.find(node);
   return it == nodes_.end() ? nullptr : it->second;
 }
@@ -127,7 +127,7 @@ absl::StatusOr<std::shared_ptr<transport::Link>> FakeTransport::CreateLink(
     transport::LinkEndpoints* local) {
   local->lanes = pollers_;
   auto link = std::make_shared<FakeLink>(transport::PeerIdentity{}, pollers_, depth_);
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   links_.push_back(link);
   return std::shared_ptr<transport::Link>(link);
 }
@@ -137,7 +137,7 @@ absl::StatusOr<std::shared_ptr<transport::Link>> FakeTransport::AcceptLink(
     transport::LinkEndpoints* local) {
   local->lanes = std::min(pollers_, remote.lanes);
   auto link = std::make_shared<FakeLink>(peer, local->lanes, depth_);
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   links_.push_back(link);
   return std::shared_ptr<transport::Link>(link);
 }
@@ -152,19 +152,19 @@ absl::StatusOr<std::unique_ptr<memory::TransportRegistration>> FakeTransport::Re
 }
 
 void FakeTransport::Shutdown() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   for (auto& weak : links_) {
     if (auto link = weak.lock()) link->Close(absl::UnavailableError("transport shut down"));
   }
 }
 
 std::vector<transport::WriteOp> FakeTransport::posted() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return posted_;
 }
 
 void FakeTransport::Record(const transport::WriteOp& op) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   posted_.push_back(op);
 }
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
+#include "daemon/common/mutex.h"
 #include "daemon/common/unique_fd.h"
 #include "daemon/memory/region_registry.h"
 #include "daemon/transport/transport.h"
@@ -27,7 +27,7 @@ class FakeFabric {
   FakeTransport* Find(const std::string& node);
 
  private:
-  absl::Mutex mu_;
+  Mutex mu_;
   std::map<std::string, FakeTransport*> nodes_;
 };
 
@@ -74,7 +74,7 @@ class FakeTransport final : public transport::Transport {
   const uint32_t depth_;
   std::vector<std::unique_ptr<Worker>> workers_;
   std::atomic<bool> hold_{false};
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   std::vector<transport::WriteOp> posted_;
   std::vector<std::weak_ptr<transport::Link>> links_;
 };
