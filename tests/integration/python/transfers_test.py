@@ -16,7 +16,7 @@ import pytest_main
 import xferd
 from conftest import Regions
 from daemon_harness import TRANSPORT, Cluster
-from testlib import WAIT_S, fill, pattern, peer, sha
+from testlib import WAIT_S, fill, pattern, peer, sha, stress
 
 DAEMONS = ("a", "b", "c")
 CONNECT = (("a", "b"), ("b", "c"))
@@ -132,6 +132,7 @@ def test_odd_sizes_and_offsets(clients: Clients, regions: Regions, length: int,
     assert sha(dst.buffer[end:]) == sha(guard[end:])
 
 
+@stress
 def test_many_two_slice_transfers_all_finish(clients: Clients, regions: Regions) -> None:
     # One bulk slice then the final slice, one transfer at a time: the home
     # poller waits, maybe asleep, for another poller to say the bulk slice is
