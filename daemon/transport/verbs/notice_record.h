@@ -6,8 +6,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
+#include "absl/strings/string_view.h"
 #include "daemon/common/endian.h"
+#include "daemon/memory/region_registry.h"
 #include "daemon/transport/transport_types.h"
 
 namespace xferd::transport::verbs {
@@ -37,5 +40,13 @@ inline bool DecodeNoticeRecord(const uint8_t in[kNoticeRecordBytes], NoticeRecor
   r->notice.length = LoadLE<uint64_t>(in + 24);
   return true;
 }
+
+// The region a decoded record from `peer` may raise a landed event on: one
+// that is registered, admits the peer, allows remote writes and contains the
+// record's range. Null otherwise (the record is malformed or stale). Any
+// thread.
+std::shared_ptr<memory::Region> AcceptNotice(const NoticeRecord& record,
+                                             const memory::RegionRegistry& regions,
+                                             absl::string_view peer);
 
 }  // namespace xferd::transport::verbs

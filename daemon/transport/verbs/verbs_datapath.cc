@@ -186,15 +186,14 @@ void VerbsLane::OnRecvCompletion(const ibv_wc& wc, const memory::RegionRegistry&
 }
 
 void VerbsLane::Land(uint32_t slot, const memory::RegionRegistry& regions) {
+  const std::string& peer = link_.peer().node_id;
   NoticeRecord record;
   std::shared_ptr<memory::Region> region;
   if (slot < kNoticeSlots &&
       DecodeNoticeRecord(notices_.incoming + slot * kNoticeRecordBytes, &record)) {
-    region = regions.FindById(record.region_id);
+    region = AcceptNotice(record, regions, peer);
   }
-  const std::string& peer = link_.peer().node_id;
-  if (region == nullptr || !region->PeerAllowed(peer) || !region->access().remote_write ||
-      !region->CheckRange(record.notice.offset, record.notice.length, "landed").ok()) {
+  if (region == nullptr) {
     link_.counters().writes_rejected.fetch_add(1, std::memory_order_relaxed);
     SPDLOG_DEBUG("ignored a malformed landing notice from {} (slot {})", peer, slot);
     return;

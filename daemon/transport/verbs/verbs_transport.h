@@ -14,15 +14,12 @@
 #include "daemon/transport/transport.h"
 #include "daemon/transport/verbs/async_events.h"
 #include "daemon/transport/verbs/device.h"
+#include "daemon/transport/verbs/remote_region_check.h"
 #include "daemon/transport/verbs/verbs_context.h"
 #include "daemon/transport/verbs/verbs_link.h"
 #include "daemon/transport/verbs/verbs_worker.h"
 
 namespace xferd::transport::verbs {
-
-// Smallest memory-registration chunk: at least the largest slice, so a
-// slice crosses at most one chunk boundary per side (see kMaxWrsPerOp).
-inline constexpr uint64_t kMinMrChunk = kMaxSliceBytes;
 
 struct VerbsTransportOptions {
   uint32_t pollers = 2;

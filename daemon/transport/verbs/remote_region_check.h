@@ -1,0 +1,24 @@
+// The verbs transport's validation of a peer's region keys (ResolveRegion),
+// free of libibverbs so it can be unit-tested and fuzzed without a device.
+// The keys come from a peer: the datapath indexes rkeys by
+// offset / mr_chunk_bytes for every offset below size, so this check is what
+// keeps that index in bounds.
+#pragma once
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "daemon/transport/transport_types.h"
+
+namespace xferd::transport::verbs {
+
+// Smallest memory-registration chunk: at least the largest slice, so a
+// slice crosses at most one chunk boundary per side (see kMaxWrsPerOp).
+inline constexpr uint64_t kMinMrChunk = kMaxSliceBytes;
+
+// OK if `region` is well formed: a non-zero address and size, a chunk size
+// of at least kMinMrChunk (or covering the whole region), and exactly one
+// rkey per chunk. INVALID_ARGUMENT otherwise. Any thread; pure.
+absl::Status CheckRemoteRegionKeys(const RemoteRegion& region);
+
+}  // namespace xferd::transport::verbs
