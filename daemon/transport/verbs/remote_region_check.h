@@ -16,9 +16,10 @@ namespace xferd::transport::verbs {
 // slice crosses at most one chunk boundary per side (see kMaxWrsPerOp).
 inline constexpr uint64_t kMinMrChunk = kMaxSliceBytes;
 
-// OK if `region` is well formed: a non-zero address and size, a chunk size
-// of at least kMinMrChunk (or covering the whole region), and exactly one
-// rkey per chunk. INVALID_ARGUMENT otherwise. Any thread; pure.
+// OK if `region` is well formed: a non-zero address and size that do not
+// wrap around the address space, a chunk size of at least kMinMrChunk (or
+// covering the whole region), and exactly one rkey per chunk. INVALID_ARGUMENT otherwise. Any
+// thread; pure.
 absl::Status CheckRemoteRegionKeys(const RemoteRegion& region);
 
 }  // namespace xferd::transport::verbs

@@ -1,6 +1,7 @@
 #include "daemon/transport/verbs/remote_region_check.h"
 
 #include <cstdint>
+#include <limits>
 
 #include "gtest/gtest.h"
 
@@ -30,6 +31,25 @@ TEST(RemoteRegionCheckTest, RefusesMalformedKeys) {
   RemoteRegion no_addr = Region(kGiB, kGiB, 1);
   no_addr.addr = 0;
   EXPECT_FALSE(CheckRemoteRegionKeys(no_addr).ok());
+}
+
+// The datapath indexes rkeys[offset / mr_chunk_bytes] for offsets below
+// size: rounding the chunk count up must not wrap around for huge sizes.
+TEST(RemoteRegionCheckTest, HugeSizeNeedsItsRkeys) {
+  constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
+  EXPECT_FALSE(CheckRemoteRegionKeys(Region(kMax, kGiB, 0)).ok());
+  EXPECT_FALSE(CheckRemoteRegionKeys(Region(kMax, kMax, 0)).ok());
+  RemoteRegion whole_space = Region(kMax, kMax, 1);
+  whole_space.addr = 1;  // bytes 1 .. 2^64-1
+  EXPECT_TRUE(CheckRemoteRegionKeys(whole_space).ok());
+  EXPECT_FALSE(CheckRemoteRegionKeys(Region(kMax - kGiB + 2, kGiB, 0)).ok());
+}
+
+// The region must not wrap around the peer's address space.
+TEST(RemoteRegionCheckTest, RefusesAddressWrap) {
+  RemoteRegion r = Region(kGiB, kGiB, 1);
+  r.addr = std::numeric_limits<uint64_t>::max() - 4096;
+  EXPECT_FALSE(CheckRemoteRegionKeys(r).ok());
 }
 
 }  // namespace
