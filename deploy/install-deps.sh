@@ -13,9 +13,13 @@ BUILD_PACKAGES=(
   libibverbs-dev ibverbs-providers
   python3-grpcio python3-protobuf
 )
-# Tests and benchmarks: gtest, pytest, iperf3 (the benchmark's reference).
+# Tests and benchmarks: gtest, pytest, iperf3 (the benchmark's reference);
+# clang and its sanitizer/libFuzzer runtimes (libclang-rt-14-dev, which
+# clang does not depend on) for the fuzz targets. gcc's ASan, TSan
+# and UBSan runtimes come with g++ (libgcc-12-dev).
 TEST_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev python3-pytest iperf3 openssl
+  clang libclang-rt-14-dev
 )
 
 case "${1:-all}" in

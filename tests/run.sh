@@ -4,12 +4,17 @@
 #   1. bazel test //...   unit tests, the transport conformance suite (TCP
 #                         here; verbs skips without a device), and the C++ and
 #                         Python integration suites over TCP on loopback;
-#   2. tests/softroce/run.sh   the same suites over real verbs (Soft-RoCE)
+#   2. bazel test --config=asan //...   the same under AddressSanitizer,
+#                         LeakSanitizer and UBSan (gcc; daemons included);
+#   3. bazel test --config=tsan //...   the same under ThreadSanitizer;
+#   4. tests/fuzz/run.sh   every libFuzzer target (clang) for a bounded time;
+#   5. tests/softroce/run.sh   the same suites over real verbs (Soft-RoCE)
 #                         in a qemu VM.
 # Every runner prints its own summary (Bazel, gtest, pytest); the last line
 # tallies the stages. Exits non-zero when anything failed.
 #
-# XFERD_SKIP_SOFTROCE=1 skips stage 2 (for a quick local run; CI runs all).
+# XFERD_SKIP_SOFTROCE=1 skips stage 5 and XFERD_SKIP_SANITIZERS=1 stages 2-4
+# (for a quick local run; CI runs all).
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 cd "$root"
@@ -36,6 +41,13 @@ stage() {
 }
 
 stage "bazel test //..." bazel test //... --test_output=errors
+if [ "${XFERD_SKIP_SANITIZERS:-0}" = 1 ]; then
+  say "skipping the sanitizer and fuzzing stages (XFERD_SKIP_SANITIZERS=1)"
+else
+  stage "asan" bazel test --config=asan //... --test_output=errors
+  stage "tsan" bazel test --config=tsan //... --test_output=errors
+  stage "fuzz" tests/fuzz/run.sh
+fi
 if [ "${XFERD_SKIP_SOFTROCE:-0}" = 1 ]; then
   say "skipping the Soft-RoCE suite (XFERD_SKIP_SOFTROCE=1)"
 else

@@ -1,0 +1,74 @@
+// Fuzzes what a peer sends in a handshake: the bytes of a
+// v1::HandshakeRequest (the responder's view) and of a v1::HandshakeResponse
+// (the initiator's view), through the service layer's validation
+// (FromProto(NodeIdentity, LinkEndpoints)). Whatever it accepts must keep the
+// promises the engine and transports rely on, and convert back to the same
+// domain value.
+#include <cstdint>
+#include <string>
+
+#include "daemon/service/peer_convert.h"
+#include "tests/fuzz/fuzz_check.h"
+#include "xferd/v1/peer.pb.h"
+
+namespace xferd::service {
+namespace {
+
+bool SameEndpoints(const transport::LinkEndpoints& a, const transport::LinkEndpoints& b) {
+  if (a.kind != b.kind || a.lanes != b.lanes || a.queue_pairs.size() != b.queue_pairs.size() ||
+      a.tcp.host != b.tcp.host || a.tcp.port != b.tcp.port ||
+      a.tcp.session_token != b.tcp.session_token || a.notice_ring_addr != b.notice_ring_addr ||
+      a.notice_ring_rkey != b.notice_ring_rkey || a.notice_ring_slots != b.notice_ring_slots) {
+    return false;
+  }
+  for (size_t i = 0; i < a.queue_pairs.size(); ++i) {
+    const transport::QueuePairEndpoint& x = a.queue_pairs[i];
+    const transport::QueuePairEndpoint& y = b.queue_pairs[i];
+    if (x.qpn != y.qpn || x.psn != y.psn || x.lid != y.lid || x.gid != y.gid ||
+        x.gid_index != y.gid_index || x.mtu != y.mtu) {
+      return false;
+    }
+  }
+  return true;
+}
+
+void Check(const v1::NodeIdentity& node, const v1::LinkEndpoints& endpoints) {
+  absl::StatusOr<engine::HandshakeMessage> message = FromProto(node, endpoints);
+  if (!message.ok()) {
+    FUZZ_CHECK(message.status().code() == absl::StatusCode::kInvalidArgument);
+    return;
+  }
+  const transport::LinkEndpoints& e = message->endpoints;
+  FUZZ_CHECK(!message->node.node_id.empty());
+  FUZZ_CHECK(e.lanes >= 1 && e.lanes <= kMaxLanes);
+  if (e.kind == transport::TransportKind::kVerbs) {
+    FUZZ_CHECK(e.queue_pairs.size() == e.lanes);
+    FUZZ_CHECK(e.notice_ring_slots >= 1 && e.notice_ring_slots <= (1u << 16));
+    for (const transport::QueuePairEndpoint& qp : e.queue_pairs) {
+      FUZZ_CHECK(qp.qpn <= 0xffffff && qp.psn <= 0xffffff);
+      FUZZ_CHECK(qp.mtu >= 256 && qp.mtu <= 4096 && (qp.mtu & (qp.mtu - 1)) == 0);
+    }
+  } else {
+    FUZZ_CHECK(e.kind == transport::TransportKind::kTcp);
+    FUZZ_CHECK(e.queue_pairs.empty());
+  }
+  // What we accepted survives our own encoding unchanged.
+  v1::LinkEndpoints again;
+  ToProto(e, &again);
+  absl::StatusOr<transport::LinkEndpoints> round_trip = FromProto(again);
+  FUZZ_CHECK(round_trip.ok());
+  FUZZ_CHECK(SameEndpoints(e, *round_trip));
+}
+
+}  // namespace
+}  // namespace xferd::service
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace xferd;
+  const std::string bytes(reinterpret_cast<const char*>(data), size);
+  v1::HandshakeRequest request;
+  if (request.ParseFromString(bytes)) service::Check(request.caller(), request.endpoints());
+  v1::HandshakeResponse response;
+  if (response.ParseFromString(bytes)) service::Check(response.callee(), response.endpoints());
+  return 0;
+}

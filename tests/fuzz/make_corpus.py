@@ -1,0 +1,140 @@
+#!/usr/bin/python3
+"""Writes the seed corpora under tests/fuzz/corpus/<target>/ (run from
+anywhere; needs protoc). Seeds are small, valid messages and near misses, so
+fuzzing starts from the formats' real shapes. Re-run after a format change;
+inputs that libFuzzer found and that crashed are added by hand as crash-*.
+"""
+import pathlib
+import struct
+import subprocess
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+CORPUS = ROOT / "tests/fuzz/corpus"
+
+MAGIC = 0x31524658  # "XFR1"
+HELLO, HELLO_ACK, WRITE, ACK, NACK = 1, 2, 3, 4, 5
+NOTICE_MAGIC = 0x4E465258  # "XRFN"
+
+
+def header(ftype, flags=0, word=0, length=0, offset=0, seq=0):
+    return struct.pack("<IBBHIIQQ", MAGIC, ftype, flags, 0, word, length, offset, seq)
+
+
+def notice(transfer_id, offset, length):
+    return struct.pack("<QQQ", transfer_id, offset, length)
+
+
+def write(name, data):
+    path = CORPUS / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+
+
+def encode(message, text):
+    return subprocess.run(
+        ["protoc", "-I", str(ROOT / "proto"), f"--encode=xferd.v1.{message}",
+         "xferd/v1/peer.proto"],
+        input=text.encode(), stdout=subprocess.PIPE, check=True).stdout
+
+
+def tcp_frame():
+    write("tcp_frame_fuzzer/write", header(WRITE, 0, 1, 4096, 0, 1))
+    write("tcp_frame_fuzzer/write_notice",
+          header(WRITE, 1, 1, 100, 8, 2) + notice(9, 0, 108))
+    write("tcp_frame_fuzzer/hello", header(HELLO, 0, 0, 16) + b"T" * 16)
+    write("tcp_frame_fuzzer/hello_ack", header(HELLO_ACK))
+    write("tcp_frame_fuzzer/ack", header(ACK, seq=7))
+    write("tcp_frame_fuzzer/nack", header(NACK, 0, 11, 5, 0, 3) + b"range")
+    write("tcp_frame_fuzzer/bad_magic", b"XFR2" + header(ACK)[4:])
+
+
+def tcp_lane():
+    # byte 0: our writes in flight; byte 1: delivery chunk (1 + 16 * n bytes).
+    payload = bytes(range(256)) * 2
+    w = header(WRITE, 0, 1, 512, 1000, 1) + payload
+    wn = header(WRITE, 1, 1, 64, 0, 2) + notice(5, 0, 1064) + payload[:64]
+    write("tcp_lane_fuzzer/write_then_notice", b"\x00\xff" + w + wn)
+    write("tcp_lane_fuzzer/write_bytewise", b"\x00\x00" + w)
+    # Refused writes: past the end, read-only region, ACL, unknown region.
+    refused = (header(WRITE, 0, 1, 200, 65436 - 100, 1) + b"x" * 200 +
+               header(WRITE, 0, 2, 16, 0, 2) + b"y" * 16 +
+               header(WRITE, 0, 3, 16, 0, 3) + b"z" * 16 +
+               header(WRITE, 0, 99, 16, 0, 4) + b"w" * 16)
+    write("tcp_lane_fuzzer/refused_writes", b"\x00\x03" + refused)
+    # Acknowledgements of our own writes.
+    write("tcp_lane_fuzzer/ack_all", b"\x04\x10" + header(ACK, seq=4))
+    write("tcp_lane_fuzzer/ack_then_nack",
+          b"\x03\x10" + header(ACK, seq=1) + header(NACK, 0, 11, 6, 0, 2) + b"denied" +
+          header(ACK, seq=3))
+    write("tcp_lane_fuzzer/out_of_sequence", b"\x00\x10" + header(WRITE, 0, 1, 8, 0, 5) + b"8" * 8)
+    write("tcp_lane_fuzzer/hello_on_lane", b"\x01\x10" + header(HELLO, 0, 0, 16) + b"T" * 16)
+
+
+def notice_record():
+    rec = lambda region, tid, off, length: struct.pack("<IIQQQ", NOTICE_MAGIC, region, tid,
+                                                       off, length)
+    write("notice_record_fuzzer/whole_region", rec(1, 1, 0, 65436))
+    write("notice_record_fuzzer/tail", rec(1, 2, 65000, 436))
+    write("notice_record_fuzzer/past_end", rec(1, 3, 65000, 437))
+    write("notice_record_fuzzer/read_only", rec(2, 4, 0, 16))
+    write("notice_record_fuzzer/acl", rec(3, 5, 0, 16))
+    write("notice_record_fuzzer/wrap", rec(1, 6, 2**64 - 8, 16))
+
+
+QP = """queue_pairs {{ qpn: {qpn} psn: 4660 lid: 0
+  gid: "\\000\\000\\000\\000\\000\\000\\000\\000\\000\\000\\377\\377\\177\\000\\000\\001"
+  gid_index: 1 mtu: 1024 }}"""
+
+
+def handshake():
+    node = 'node_id: "node-a" incarnation: 12345 address: "127.0.0.1:7300"'
+    tcp = ('endpoints { transport: TRANSPORT_KIND_TCP lanes: 2 tcp { host: "127.0.0.1" '
+           'port: 7301 session_token: "0123456789abcdef" } }')
+    verbs = ("endpoints { transport: TRANSPORT_KIND_VERBS lanes: 2 " +
+             QP.format(qpn=17) + " " + QP.format(qpn=18) +
+             " notice_ring_addr: 140000000000 notice_ring_rkey: 77 notice_ring_slots: 256 }")
+    for kind, endpoints in (("tcp", tcp), ("verbs", verbs)):
+        write(f"handshake_fuzzer/request_{kind}",
+              encode("HandshakeRequest", f"version: PROTOCOL_VERSION_1 caller {{ {node} }} "
+                                         + endpoints))
+        write(f"handshake_fuzzer/response_{kind}",
+              encode("HandshakeResponse", f"version: PROTOCOL_VERSION_1 callee {{ {node} }} "
+                                          + endpoints))
+    write("handshake_fuzzer/verbs_missing_qp",
+          encode("HandshakeRequest", f"caller {{ {node} }} endpoints {{ transport: "
+                 "TRANSPORT_KIND_VERBS lanes: 2 " + QP.format(qpn=17) +
+                 " notice_ring_slots: 256 }"))
+
+
+def resolve():
+    gib = 1 << 30
+    cases = {
+        "one_chunk": (4096, 4096, [5]),
+        "two_chunks": (gib + 1, gib, [5, 6]),
+        "too_few_rkeys": (3 * gib, gib, [5, 6]),
+        "huge_size": (2**64 - 1, gib, []),
+    }
+    for name, (size, chunk, rkeys) in cases.items():
+        text = (f"region_id: 3 size: {size} access {{ remote_write: true }} "
+                f"addr: 140000000000 mr_chunk_bytes: {chunk} " +
+                " ".join(f"rkeys: {k}" for k in rkeys))
+        write(f"resolve_fuzzer/{name}", encode("ResolveRegionResponse", text))
+
+
+def config():
+    write("config_fuzzer/deploy_example", (ROOT / "deploy/xferd.toml").read_bytes())
+    write("config_fuzzer/minimal", b'node_id = "a"\n[server]\nlisten = "127.0.0.1:7300"\n')
+    write("config_fuzzer/sizes_and_durations",
+          b'node_id = "a"\n[transport]\nkind = "tcp"\nverbs_mr_chunk = "1GiB"\n'
+          b'[engine]\nslice_size = "1MiB"\nspin = "50us"\n')
+    write("config_fuzzer/unknown_key", b'node_id = "a"\nnode_idd = "b"\n')
+    write("config_fuzzer/bad_types", b'node_id = 5\n[server]\nlisten = true\n')
+
+
+if __name__ == "__main__":
+    tcp_frame()
+    tcp_lane()
+    notice_record()
+    handshake()
+    resolve()
+    config()
