@@ -13,9 +13,11 @@ BUILD_PACKAGES=(
   libibverbs-dev ibverbs-providers
   python3-grpcio python3-protobuf
 )
-# Tests and benchmarks: gtest, pytest, iperf3 (the benchmark's reference).
+# Tests and benchmarks: gtest, pytest, iperf3 (the benchmark's reference),
+# systemd-analyze (the unit is verified) and dpkg-deb/objdump (the package).
 TEST_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev python3-pytest iperf3 openssl
+  systemd binutils
 )
 
 case "${1:-all}" in
