@@ -4,14 +4,17 @@
 #   1. bazel test //...   unit tests, the transport conformance suite (TCP
 #                         here; verbs skips without a device), and the C++ and
 #                         Python integration suites over TCP on loopback;
-#   2. tests/deploy/run.sh    the .deb, its unit (systemd-analyze verify),
+#   2. //tests/load       32 clients x 200 mixed transfers across three
+#                         daemons over TCP, alone (prints throughput, latency
+#                         and memory);
+#   3. tests/deploy/run.sh    the .deb, its unit (systemd-analyze verify),
 #                         configuration and Python package;
-#   3. tests/softroce/run.sh   the same suites as 1 over real verbs
+#   4. tests/softroce/run.sh   the same suites as 1 over real verbs
 #                         (Soft-RoCE) in a qemu VM.
 # Every runner prints its own summary (Bazel, gtest, pytest); the last line
 # tallies the stages. Exits non-zero when anything failed.
 #
-# XFERD_SKIP_SOFTROCE=1 skips stage 3 (for a quick local run; CI runs all).
+# XFERD_SKIP_SOFTROCE=1 skips stage 4 (for a quick local run; CI runs all).
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 cd "$root"
@@ -38,6 +41,7 @@ stage() {
 }
 
 stage "bazel test //..." bazel test //... --test_output=errors
+stage "load" bazel test //tests/load:load_test --test_output=all
 stage "deploy" tests/deploy/run.sh
 if [ "${XFERD_SKIP_SOFTROCE:-0}" = 1 ]; then
   say "skipping the Soft-RoCE suite (XFERD_SKIP_SOFTROCE=1)"
