@@ -143,7 +143,8 @@ class Engine final : public TransferListener {
   absl::Status ResolveMissing(const std::vector<WriteSpec>& writes, absl::Time deadline);
   absl::StatusOr<Transfer::Plan> Plan(const WriteSpec& spec) const;
   absl::StatusOr<std::vector<std::shared_ptr<Transfer>>> Admit(std::vector<WriteSpec> writes,
-                                                               bool batch);
+                                                               bool batch,
+                                                               absl::Time submitted_at);
   void Launch(const std::shared_ptr<Transfer>& transfer);
   uint32_t CancelWhere(const std::function<bool(const Transfer&)>& match,
                        const absl::Status& reason);
