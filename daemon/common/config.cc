@@ -144,6 +144,7 @@ void DefineTransport(TableReader& r, TransportConfig& c) {
   r.On("tcp_data_listen", String(&c.tcp_data_listen));
   r.On("tcp_advertise_host", String(&c.tcp_advertise_host));
   r.On("tcp_socket_buffer", Size(&c.tcp_socket_buffer));
+  r.On("tcp_user_timeout", Duration(&c.tcp_user_timeout));
   r.On("verbs_device", String(&c.verbs_device));
   r.On("verbs_port", Integer(&c.verbs_port));
   r.On("verbs_gid_index", Integer(&c.verbs_gid_index));
@@ -255,6 +256,10 @@ absl::Status Validate(const Config& c) {
   if (c.engine.spin > absl::Seconds(1)) return InvalidKey("engine.spin", "must be <= 1s");
   if (c.transport.tcp_socket_buffer > (1u << 30)) {
     return InvalidKey("transport.tcp_socket_buffer", "must be <= 1GiB");
+  }
+  if (c.transport.tcp_user_timeout < absl::Seconds(1) ||
+      c.transport.tcp_user_timeout > absl::Hours(1)) {
+    return InvalidKey("transport.tcp_user_timeout", "must be between 1s and 1h");
   }
   if (c.transport.verbs_qp_timeout > 31)
     return InvalidKey("transport.verbs_qp_timeout", "must be <= 31");

@@ -37,6 +37,10 @@ struct TransportConfig {
   std::string tcp_advertise_host;
   // TCP transport: kernel socket buffer sizes (0 = kernel default / autotuning).
   uint64_t tcp_socket_buffer = 4 << 20;
+  // TCP transport: data a peer leaves unacknowledged this long breaks the
+  // lane (TCP_USER_TIMEOUT): how long a partition may last before transfers
+  // on it fail and the next write reconnects.
+  absl::Duration tcp_user_timeout = absl::Seconds(10);
   // Verbs transport choices; empty/0 means "pick automatically".
   std::string verbs_device;
   uint32_t verbs_port = 0;

@@ -24,6 +24,7 @@ unix_socket_mode = 432
 [transport]
 kind = "tcp"
 tcp_socket_buffer = "8MiB"
+tcp_user_timeout = "3s"
 verbs_gid_index = 3
 [engine]
 pollers = 4
@@ -43,6 +44,7 @@ json = true
   EXPECT_EQ(config->server.unix_socket_mode, 0660u);
   EXPECT_EQ(config->transport.kind, TransportChoice::kTcp);
   EXPECT_EQ(config->transport.tcp_socket_buffer, 8u << 20);
+  EXPECT_EQ(config->transport.tcp_user_timeout, absl::Seconds(3));
   EXPECT_EQ(config->transport.verbs_gid_index, 3);
   EXPECT_EQ(config->engine.pollers, 4u);
   EXPECT_EQ(config->engine.slice_size, 256u << 10);
@@ -94,6 +96,10 @@ TEST(ConfigTest, ValidateRejectsOutOfRangeValues) {
   config = Config();
   config.log.level = "verbose";
   EXPECT_FALSE(Validate(config).ok());
+  config = Config();
+  config.transport.tcp_user_timeout = absl::Milliseconds(10);
+  EXPECT_NE(Validate(config).message().find("transport.tcp_user_timeout"),
+            absl::string_view::npos);
 }
 
 TEST(ConfigTest, MissingFileIsNotFound) {
