@@ -10,11 +10,14 @@
 #   3. tests/deploy/run.sh    the .deb, its unit (systemd-analyze verify),
 #                         configuration and Python package;
 #   4. tests/softroce/run.sh   the same suites as 1 over real verbs
-#                         (Soft-RoCE) in a qemu VM.
+#                         (Soft-RoCE) in a qemu VM;
+#   5. tests/faults/run.sh     faults between daemons in network namespaces
+#                         (tc netem, link down, partitions, SIGKILL, SIGTERM,
+#                         a full disk), in a qemu VM for its netem.
 # Every runner prints its own summary (Bazel, gtest, pytest); the last line
 # tallies the stages. Exits non-zero when anything failed.
 #
-# XFERD_SKIP_SOFTROCE=1 skips stage 4 (for a quick local run; CI runs all).
+# XFERD_SKIP_VM=1 skips stages 4 and 5 (for a quick local run; CI runs all).
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 cd "$root"
@@ -43,10 +46,11 @@ stage() {
 stage "bazel test //..." bazel test //... --test_output=errors
 stage "load" bazel test //tests/load:load_test --test_output=all
 stage "deploy" tests/deploy/run.sh
-if [ "${XFERD_SKIP_SOFTROCE:-0}" = 1 ]; then
-  say "skipping the Soft-RoCE suite (XFERD_SKIP_SOFTROCE=1)"
+if [ "${XFERD_SKIP_VM:-0}" = 1 ]; then
+  say "skipping the VM stages: softroce, faults (XFERD_SKIP_VM=1)"
 else
   stage "softroce" tests/softroce/run.sh
+  stage "faults" tests/faults/run.sh
 fi
 
 [ ${#failures[@]} -eq 0 ] || echo "tests/run.sh: failed stages: ${failures[*]}"
