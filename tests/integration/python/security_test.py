@@ -15,7 +15,6 @@ import re
 import shutil
 import socket
 import struct
-import subprocess
 import sys
 import tempfile
 from concurrent import futures
@@ -27,7 +26,7 @@ import pytest
 import pytest_main
 import xferd
 from certs import Ca, Cert
-from daemon_harness import TRANSPORT, Cluster, Daemon, daemon_binary
+from daemon_harness import TRANSPORT, Cluster
 from testlib import WAIT_S, fill, sha, wait_until
 from xferd.v1 import peer_pb2, peer_pb2_grpc, xferd_pb2
 
@@ -377,48 +376,6 @@ def test_client_api_carries_no_keys_or_memory_addresses() -> None:
     assert "xferd.v1.Region" in seen and "xferd.v1.NodeInfo" in seen
     # The same names do exist on the peer side, so the pattern would catch them.
     assert forbidden.search("rkeys") and forbidden.search("notice_ring_addr")
-
-
-# ----------------------------------------------------------- local access --
-
-CONNECT = ("import socket, sys\n"
-           "s = socket.socket(socket.AF_UNIX)\n"
-           "s.connect(sys.argv[1])\n"
-           "print('connected')\n")
-
-
-def connect_as(uid: int, gid: int, path: str) -> subprocess.CompletedProcess:
-    """Connects to unix socket `path` as uid/gid with no supplementary groups."""
-    return subprocess.run(["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups",
-                           "/usr/bin/python3", "-c", CONNECT, path],
-                          stdin=subprocess.DEVNULL, capture_output=True, timeout=WAIT_S)
-
-
-@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None,
-                    reason="acting as another user needs root and setpriv")
-def test_unix_socket_mode_decides_who_may_connect() -> None:
-    # A directory anyone may traverse, so only the socket's own mode decides.
-    workdir = tempfile.mkdtemp(prefix="xferd-perm-", dir="/tmp")
-    os.chmod(workdir, 0o755)
-    shm_dir = tempfile.mkdtemp(prefix="xferd-test-", dir="/dev/shm")
-    d = Daemon("p", workdir, os.path.join(shm_dir, "p"), daemon_binary())
-    try:
-        d.start()
-        st = os.stat(d.socket_path)
-        assert st.st_mode & 0o777 == 0o660  # server.unix_socket_mode default
-        nobody = connect_as(65534, 65534, d.socket_path)
-        assert nobody.returncode != 0, nobody.stdout
-        assert b"PermissionError" in nobody.stderr, nobody.stderr
-        member = connect_as(65534, st.st_gid, d.socket_path)  # the socket's group
-        assert member.returncode == 0 and b"connected" in member.stdout, member.stderr
-        # SHM region files get the same mode (less execute bits).
-        region = d.client().register_region("r", 4096, backing="shm")
-        assert os.stat(region.shm_path).st_mode & 0o777 == 0o660
-        d.client().deregister_region("r")
-    finally:
-        d.stop()
-        shutil.rmtree(shm_dir, ignore_errors=True)
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":
