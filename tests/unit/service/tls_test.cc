@@ -5,11 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
+#include <map>
 
 #include "absl/strings/str_cat.h"
 #include "daemon/service/peer_auth.h"
+#include "tests/testing/test_certs.h"
 
 namespace xferd::service {
 namespace {
@@ -19,47 +19,39 @@ class TlsTest : public ::testing::Test {
   static void SetUpTestSuite() {
     const char* tmp = std::getenv("TEST_TMPDIR");
     dir_ = new std::string(absl::StrCat(tmp ? tmp : "/tmp", "/tls_test"));
-    Sh(absl::StrCat("rm -rf ", *dir_, " && mkdir -p ", *dir_));
-    MakeCa("ca");
-    MakeCa("other");
-    Issue("ca", "a", "subjectAltName=DNS:a,DNS:localhost,IP:127.0.0.1");
-    Issue("ca", "cn-only", "");
-    Issue("ca", "server-only", "extendedKeyUsage=serverAuth");
-    Issue("other", "stranger", "subjectAltName=DNS:stranger");
+    ASSERT_EQ(std::system(absl::StrCat("rm -rf ", *dir_, "; mkdir -p ", *dir_).c_str()), 0);
+    testing::TestCa ca = Unwrap(testing::TestCa::Create(*dir_, "ca"));
+    testing::TestCa other = Unwrap(testing::TestCa::Create(*dir_, "other"));
+    certs_ = new std::map<std::string, testing::TestCert>{
+        {"ca", {ca.cert(), ""}},
+        {"a", Unwrap(ca.Issue("a", "subjectAltName=DNS:a,DNS:localhost,IP:127.0.0.1"))},
+        {"cn-only", Unwrap(ca.Issue("cn-only", ""))},
+        {"server-only", Unwrap(ca.Issue("server-only", "extendedKeyUsage=serverAuth"))},
+        {"stranger", Unwrap(other.Issue("stranger", "subjectAltName=DNS:stranger"))},
+    };
   }
 
-  static void Sh(const std::string& command) {
-    ASSERT_EQ(std::system(absl::StrCat("set -e; ", command, " 2>/dev/null").c_str()), 0) << command;
+  template <typename T>
+  static T Unwrap(absl::StatusOr<T> value) {
+    if (!value.ok()) {
+      ADD_FAILURE() << value.status();
+      std::abort();
+    }
+    return *std::move(value);
   }
-  static std::string Path(const std::string& name) { return absl::StrCat(*dir_, "/", name); }
-  static void MakeCa(const std::string& ca) {
-    Sh(absl::StrCat("cd ", *dir_, "; openssl genpkey -algorithm EC -pkeyopt ",
-                    "ec_paramgen_curve:P-256 -out ", ca, ".key; openssl req -x509 -new -key ", ca,
-                    ".key -out ", ca, ".pem -days 1 -subj /CN=", ca,
-                    " -addext basicConstraints=critical,CA:TRUE"));
-  }
-  static void Issue(const std::string& ca, const std::string& name, const std::string& ext) {
-    Sh(absl::StrCat("cd ", *dir_, "; openssl genpkey -algorithm EC -pkeyopt ",
-                    "ec_paramgen_curve:P-256 -out ", name, ".key; openssl req -new -key ", name,
-                    ".key -out ", name, ".csr -subj /CN=", name, "; printf '", ext, "\\n' > ", name,
-                    ".ext; openssl x509 -req -in ", name, ".csr -CA ", ca, ".pem -CAkey ", ca,
-                    ".key -out ", name, ".pem -days 1 -set_serial 7 -extfile ", name, ".ext"));
-  }
+  static const testing::TestCert& Cert(const std::string& name) { return certs_->at(name); }
   static TlsConfig Config(const std::string& cert, const std::string& key,
-                          const std::string& ca = "ca") {
-    return TlsConfig{Path(cert + ".pem"), Path(key + ".key"), Path(ca + ".pem")};
+                          const std::string& ca = "") {
+    return TlsConfig{Cert(cert).cert, Cert(key).key, ca.empty() ? Cert("ca").cert : ca};
   }
-  static std::string Read(const std::string& name) {
-    std::ifstream in(Path(name));
-    std::stringstream text;
-    text << in.rdbuf();
-    return text.str();
-  }
+  static std::string Pem(const std::string& name) { return testing::ReadTestFile(Cert(name).cert); }
 
   static std::string* dir_;
+  static std::map<std::string, testing::TestCert>* certs_;
 };
 
 std::string* TlsTest::dir_ = nullptr;
+std::map<std::string, testing::TestCert>* TlsTest::certs_ = nullptr;
 
 TEST_F(TlsTest, LoadsMaterialAndNamesFromSans) {
   absl::StatusOr<TlsMaterial> m = LoadTlsMaterial(Config("a", "a"));
@@ -74,7 +66,7 @@ TEST_F(TlsTest, CommonNameCountsOnlyWithoutSans) {
   absl::StatusOr<TlsMaterial> m = LoadTlsMaterial(Config("cn-only", "cn-only"));
   ASSERT_TRUE(m.ok()) << m.status();
   EXPECT_EQ(m->names, std::vector<std::string>{"cn-only"});
-  EXPECT_EQ(*PemCertificateNames(Read("a.pem")), (std::vector<std::string>{"a", "localhost"}));
+  EXPECT_EQ(*PemCertificateNames(Pem("a")), (std::vector<std::string>{"a", "localhost"}));
   EXPECT_FALSE(PemCertificateNames("not a certificate").ok());
 }
 
@@ -87,15 +79,15 @@ TEST_F(TlsTest, RefusesMismatchedKeyOtherCaAndOneSidedUse) {
   EXPECT_NE(s.message().find("is not accepted by the CA"), absl::string_view::npos) << s;
   s = LoadTlsMaterial(Config("server-only", "server-only")).status();
   EXPECT_NE(s.message().find("both TLS server and client"), absl::string_view::npos) << s;
-  s = LoadTlsMaterial(Config("a", "a", "a.key")).status();  // the key is no CA
+  s = LoadTlsMaterial(Config("a", "a", Cert("a").key)).status();  // the key is no CA
   EXPECT_NE(s.message().find("'tls.ca'"), absl::string_view::npos) << s;
 }
 
 TEST_F(TlsTest, CaVerifierAcceptsOnlyItsOwnCertificates) {
-  absl::StatusOr<std::unique_ptr<CaVerifier>> ca = CaVerifier::Create(Read("ca.pem"));
+  absl::StatusOr<std::unique_ptr<CaVerifier>> ca = CaVerifier::Create(Pem("ca"));
   ASSERT_TRUE(ca.ok()) << ca.status();
-  EXPECT_TRUE((*ca)->Verify(Read("a.pem"), "").ok());
-  EXPECT_EQ((*ca)->Verify(Read("stranger.pem"), "").code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_TRUE((*ca)->Verify(Pem("a"), "").ok());
+  EXPECT_EQ((*ca)->Verify(Pem("stranger"), "").code(), absl::StatusCode::kPermissionDenied);
   EXPECT_EQ((*ca)->Verify("", "").code(), absl::StatusCode::kPermissionDenied);
 }
 
