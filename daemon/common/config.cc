@@ -207,22 +207,18 @@ absl::Status InvalidKey(absl::string_view key, absl::string_view why) {
 // typo fails at start-up (and in --check-config), not at the first peer.
 absl::Status ValidateTls(const TlsConfig& tls) {
   if (!tls.enabled()) return absl::OkStatus();
-  const std::pair<const char*, const std::string*> files[] = {
-      {"tls.cert", &tls.cert}, {"tls.key", &tls.key}, {"tls.ca", &tls.ca}};
+  const std::pair<const char*, const std::string*> files[] = {{"tls.cert", &tls.cert},
+                                                              {"tls.key", &tls.key},
+                                                              {"tls.ca", &tls.ca},
+                                                              {"tls.client_ca", &tls.client_ca}};
   for (const auto& [key, path] : files) {
-    if (path->empty()) {
+    const bool optional = path == &tls.client_ca;
+    if (path->empty() && !optional) {
       return InvalidKey(key,
                         "is not set: mTLS needs tls.cert, tls.key and tls.ca together (or none of "
                         "them for the insecure mode)");
     }
-  }
-  const std::pair<const char*, const std::string*> readable[] = {{"tls.cert", &tls.cert},
-                                                                 {"tls.key", &tls.key},
-                                                                 {"tls.ca", &tls.ca},
-                                                                 {"tls.client_ca", &tls.client_ca}};
-  for (const auto& [key, path] : readable) {
-    if (path->empty()) continue;
-    if (::access(path->c_str(), R_OK) != 0) {
+    if (!path->empty() && ::access(path->c_str(), R_OK) != 0) {
       return InvalidKey(
           key, absl::StrCat("names ", *path, ", which cannot be read: ", std::strerror(errno)));
     }
