@@ -26,6 +26,7 @@
 #include "daemon/memory/region_registry.h"
 #include "daemon/service/peer_client.h"
 #include "daemon/service/peer_service.h"
+#include "daemon/service/security.h"
 #include "daemon/service/server.h"
 #include "daemon/service/xferd_service.h"
 #include "daemon/transport/tcp/tcp_socket.h"
@@ -47,6 +48,8 @@ struct Flags {
   std::string node_id, listen, unix_socket, transport, data_listen, slice_size, log_level;
   uint32_t pollers = 0;
   bool require_rdma = false, log_json = false;
+  // [tls] overrides.
+  std::string tls_cert, tls_key, tls_ca, tls_client_ca;
 };
 
 // Parses argv. Returns an exit code when the program should stop right away.
@@ -68,6 +71,11 @@ std::optional<int> ParseFlags(int argc, char** argv, Flags& f) {
   app.add_option("--slice-size", f.slice_size, "default slice size, e.g. 1MiB");
   app.add_option("--log-level", f.log_level, "trace, debug, info, warn, error");
   app.add_flag("--log-json", f.log_json, "log one JSON object per line");
+  app.add_option("--tls-cert", f.tls_cert, "mTLS: this daemon's certificate (PEM; tls.cert)");
+  app.add_option("--tls-key", f.tls_key, "mTLS: its private key (PEM; tls.key)");
+  app.add_option("--tls-ca", f.tls_ca, "mTLS: CA of daemon certificates (PEM; tls.ca)");
+  app.add_option("--tls-client-ca", f.tls_client_ca,
+                 "mTLS: CA of remote clients' certificates (PEM; tls.client_ca)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -98,6 +106,10 @@ absl::StatusOr<Config> LoadConfig(const Flags& f) {
   }
   if (!f.log_level.empty()) config.log.level = f.log_level;
   if (f.log_json) config.log.json = true;
+  if (!f.tls_cert.empty()) config.tls.cert = f.tls_cert;
+  if (!f.tls_key.empty()) config.tls.key = f.tls_key;
+  if (!f.tls_ca.empty()) config.tls.ca = f.tls_ca;
+  if (!f.tls_client_ca.empty()) config.tls.client_ca = f.tls_client_ca;
   RETURN_IF_ERROR(Validate(config));
   return config;
 }
@@ -182,7 +194,12 @@ int Run(const Config& config, const std::string& ready_file) {
   spdlog::info("transport {} ({})", transport::TransportKindName(transport->kind()),
                chosen->reason);
 
-  service::GrpcPeerRpc peer_rpc(grpc::InsecureChannelCredentials());
+  absl::StatusOr<service::Security> security = service::SetUpSecurity(config);
+  if (!security.ok()) {
+    spdlog::critical("cannot start: {}", security.status().message());
+    return 1;
+  }
+  service::GrpcPeerRpc peer_rpc(security->peer_credentials, security->peer_auth);
   engine::NodeIdentity self{config.node_id, incarnation, ""};
   absl::StatusOr<std::unique_ptr<engine::Engine>> engine =
       engine::Engine::Create(config.engine, self, *transport, regions, peer_rpc);
@@ -191,12 +208,11 @@ int Run(const Config& config, const std::string& ready_file) {
     return 1;
   }
   service::XferdServiceImpl xferd_service(
-      **engine,
-      service::NodeDescription{kVersion, chosen->reason, config.server.unix_socket, started_at});
-  service::PeerServiceImpl peer_service(**engine);
+      **engine, service::NodeDescription{kVersion, chosen->reason, config.server.unix_socket,
+                                         started_at, security->description});
+  service::PeerServiceImpl peer_service(**engine, security->peer_auth);
   service::ServerOptions server_options{config.server.listen, config.server.unix_socket,
-                                        config.server.unix_socket_mode,
-                                        grpc::InsecureServerCredentials()};
+                                        config.server.unix_socket_mode, security->tcp_credentials};
   absl::StatusOr<std::unique_ptr<service::Server>> server =
       service::Server::Start(server_options, {&xferd_service, &peer_service});
   if (!server.ok()) {
@@ -206,7 +222,7 @@ int Run(const Config& config, const std::string& ready_file) {
   const int port = (*server)->port();
   const std::string address = AdvertisedAddress(config, port);
   (*engine)->SetIdentity(
-      config.node_id.empty() ? absl::StrCat(Hostname(), ":", port) : config.node_id, address);
+      security->node_id.empty() ? absl::StrCat(Hostname(), ":", port) : security->node_id, address);
   const engine::NodeIdentity& me = (*engine)->self();
   spdlog::info("xferd {} ready node={} grpc={} unix={} transport={} pollers={}", kVersion,
                me.node_id, address, config.server.unix_socket,
@@ -249,6 +265,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (flags.check_config) {
+    // The [tls] files too: key matches certificate, CA accepts it, names.
+    if (absl::StatusOr<xferd::service::Security> s = xferd::service::SetUpSecurity(*config);
+        !s.ok()) {
+      std::fprintf(stderr, "xferd: %s\n", std::string(s.status().message()).c_str());
+      return 2;
+    }
     std::printf("configuration OK\n");
     return 0;
   }

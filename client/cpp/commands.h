@@ -19,6 +19,8 @@ struct GlobalOptions {
   std::string target;
   // Machine-readable output: one JSON document per command on stdout.
   bool json = false;
+  // mTLS to a daemon's TCP address (PEM files; unused for unix: targets).
+  std::string tls_ca, tls_cert, tls_key;
 };
 
 // The work of the chosen subcommand. Its status decides the exit code:

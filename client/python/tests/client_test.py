@@ -260,5 +260,33 @@ class ClientTest(unittest.TestCase):
             mapping.view()
 
 
+class TlsConfigTest(unittest.TestCase):
+    """Client-side mTLS settings (the handshake itself: the integration tests)."""
+
+    def test_cert_and_key_go_together(self) -> None:
+        with self.assertRaises(ValueError):
+            xferd.TlsConfig(ca="/dev/null", cert="/dev/null").credentials()
+        self.assertIsNotNone(xferd.TlsConfig(ca="/dev/null").credentials())
+
+    def test_from_env_and_server_name(self) -> None:
+        saved = {k: os.environ.pop(k, None) for k in ("XFERD_TLS_CA", "XFERD_TLS_CERT",
+                                                       "XFERD_TLS_KEY")}
+        try:
+            self.assertIsNone(xferd.TlsConfig.from_env())
+            os.environ.update(XFERD_TLS_CA="ca.pem", XFERD_TLS_CERT="c.pem", XFERD_TLS_KEY="k")
+            self.assertEqual(xferd.TlsConfig.from_env(), xferd.TlsConfig("ca.pem", "c.pem", "k"))
+        finally:
+            for k, v in saved.items():
+                os.environ.pop(k, None)
+                if v is not None:
+                    os.environ[k] = v
+        self.assertEqual(xferd.TlsConfig("ca", server_name="b").channel_options(),
+                         [("grpc.ssl_target_name_override", "b")])
+
+    def test_unix_targets_stay_plain(self) -> None:
+        client = xferd.Client("unix:/nonexistent.sock", tls=xferd.TlsConfig(ca="/nonexistent"))
+        client.close()  # no file was read: the unix socket has no TLS
+
+
 if __name__ == "__main__":
     unittest.main(argv=sys.argv)

@@ -12,6 +12,7 @@ from xferd.errors import NotFound, from_rpc_error
 from xferd.handles import RegionWatch, TransferHandle, duration
 from xferd.models import NodeInfo, Peer, RdmaDevice, Region, Stats, Transfer, WriteSpec
 from xferd.shm import ShmMapping
+from xferd.tls import TlsConfig
 from xferd.v1 import common_pb2, xferd_pb2, xferd_pb2_grpc
 
 __all__ = ["Client", "DEFAULT_RPC_TIMEOUT"]
@@ -43,7 +44,8 @@ def _write_request(spec: WriteSpec) -> xferd_pb2.WriteRequest:
 class Client:
     """A connection to one xferd daemon.
 
-    `target` is "host:port" or "unix:/path/to/socket". Methods raise an
+    `target` is "host:port" or "unix:/path/to/socket"; `tls` gives the PEM
+    files for a daemon's TCP address when it requires mTLS. Methods raise an
     `xferd.XferdError` subclass (NotFound, InvalidArgument, ...) carrying the
     daemon's status code and message. Thread-safe. Use as a context manager,
     or call close(): it cancels open watches, unmaps the SHM buffers of regions
@@ -51,17 +53,23 @@ class Client:
     """
 
     def __init__(self, target: str, rpc_timeout: float = DEFAULT_RPC_TIMEOUT,
-                 options: Sequence[tuple] = ()) -> None:
+                 options: Sequence[tuple] = (), tls: Optional[TlsConfig] = None) -> None:
         """Opens a channel to `target`; nothing is sent until the first call.
 
         Args:
             target: "host:port" or "unix:/path".
             rpc_timeout: Bound in seconds on each unary call.
             options: Extra gRPC channel options.
+            tls: mTLS files (for a "host:port" target of a daemon with
+                [tls]); None: a plain channel (the unix socket is always plain).
         """
         self.target = target
         self.rpc_timeout = rpc_timeout
-        self._channel = grpc.insecure_channel(target, options=list(options))
+        if tls is not None and not target.startswith("unix:"):
+            self._channel = grpc.secure_channel(target, tls.credentials(),
+                                                options=list(options) + tls.channel_options())
+        else:
+            self._channel = grpc.insecure_channel(target, options=list(options))
         #: The generated stub, for calls this class does not wrap.
         self.stub = xferd_pb2_grpc.XferdStub(self._channel)
         self._lock = threading.Lock()

@@ -74,24 +74,26 @@ class Daemon:
     def __init__(self, name: str, workdir: str, shm_dir: str, binary: str, pollers: int = 2,
                  slice_size: str = "1MiB", extra_args: Sequence[str] = (),
                  host: str = "127.0.0.1", port: int = 0, netns: Optional[str] = None,
-                 config: str = "") -> None:
+                 config_extra: str = "") -> None:
         """Describes a daemon; start() runs it.
 
         `host` and `port` are where it serves gRPC and TCP data lanes (port 0:
         any; a fixed port keeps its address across restarts). `netns` runs it
         in that network namespace (`ip netns exec`); the test still reaches it
-        over its unix socket. `config` is more TOML for its config file.
+        over its unix socket. `config_extra` is appended to its config file
+        (TOML tables, e.g. "[tls]\nallowed_clients = [...]").
         """
         self.name = name
         self.host = host
         self.port = port
         self.netns = netns
-        self.config = config
+        self.config_extra = config_extra
         self.shm_dir = shm_dir
         self.binary = binary
         self.pollers = pollers
         self.slice_size = slice_size
         self.extra_args = list(extra_args)
+        self.config_extra = config_extra
         self.socket_path = os.path.join(workdir, f"{name}.sock")
         self.ready_path = os.path.join(workdir, f"{name}.ready")
         self.config_path = os.path.join(workdir, f"{name}.toml")
@@ -136,7 +138,7 @@ class Daemon:
         assert self.proc is None or self.proc.poll() is not None, f"{self} is running"
         os.makedirs(self.shm_dir, exist_ok=True)
         with open(self.config_path, "w") as config:
-            config.write(f'[regions]\nshm_dir = "{self.shm_dir}"\n{self.config}')
+            config.write(f'[regions]\nshm_dir = "{self.shm_dir}"\n{self.config_extra}')
         for stale in (self.ready_path, self.socket_path):
             if os.path.exists(stale):
                 os.unlink(stale)

@@ -102,6 +102,46 @@ TEST(ConfigTest, ValidateRejectsOutOfRangeValues) {
             absl::string_view::npos);
 }
 
+TEST(ConfigTest, ParsesTls) {
+  absl::StatusOr<Config> config = ParseConfig(R"(
+[tls]
+cert = "/etc/xferd/node.pem"
+key = "/etc/xferd/node.key"
+ca = "/etc/xferd/ca.pem"
+client_ca = "/etc/xferd/clients.pem"
+allowed_clients = ["ops", "backup"]
+)",
+                                              "<test>");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->tls.cert, "/etc/xferd/node.pem");
+  EXPECT_EQ(config->tls.client_ca, "/etc/xferd/clients.pem");
+  EXPECT_EQ(config->tls.allowed_clients, (std::vector<std::string>{"ops", "backup"}));
+  EXPECT_TRUE(config->tls.enabled());
+  EXPECT_FALSE(Config().tls.enabled());
+  EXPECT_FALSE(ParseConfig("[tls]\nallowed_clients = \"ops\"\n", "x").ok());
+  EXPECT_FALSE(ParseConfig("[tls]\nallowed_clients = [1]\n", "x").ok());
+}
+
+TEST(ConfigTest, ValidateTlsNeedsAllThreeReadableFiles) {
+  Config config;
+  config.tls.cert = "/proc/self/status";  // readable by anyone
+  absl::Status s = Validate(config);
+  EXPECT_NE(s.message().find("'tls.key' is not set"), absl::string_view::npos) << s;
+  config.tls.key = "/proc/self/status";
+  config.tls.ca = "/nonexistent/ca.pem";
+  s = Validate(config);
+  EXPECT_NE(s.message().find("'tls.ca' names /nonexistent/ca.pem, which cannot be read"),
+            absl::string_view::npos)
+      << s;
+  config.tls.ca = "/proc/self/status";
+  EXPECT_TRUE(Validate(config).ok());
+  config.tls.client_ca = "/nonexistent/clients.pem";
+  EXPECT_NE(Validate(config).message().find("tls.client_ca"), absl::string_view::npos);
+  config = Config();
+  config.tls.allowed_clients = {"ops"};  // without certificates
+  EXPECT_NE(Validate(config).message().find("tls.cert"), absl::string_view::npos);
+}
+
 TEST(ConfigTest, MissingFileIsNotFound) {
   EXPECT_EQ(LoadConfigFile("/nonexistent/xferd.toml").status().code(), absl::StatusCode::kNotFound);
 }
