@@ -93,7 +93,6 @@ class Daemon:
         self.pollers = pollers
         self.slice_size = slice_size
         self.extra_args = list(extra_args)
-        self.config_extra = config_extra
         self.socket_path = os.path.join(workdir, f"{name}.sock")
         self.ready_path = os.path.join(workdir, f"{name}.ready")
         self.config_path = os.path.join(workdir, f"{name}.toml")
