@@ -139,6 +139,26 @@ class ClientTest(unittest.TestCase):
             self.assertIsNotNone(raised.exception.transfer)
             self.assertEqual(raised.exception.transfer.bytes_done, 10)
 
+    def test_write_with_wait_is_one_call_without_deadline(self) -> None:
+        seen: List[Any] = []
+
+        def write(request: Any, context: grpc.ServicerContext) -> Any:
+            seen.append(context.time_remaining())
+            return _transfer(common_pb2.TRANSFER_STATE_FAILED, 10, 4, "too slow")
+
+        self.fake.handlers["Write"] = write
+        handle = self.client.write("s", "b", "d", 100, wait=True)
+        self.assertTrue(self.fake.requests[-1].wait)
+        # No deadline reaches the server as "centuries left".
+        self.assertGreater(seen[-1], 1e9, "a waiting write must not expire before its transfer")
+        with self.assertRaises(xferd.DeadlineExceeded):  # at once: no WatchTransfer
+            handle.wait()
+        self.client.write("s", "b", "d", 100, wait=True, timeout=2.0)
+        self.assertGreater(seen[-1], 2.0)  # its deadline plus the usual allowance
+        self.client.write("s", "b", "d", 100)
+        self.assertFalse(self.fake.requests[-1].wait)
+        self.assertLess(seen[-1], self.client.rpc_timeout + 1)
+
     def test_progress_yields_until_terminal_and_wait_times_out(self) -> None:
         self.fake.handlers["Write"] = lambda r, c: _transfer(common_pb2.TRANSFER_STATE_QUEUED)
         snapshots = [_transfer(common_pb2.TRANSFER_STATE_RUNNING, n) for n in (0, 40, 80)]
