@@ -113,6 +113,23 @@ class Children:
         self.dirs.clear()
 
 
+def wait_listening(port: int, proc: subprocess.Popen, timeout: float = 30.0) -> None:
+    """Waits until a TCP socket listens on `port` (any address, from
+    /proc/net/tcp{,6}), without connecting: iperf3 and perftest servers would
+    take a probe for their client."""
+    suffix = f":{port:04X}"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        for table_path in ("/proc/net/tcp", "/proc/net/tcp6"):
+            with open(table_path) as f:
+                next(f)
+                if any(fields[1].endswith(suffix) and fields[3] == "0A"
+                       for fields in (line.split() for line in f)):
+                    return
+        time.sleep(0.05)
+    raise SystemExit(f"{proc.args[0]} did not listen on port {port}")
+
+
 def proc_status(pid: int) -> Dict[str, int]:
     """VmRSS, VmHWM (peak RSS), ... of a process, in bytes."""
     values: Dict[str, int] = {}
@@ -218,6 +235,19 @@ def percentile(ordered: List[float], p: float) -> float:
     return ordered[min(i, len(ordered) - 1)]
 
 
+def interleaved(reps: int, keys: Sequence[Any], run: Callable[[Any], float],
+                what: str) -> Dict[Any, List[float]]:
+    """`reps` rounds of run(key) over every key, the keys interleaved so that
+    a change of host load spreads over all of them."""
+    results: Dict[Any, List[float]] = {k: [] for k in keys}
+    for rep in range(reps):
+        for k in keys:
+            results[k].append(run(k))
+        log(f"{what}, round {rep + 1}/{reps}: "
+            + ", ".join(f"{size_name(k)} {results[k][-1]:.1f}" for k in keys))
+    return results
+
+
 def summary(values: List[float]) -> Dict[str, Any]:
     """Median, best and every sample of a throughput series."""
     return {"median": statistics.median(values), "best": max(values), "samples": values}
@@ -241,13 +271,14 @@ def size_name(size: int) -> str:
     return f"{size} B"
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], left: int = 1) -> str:
-    """A plain-text table; the first `left` columns left-aligned, the others right."""
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], align: str = "l") -> str:
+    """A plain-text table. align[i] is "l" or "r" for column i; columns
+    past the end of `align` are right-aligned (numbers)."""
     cells = [[str(h) for h in headers]] + [[str(c) for c in row] for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
 
     def line(row: List[str]) -> str:
-        return "  ".join(c.ljust(w) if i < left else c.rjust(w)
+        return "  ".join(c.ljust(w) if align[i:i + 1] == "l" else c.rjust(w)
                          for i, (c, w) in enumerate(zip(row, widths))).rstrip()
 
     rule = "  ".join("-" * w for w in widths)
