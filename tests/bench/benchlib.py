@@ -142,6 +142,18 @@ def proc_status(pid: int) -> Dict[str, int]:
     return values
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time a running process has used so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def load_average() -> str:
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
+
+
 def reset_peak_rss(pid: int) -> None:
     """Restarts VmHWM from the current RSS (clear_refs 5, Linux >= 4.0)."""
     with open(f"/proc/{pid}/clear_refs", "w") as f:
