@@ -3,12 +3,13 @@
 report. Started by tests/bench/softroce_bench on the host; not meant to be
 run by hand outside the VM.
 
-  1. perftest references on rxe0: ib_write_bw -x 1 -F at 64 KiB and 1 MiB
-     messages (~64 MiB per run), and ib_write_lat -s 4096;
-  2. two xferd daemons (--transport verbs --require-rdma): 64 MiB writes at
-     64 KiB and 1 MiB slices (several runs; median), one SHM-to-SHM write
-     checksummed, and the latency of a 4 KiB write (C++ client, Write with
-     wait) beside the bare gRPC round trip and the daemon-side time.
+  1. two xferd daemons (--transport verbs --require-rdma), then rounds of:
+     ib_write_bw -x 1 -F on rxe0 at 64 KiB and at 1 MiB messages (~64 MiB a
+     run), each followed by one 64 MiB xferd write at that slice size;
+  2. ib_write_lat -s 4096, then the latency of a 4 KiB xferd write (C++
+     client, Write with wait) beside the bare gRPC round trip and the
+     daemon-side time;
+  3. one 64 MiB SHM-to-SHM write, checksummed.
 """
 
 from __future__ import annotations
@@ -42,11 +43,10 @@ def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description="softroce_bench, inside the VM")
     p.add_argument("--bazel-bin", required=True, help="bazel-bin of the --config=opt build")
     p.add_argument("--quick", action="store_true")
-    p.add_argument("--reps", type=int, help="xferd runs per slice size (default 5, quick 2)")
+    p.add_argument("--reps", type=int, help="rounds of ib_write_bw + xferd (default 5, quick 2)")
     p.add_argument("--json-out", help="also write the JSON summary here (e.g. $XFERD_VM_WORK)")
     args = p.parse_args()
     args.reps = args.reps or (2 if args.quick else 5)
-    args.perf_reps = 1 if args.quick else 3
     args.bytes_per_bw_run = 32 * MiB if args.quick else 64 * MiB
     args.lat_writes = 100 if args.quick else 200
     return args
@@ -54,48 +54,45 @@ def parse_args() -> argparse.Namespace:
 
 # --------------------------------------------------------------- perftest --
 
-def perftest(children: benchlib.Children, port: int, tool: str, args: Sequence[str],
-             workdir: str) -> List[float]:
-    """Runs a perftest server and its client on rxe0; the client's result
-    line as numbers (ib_write_bw: bytes, iters, peak, average MiB/s, Mpps;
-    ib_write_lat: bytes, iters, min, max, typical, avg, stdev, p99, p99.9 us)."""
-    common = [tool, "-d", DEV, "-x", GID_INDEX, "-F", "-p", str(port), *args]
-    with open(os.path.join(workdir, f"{tool}.{port}.server.log"), "w") as server_log:
-        server = children.start(common, stdout=server_log, stderr=subprocess.STDOUT)
-    benchlib.wait_listening(port, server)
-    client = subprocess.run(common + [IP], stdin=subprocess.DEVNULL, capture_output=True,
-                            text=True, timeout=300)
-    server_rc = benchlib.stop_process(server, timeout=30)
-    if client.returncode != 0:
-        raise SystemExit(f"{' '.join(common)} {IP} failed ({client.returncode}, server "
-                         f"{server_rc}):\n{client.stdout}{client.stderr}")
-    size = args[args.index("-s") + 1]
-    for line in client.stdout.splitlines():
-        fields = line.split()
-        if len(fields) >= 5 and fields[0] == size and fields[1].isdigit():
-            return [float(f) for f in fields]
-    raise SystemExit(f"no result line in {tool} output:\n{client.stdout}")
+class Perftest:
+    """perftest server+client pairs on rxe0, each on a fresh port."""
 
+    def __init__(self, children: benchlib.Children, workdir: str) -> None:
+        self.children = children
+        self.workdir = workdir
+        self.port = 18515
 
-def run_perftest(children: benchlib.Children, args: argparse.Namespace,
-                 workdir: str) -> Dict[str, Any]:
-    port = 18515
-    bw: Dict[int, List[float]] = {}
-    for size in SLICES:
-        iters = max(5, args.bytes_per_bw_run // size)
-        bw[size] = []
-        for _ in range(args.perf_reps):
-            port += 1
-            result = perftest(children, port, "ib_write_bw",
-                              ["-s", str(size), "-n", str(iters)], workdir)
-            bw[size].append(result[3])
-        benchlib.log(f"ib_write_bw -s {size} -n {iters}: {bw[size]} MiB/s")
-    port += 1
-    lat = perftest(children, port, "ib_write_lat", ["-s", str(SMALL)], workdir)
-    benchlib.log(f"ib_write_lat -s {SMALL}: typical {lat[4]} us, p99 {lat[7]} us")
-    return {"bw": bw, "bw_iters": {s: max(5, args.bytes_per_bw_run // s) for s in SLICES},
-            "lat": {"iters": int(lat[1]), "min_us": lat[2], "typical_us": lat[4],
-                    "avg_us": lat[5], "p99_us": lat[7]}}
+    def run(self, tool: str, args: Sequence[str]) -> List[float]:
+        """The client's result line as numbers (ib_write_bw: bytes, iters,
+        peak, average MiB/s, Mpps; ib_write_lat: bytes, iters, min, max,
+        typical, avg, stdev, p99, p99.9 us)."""
+        self.port += 1
+        common = [tool, "-d", DEV, "-x", GID_INDEX, "-F", "-p", str(self.port), *args]
+        log_path = os.path.join(self.workdir, f"{tool}.{self.port}.server.log")
+        with open(log_path, "w") as server_log:
+            server = self.children.start(common, stdout=server_log, stderr=subprocess.STDOUT)
+        benchlib.wait_listening(self.port, server)
+        client = subprocess.run(common + [IP], stdin=subprocess.DEVNULL, capture_output=True,
+                                text=True, timeout=300)
+        server_rc = benchlib.stop_process(server, timeout=30)
+        if client.returncode != 0:
+            raise SystemExit(f"{' '.join(common)} {IP} failed ({client.returncode}, server "
+                             f"{server_rc}):\n{client.stdout}{client.stderr}")
+        size = args[args.index("-s") + 1]
+        for line in client.stdout.splitlines():
+            fields = line.split()
+            if len(fields) >= 5 and fields[0] == size and fields[1].isdigit():
+                return [float(f) for f in fields]
+        raise SystemExit(f"no result line in {tool} output:\n{client.stdout}")
+
+    def bandwidth(self, size: int, iters: int) -> float:
+        """ib_write_bw's average MiB/s."""
+        return self.run("ib_write_bw", ["-s", str(size), "-n", str(iters)])[3]
+
+    def latency(self) -> Dict[str, float]:
+        lat = self.run("ib_write_lat", ["-s", str(SMALL)])
+        return {"iters": int(lat[1]), "min_us": lat[2], "typical_us": lat[4],
+                "avg_us": lat[5], "p99_us": lat[7]}
 
 
 # ------------------------------------------------------------------ xferd --
@@ -106,92 +103,122 @@ def daemon_side_us(transfer: Any) -> float:
     return (transfer.finished_at.ToNanoseconds() - start) / 1e3
 
 
-def run_xferd(children: benchlib.Children, bins: benchlib.Binaries, args: argparse.Namespace,
-              workdir: str) -> Dict[str, Any]:
-    import xferd
-    from xferd.v1 import xferd_pb2
-    a = benchlib.Daemon(children, bins.xferd, workdir, "a", "verbs")
-    b = benchlib.Daemon(children, bins.xferd, workdir, "b", "verbs")
-    ca, cb = xferd.Client(a.target), xferd.Client(b.target)
-    peer = ca.connect_peer(b.address)
-    info = ca.node_info()
-    benchlib.log(f"xferd a -> b connected: transport {peer.transport}, device {peer.device}, "
-                 f"lanes {peer.lanes}")
-    ca.register_region("src", TRANSFER)
-    cb.register_region("dst", TRANSFER, remote_write=True)
+class Pair:
+    """Daemons a and b on rxe0 (verbs, RDMA required), a connected to b,
+    with a 64 MiB source region on a and destination on b."""
 
-    def write(length: int, slice_size: int = 0) -> Any:
-        request = xferd_pb2.WriteRequest(src_region="src", peer="b", dst_region="dst",
-                                         length=length, slice_size=slice_size, wait=True)
-        done = ca.stub.Write(request, timeout=600)
+    def __init__(self, children: benchlib.Children, bins: benchlib.Binaries,
+                 workdir: str) -> None:
+        import xferd
+        from xferd.v1 import xferd_pb2
+        self.pb = xferd_pb2
+        self.a = benchlib.Daemon(children, bins.xferd, workdir, "a", "verbs")
+        self.b = benchlib.Daemon(children, bins.xferd, workdir, "b", "verbs")
+        self.ca, self.cb = xferd.Client(self.a.target), xferd.Client(self.b.target)
+        self.peer = self.ca.connect_peer(self.b.address)
+        self.info = self.ca.node_info()
+        benchlib.log(f"xferd a -> b connected: transport {self.peer.transport}, device "
+                     f"{self.peer.device}, lanes {self.peer.lanes}")
+        self.ca.register_region("src", TRANSFER)
+        self.cb.register_region("dst", TRANSFER, remote_write=True)
+        self.write(TRANSFER)  # warm-up: resolves the destination region
+
+    def write(self, length: int, slice_size: int = 0) -> Any:
+        request = self.pb.WriteRequest(src_region="src", peer="b", dst_region="dst",
+                                       length=length, slice_size=slice_size, wait=True)
+        done = self.ca.stub.Write(request, timeout=600)
         if done.state != 3:  # TRANSFER_STATE_DONE
             raise SystemExit(f"transfer failed: {done.error.message}")
         return done
 
-    def timed(slice_size: int) -> float:
+    def bandwidth(self, slice_size: int) -> float:
+        """MiB/s of one 64 MiB write, by the client's clock."""
         start = time.perf_counter()
-        write(TRANSFER, slice_size)
+        self.write(TRANSFER, slice_size)
         return TRANSFER / (time.perf_counter() - start) / MiB
 
-    write(TRANSFER)  # warm-up: resolves the destination region
-    bulk = benchlib.interleaved(args.reps, SLICES, timed, f"xferd {size_name(TRANSFER)}, MiB/s")
-    daemon_side = sorted(daemon_side_us(write(SMALL)) for _ in range(args.lat_writes))
-    cpp = [bins.bench_client, "--target", a.target]
+    def close(self) -> None:
+        self.ca.close()
+        self.cb.close()
+        self.a.stop()
+        self.b.stop()
+
+
+def bandwidth_rounds(perf: Perftest, pair: Pair, args: argparse.Namespace) -> Dict[str, Any]:
+    """Rounds of ib_write_bw then xferd per message/slice size, so each ratio
+    compares runs seconds apart (TCG speed follows the host's load)."""
+    iters = {s: max(5, args.bytes_per_bw_run // s) for s in SLICES}
+    ib: Dict[int, List[float]] = {s: [] for s in SLICES}
+    xf: Dict[int, List[float]] = {s: [] for s in SLICES}
+    for rep in range(args.reps):
+        for s in SLICES:
+            ib[s].append(perf.bandwidth(s, iters[s]))
+            xf[s].append(pair.bandwidth(s))
+        benchlib.log(f"round {rep + 1}/{args.reps}, MiB/s: "
+                     + ", ".join(f"{size_name(s)} ib_write_bw {ib[s][-1]:.1f} xferd "
+                                 f"{xf[s][-1]:.1f}" for s in SLICES))
+    return {"iters": iters, "ib": ib, "xf": xf,
+            "ratio": {s: statistics.median(x / r for x, r in zip(xf[s], ib[s])) for s in SLICES}}
+
+
+def latency(perf: Perftest, pair: Pair, bins: benchlib.Binaries,
+            args: argparse.Namespace) -> Dict[str, Any]:
+    ref = perf.latency()
+    daemon_side = sorted(daemon_side_us(pair.write(SMALL)) for _ in range(args.lat_writes))
+    cpp = [bins.bench_client, "--target", pair.a.target]
     bound = ["--max-ops", str(args.lat_writes), "--seconds", "600"]
     lat = benchlib.run_json(cpp + ["write", "--src", "src", "--peer", "b", "--dst", "dst",
                                    "--length", str(SMALL)] + bound)
     rpc = benchlib.run_json(cpp + ["rpc"] + bound)
-    benchlib.log(f"4 KiB write p50 {lat['p50_us']:.0f} us; GetNodeInfo p50 {rpc['p50_us']:.0f} us")
-    ca.deregister_region("src")
-    cb.deregister_region("dst")
-    verify = benchlib.run_json(cpp + ["verify", "--peer-target", b.target, "--peer", "b",
-                                      "--size", str(TRANSFER)])
-    result = {"bulk": bulk, "lat": lat, "rpc": rpc, "verify": verify, "pollers": info.pollers,
-              "device": peer.device, "transport": peer.transport, "lanes": peer.lanes,
-              "daemon_side": {"p50_us": benchlib.percentile(daemon_side, 50),
-                              "p99_us": benchlib.percentile(daemon_side, 99)}}
-    ca.close()
-    cb.close()
-    a.stop()
-    b.stop()
-    return result
+    benchlib.log(f"4 KiB: ib_write_lat typical {ref['typical_us']} us; xferd write p50 "
+                 f"{lat['p50_us']:.0f} us; GetNodeInfo p50 {rpc['p50_us']:.0f} us")
+    return {"ref": ref, "write": lat, "rpc": rpc,
+            "daemon_side": {"p50_us": benchlib.percentile(daemon_side, 50),
+                            "p99_us": benchlib.percentile(daemon_side, 99)}}
+
+
+def verify(pair: Pair, bins: benchlib.Binaries) -> Dict[str, Any]:
+    pair.ca.deregister_region("src")
+    pair.cb.deregister_region("dst")
+    return benchlib.run_json([bins.bench_client, "--target", pair.a.target, "verify",
+                              "--peer-target", pair.b.target, "--peer", "b",
+                              "--size", str(TRANSFER)])
 
 
 # ----------------------------------------------------------------- report --
 
-def report(ref: Dict[str, Any], x: Dict[str, Any], args: argparse.Namespace) -> str:
+def report(bw: Dict[str, Any], lat: Dict[str, Any], checked: Dict[str, Any],
+           args: argparse.Namespace) -> str:
     rows = []
     for s in SLICES:
-        med, best = statistics.median(x["bulk"][s]), max(x["bulk"][s])
-        ib = statistics.median(ref["bw"][s])
-        rows.append([size_name(s), f"{med:.1f}", f"{best:.1f}", f"{ib:.1f}",
-                     f"{med / ib:.2f}x", benchlib.verdict(med / ib, TARGET_RATIO)])
-    lat, rpc, ds, il = x["lat"], x["rpc"], x["daemon_side"], ref["lat"]
+        xf, ib = bw["xf"][s], bw["ib"][s]
+        rows.append([size_name(s), f"{statistics.median(xf):.1f}", f"{max(xf):.1f}",
+                     f"{statistics.median(ib):.1f}", f"{bw['ratio'][s]:.2f}x",
+                     benchlib.verdict(bw["ratio"][s], TARGET_RATIO)])
+    w, rpc, ds, il = lat["write"], lat["rpc"], lat["daemon_side"], lat["ref"]
     lat_rows = [
         ["ib_write_lat -s 4096 (reference)", il["iters"], f"{il['typical_us']:.1f} (typical)",
          f"{il['p99_us']:.1f}", "RDMA WRITE + poll, both sides busy-polling"],
-        ["xferd 4 KiB Write(wait), C++ client", lat["ops"], f"{lat['p50_us']:.0f}",
-         f"{lat['p99_us']:.0f}", "gRPC round trip to the local daemon + RDMA write + completion"],
+        ["xferd 4 KiB Write(wait), C++ client", w["ops"], f"{w['p50_us']:.0f}",
+         f"{w['p99_us']:.0f}", "gRPC round trip to the local daemon + RDMA write + completion"],
         ["  of which: bare gRPC GetNodeInfo", rpc["ops"], f"{rpc['p50_us']:.0f}",
          f"{rpc['p99_us']:.0f}", "client -> local daemon (unix socket) -> client"],
         ["  of which: daemon-side (submitted->finished)", args.lat_writes, f"{ds['p50_us']:.0f}",
          f"{ds['p99_us']:.0f}", "engine queue, poller, RDMA write, completion"],
     ]
-    v = x["verify"]
-    perf_args = ", ".join(f"-s {s} -n {ref['bw_iters'][s]}" for s in SLICES)
+    perf_args = ", ".join(f"-s {s} -n {bw['iters'][s]}" for s in SLICES)
     return "\n".join([
-        f"1. Bandwidth: {size_name(TRANSFER)} xferd writes between anonymous regions, "
-        f"{args.reps} runs per slice size, client wall clock (MiB/s = 2^20 B/s), beside "
-        f"ib_write_bw -d {DEV} -x {GID_INDEX} -F, same message size "
-        f"({perf_args}), median of "
-        f"{args.perf_reps}",
+        f"1. Bandwidth: {args.reps} rounds of ib_write_bw -d {DEV} -x {GID_INDEX} -F "
+        f"({perf_args}) then one {size_name(TRANSFER)} xferd write",
+        "   between anonymous regions at the same slice size (client wall clock). MiB/s = 2^20 B/s; "
+        "ratio = median over the rounds of xferd / ib_write_bw of the same round",
         "",
-        table(["slice / message", "xferd median", "xferd best", "ib_write_bw avg",
+        table(["slice / message", "xferd median", "xferd best", "ib_write_bw avg, median",
                "xferd/ib_write_bw", f"target >= {TARGET_RATIO}x"], rows),
         "",
-        f"2. Bytes checked: {size_name(v['bytes'])} SHM-to-SHM write at the default slice "
-        f"({size_name(v['slice'])}): source FNV-1a64 {v['src_checksum']}, destination "
-        f"{v['dst_checksum']} -> " + ("MATCH" if v["match"] else "MISMATCH"),
+        f"2. Bytes checked: {size_name(checked['bytes'])} SHM-to-SHM write at the default slice "
+        f"({size_name(checked['slice'])}): source FNV-1a64 {checked['src_checksum']}, destination "
+        f"{checked['dst_checksum']} -> " + ("MATCH" if checked["match"] else "MISMATCH"),
         "",
         "3. Latency of one 4 KiB write, microseconds",
         "",
@@ -213,26 +240,30 @@ def main() -> int:
     workdir = tempfile.mkdtemp(prefix="xfb", dir="/tmp")
     started = time.monotonic()
     try:
-        ref = run_perftest(children, args, workdir)
-        x = run_xferd(children, bins, args, workdir)
+        perf = Perftest(children, workdir)
+        pair = Pair(children, bins, workdir)
+        bw = bandwidth_rounds(perf, pair, args)
+        lat = latency(perf, pair, bins, args)
+        checked = verify(pair, bins)
+        pair.close()
     finally:
         children.stop_all()
     print(f"\n== softroce_bench: xferd verbs transport on Soft-RoCE ({DEV}) vs perftest, "
           "one VM boot ==")
     print(f"guest: {os.cpu_count()} vCPUs (qemu TCG), Linux {platform.release()}; xferd "
-          f"--config=opt, transport {x['transport']}, device {x['device']}, pollers "
-          f"{x['pollers']}, lanes {x['lanes']}; {datetime.date.today()}\n")
-    print(report(ref, x, args) + "\n")
+          f"--config=opt, transport {pair.peer.transport}, device {pair.peer.device}, pollers "
+          f"{pair.info.pollers}, lanes {pair.peer.lanes}; {datetime.date.today()}\n")
+    print(report(bw, lat, checked, args) + "\n")
     summary = {
         "bench": "softroce_bench", "quick": args.quick, "vcpus": os.cpu_count(),
-        "device": x["device"], "transport": x["transport"], "pollers": x["pollers"],
-        "transfer_bytes": TRANSFER,
-        "ib_write_bw_mib_s": {str(s): benchlib.summary(v) for s, v in ref["bw"].items()},
-        "xferd_mib_s": {str(s): benchlib.summary(v) for s, v in x["bulk"].items()},
-        "ratio_vs_ib_write_bw": {str(s): statistics.median(x["bulk"][s])
-                                 / statistics.median(ref["bw"][s]) for s in SLICES},
-        "ib_write_lat_4k": ref["lat"], "xferd_write_4k": x["lat"], "grpc_rpc": x["rpc"],
-        "xferd_daemon_side_4k": x["daemon_side"], "verify": x["verify"],
+        "device": pair.peer.device, "transport": pair.peer.transport,
+        "pollers": pair.info.pollers, "transfer_bytes": TRANSFER,
+        "ib_write_bw_mib_s": {str(s): benchlib.summary(v) for s, v in bw["ib"].items()},
+        "ib_write_bw_iters": {str(s): v for s, v in bw["iters"].items()},
+        "xferd_mib_s": {str(s): benchlib.summary(v) for s, v in bw["xf"].items()},
+        "ratio_vs_ib_write_bw": {str(s): v for s, v in bw["ratio"].items()},
+        "ib_write_lat_4k": lat["ref"], "xferd_write_4k": lat["write"], "grpc_rpc": lat["rpc"],
+        "xferd_daemon_side_4k": lat["daemon_side"], "verify": checked,
         "seconds": round(time.monotonic() - started, 1),
     }
     line = json.dumps(summary, separators=(",", ":"))
@@ -240,7 +271,7 @@ def main() -> int:
     if args.json_out:
         with open(args.json_out, "w") as f:
             f.write(line + "\n")
-    return 0 if x["verify"]["match"] else 1
+    return 0 if checked["match"] else 1
 
 
 if __name__ == "__main__":
