@@ -198,7 +198,7 @@ def report(bw: Dict[str, Any], lat: Dict[str, Any], checked: Dict[str, Any],
     w, rpc, ds, il = lat["write"], lat["rpc"], lat["daemon_side"], lat["ref"]
     lat_rows = [
         ["ib_write_lat -s 4096 (reference)", il["iters"], f"{il['typical_us']:.1f} (typical)",
-         f"{il['p99_us']:.1f}", "RDMA WRITE + poll, both sides busy-polling"],
+         f"{il['p99_us']:.1f}", "half a ping-pong of writes (one way), both sides busy-polling"],
         ["xferd 4 KiB Write(wait), C++ client", w["ops"], f"{w['p50_us']:.0f}",
          f"{w['p99_us']:.0f}", "gRPC round trip to the local daemon + RDMA write + completion"],
         ["  of which: bare gRPC GetNodeInfo", rpc["ops"], f"{rpc['p50_us']:.0f}",
@@ -224,10 +224,13 @@ def report(bw: Dict[str, Any], lat: Dict[str, Any], checked: Dict[str, Any],
         "",
         table(["what", "samples", "p50 us", "p99 us", "includes"], lat_rows, align="lrrrl"),
         "   The xferd figure is end to end as an application sees it: a gRPC call to the "
-        "local daemon,",
-        "   which posts the RDMA WRITE, waits for its completion and replies. ib_write_lat "
-        "has no RPC and",
-        "   times a ping-pong of writes between two busy-polling processes (typical = median).",
+        "local daemon, which posts",
+        "   the RDMA WRITE, waits for its completion (the responder's ACK: a round trip on the "
+        "wire) and replies.",
+        "   ib_write_lat has no RPC and reports half the round trip of a ping-pong of writes "
+        "between two busy-polling",
+        f"   processes (typical = median); a write plus its ACK is about twice that, "
+        f"{2 * il['typical_us']:.0f} us here.",
     ])
 
 
