@@ -5,7 +5,8 @@ run by hand outside the VM.
 
   1. two xferd daemons (--transport verbs --require-rdma), then rounds of:
      ib_write_bw -x 1 -F on rxe0 at 64 KiB and at 1 MiB messages (~64 MiB a
-     run), each followed by one 64 MiB xferd write at that slice size;
+     run; also with -q = xferd's queue pairs, for information), each followed
+     by one 64 MiB xferd write at that slice size;
   2. ib_write_lat -s 4096, then the latency of a 4 KiB xferd write (C++
      client, Write with wait) beside the bare gRPC round trip and the
      daemon-side time;
@@ -85,9 +86,10 @@ class Perftest:
                 return [float(f) for f in fields]
         raise SystemExit(f"no result line in {tool} output:\n{client.stdout}")
 
-    def bandwidth(self, size: int, iters: int) -> float:
-        """ib_write_bw's average MiB/s."""
-        return self.run("ib_write_bw", ["-s", str(size), "-n", str(iters)])[3]
+    def bandwidth(self, size: int, iters: int, qps: int = 1) -> float:
+        """ib_write_bw's average MiB/s (of all `qps` queue pairs, `iters`
+        messages each)."""
+        return self.run("ib_write_bw", ["-s", str(size), "-n", str(iters), "-q", str(qps)])[3]
 
     def latency(self) -> Dict[str, float]:
         lat = self.run("ib_write_lat", ["-s", str(SMALL)])
@@ -148,17 +150,25 @@ def bandwidth_rounds(perf: Perftest, pair: Pair, args: argparse.Namespace) -> Di
     """Rounds of ib_write_bw then xferd per message/slice size, so each ratio
     compares runs seconds apart (TCG speed follows the host's load)."""
     iters = {s: max(5, args.bytes_per_bw_run // s) for s in SLICES}
+    qps = pair.peer.lanes  # xferd's queue pairs to the peer: one per poller
     ib: Dict[int, List[float]] = {s: [] for s in SLICES}
+    ib_qps: Dict[int, List[float]] = {s: [] for s in SLICES}
     xf: Dict[int, List[float]] = {s: [] for s in SLICES}
     for rep in range(args.reps):
         for s in SLICES:
             ib[s].append(perf.bandwidth(s, iters[s]))
+            ib_qps[s].append(perf.bandwidth(s, max(5, iters[s] // qps), qps))
             xf[s].append(pair.bandwidth(s))
         benchlib.log(f"round {rep + 1}/{args.reps}, MiB/s: "
-                     + ", ".join(f"{size_name(s)} ib_write_bw {ib[s][-1]:.1f} xferd "
-                                 f"{xf[s][-1]:.1f}" for s in SLICES))
-    return {"iters": iters, "ib": ib, "xf": xf,
-            "ratio": {s: statistics.median(x / r for x, r in zip(xf[s], ib[s])) for s in SLICES}}
+                     + ", ".join(f"{size_name(s)} ib_write_bw {ib[s][-1]:.1f}, -q {qps} "
+                                 f"{ib_qps[s][-1]:.1f}, xferd {xf[s][-1]:.1f}" for s in SLICES))
+
+    def ratio(xs: List[float], refs: List[float]) -> float:
+        return statistics.median(x / r for x, r in zip(xs, refs))
+
+    return {"iters": iters, "qps": qps, "ib": ib, "ib_qps": ib_qps, "xf": xf,
+            "ratio": {s: ratio(xf[s], ib[s]) for s in SLICES},
+            "ratio_qps": {s: ratio(xf[s], ib_qps[s]) for s in SLICES}}
 
 
 def latency(perf: Perftest, pair: Pair, bins: benchlib.Binaries,
@@ -193,7 +203,8 @@ def report(bw: Dict[str, Any], lat: Dict[str, Any], checked: Dict[str, Any],
     for s in SLICES:
         xf, ib = bw["xf"][s], bw["ib"][s]
         rows.append([size_name(s), f"{statistics.median(xf):.1f}", f"{max(xf):.1f}",
-                     f"{statistics.median(ib):.1f}", f"{bw['ratio'][s]:.2f}x",
+                     f"{statistics.median(ib):.1f}", f"{statistics.median(bw['ib_qps'][s]):.1f}",
+                     f"{bw['ratio'][s]:.2f}x", f"{bw['ratio_qps'][s]:.2f}x",
                      benchlib.verdict(bw["ratio"][s], TARGET_RATIO)])
     w, rpc, ds, il = lat["write"], lat["rpc"], lat["daemon_side"], lat["ref"]
     lat_rows = [
@@ -211,10 +222,13 @@ def report(bw: Dict[str, Any], lat: Dict[str, Any], checked: Dict[str, Any],
         f"1. Bandwidth: {args.reps} rounds of ib_write_bw -d {DEV} -x {GID_INDEX} -F "
         f"({perf_args}) then one {size_name(TRANSFER)} xferd write",
         "   between anonymous regions at the same slice size (client wall clock). MiB/s = 2^20 B/s; "
-        "ratio = median over the rounds of xferd / ib_write_bw of the same round",
+        "ratio = median over the rounds of xferd / ib_write_bw of the same round.",
+        f"   For information, ib_write_bw -q {bw['qps']} too (same bytes): xferd spreads a "
+        f"transfer over {bw['qps']} queue pairs, one per poller.",
         "",
         table(["slice / message", "xferd median", "xferd best", "ib_write_bw avg, median",
-               "xferd/ib_write_bw", f"target >= {TARGET_RATIO}x"], rows),
+               f"ib_write_bw -q {bw['qps']}", "xferd/ib_write_bw",
+               f"xferd/ib_write_bw -q {bw['qps']}", f"target >= {TARGET_RATIO}x"], rows),
         "",
         f"2. Bytes checked: {size_name(checked['bytes'])} SHM-to-SHM write at the default slice "
         f"({size_name(checked['slice'])}): source FNV-1a64 {checked['src_checksum']}, destination "
@@ -265,6 +279,9 @@ def main() -> int:
         "ib_write_bw_iters": {str(s): v for s, v in bw["iters"].items()},
         "xferd_mib_s": {str(s): benchlib.summary(v) for s, v in bw["xf"].items()},
         "ratio_vs_ib_write_bw": {str(s): v for s, v in bw["ratio"].items()},
+        "ib_write_bw_qps": bw["qps"],
+        "ib_write_bw_multi_qp_mib_s": {str(s): benchlib.summary(v) for s, v in bw["ib_qps"].items()},
+        "ratio_vs_ib_write_bw_multi_qp": {str(s): v for s, v in bw["ratio_qps"].items()},
         "ib_write_lat_4k": lat["ref"], "xferd_write_4k": lat["write"], "grpc_rpc": lat["rpc"],
         "xferd_daemon_side_4k": lat["daemon_side"], "verify": checked,
         "seconds": round(time.monotonic() - started, 1),
