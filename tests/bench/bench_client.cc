@@ -35,9 +35,9 @@ using Clock = std::chrono::steady_clock;
 constexpr absl::Duration kConnectTimeout = absl::Seconds(10);
 
 struct LoopOptions {
-  double seconds = 2;     // stop after this long ...
-  uint64_t max_ops = 0;   // ... or after this many operations (0 = no bound)
-  uint32_t threads = 1;   // each runs its operations one after the other
+  double seconds = 2;    // stop after this long ...
+  uint64_t max_ops = 0;  // ... or after this many operations (0 = no bound)
+  uint32_t threads = 1;  // each runs its operations one after the other
 };
 
 // What a timed loop measured: operations, wall time, per-operation latency.
@@ -97,8 +97,7 @@ absl::StatusOr<LoopResult> TimedLoop(const LoopOptions& options,
   result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   for (uint32_t t = 0; t < options.threads; ++t) {
     if (!errors[t].ok()) return errors[t];
-    result.latencies_us.insert(result.latencies_us.end(), latencies[t].begin(),
-                               latencies[t].end());
+    result.latencies_us.insert(result.latencies_us.end(), latencies[t].begin(), latencies[t].end());
   }
   result.ops = result.latencies_us.size();
   return result;

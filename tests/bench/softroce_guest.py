@@ -221,8 +221,9 @@ def report(bw: Dict[str, Any], lat: Dict[str, Any], checked: Dict[str, Any],
     return "\n".join([
         f"1. Bandwidth: {args.reps} rounds of ib_write_bw -d {DEV} -x {GID_INDEX} -F "
         f"({perf_args}) then one {size_name(TRANSFER)} xferd write",
-        "   between anonymous regions at the same slice size (client wall clock). MiB/s = 2^20 B/s; "
-        "ratio = median over the rounds of xferd / ib_write_bw of the same round.",
+        "   between anonymous regions at the same slice size (client wall clock). "
+        "MiB/s = 2^20 B/s; ratio = median over the rounds of xferd / ib_write_bw of the same "
+        "round.",
         f"   For information, ib_write_bw -q {bw['qps']} too (same bytes): xferd spreads a "
         f"transfer over {bw['qps']} queue pairs, one per poller.",
         "",
@@ -280,7 +281,8 @@ def main() -> int:
         "xferd_mib_s": {str(s): benchlib.summary(v) for s, v in bw["xf"].items()},
         "ratio_vs_ib_write_bw": {str(s): v for s, v in bw["ratio"].items()},
         "ib_write_bw_qps": bw["qps"],
-        "ib_write_bw_multi_qp_mib_s": {str(s): benchlib.summary(v) for s, v in bw["ib_qps"].items()},
+        "ib_write_bw_multi_qp_mib_s": {str(s): benchlib.summary(v)
+                                       for s, v in bw["ib_qps"].items()},
         "ratio_vs_ib_write_bw_multi_qp": {str(s): v for s, v in bw["ratio_qps"].items()},
         "ib_write_lat_4k": lat["ref"], "xferd_write_4k": lat["write"], "grpc_rpc": lat["rpc"],
         "xferd_daemon_side_4k": lat["daemon_side"], "verify": checked,
