@@ -24,6 +24,8 @@
 #include "daemon/common/units.h"
 #include "daemon/engine/engine.h"
 #include "daemon/memory/region_registry.h"
+#include "daemon/metrics/daemon_metrics.h"
+#include "daemon/metrics/http_server.h"
 #include "daemon/service/peer_client.h"
 #include "daemon/service/peer_service.h"
 #include "daemon/service/server.h"
@@ -47,6 +49,7 @@ struct Flags {
   std::string node_id, listen, unix_socket, transport, data_listen, slice_size, log_level;
   uint32_t pollers = 0;
   bool require_rdma = false, log_json = false;
+  std::string metrics_listen;
 };
 
 // Parses argv. Returns an exit code when the program should stop right away.
@@ -68,6 +71,8 @@ std::optional<int> ParseFlags(int argc, char** argv, Flags& f) {
   app.add_option("--slice-size", f.slice_size, "default slice size, e.g. 1MiB");
   app.add_option("--log-level", f.log_level, "trace, debug, info, warn, error");
   app.add_flag("--log-json", f.log_json, "log one JSON object per line");
+  app.add_option("--metrics-listen", f.metrics_listen,
+                 "Prometheus /metrics address, e.g. 127.0.0.1:9300 (\"\" disables)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -98,6 +103,8 @@ absl::StatusOr<Config> LoadConfig(const Flags& f) {
   }
   if (!f.log_level.empty()) config.log.level = f.log_level;
   if (f.log_json) config.log.json = true;
+  if (!f.metrics_listen.empty())
+    config.metrics.listen = f.metrics_listen == "\"\"" ? "" : f.metrics_listen;
   RETURN_IF_ERROR(Validate(config));
   return config;
 }
@@ -127,15 +134,30 @@ std::string AdvertisedAddress(const Config& config, int port) {
   return absl::StrCat(host, ":", port);
 }
 
-void WriteReadyFile(const std::string& path, const engine::NodeIdentity& self, int port) {
+void WriteReadyFile(const std::string& path, const engine::NodeIdentity& self, int port,
+                    const std::string& metrics_address) {
   if (path.empty()) return;
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp);
     out << "{\"node_id\": \"" << self.node_id << "\", \"grpc_address\": \"" << self.address
-        << "\", \"port\": " << port << ", \"pid\": " << ::getpid() << "}\n";
+        << "\", \"port\": " << port << ", \"pid\": " << ::getpid();
+    if (!metrics_address.empty()) out << ", \"metrics_address\": \"" << metrics_address << "\"";
+    out << "}\n";
   }
   std::rename(tmp.c_str(), path.c_str());
+}
+
+// The Prometheus endpoint when metrics.listen is set, else null.
+absl::StatusOr<std::unique_ptr<metrics::MetricsHttpServer>> StartMetricsServer(
+    const Config& config, const metrics::DaemonMetrics& daemon_metrics) {
+  if (config.metrics.listen.empty()) return nullptr;
+  ASSIGN_OR_RETURN(std::unique_ptr<metrics::MetricsHttpServer> server,
+                   metrics::MetricsHttpServer::Start(config.metrics.listen, [&daemon_metrics] {
+                     return daemon_metrics.Render();
+                   }));
+  spdlog::info("metrics at http://{}/metrics", server->address());
+  return server;
 }
 
 // Waits for SIGTERM/SIGINT (blocked in every thread), pinging the systemd
@@ -190,6 +212,14 @@ int Run(const Config& config, const std::string& ready_file) {
     spdlog::critical("cannot start the engine: {}", engine.status().message());
     return 1;
   }
+  // Records transfers from here on; destroyed before the engine, after its Stop().
+  metrics::DaemonMetrics daemon_metrics(**engine, kVersion, started_at);
+  absl::StatusOr<std::unique_ptr<metrics::MetricsHttpServer>> metrics_server =
+      StartMetricsServer(config, daemon_metrics);
+  if (!metrics_server.ok()) {
+    spdlog::critical("cannot start: {}", metrics_server.status().message());
+    return 1;
+  }
   service::XferdServiceImpl xferd_service(
       **engine,
       service::NodeDescription{kVersion, chosen->reason, config.server.unix_socket, started_at});
@@ -211,7 +241,8 @@ int Run(const Config& config, const std::string& ready_file) {
   spdlog::info("xferd {} ready node={} grpc={} unix={} transport={} pollers={}", kVersion,
                me.node_id, address, config.server.unix_socket,
                transport::TransportKindName(transport->kind()), config.engine.pollers);
-  WriteReadyFile(ready_file, me, port);
+  WriteReadyFile(ready_file, me, port,
+                 *metrics_server != nullptr ? (*metrics_server)->address() : "");
   sd_notifyf(0, "READY=1\nSTATUS=serving node %s on %s (%s)", me.node_id.c_str(), address.c_str(),
              std::string(transport::TransportKindName(transport->kind())).c_str());
 
@@ -232,6 +263,7 @@ int Run(const Config& config, const std::string& ready_file) {
   // open. gRPC waits for clients to drop even idle connections until the
   // deadline, so a long one would only delay the exit.
   (*server)->Shutdown(absl::Now() + kServerShutdownGrace);
+  if (*metrics_server != nullptr) (*metrics_server)->Stop();
   (*engine)->Stop();
   spdlog::info("stopped");
   return 0;

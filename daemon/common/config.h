@@ -80,6 +80,11 @@ struct LogConfig {
   bool json = false;           // one JSON object per line instead of text
 };
 
+struct MetricsConfig {
+  // Prometheus /metrics HTTP address, e.g. "127.0.0.1:9300" ("" disables it).
+  std::string listen;
+};
+
 struct Config {
   // Name peers use for this daemon; default "<hostname>:<grpc port>".
   std::string node_id;
@@ -88,6 +93,7 @@ struct Config {
   EngineConfig engine;
   RegionConfig regions;
   LogConfig log;
+  MetricsConfig metrics;
 };
 
 // Parses TOML text. Unknown keys are errors (a typo must not be ignored).
