@@ -15,9 +15,11 @@ BUILD_PACKAGES=(
   libmicrohttpd-dev
   python3-grpcio python3-protobuf
 )
-# Tests and benchmarks: gtest, pytest, iperf3 (the benchmark's reference).
+# Tests and benchmarks: gtest, pytest, iperf3 (the benchmark's reference),
+# prometheus-client (an independent parser of the /metrics exposition).
 TEST_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev python3-pytest iperf3 openssl
+  python3-prometheus-client
 )
 
 case "${1:-all}" in
