@@ -3,6 +3,7 @@
 // systemd, and on SIGTERM/SIGINT drains: no new transfers, in-flight ones get
 // engine.drain_timeout to finish, peers are told, then everything stops.
 #include <grpcpp/grpcpp.h>
+#include <prometheus/text_serializer.h>
 #include <signal.h>
 #include <sys/random.h>
 #include <systemd/sd-daemon.h>
@@ -154,7 +155,7 @@ absl::StatusOr<std::unique_ptr<metrics::MetricsHttpServer>> StartMetricsServer(
   if (config.metrics.listen.empty()) return nullptr;
   ASSIGN_OR_RETURN(std::unique_ptr<metrics::MetricsHttpServer> server,
                    metrics::MetricsHttpServer::Start(config.metrics.listen, [&daemon_metrics] {
-                     return daemon_metrics.Render();
+                     return prometheus::TextSerializer().Serialize(daemon_metrics.Collect());
                    }));
   spdlog::info("metrics at http://{}/metrics", server->address());
   return server;

@@ -1,16 +1,24 @@
-// xferd's metric families over two in-process engines (fake transport):
-// transfers by outcome, latency histograms, errors by code, traffic by
-// peer, peer states, and that every family is documented.
+// xferd's metric families over two in-process engines (fake transport),
+// rendered by prometheus-cpp's text serializer: transfers by outcome, latency
+// histograms, errors by code, traffic by peer, peer states, and that every
+// family is documented.
 #include "daemon/metrics/daemon_metrics.h"
 
 #include <gtest/gtest.h>
+#include <prometheus/text_serializer.h>
 
+#include <algorithm>
+#include <cmath>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "tests/unit/engine/engine_harness.h"
 
 namespace xferd::testing {
@@ -19,7 +27,20 @@ namespace {
 using engine::TransferState;
 using metrics::DaemonMetrics;
 
-// Sample lines of an exposition ("name{labels}" -> value); comments skipped.
+std::string Render(const DaemonMetrics& metrics) {
+  return prometheus::TextSerializer().Serialize(metrics.Collect());
+}
+
+// `name{labels}` with the labels sorted, so that series compare whatever
+// order the serializer wrote their labels in. Label values here hold no
+// commas.
+std::string Series(const std::string& name, std::vector<std::string> labels = {}) {
+  if (labels.empty()) return name;
+  std::sort(labels.begin(), labels.end());
+  return absl::StrCat(name, "{", absl::StrJoin(labels, ","), "}");
+}
+
+// Sample lines of an exposition (Series(...) -> value); comments skipped.
 std::map<std::string, double> Samples(const std::string& text) {
   std::map<std::string, double> out;
   std::istringstream lines(text);
@@ -27,7 +48,14 @@ std::map<std::string, double> Samples(const std::string& text) {
   while (std::getline(lines, line)) {
     if (line.empty() || line[0] == '#') continue;
     const size_t space = line.rfind(' ');
-    out[line.substr(0, space)] = std::stod(line.substr(space + 1));
+    const std::string series = line.substr(0, space);
+    const size_t brace = series.find('{');
+    const std::string key =
+        brace == std::string::npos
+            ? series
+            : Series(series.substr(0, brace),
+                     absl::StrSplit(series.substr(brace + 1, series.size() - brace - 2), ','));
+    out[key] = std::stod(line.substr(space + 1));
   }
   return out;
 }
@@ -64,29 +92,29 @@ TEST_F(DaemonMetricsTest, TransfersByOutcomeLatencyAndErrors) {
   a_->transport->HoldCompletions(false);
   EXPECT_EQ(h_.Wait(failed).state, TransferState::kFailed);
 
-  const std::map<std::string, double> s = Samples(a_metrics_->Render());
-  const std::string peer = "peer=\"b\",transport=\"tcp\"";
-  EXPECT_EQ(s.at("xferd_transfers_total{" + peer + ",outcome=\"done\"}"), 2);
-  EXPECT_EQ(s.at("xferd_transfers_total{" + peer + ",outcome=\"cancelled\"}"), 1);
-  EXPECT_EQ(s.at("xferd_transfers_total{" + peer + ",outcome=\"failed\"}"), 1);
-  EXPECT_EQ(s.at("xferd_errors_total{code=\"CANCELLED\"}"), 1);
-  EXPECT_EQ(s.at("xferd_errors_total{code=\"UNAVAILABLE\"}"), 1);
+  const std::map<std::string, double> s = Samples(Render(*a_metrics_));
+  const std::string peer = "peer=\"b\"", tcp = "transport=\"tcp\"";
+  EXPECT_EQ(s.at(Series("xferd_transfers_total", {peer, tcp, "outcome=\"done\""})), 2);
+  EXPECT_EQ(s.at(Series("xferd_transfers_total", {peer, tcp, "outcome=\"cancelled\""})), 1);
+  EXPECT_EQ(s.at(Series("xferd_transfers_total", {peer, tcp, "outcome=\"failed\""})), 1);
+  EXPECT_EQ(s.at(Series("xferd_errors_total", {"code=\"CANCELLED\""})), 1);
+  EXPECT_EQ(s.at(Series("xferd_errors_total", {"code=\"UNAVAILABLE\""})), 1);
   // Only done transfers are timed; every one falls in some bucket.
-  EXPECT_EQ(s.at("xferd_xfer_time_seconds_count{" + peer + "}"), 2);
-  EXPECT_EQ(s.at("xferd_xfer_time_seconds_bucket{" + peer + ",le=\"+Inf\"}"), 2);
-  EXPECT_GT(s.at("xferd_xfer_time_seconds_sum{" + peer + "}"), 0);
-  EXPECT_LE(s.at("xferd_xfer_time_seconds_bucket{" + peer + ",le=\"0.0001\"}"),
-            s.at("xferd_xfer_time_seconds_bucket{" + peer + ",le=\"100\"}"));
-  EXPECT_EQ(s.at("xferd_tx_bytes_total{" + peer + "}"), 4096 + (1 << 20));
+  EXPECT_EQ(s.at(Series("xferd_xfer_time_seconds_count", {peer, tcp})), 2);
+  EXPECT_EQ(s.at(Series("xferd_xfer_time_seconds_bucket", {peer, tcp, "le=\"+Inf\""})), 2);
+  EXPECT_GT(s.at(Series("xferd_xfer_time_seconds_sum", {peer, tcp})), 0);
+  EXPECT_LE(s.at(Series("xferd_xfer_time_seconds_bucket", {peer, tcp, "le=\"0.0001\""})),
+            s.at(Series("xferd_xfer_time_seconds_bucket", {peer, tcp, "le=\"100\""})));
+  EXPECT_EQ(s.at(Series("xferd_tx_bytes_total", {peer, tcp})), 4096 + (1 << 20));
   EXPECT_EQ(s.at("xferd_transfers_submitted_total"), 4);
   EXPECT_EQ(s.at("xferd_transfers_in_flight"), 0);
   EXPECT_EQ(s.at("xferd_memory_registered_bytes"), 1 << 20);
   EXPECT_EQ(s.at("xferd_memory_regions"), 1);
-  EXPECT_EQ(s.at("xferd_peers{state=\"connected\"}"), 1);
-  EXPECT_EQ(s.at("xferd_peers{state=\"broken\"}"), 0);
-  EXPECT_EQ(s.at("xferd_build_info{version=\"9.9.9\",transport=\"tcp\"}"), 1);
-  EXPECT_EQ(s.count("xferd_poller_sleep_seconds_total{poller=\"1\"}"), 1u);
-  EXPECT_EQ(s.count("xferd_poller_sleeping{poller=\"0\"}"), 1u);
+  EXPECT_EQ(s.at(Series("xferd_peers", {"state=\"connected\""})), 1);
+  EXPECT_EQ(s.at(Series("xferd_peers", {"state=\"broken\""})), 0);
+  EXPECT_EQ(s.at(Series("xferd_build_info", {"version=\"9.9.9\"", tcp})), 1);
+  EXPECT_EQ(s.count(Series("xferd_poller_sleep_seconds_total", {"poller=\"1\""})), 1u);
+  EXPECT_EQ(s.count(Series("xferd_poller_sleeping", {"poller=\"0\""})), 1u);
   EXPECT_GT(s.at("process_resident_memory_bytes"), 0);
   EXPECT_GT(s.at("process_open_fds"), 0);
   EXPECT_GT(s.at("process_threads"), 1);
@@ -95,36 +123,60 @@ TEST_F(DaemonMetricsTest, TransfersByOutcomeLatencyAndErrors) {
 TEST_F(DaemonMetricsTest, ReceiverSeesLandedEventsAndZeroSeriesForNewPeers) {
   EXPECT_EQ(h_.Wait((*h_.Submit(*a_, {Spec("src", "b", "dst", 8192)}))[0]).state,
             TransferState::kDone);
-  const std::map<std::string, double> s = Samples(b_metrics_->Render());
+  const std::map<std::string, double> s = Samples(Render(*b_metrics_));
   EXPECT_EQ(s.at("xferd_landed_events_total"), 1);
   // b never wrote to a, yet a's series exist at zero from its first contact.
-  EXPECT_EQ(s.at("xferd_transfers_total{peer=\"a\",transport=\"tcp\",outcome=\"failed\"}"), 0);
-  EXPECT_EQ(s.at("xferd_xfer_time_seconds_count{peer=\"a\",transport=\"tcp\"}"), 0);
-  EXPECT_EQ(s.at("xferd_tx_bytes_total{peer=\"a\",transport=\"tcp\"}"), 0);
+  const std::string peer = "peer=\"a\"", tcp = "transport=\"tcp\"";
+  EXPECT_EQ(s.at(Series("xferd_transfers_total", {peer, tcp, "outcome=\"failed\""})), 0);
+  EXPECT_EQ(s.at(Series("xferd_xfer_time_seconds_count", {peer, tcp})), 0);
+  EXPECT_EQ(s.at(Series("xferd_tx_bytes_total", {peer, tcp})), 0);
 }
 
 TEST_F(DaemonMetricsTest, EveryFamilyHasHelpAndATypeAndUniqueName) {
-  const std::string text = a_metrics_->Render();
+  const std::string text = Render(*a_metrics_);
   std::set<std::string> names;
-  for (const metrics::FamilySnapshot& f : a_metrics_->registry().Collect()) {
+  for (const prometheus::MetricFamily& f : a_metrics_->Collect()) {
     EXPECT_TRUE(names.insert(f.name).second) << f.name;
     EXPECT_GT(f.help.size(), 10u) << f.name;
+    // prometheus-cpp writes HELP text as is: it must need no escaping.
+    EXPECT_EQ(f.help.find_first_of("\\\n"), std::string::npos) << f.name;
     EXPECT_TRUE(absl::StartsWith(f.name, "xferd_") || absl::StartsWith(f.name, "process_"))
         << f.name;
     EXPECT_TRUE(absl::StrContains(text, "# HELP " + f.name + " ")) << f.name;
     EXPECT_TRUE(absl::StrContains(text, "# TYPE " + f.name + " ")) << f.name;
-    if (f.type == metrics::MetricType::kCounter) {
+    if (f.type == prometheus::MetricType::Counter) {
       EXPECT_TRUE(absl::EndsWith(f.name, "_total")) << f.name;
     }
   }
   EXPECT_GE(names.size(), 25u);
 }
 
-TEST(TransferTimeBucketsTest, From100MicrosecondsTo100Seconds) {
+TEST_F(DaemonMetricsTest, LatencyBucketsAreTheDocumentedOnes) {
+  EXPECT_EQ(h_.Wait((*h_.Submit(*a_, {Spec("src", "b", "dst", 4096)}))[0]).state,
+            TransferState::kDone);
+  for (const prometheus::MetricFamily& f : a_metrics_->Collect()) {
+    if (f.name != "xferd_xfer_time_seconds") continue;
+    ASSERT_EQ(f.type, prometheus::MetricType::Histogram);
+    ASSERT_EQ(f.metric.size(), 1u);
+    std::vector<double> bounds;
+    for (const auto& bucket : f.metric[0].histogram.bucket) bounds.push_back(bucket.upper_bound);
+    ASSERT_FALSE(bounds.empty());
+    EXPECT_TRUE(std::isinf(bounds.back()));
+    bounds.pop_back();
+    EXPECT_EQ(bounds, metrics::TransferTimeBuckets());
+    EXPECT_EQ(f.metric[0].histogram.sample_count, 1u);
+    return;
+  }
+  ADD_FAILURE() << "no xferd_xfer_time_seconds";
+}
+
+TEST(TransferTimeBucketsTest, From100MicrosecondsTo100SecondsByOneTwoAndAHalfFive) {
   const std::vector<double> b = metrics::TransferTimeBuckets();
-  ASSERT_FALSE(b.empty());
+  ASSERT_EQ(b.size(), 19u);  // 6 decades of 3, and 100
   EXPECT_DOUBLE_EQ(b.front(), 1e-4);
   EXPECT_DOUBLE_EQ(b.back(), 100);
+  EXPECT_TRUE(std::is_sorted(b.begin(), b.end()));
+  for (size_t i = 0; i + 3 < b.size(); ++i) EXPECT_DOUBLE_EQ(b[i + 3], b[i] * 10) << i;
 }
 
 }  // namespace
