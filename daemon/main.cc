@@ -3,7 +3,6 @@
 // systemd, and on SIGTERM/SIGINT drains: no new transfers, in-flight ones get
 // engine.drain_timeout to finish, peers are told, then everything stops.
 #include <grpcpp/grpcpp.h>
-#include <prometheus/text_serializer.h>
 #include <signal.h>
 #include <sys/random.h>
 #include <systemd/sd-daemon.h>
@@ -15,6 +14,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -26,7 +26,7 @@
 #include "daemon/engine/engine.h"
 #include "daemon/memory/region_registry.h"
 #include "daemon/metrics/daemon_metrics.h"
-#include "daemon/metrics/http_server.h"
+#include "daemon/metrics/metrics_endpoint.h"
 #include "daemon/service/peer_client.h"
 #include "daemon/service/peer_service.h"
 #include "daemon/service/server.h"
@@ -150,15 +150,13 @@ void WriteReadyFile(const std::string& path, const engine::NodeIdentity& self, i
 }
 
 // The Prometheus endpoint when metrics.listen is set, else null.
-absl::StatusOr<std::unique_ptr<metrics::MetricsHttpServer>> StartMetricsServer(
-    const Config& config, const metrics::DaemonMetrics& daemon_metrics) {
+absl::StatusOr<std::unique_ptr<metrics::MetricsEndpoint>> StartMetricsEndpoint(
+    const Config& config, const std::shared_ptr<metrics::DaemonMetrics>& daemon_metrics) {
   if (config.metrics.listen.empty()) return nullptr;
-  ASSIGN_OR_RETURN(std::unique_ptr<metrics::MetricsHttpServer> server,
-                   metrics::MetricsHttpServer::Start(config.metrics.listen, [&daemon_metrics] {
-                     return prometheus::TextSerializer().Serialize(daemon_metrics.Collect());
-                   }));
-  spdlog::info("metrics at http://{}/metrics", server->address());
-  return server;
+  ASSIGN_OR_RETURN(std::unique_ptr<metrics::MetricsEndpoint> endpoint,
+                   metrics::MetricsEndpoint::Start(config.metrics.listen, daemon_metrics));
+  spdlog::info("metrics at http://{}/metrics", endpoint->address());
+  return endpoint;
 }
 
 // Waits for SIGTERM/SIGINT (blocked in every thread), pinging the systemd
@@ -213,12 +211,14 @@ int Run(const Config& config, const std::string& ready_file) {
     spdlog::critical("cannot start the engine: {}", engine.status().message());
     return 1;
   }
-  // Records transfers from here on; destroyed before the engine, after its Stop().
-  metrics::DaemonMetrics daemon_metrics(**engine, kVersion, started_at);
-  absl::StatusOr<std::unique_ptr<metrics::MetricsHttpServer>> metrics_server =
-      StartMetricsServer(config, daemon_metrics);
-  if (!metrics_server.ok()) {
-    spdlog::critical("cannot start: {}", metrics_server.status().message());
+  // Records transfers from here on; destroyed before the engine, after its
+  // Stop() and after the endpoint (which only holds a weak_ptr to it).
+  const auto daemon_metrics =
+      std::make_shared<metrics::DaemonMetrics>(**engine, kVersion, started_at);
+  absl::StatusOr<std::unique_ptr<metrics::MetricsEndpoint>> metrics_endpoint =
+      StartMetricsEndpoint(config, daemon_metrics);
+  if (!metrics_endpoint.ok()) {
+    spdlog::critical("cannot start: {}", metrics_endpoint.status().message());
     return 1;
   }
   service::XferdServiceImpl xferd_service(
@@ -243,7 +243,7 @@ int Run(const Config& config, const std::string& ready_file) {
                me.node_id, address, config.server.unix_socket,
                transport::TransportKindName(transport->kind()), config.engine.pollers);
   WriteReadyFile(ready_file, me, port,
-                 *metrics_server != nullptr ? (*metrics_server)->address() : "");
+                 *metrics_endpoint != nullptr ? (*metrics_endpoint)->address() : "");
   sd_notifyf(0, "READY=1\nSTATUS=serving node %s on %s (%s)", me.node_id.c_str(), address.c_str(),
              std::string(transport::TransportKindName(transport->kind())).c_str());
 
@@ -259,12 +259,15 @@ int Run(const Config& config, const std::string& ready_file) {
                      absl::FormatDuration(config.engine.drain_timeout), ")")));
     spdlog::warn("drain timeout: failed {} transfers still in flight", failed);
   }
+  // civetweb sees a stop request only between its 2 s polls: stop the
+  // endpoint while peers are told and gRPC shuts down, not after.
+  std::thread stop_metrics([&metrics_endpoint] { metrics_endpoint->reset(); });
   (*engine)->SayGoodbye("shutting down", absl::Now() + absl::Seconds(2));
   // Transfers are drained by now: this bounds calls and connections still
   // open. gRPC waits for clients to drop even idle connections until the
   // deadline, so a long one would only delay the exit.
   (*server)->Shutdown(absl::Now() + kServerShutdownGrace);
-  if (*metrics_server != nullptr) (*metrics_server)->Stop();
+  stop_metrics.join();
   (*engine)->Stop();
   spdlog::info("stopped");
   return 0;

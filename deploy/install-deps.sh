@@ -6,13 +6,13 @@ set -euo pipefail
 
 # Build and run: Bazel (offline, Debian's bazel-bootstrap), gRPC/protobuf,
 # Abseil, spdlog/fmt, toml++, CLI11, libsystemd, rdma-core's libibverbs,
-# libmicrohttpd, prometheus-cpp with civetweb (the Prometheus /metrics endpoint).
+# prometheus-cpp with civetweb (the Prometheus /metrics endpoint).
 BUILD_PACKAGES=(
   bazel-bootstrap pkg-config g++
   protobuf-compiler protobuf-compiler-grpc libgrpc++-dev libprotobuf-dev
   libabsl-dev libspdlog-dev libfmt-dev libtomlplusplus-dev libcli11-dev libsystemd-dev
   libibverbs-dev ibverbs-providers
-  libmicrohttpd-dev prometheus-cpp-dev libcivetweb-dev
+  prometheus-cpp-dev libcivetweb-dev
   python3-grpcio python3-protobuf
 )
 # Tests and benchmarks: gtest, pytest, iperf3 (the benchmark's reference),

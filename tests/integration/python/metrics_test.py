@@ -32,7 +32,9 @@ from testlib import WAIT_S, fill, sha, wait_until
 KiB = 1 << 10
 MiB = 1 << 20
 
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+# What prometheus-cpp's handler sends: the text format 0.0.4, which
+# Prometheus assumes for text/plain without a version.
+CONTENT_TYPE = "text/plain; charset=utf-8"
 Samples = Dict[Tuple[str, FrozenSet[Tuple[str, str]]], float]
 Clients = Dict[str, xferd.Client]
 
