@@ -1,10 +1,8 @@
-// The metrics of one xferd daemon, as Prometheus scrapes them (names after
-// NIXL's telemetry, prefixed xferd_; process_* as every Prometheus client
-// names them), on prometheus-cpp. Two sources, neither on the data path: each
-// transfer is recorded once, when it ends (outcome and latency, by peer and
-// transport, in a prometheus::Registry); everything else is read at scrape
-// time from counters the engine, transport and /proc already keep, and built
-// as MetricFamily in Collect(). README.md ("Metrics") documents every family.
+// The metrics of one xferd daemon (names after NIXL's telemetry, prefixed
+// xferd_; process_* as every client names them), on prometheus-cpp. Nothing
+// on the data path: each transfer is recorded once, when it ends; the rest is
+// read at scrape time from counters the engine, transport and /proc keep.
+// README.md ("Metrics") documents every family.
 #pragma once
 
 #include <prometheus/collectable.h>
@@ -30,6 +28,9 @@ namespace xferd::metrics {
 // decade (a 4 KiB write on loopback up to a 100 GiB file over one NIC).
 prometheus::Histogram::BucketBoundaries TransferTimeBuckets();
 
+// A prometheus::Collectable: the families recorded when transfers end live in
+// a prometheus::Registry; those read at scrape time are built as MetricFamily
+// in Collect() (counters still typed counter).
 class DaemonMetrics final : public prometheus::Collectable, public engine::TransferRecorder {
  public:
   // Registers itself as `engine`'s transfer recorder. `engine` outlives it.

@@ -1,9 +1,8 @@
-// The HTTP endpoint Prometheus scrapes: prometheus-cpp's Exposer (an embedded
-// civetweb server) serving one Collectable at GET /metrics. Around it, what
-// the library leaves to its user: start-up errors as absl::Status (the
-// Exposer throws), civetweb's messages in our log, HEAD /metrics, 405 for
-// other methods, 404 for other paths and a short index page at /. Nothing
-// here touches the data path.
+// The HTTP endpoint Prometheus scrapes: prometheus-cpp's Exposer (civetweb)
+// serving one Collectable at GET /metrics, plus what the library leaves to us:
+// start-up errors as absl::Status (the Exposer throws), civetweb's messages in
+// our log, HEAD /metrics, 405 for other methods, 404 for other paths and an
+// index page at /. Nothing here touches the data path.
 #pragma once
 
 #include <prometheus/collectable.h>
