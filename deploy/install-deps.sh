@@ -5,19 +5,22 @@
 set -euo pipefail
 
 # Build and run: Bazel (offline, Debian's bazel-bootstrap), gRPC/protobuf,
-# Abseil, spdlog/fmt, toml++, CLI11, libsystemd, rdma-core's libibverbs.
+# Abseil, spdlog/fmt, toml++, CLI11, libsystemd, rdma-core's libibverbs,
+# prometheus-cpp with civetweb (the Prometheus /metrics endpoint).
 BUILD_PACKAGES=(
   bazel-bootstrap pkg-config g++
   protobuf-compiler protobuf-compiler-grpc libgrpc++-dev libprotobuf-dev
   libabsl-dev libspdlog-dev libfmt-dev libtomlplusplus-dev libcli11-dev libsystemd-dev
   libibverbs-dev ibverbs-providers
+  prometheus-cpp-dev libcivetweb-dev
   python3-grpcio python3-protobuf
 )
 # Tests and benchmarks: gtest, pytest, iperf3 (the benchmark's reference),
-# systemd-analyze (the unit is verified) and dpkg-deb/objdump (the package).
+# systemd-analyze (the unit is verified), dpkg-deb/objdump (the package) and
+# prometheus-client (an independent parser of the /metrics exposition).
 TEST_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev python3-pytest iperf3 openssl
-  systemd binutils
+  systemd binutils python3-prometheus-client
 )
 
 case "${1:-all}" in

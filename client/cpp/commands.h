@@ -42,6 +42,7 @@ void AddNodeCommands(CLI::App& app, Action* action);      // info, stats, device
 void AddRegionCommands(CLI::App& app, Action* action);    // regions ...
 void AddPeerCommands(CLI::App& app, Action* action);      // peers ...
 void AddTransferCommands(CLI::App& app, Action* action);  // write, transfers, transfer, cancel
+void AddTopCommand(CLI::App& app, Action* action);        // top
 
 // Adds subcommand `name` to `parent`; when the command line chooses it,
 // `run` becomes the action. Returns the subcommand for its options.

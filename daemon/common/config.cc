@@ -200,6 +200,8 @@ void DefineTls(TableReader& r, TlsConfig& c) {
   r.On("allowed_clients", StringList(&c.allowed_clients));
 }
 
+void DefineMetrics(TableReader& r, MetricsConfig& c) { r.On("listen", String(&c.listen)); }
+
 absl::Status InvalidKey(absl::string_view key, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat("config key '", key, "' ", why));
 }
@@ -271,6 +273,7 @@ absl::StatusOr<Config> ParseConfig(absl::string_view toml_text, absl::string_vie
   top.On("regions", Table([&](TableReader& r) { DefineRegions(r, config.regions); }, "regions"));
   top.On("log", Table([&](TableReader& r) { DefineLog(r, config.log); }, "log"));
   top.On("tls", Table([&](TableReader& r) { DefineTls(r, config.tls); }, "tls"));
+  top.On("metrics", Table([&](TableReader& r) { DefineMetrics(r, config.metrics); }, "metrics"));
   absl::Status status = top.Read(root);
   if (!status.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(origin, ": ", status.message()));
@@ -338,6 +341,10 @@ absl::Status Validate(const Config& c) {
   }
   if (c.transport.require_rdma && c.transport.kind == TransportChoice::kTcp) {
     return InvalidKey("transport.require_rdma", "is true but transport.kind is \"tcp\"");
+  }
+  if (!c.metrics.listen.empty() && c.metrics.listen.find(':') == std::string::npos) {
+    return InvalidKey("metrics.listen",
+                      "must be host:port, e.g. \"127.0.0.1:9300\" (\"\" disables)");
   }
   static constexpr const char* kLevels[] = {"trace", "debug", "info", "warn", "error"};
   if (std::find(std::begin(kLevels), std::end(kLevels), c.log.level) == std::end(kLevels)) {

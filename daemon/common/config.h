@@ -110,6 +110,11 @@ struct TlsConfig {
   }
 };
 
+struct MetricsConfig {
+  // Prometheus /metrics HTTP address, e.g. "127.0.0.1:9300" ("" disables it).
+  std::string listen;
+};
+
 struct Config {
   // Name peers use for this daemon; default "<hostname>:<grpc port>".
   std::string node_id;
@@ -119,6 +124,7 @@ struct Config {
   RegionConfig regions;
   LogConfig log;
   TlsConfig tls;
+  MetricsConfig metrics;
 };
 
 // Parses TOML text. Unknown keys are errors (a typo must not be ignored).

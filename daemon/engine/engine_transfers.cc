@@ -204,9 +204,11 @@ absl::StatusOr<std::vector<std::shared_ptr<Transfer>>> Engine::Admit(std::vector
     transfers.push_back(std::move(transfer));
   }
   for (const std::shared_ptr<Transfer>& t : transfers) {
-    SPDLOG_DEBUG("transfer id={} queued src={}+{} peer={} dst={}+{} length={}", t->id(),
-                 t->plan().spec.src_region, t->plan().spec.src_offset, t->plan().peer->node_id(),
-                 t->plan().spec.dst_region, t->plan().spec.dst_offset, t->plan().spec.length);
+    const Transfer::Plan& p = t->plan();
+    spdlog::debug(
+        "transfer id={} queued peer={} transport={} src={}+{} dst={}+{} bytes={} slices={}",
+        t->id(), p.peer->node_id(), transport::TransportKindName(p.transport), p.spec.src_region,
+        p.spec.src_offset, p.spec.dst_region, p.spec.dst_offset, p.spec.length, t->slices());
     if (t->deadline() != absl::InfiniteFuture()) deadlines_.Add(t);
     Launch(t);
   }

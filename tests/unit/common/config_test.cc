@@ -146,5 +146,20 @@ TEST(ConfigTest, MissingFileIsNotFound) {
   EXPECT_EQ(LoadConfigFile("/nonexistent/xferd.toml").status().code(), absl::StatusCode::kNotFound);
 }
 
+TEST(ConfigTest, MetricsEndpointIsOffByDefaultAndChecked) {
+  EXPECT_EQ(ParseConfig("", "<test>")->metrics.listen, "");
+  absl::StatusOr<Config> on = ParseConfig("[metrics]\nlisten = \"127.0.0.1:9300\"\n", "<test>");
+  ASSERT_TRUE(on.ok()) << on.status();
+  EXPECT_EQ(on->metrics.listen, "127.0.0.1:9300");
+  EXPECT_TRUE(Validate(*on).ok());
+  absl::Status typo = ParseConfig("[metrics]\nport = 9300\n", "<test>").status();
+  EXPECT_NE(typo.message().find("unknown config key 'metrics.port'"), absl::string_view::npos)
+      << typo;
+  on->metrics.listen = "9300";
+  absl::Status bad = Validate(*on);
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.message().find("metrics.listen"), absl::string_view::npos) << bad;
+}
+
 }  // namespace
 }  // namespace xferd
