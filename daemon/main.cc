@@ -14,6 +14,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -24,8 +25,11 @@
 #include "daemon/common/units.h"
 #include "daemon/engine/engine.h"
 #include "daemon/memory/region_registry.h"
+#include "daemon/metrics/daemon_metrics.h"
+#include "daemon/metrics/metrics_endpoint.h"
 #include "daemon/service/peer_client.h"
 #include "daemon/service/peer_service.h"
+#include "daemon/service/security.h"
 #include "daemon/service/server.h"
 #include "daemon/service/xferd_service.h"
 #include "daemon/transport/tcp/tcp_socket.h"
@@ -47,6 +51,9 @@ struct Flags {
   std::string node_id, listen, unix_socket, transport, data_listen, slice_size, log_level;
   uint32_t pollers = 0;
   bool require_rdma = false, log_json = false;
+  // [tls] overrides.
+  std::string tls_cert, tls_key, tls_ca, tls_client_ca;
+  std::string metrics_listen;
 };
 
 // Parses argv. Returns an exit code when the program should stop right away.
@@ -68,6 +75,13 @@ std::optional<int> ParseFlags(int argc, char** argv, Flags& f) {
   app.add_option("--slice-size", f.slice_size, "default slice size, e.g. 1MiB");
   app.add_option("--log-level", f.log_level, "trace, debug, info, warn, error");
   app.add_flag("--log-json", f.log_json, "log one JSON object per line");
+  app.add_option("--tls-cert", f.tls_cert, "mTLS: this daemon's certificate (PEM; tls.cert)");
+  app.add_option("--tls-key", f.tls_key, "mTLS: its private key (PEM; tls.key)");
+  app.add_option("--tls-ca", f.tls_ca, "mTLS: CA of daemon certificates (PEM; tls.ca)");
+  app.add_option("--tls-client-ca", f.tls_client_ca,
+                 "mTLS: CA of remote clients' certificates (PEM; tls.client_ca)");
+  app.add_option("--metrics-listen", f.metrics_listen,
+                 "Prometheus /metrics address, e.g. 127.0.0.1:9300 (\"\" disables)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -98,6 +112,12 @@ absl::StatusOr<Config> LoadConfig(const Flags& f) {
   }
   if (!f.log_level.empty()) config.log.level = f.log_level;
   if (f.log_json) config.log.json = true;
+  if (!f.tls_cert.empty()) config.tls.cert = f.tls_cert;
+  if (!f.tls_key.empty()) config.tls.key = f.tls_key;
+  if (!f.tls_ca.empty()) config.tls.ca = f.tls_ca;
+  if (!f.tls_client_ca.empty()) config.tls.client_ca = f.tls_client_ca;
+  if (!f.metrics_listen.empty())
+    config.metrics.listen = f.metrics_listen == "\"\"" ? "" : f.metrics_listen;
   RETURN_IF_ERROR(Validate(config));
   return config;
 }
@@ -127,15 +147,28 @@ std::string AdvertisedAddress(const Config& config, int port) {
   return absl::StrCat(host, ":", port);
 }
 
-void WriteReadyFile(const std::string& path, const engine::NodeIdentity& self, int port) {
+void WriteReadyFile(const std::string& path, const engine::NodeIdentity& self, int port,
+                    const std::string& metrics_address) {
   if (path.empty()) return;
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp);
     out << "{\"node_id\": \"" << self.node_id << "\", \"grpc_address\": \"" << self.address
-        << "\", \"port\": " << port << ", \"pid\": " << ::getpid() << "}\n";
+        << "\", \"port\": " << port << ", \"pid\": " << ::getpid();
+    if (!metrics_address.empty()) out << ", \"metrics_address\": \"" << metrics_address << "\"";
+    out << "}\n";
   }
   std::rename(tmp.c_str(), path.c_str());
+}
+
+// The Prometheus endpoint when metrics.listen is set, else null.
+absl::StatusOr<std::unique_ptr<metrics::MetricsEndpoint>> StartMetricsEndpoint(
+    const Config& config, const std::shared_ptr<metrics::DaemonMetrics>& daemon_metrics) {
+  if (config.metrics.listen.empty()) return nullptr;
+  ASSIGN_OR_RETURN(std::unique_ptr<metrics::MetricsEndpoint> endpoint,
+                   metrics::MetricsEndpoint::Start(config.metrics.listen, daemon_metrics));
+  spdlog::info("metrics at http://{}/metrics", endpoint->address());
+  return endpoint;
 }
 
 // Waits for SIGTERM/SIGINT (blocked in every thread), pinging the systemd
@@ -182,7 +215,12 @@ int Run(const Config& config, const std::string& ready_file) {
   spdlog::info("transport {} ({})", transport::TransportKindName(transport->kind()),
                chosen->reason);
 
-  service::GrpcPeerRpc peer_rpc(grpc::InsecureChannelCredentials());
+  absl::StatusOr<service::Security> security = service::SetUpSecurity(config);
+  if (!security.ok()) {
+    spdlog::critical("cannot start: {}", security.status().message());
+    return 1;
+  }
+  service::GrpcPeerRpc peer_rpc(security->peer_credentials, security->peer_auth);
   engine::NodeIdentity self{config.node_id, incarnation, ""};
   absl::StatusOr<std::unique_ptr<engine::Engine>> engine =
       engine::Engine::Create(config.engine, self, *transport, regions, peer_rpc);
@@ -190,13 +228,22 @@ int Run(const Config& config, const std::string& ready_file) {
     spdlog::critical("cannot start the engine: {}", engine.status().message());
     return 1;
   }
+  // Records transfers from here on; destroyed before the engine, after its
+  // Stop() and after the endpoint (which only holds a weak_ptr to it).
+  const auto daemon_metrics =
+      std::make_shared<metrics::DaemonMetrics>(**engine, kVersion, started_at);
+  absl::StatusOr<std::unique_ptr<metrics::MetricsEndpoint>> metrics_endpoint =
+      StartMetricsEndpoint(config, daemon_metrics);
+  if (!metrics_endpoint.ok()) {
+    spdlog::critical("cannot start: {}", metrics_endpoint.status().message());
+    return 1;
+  }
   service::XferdServiceImpl xferd_service(
-      **engine,
-      service::NodeDescription{kVersion, chosen->reason, config.server.unix_socket, started_at});
-  service::PeerServiceImpl peer_service(**engine);
+      **engine, service::NodeDescription{kVersion, chosen->reason, config.server.unix_socket,
+                                         started_at, security->description});
+  service::PeerServiceImpl peer_service(**engine, security->peer_auth);
   service::ServerOptions server_options{config.server.listen, config.server.unix_socket,
-                                        config.server.unix_socket_mode,
-                                        grpc::InsecureServerCredentials()};
+                                        config.server.unix_socket_mode, security->tcp_credentials};
   absl::StatusOr<std::unique_ptr<service::Server>> server =
       service::Server::Start(server_options, {&xferd_service, &peer_service});
   if (!server.ok()) {
@@ -206,12 +253,13 @@ int Run(const Config& config, const std::string& ready_file) {
   const int port = (*server)->port();
   const std::string address = AdvertisedAddress(config, port);
   (*engine)->SetIdentity(
-      config.node_id.empty() ? absl::StrCat(Hostname(), ":", port) : config.node_id, address);
+      security->node_id.empty() ? absl::StrCat(Hostname(), ":", port) : security->node_id, address);
   const engine::NodeIdentity& me = (*engine)->self();
   spdlog::info("xferd {} ready node={} grpc={} unix={} transport={} pollers={}", kVersion,
                me.node_id, address, config.server.unix_socket,
                transport::TransportKindName(transport->kind()), config.engine.pollers);
-  WriteReadyFile(ready_file, me, port);
+  WriteReadyFile(ready_file, me, port,
+                 *metrics_endpoint != nullptr ? (*metrics_endpoint)->address() : "");
   sd_notifyf(0, "READY=1\nSTATUS=serving node %s on %s (%s)", me.node_id.c_str(), address.c_str(),
              std::string(transport::TransportKindName(transport->kind())).c_str());
 
@@ -227,11 +275,15 @@ int Run(const Config& config, const std::string& ready_file) {
                      absl::FormatDuration(config.engine.drain_timeout), ")")));
     spdlog::warn("drain timeout: failed {} transfers still in flight", failed);
   }
+  // civetweb sees a stop request only between its 2 s polls: stop the
+  // endpoint while peers are told and gRPC shuts down, not after.
+  std::thread stop_metrics([&metrics_endpoint] { metrics_endpoint->reset(); });
   (*engine)->SayGoodbye("shutting down", absl::Now() + absl::Seconds(2));
   // Transfers are drained by now: this bounds calls and connections still
   // open. gRPC waits for clients to drop even idle connections until the
   // deadline, so a long one would only delay the exit.
   (*server)->Shutdown(absl::Now() + kServerShutdownGrace);
+  stop_metrics.join();
   (*engine)->Stop();
   spdlog::info("stopped");
   return 0;
@@ -249,6 +301,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (flags.check_config) {
+    // The [tls] files too: key matches certificate, CA accepts it, names.
+    if (absl::StatusOr<xferd::service::Security> s = xferd::service::SetUpSecurity(*config);
+        !s.ok()) {
+      std::fprintf(stderr, "xferd: %s\n", std::string(s.status().message()).c_str());
+      return 2;
+    }
     std::printf("configuration OK\n");
     return 0;
   }

@@ -5,21 +5,25 @@
 set -euo pipefail
 
 # Build and run: Bazel (offline, Debian's bazel-bootstrap), gRPC/protobuf,
-# Abseil, spdlog/fmt, toml++, CLI11, libsystemd, rdma-core's libibverbs.
+# Abseil, spdlog/fmt, toml++, CLI11, libsystemd, rdma-core's libibverbs,
+# prometheus-cpp with civetweb (the Prometheus /metrics endpoint).
 BUILD_PACKAGES=(
   bazel-bootstrap pkg-config g++
   protobuf-compiler protobuf-compiler-grpc libgrpc++-dev libprotobuf-dev
   libabsl-dev libspdlog-dev libfmt-dev libtomlplusplus-dev libcli11-dev libsystemd-dev
   libibverbs-dev ibverbs-providers
+  prometheus-cpp-dev libcivetweb-dev
   python3-grpcio python3-protobuf
 )
-# Tests and benchmarks: gtest, pytest, iperf3 (the benchmark's reference);
-# clang and its sanitizer/libFuzzer runtimes (libclang-rt-14-dev, which
-# clang does not depend on) for the fuzz targets. gcc's ASan, TSan
-# and UBSan runtimes come with g++ (libgcc-12-dev).
+# Tests and benchmarks: gtest, pytest, iperf3 (the benchmark's reference),
+# systemd-analyze (the unit is verified), dpkg-deb/objdump (the package) and
+# prometheus-client (an independent parser of the /metrics exposition);
+# clang and its sanitizer/libFuzzer runtimes (libclang-rt-14-dev, which clang
+# does not depend on) for the fuzz targets. gcc's ASan, TSan and UBSan
+# runtimes come with g++ (libgcc-12-dev).
 TEST_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev python3-pytest iperf3 openssl
-  clang libclang-rt-14-dev
+  systemd binutils python3-prometheus-client clang libclang-rt-14-dev
 )
 
 case "${1:-all}" in

@@ -6,14 +6,23 @@
 #                         Python integration suites over TCP on loopback;
 #   2. bazel test --config=asan //...   the same under AddressSanitizer,
 #                         LeakSanitizer and UBSan (gcc; daemons included);
-#   3. bazel test --config=tsan //...   the same under ThreadSanitizer;
+#   3. bazel test --config=tsan //...   the same under ThreadSanitizer (unit
+#                         and transport conformance tests; see .bazelrc);
 #   4. tests/fuzz/run.sh   every libFuzzer target (clang) for a bounded time;
-#   5. tests/softroce/run.sh   the same suites over real verbs (Soft-RoCE)
-#                         in a qemu VM.
+#   5. //tests/load       32 clients x 200 mixed transfers across three
+#                         daemons over TCP, alone (prints throughput, latency
+#                         and memory);
+#   6. tests/deploy/run.sh    the .deb, its unit (systemd-analyze verify),
+#                         configuration and Python package;
+#   7. tests/softroce/run.sh   the same suites as 1 over real verbs
+#                         (Soft-RoCE) in a qemu VM;
+#   8. tests/faults/run.sh     faults between daemons in network namespaces
+#                         (tc netem, link down, partitions, SIGKILL, SIGTERM,
+#                         a full disk), in a qemu VM for its netem.
 # Every runner prints its own summary (Bazel, gtest, pytest); the last line
 # tallies the stages. Exits non-zero when anything failed.
 #
-# XFERD_SKIP_SOFTROCE=1 skips stage 5 and XFERD_SKIP_SANITIZERS=1 stages 2-4
+# XFERD_SKIP_SANITIZERS=1 skips stages 2-4 and XFERD_SKIP_VM=1 stages 7 and 8
 # (for a quick local run; CI runs all).
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
@@ -48,10 +57,13 @@ else
   stage "tsan" bazel test --config=tsan //... --test_output=errors
   stage "fuzz" tests/fuzz/run.sh
 fi
-if [ "${XFERD_SKIP_SOFTROCE:-0}" = 1 ]; then
-  say "skipping the Soft-RoCE suite (XFERD_SKIP_SOFTROCE=1)"
+stage "load" bazel test //tests/load:load_test --test_output=all
+stage "deploy" tests/deploy/run.sh
+if [ "${XFERD_SKIP_VM:-0}" = 1 ]; then
+  say "skipping the VM stages: softroce, faults (XFERD_SKIP_VM=1)"
 else
   stage "softroce" tests/softroce/run.sh
+  stage "faults" tests/faults/run.sh
 fi
 
 [ ${#failures[@]} -eq 0 ] || echo "tests/run.sh: failed stages: ${failures[*]}"

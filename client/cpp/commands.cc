@@ -19,10 +19,19 @@ void ConfigureApp(CLI::App& app, GlobalOptions* global, Action* action) {
       ->envname("XFERD_TARGET")
       ->capture_default_str();
   app.add_flag("--json", global->json, "print one JSON document (proto field names) per command");
+  app.add_option("--tls-ca", global->tls_ca,
+                 "mTLS: CA that verifies the daemon, for host:port targets (env XFERD_TLS_CA)")
+      ->envname("XFERD_TLS_CA");
+  app.add_option("--tls-cert", global->tls_cert,
+                 "mTLS: this client's certificate (env XFERD_TLS_CERT)")
+      ->envname("XFERD_TLS_CERT");
+  app.add_option("--tls-key", global->tls_key, "mTLS: its private key (env XFERD_TLS_KEY)")
+      ->envname("XFERD_TLS_KEY");
   AddNodeCommands(app, action);
   AddRegionCommands(app, action);
   AddPeerCommands(app, action);
   AddTransferCommands(app, action);
+  AddTopCommand(app, action);
 }
 
 CLI::App* AddCommand(CLI::App& parent, const std::string& name, const std::string& description,

@@ -19,6 +19,8 @@ struct GlobalOptions {
   std::string target;
   // Machine-readable output: one JSON document per command on stdout.
   bool json = false;
+  // mTLS to a daemon's TCP address (PEM files; unused for unix: targets).
+  std::string tls_ca, tls_cert, tls_key;
 };
 
 // The work of the chosen subcommand. Its status decides the exit code:
@@ -40,6 +42,7 @@ void AddNodeCommands(CLI::App& app, Action* action);      // info, stats, device
 void AddRegionCommands(CLI::App& app, Action* action);    // regions ...
 void AddPeerCommands(CLI::App& app, Action* action);      // peers ...
 void AddTransferCommands(CLI::App& app, Action* action);  // write, transfers, transfer, cancel
+void AddTopCommand(CLI::App& app, Action* action);        // top
 
 // Adds subcommand `name` to `parent`; when the command line chooses it,
 // `run` becomes the action. Returns the subcommand for its options.

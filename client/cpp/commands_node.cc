@@ -32,6 +32,7 @@ std::string NodeInfoText(const v1::NodeInfo& info) {
       {"slice size", FormatBytes(info.default_slice_size())},
       {"started", FormatTimestamp(info.started_at())},
       {"pid", absl::StrCat(info.pid())},
+      {"security", OrDash(info.security())},
   });
 }
 

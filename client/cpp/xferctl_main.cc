@@ -37,7 +37,16 @@ int Main(int argc, char** argv) {
     // --help is a "parse error" with exit code 0; every other one is usage.
     return app.exit(e) == 0 ? 0 : kExitUsage;
   }
-  absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(global.target, kConnectTimeout);
+  ClientOptions options;
+  // The unix socket is always plain: access there is by file permission.
+  if (!global.tls_ca.empty() && global.target.rfind("unix:", 0) != 0) {
+    absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> tls =
+        TlsCredentials(global.tls_ca, global.tls_cert, global.tls_key);
+    if (!tls.ok()) return Fail(tls.status());
+    options.credentials = *std::move(tls);
+  }
+  absl::StatusOr<std::unique_ptr<Client>> client =
+      Client::Connect(global.target, kConnectTimeout, options);
   if (!client.ok()) return Fail(client.status());
   absl::Status status = action(**client, global);
   std::fflush(stdout);

@@ -1,6 +1,8 @@
 #include "client/cpp/xferd_client.h"
 
 #include <algorithm>
+#include <fstream>
+#include <sstream>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -17,6 +19,14 @@ void SetDuration(absl::Duration d, google::protobuf::Duration* out) {
 
 absl::Duration FromProtoDuration(const google::protobuf::Duration& d) {
   return absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos());
+}
+
+absl::StatusOr<std::string> ReadPem(const std::string& path, const char* what) {
+  std::ifstream in(path);
+  if (!in) return absl::InvalidArgumentError(absl::StrCat("cannot read ", what, " file ", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
 }
 
 }  // namespace
@@ -46,18 +56,42 @@ absl::Status TransferOutcome(const v1::Transfer& transfer) {
   return absl::Status(code, transfer.error().message());
 }
 
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> TlsCredentials(const std::string& ca,
+                                                                         const std::string& cert,
+                                                                         const std::string& key) {
+  if (cert.empty() != key.empty()) {
+    return absl::InvalidArgumentError("give both a TLS certificate and its key, or neither");
+  }
+  grpc::SslCredentialsOptions options;
+  absl::StatusOr<std::string> pem = ReadPem(ca, "TLS CA");
+  if (!pem.ok()) return pem.status();
+  options.pem_root_certs = *std::move(pem);
+  if (!cert.empty()) {
+    if (!(pem = ReadPem(cert, "TLS certificate")).ok()) return pem.status();
+    options.pem_cert_chain = *std::move(pem);
+    if (!(pem = ReadPem(key, "TLS key")).ok()) return pem.status();
+    options.pem_private_key = *std::move(pem);
+  }
+  return grpc::SslCredentials(options);
+}
+
 absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& target,
                                                         absl::Duration timeout,
                                                         ClientOptions options) {
   if (target.empty()) {
     return absl::InvalidArgumentError("empty target: expected host:port or unix:/path");
   }
-  std::shared_ptr<grpc::Channel> channel =
-      grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
+  std::shared_ptr<grpc::Channel> channel = grpc::CreateChannel(
+      target,
+      options.credentials != nullptr ? options.credentials : grpc::InsecureChannelCredentials());
   if (!channel->WaitForConnected(absl::ToChronoTime(absl::Now() + timeout))) {
-    return absl::UnavailableError(absl::StrCat("cannot reach xferd at ", target, " within ",
-                                               absl::FormatDuration(timeout),
-                                               " (is the daemon running? check --target)"));
+    return absl::UnavailableError(
+        absl::StrCat("cannot reach xferd at ", target, " within ", absl::FormatDuration(timeout),
+                     " (is the daemon running? check --target",
+                     options.credentials != nullptr ? "; or the TLS handshake failed: check "
+                                                      "--tls-ca, --tls-cert and --tls-key"
+                                                    : "",
+                     ")"));
   }
   return std::make_unique<Client>(target, std::move(channel), options);
 }

@@ -23,7 +23,16 @@ struct ClientOptions {
   // Bound on each unary call. Writes and batches with `wait` are bounded by
   // their own transfer timeout (plus this much) instead, or not at all.
   absl::Duration rpc_timeout = absl::Seconds(30);
+  // Channel credentials for Connect (e.g. TlsCredentials); null: plain.
+  std::shared_ptr<grpc::ChannelCredentials> credentials;
 };
+
+// mTLS credentials from PEM files: `ca` verifies the daemon (its certificate
+// must name the target's host); `cert` and `key` (both or neither) are the
+// client's own. INVALID_ARGUMENT naming a file that cannot be read.
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> TlsCredentials(const std::string& ca,
+                                                                         const std::string& cert,
+                                                                         const std::string& key);
 
 // Called with each snapshot WaitTransfer receives, the terminal one included.
 using ProgressCallback = std::function<void(const v1::Transfer&)>;

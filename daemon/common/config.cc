@@ -1,5 +1,9 @@
 #include "daemon/common/config.h"
 
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -57,6 +61,20 @@ TableReader::Handler String(std::string* out) {
     auto v = node.value<std::string>();
     if (!v) return TypeError(key, "a string");
     *out = *v;
+    return absl::OkStatus();
+  };
+}
+
+TableReader::Handler StringList(std::vector<std::string>* out) {
+  return [out](const toml::node& node, const std::string& key) -> absl::Status {
+    const toml::array* array = node.as_array();
+    if (array == nullptr) return TypeError(key, "an array of strings");
+    out->clear();
+    for (const toml::node& item : *array) {
+      auto v = item.value<std::string>();
+      if (!v) return TypeError(key, "an array of strings");
+      out->push_back(*v);
+    }
     return absl::OkStatus();
   };
 }
@@ -144,6 +162,7 @@ void DefineTransport(TableReader& r, TransportConfig& c) {
   r.On("tcp_data_listen", String(&c.tcp_data_listen));
   r.On("tcp_advertise_host", String(&c.tcp_advertise_host));
   r.On("tcp_socket_buffer", Size(&c.tcp_socket_buffer));
+  r.On("tcp_user_timeout", Duration(&c.tcp_user_timeout));
   r.On("verbs_device", String(&c.verbs_device));
   r.On("verbs_port", Integer(&c.verbs_port));
   r.On("verbs_gid_index", Integer(&c.verbs_gid_index));
@@ -173,8 +192,44 @@ void DefineLog(TableReader& r, LogConfig& c) {
   r.On("json", Bool(&c.json));
 }
 
+void DefineTls(TableReader& r, TlsConfig& c) {
+  r.On("cert", String(&c.cert));
+  r.On("key", String(&c.key));
+  r.On("ca", String(&c.ca));
+  r.On("client_ca", String(&c.client_ca));
+  r.On("allowed_clients", StringList(&c.allowed_clients));
+}
+
+void DefineMetrics(TableReader& r, MetricsConfig& c) { r.On("listen", String(&c.listen)); }
+
 absl::Status InvalidKey(absl::string_view key, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat("config key '", key, "' ", why));
+}
+
+// [tls]: all of cert, key and ca, or nothing; every file readable now, so a
+// typo fails at start-up (and in --check-config), not at the first peer.
+absl::Status ValidateTls(const TlsConfig& tls) {
+  if (!tls.enabled()) return absl::OkStatus();
+  const std::pair<const char*, const std::string*> files[] = {{"tls.cert", &tls.cert},
+                                                              {"tls.key", &tls.key},
+                                                              {"tls.ca", &tls.ca},
+                                                              {"tls.client_ca", &tls.client_ca}};
+  for (const auto& [key, path] : files) {
+    const bool optional = path == &tls.client_ca;
+    if (path->empty() && !optional) {
+      return InvalidKey(key,
+                        "is not set: mTLS needs tls.cert, tls.key and tls.ca together (or none of "
+                        "them for the insecure mode)");
+    }
+    if (!path->empty() && ::access(path->c_str(), R_OK) != 0) {
+      return InvalidKey(
+          key, absl::StrCat("names ", *path, ", which cannot be read: ", std::strerror(errno)));
+    }
+  }
+  for (const std::string& name : tls.allowed_clients) {
+    if (name.empty()) return InvalidKey("tls.allowed_clients", "contains an empty name");
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -217,6 +272,8 @@ absl::StatusOr<Config> ParseConfig(absl::string_view toml_text, absl::string_vie
   top.On("engine", Table([&](TableReader& r) { DefineEngine(r, config.engine); }, "engine"));
   top.On("regions", Table([&](TableReader& r) { DefineRegions(r, config.regions); }, "regions"));
   top.On("log", Table([&](TableReader& r) { DefineLog(r, config.log); }, "log"));
+  top.On("tls", Table([&](TableReader& r) { DefineTls(r, config.tls); }, "tls"));
+  top.On("metrics", Table([&](TableReader& r) { DefineMetrics(r, config.metrics); }, "metrics"));
   absl::Status status = top.Read(root);
   if (!status.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(origin, ": ", status.message()));
@@ -256,6 +313,10 @@ absl::Status Validate(const Config& c) {
   if (c.transport.tcp_socket_buffer > (1u << 30)) {
     return InvalidKey("transport.tcp_socket_buffer", "must be <= 1GiB");
   }
+  if (c.transport.tcp_user_timeout < absl::Seconds(1) ||
+      c.transport.tcp_user_timeout > absl::Hours(1)) {
+    return InvalidKey("transport.tcp_user_timeout", "must be between 1s and 1h");
+  }
   if (c.transport.verbs_qp_timeout > 31)
     return InvalidKey("transport.verbs_qp_timeout", "must be <= 31");
   if (c.transport.verbs_retry_count > 7) {
@@ -281,10 +342,15 @@ absl::Status Validate(const Config& c) {
   if (c.transport.require_rdma && c.transport.kind == TransportChoice::kTcp) {
     return InvalidKey("transport.require_rdma", "is true but transport.kind is \"tcp\"");
   }
+  if (!c.metrics.listen.empty() && c.metrics.listen.find(':') == std::string::npos) {
+    return InvalidKey("metrics.listen",
+                      "must be host:port, e.g. \"127.0.0.1:9300\" (\"\" disables)");
+  }
   static constexpr const char* kLevels[] = {"trace", "debug", "info", "warn", "error"};
   if (std::find(std::begin(kLevels), std::end(kLevels), c.log.level) == std::end(kLevels)) {
     return InvalidKey("log.level", "must be one of trace, debug, info, warn, error");
   }
+  RETURN_IF_ERROR(ValidateTls(c.tls));
   return absl::OkStatus();
 }
 

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -37,6 +38,10 @@ struct TransportConfig {
   std::string tcp_advertise_host;
   // TCP transport: kernel socket buffer sizes (0 = kernel default / autotuning).
   uint64_t tcp_socket_buffer = 4 << 20;
+  // TCP transport: data a peer leaves unacknowledged this long breaks the
+  // lane (TCP_USER_TIMEOUT): how long a partition may last before transfers
+  // on it fail and the next write reconnects.
+  absl::Duration tcp_user_timeout = absl::Seconds(10);
   // Verbs transport choices; empty/0 means "pick automatically".
   std::string verbs_device;
   uint32_t verbs_port = 0;
@@ -80,6 +85,36 @@ struct LogConfig {
   bool json = false;           // one JSON object per line instead of text
 };
 
+// Authentication (mTLS) of peers and remote clients. All PEM files. Without
+// cert, key and ca the daemon runs in an explicitly insecure mode (warned at
+// start-up and reported in NodeInfo.security).
+struct TlsConfig {
+  // This daemon's certificate (chain) and private key, presented to peers and
+  // remote clients. Its DNS SANs (or CN without SANs) must include node_id,
+  // and the host of every address peers dial (DNS or IP SAN).
+  std::string cert;
+  std::string key;
+  // CA bundle that signs daemon certificates: verifies peers both ways.
+  std::string ca;
+  // Optional CA bundle for remote clients' certificates (default: ca). Its
+  // certificates reach the client API only, never the peer service.
+  std::string client_ca;
+  // Optional: certificate names (DNS SAN, or CN) allowed to use the client
+  // API over TCP; empty = any certificate the CAs verify.
+  std::vector<std::string> allowed_clients;
+
+  // Any key set: Validate then requires cert, key and ca.
+  bool enabled() const {
+    return !cert.empty() || !key.empty() || !ca.empty() || !client_ca.empty() ||
+           !allowed_clients.empty();
+  }
+};
+
+struct MetricsConfig {
+  // Prometheus /metrics HTTP address, e.g. "127.0.0.1:9300" ("" disables it).
+  std::string listen;
+};
+
 struct Config {
   // Name peers use for this daemon; default "<hostname>:<grpc port>".
   std::string node_id;
@@ -88,6 +123,8 @@ struct Config {
   EngineConfig engine;
   RegionConfig regions;
   LogConfig log;
+  TlsConfig tls;
+  MetricsConfig metrics;
 };
 
 // Parses TOML text. Unknown keys are errors (a typo must not be ignored).

@@ -158,23 +158,29 @@ void Engine::Stop() {
 EngineStats Engine::Stats() const {
   EngineStats stats;
   stats.transfers = table_.counters();
+  std::vector<std::shared_ptr<Peer>> peers;
   {
+    // Retired totals and the peer list together: a peer is retired and
+    // removed under mu_, so each link is counted exactly once.
     MutexLock lock(&mu_);
-    stats.bytes_sent = closed_bytes_sent_;
-    stats.bytes_received = closed_bytes_received_;
-    stats.rejected_writes = closed_rejected_;
+    stats.traffic = closed_traffic_;
+    peers = peers_.List();
   }
-  for (const std::shared_ptr<Peer>& peer : peers_.List()) {
+  for (const std::shared_ptr<Peer>& peer : peers) {
     const transport::LinkCounters& c = peer->link()->counters();
-    stats.bytes_sent += c.bytes_sent.load(std::memory_order_relaxed);
-    stats.bytes_received += c.bytes_received.load(std::memory_order_relaxed);
-    stats.rejected_writes += c.writes_rejected.load(std::memory_order_relaxed);
+    PeerTraffic& traffic = stats.traffic[peer->node_id()];
+    traffic.bytes_sent += c.bytes_sent.load(std::memory_order_relaxed);
+    traffic.bytes_received += c.bytes_received.load(std::memory_order_relaxed);
+    traffic.rejected_writes += c.writes_rejected.load(std::memory_order_relaxed);
     ++stats.peers;
     if (!peer->link()->broken()) stats.lanes += peer->link()->lane_count();
   }
-  for (const std::shared_ptr<memory::Region>& region : regions_.List()) {
-    stats.landed_events += region->landed().published();
+  for (const auto& [node, traffic] : stats.traffic) {
+    stats.bytes_sent += traffic.bytes_sent;
+    stats.bytes_received += traffic.bytes_received;
+    stats.rejected_writes += traffic.rejected_writes;
   }
+  stats.landed_events = regions_.landed_events();
   stats.transport = transport_.stats();
   stats.regions = static_cast<uint32_t>(regions_.count());
   stats.registered_bytes = regions_.registered_bytes();
@@ -182,20 +188,37 @@ EngineStats Engine::Stats() const {
   return stats;
 }
 
+void Engine::SetTransferRecorder(TransferRecorder* recorder) {
+  recorder_.store(recorder, std::memory_order_release);
+}
+
+// The end of a transfer's life in the log, as key=value pairs after the
+// event: done at debug (one line per transfer must not cost a write on the
+// poller at the default level), cancelled at info, failed at warn.
 void Engine::OnTransferFinished(const Transfer& transfer) {
   table_.OnFinished(transfer);
   const TransferInfo info = transfer.Info();
+  if (TransferRecorder* recorder = recorder_.load(std::memory_order_acquire)) {
+    recorder->RecordTransfer(info);
+  }
+  const absl::Duration duration = info.finished_at - info.submitted_at;
+  const absl::string_view transport = transport::TransportKindName(info.transport);
   if (info.state == TransferState::kDone) {
-    SPDLOG_DEBUG("transfer id={} done bytes={}", info.id, info.spec.length);
+    spdlog::debug("transfer id={} done peer={} transport={} bytes={} duration={}", info.id,
+                  info.peer_node, transport, info.bytes_done, absl::FormatDuration(duration));
     return;
   }
   // The peer no longer knows the region: forget its key before the next write.
   if (info.error.code() == absl::StatusCode::kNotFound) {
     transfer.plan().peer->ForgetRegion(info.spec.dst_region);
   }
-  spdlog::info("transfer id={} {} peer={} dst={} bytes_done={}/{}: {}", info.id,
-               TransferStateName(info.state), transfer.plan().peer->node_id(), info.spec.dst_region,
-               info.bytes_done, info.spec.length, info.error.message());
+  spdlog::log(info.state == TransferState::kCancelled ? spdlog::level::info : spdlog::level::warn,
+              "transfer id={} {} peer={} transport={} dst={} bytes={}/{} duration={} code={} "
+              "error={:?}",
+              info.id, TransferStateName(info.state), info.peer_node, transport,
+              info.spec.dst_region, info.bytes_done, info.spec.length,
+              absl::FormatDuration(duration), absl::StatusCodeToString(info.error.code()),
+              info.error.message());
 }
 
 }  // namespace xferd::engine

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -15,9 +16,9 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
-#include "daemon/common/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/common/config.h"
+#include "daemon/common/mutex.h"
 #include "daemon/engine/control_executor.h"
 #include "daemon/engine/deadline_timer.h"
 #include "daemon/engine/peer.h"
@@ -33,6 +34,23 @@ namespace xferd::engine {
 template <typename T>
 using Callback = std::function<void(absl::StatusOr<T>)>;
 
+// Traffic with one peer node, summed over all its links (reconnects included),
+// so it only grows for as long as the daemon runs.
+struct PeerTraffic {
+  uint64_t bytes_sent = 0;
+  uint64_t bytes_received = 0;
+  uint64_t rejected_writes = 0;  // inbound writes from it that were refused
+};
+
+// Told of every transfer's end, after the engine's own bookkeeping (metrics).
+class TransferRecorder {
+ public:
+  virtual ~TransferRecorder() = default;
+  // On the thread that ended the transfer, often a poller: must be quick,
+  // never block and never call back into the engine.
+  virtual void RecordTransfer(const TransferInfo& info) = 0;
+};
+
 struct EngineStats {
   TransferCounters transfers;
   uint64_t bytes_sent = 0;
@@ -46,6 +64,9 @@ struct EngineStats {
   std::vector<PollerStats> pollers;
   // What the transport itself holds open (QPs/connections, MRs).
   transport::TransportStats transport;
+  // By node id, for every peer connected since the start. Consistent with
+  // the totals above: a link being retired is counted exactly once.
+  std::map<std::string, PeerTraffic> traffic;
 };
 
 class Engine final : public TransferListener {
@@ -120,6 +141,10 @@ class Engine final : public TransferListener {
   void Stop();
 
   EngineStats Stats() const;
+  // Sets (or, with null, clears) who is told of transfers' ends. Set it
+  // before transfers start; clear it only once none can end concurrently
+  // (after Stop). The recorder outlives its registration.
+  void SetTransferRecorder(TransferRecorder* recorder);
 
   void OnTransferFinished(const Transfer& transfer) override;
 
@@ -132,8 +157,10 @@ class Engine final : public TransferListener {
   std::shared_ptr<Peer> InstallPeer(NodeIdentity node, bool outbound,
                                     std::shared_ptr<transport::Link> link);
   std::shared_ptr<Peer> PeerFor(const std::string& node_id, uint64_t incarnation) const;
-  // Keeps a departing peer's byte counts in the daemon's totals.
-  void RetireCounters(const Peer& peer);
+  // Keeps a departing peer's byte counts in the daemon's totals. The caller
+  // holds mu_ across removing the peer from peers_ and this, so Stats()
+  // never sees its link counted twice or not at all.
+  void RetireCountersLocked(const Peer& peer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Tells the peers that resolved the region to forget it, then calls `then`.
   void NotifyInvalidated(uint32_t region_id, const std::string& name, std::function<void()> then);
 
@@ -143,7 +170,8 @@ class Engine final : public TransferListener {
   absl::Status ResolveMissing(const std::vector<WriteSpec>& writes, absl::Time deadline);
   absl::StatusOr<Transfer::Plan> Plan(const WriteSpec& spec) const;
   absl::StatusOr<std::vector<std::shared_ptr<Transfer>>> Admit(std::vector<WriteSpec> writes,
-                                                               bool batch);
+                                                               bool batch,
+                                                               absl::Time submitted_at);
   void Launch(const std::shared_ptr<Transfer>& transfer);
   uint32_t CancelWhere(const std::function<bool(const Transfer&)>& match,
                        const absl::Status& reason);
@@ -168,10 +196,10 @@ class Engine final : public TransferListener {
   absl::flat_hash_set<std::string> connecting_ ABSL_GUARDED_BY(mu_);
   // Region id -> node ids that resolved it (told when it goes away).
   absl::flat_hash_map<uint32_t, absl::flat_hash_set<std::string>> resolved_by_ ABSL_GUARDED_BY(mu_);
-  // Totals of links that are gone, so stats do not drop at a reconnect.
-  uint64_t closed_bytes_sent_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t closed_bytes_received_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t closed_rejected_ ABSL_GUARDED_BY(mu_) = 0;
+  // Totals of links that are gone, by peer node id, so stats do not drop at
+  // a reconnect.
+  std::map<std::string, PeerTraffic> closed_traffic_ ABSL_GUARDED_BY(mu_);
+  std::atomic<TransferRecorder*> recorder_{nullptr};
 };
 
 }  // namespace xferd::engine

@@ -76,7 +76,8 @@ std::shared_ptr<Peer> Engine::InstallPeer(NodeIdentity node, bool outbound,
   spdlog::info("peer connected node={} address={} transport={} lanes={} {}", peer->node_id(),
                peer->node().address, transport::TransportKindName(transport_.kind()),
                peer->link()->lane_count(), outbound ? "outbound" : "inbound");
-  if (std::shared_ptr<Peer> replaced = peers_.Install(peer)) RetireCounters(*replaced);
+  MutexLock lock(&mu_);
+  if (std::shared_ptr<Peer> replaced = peers_.Install(peer)) RetireCountersLocked(*replaced);
   return peer;
 }
 
@@ -104,12 +105,12 @@ absl::StatusOr<HandshakeMessage> Engine::AcceptHandshake(const HandshakeMessage&
   return reply;
 }
 
-void Engine::RetireCounters(const Peer& peer) {
+void Engine::RetireCountersLocked(const Peer& peer) {
   const transport::LinkCounters& c = peer.link()->counters();
-  MutexLock lock(&mu_);
-  closed_bytes_sent_ += c.bytes_sent.load(std::memory_order_relaxed);
-  closed_bytes_received_ += c.bytes_received.load(std::memory_order_relaxed);
-  closed_rejected_ += c.writes_rejected.load(std::memory_order_relaxed);
+  PeerTraffic& closed = closed_traffic_[peer.node_id()];
+  closed.bytes_sent += c.bytes_sent.load(std::memory_order_relaxed);
+  closed.bytes_received += c.bytes_received.load(std::memory_order_relaxed);
+  closed.rejected_writes += c.writes_rejected.load(std::memory_order_relaxed);
 }
 
 std::shared_ptr<Peer> Engine::PeerFor(const std::string& node_id, uint64_t incarnation) const {
@@ -190,7 +191,12 @@ absl::Status Engine::OnGoodbye(const std::string& node_id, uint64_t incarnation,
 }
 
 absl::StatusOr<uint32_t> Engine::DisconnectPeer(const std::string& node_or_address) {
-  std::shared_ptr<Peer> peer = peers_.Remove(node_or_address);
+  std::shared_ptr<Peer> peer;
+  {
+    MutexLock lock(&mu_);
+    peer = peers_.Remove(node_or_address);
+    if (peer != nullptr) RetireCountersLocked(*peer);
+  }
   if (peer == nullptr) {
     return absl::NotFoundError(absl::StrCat("no peer '", node_or_address, "'"));
   }
@@ -198,7 +204,6 @@ absl::StatusOr<uint32_t> Engine::DisconnectPeer(const std::string& node_or_addre
       absl::StrCat("peer '", peer->node_id(), "' was disconnected on request"));
   const uint32_t failed =
       CancelWhere([&](const Transfer& t) { return t.plan().peer == peer; }, reason);
-  RetireCounters(*peer);
   executor_.Run([this, peer] {
     (void)rpc_.Goodbye(peer->node().address, self_, "disconnected by its peer",
                        absl::Now() + absl::Seconds(2));

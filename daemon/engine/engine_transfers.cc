@@ -25,6 +25,8 @@ absl::Status ForWrite(const absl::Status& status, size_t index, size_t count) {
 
 void Engine::Submit(std::vector<WriteSpec> writes, bool batch,
                     Callback<std::vector<std::shared_ptr<Transfer>>> done) {
+  // Timeouts run from here: time spent reconnecting or resolving counts.
+  const absl::Time submitted_at = absl::Now();
   if (draining()) {
     done(absl::UnavailableError("daemon is shutting down: no new transfers"));
     return;
@@ -58,18 +60,22 @@ void Engine::Submit(std::vector<WriteSpec> writes, bool batch,
     if (peer->link()->broken() || !peer->CachedRegion(w.dst_region)) ready = false;
   }
   if (ready) {  // the common case: validate and queue right here
-    done(Admit(std::move(writes), batch));
+    done(Admit(std::move(writes), batch, submitted_at));
     return;
   }
-  executor_.Run([this, writes = std::move(writes), batch, done = std::move(done)]() mutable {
-    const absl::Time deadline = absl::Now() + kResolveTimeout;
+  executor_.Run([this, writes = std::move(writes), batch, submitted_at,
+                 done = std::move(done)]() mutable {
+    // No write may wait on its peer past its own deadline (a partition).
+    absl::Duration budget = kResolveTimeout;
+    for (const WriteSpec& w : writes) budget = std::min(budget, w.timeout);
+    const absl::Time deadline = submitted_at + budget;
     absl::Status status = ReconnectBroken(writes, deadline);
     if (status.ok()) status = ResolveMissing(writes, deadline);
     if (!status.ok()) {
       done(status);
       return;
     }
-    done(Admit(std::move(writes), batch));
+    done(Admit(std::move(writes), batch, submitted_at));
   });
 }
 
@@ -175,7 +181,8 @@ absl::StatusOr<Transfer::Plan> Engine::Plan(const WriteSpec& w) const {
 }
 
 absl::StatusOr<std::vector<std::shared_ptr<Transfer>>> Engine::Admit(std::vector<WriteSpec> writes,
-                                                                     bool batch) {
+                                                                     bool batch,
+                                                                     absl::Time submitted_at) {
   std::vector<Transfer::Plan> plans;
   plans.reserve(writes.size());
   for (size_t i = 0; i < writes.size(); ++i) {
@@ -190,15 +197,18 @@ absl::StatusOr<std::vector<std::shared_ptr<Transfer>>> Engine::Admit(std::vector
   for (Transfer::Plan& plan : plans) {
     plan.id = table_.NextId();
     plan.batch_id = batch_id;
+    plan.submitted_at = submitted_at;
     plan.home_poller = static_cast<uint32_t>(plan.id % plan.lanes);
     auto transfer = std::make_shared<Transfer>(std::move(plan), this);
     table_.Insert(transfer);
     transfers.push_back(std::move(transfer));
   }
   for (const std::shared_ptr<Transfer>& t : transfers) {
-    SPDLOG_DEBUG("transfer id={} queued src={}+{} peer={} dst={}+{} length={}", t->id(),
-                 t->plan().spec.src_region, t->plan().spec.src_offset, t->plan().peer->node_id(),
-                 t->plan().spec.dst_region, t->plan().spec.dst_offset, t->plan().spec.length);
+    const Transfer::Plan& p = t->plan();
+    spdlog::debug(
+        "transfer id={} queued peer={} transport={} src={}+{} dst={}+{} bytes={} slices={}",
+        t->id(), p.peer->node_id(), transport::TransportKindName(p.transport), p.spec.src_region,
+        p.spec.src_offset, p.spec.dst_region, p.spec.dst_offset, p.spec.length, t->slices());
     if (t->deadline() != absl::InfiniteFuture()) deadlines_.Add(t);
     Launch(t);
   }

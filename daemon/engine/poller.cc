@@ -2,6 +2,7 @@
 
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -101,6 +102,11 @@ void Poller::Run() {
     } else if (now - last_work >= spin) {
       Sleep();
       last_work = Clock::now();
+    } else {
+      // Spinning with nothing to do: let any other runnable thread of this
+      // core go first (a gRPC thread with a reply, the peer daemon's poller
+      // on the same host). With no one waiting this returns at once.
+      sched_yield();
     }
   }
 }

@@ -31,7 +31,7 @@ const char* TransferStateName(TransferState state) {
 Transfer::Transfer(Plan plan, TransferListener* listener)
     : plan_(std::move(plan)),
       slices_(SliceCount(plan_.spec.length, plan_.slice_size)),
-      submitted_at_(absl::Now()),
+      submitted_at_(plan_.submitted_at),
       deadline_(plan_.spec.timeout == absl::InfiniteDuration()
                     ? absl::InfiniteFuture()
                     : submitted_at_ + plan_.spec.timeout),

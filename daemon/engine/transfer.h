@@ -71,6 +71,7 @@ class Transfer {
   struct Plan {
     uint64_t id = 0;
     uint64_t batch_id = 0;
+    absl::Time submitted_at;  // the request's arrival; spec.timeout runs from it
     WriteSpec spec;
     std::shared_ptr<memory::Region> src;
     std::shared_ptr<Peer> peer;

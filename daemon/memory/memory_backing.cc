@@ -69,32 +69,26 @@ absl::StatusOr<UniqueFd> OpenShm(const BackingSpec& spec) {
   return fd;
 }
 
-// Opens (and with create, makes or grows) the file; returns the region size.
-// A file only read from is still opened read-write when it allows it:
-// RDMA cannot register a read-only file mapping (the kernel refuses to pin
-// its pages), so read-only is the fall-back, reported in `read_only`.
-absl::StatusOr<uint64_t> OpenFile(const BackingSpec& spec, UniqueFd& fd, bool* read_only) {
-  if (spec.file_path.empty() || spec.file_path[0] != '/') {
-    return absl::InvalidArgumentError(
-        absl::StrCat("file_path '", spec.file_path, "' must be an absolute path"));
+// What OpenFile did to the file, so that a registration failing after it
+// leaves the file as it found it (a full disk must not leave a sparse file).
+struct FileChange {
+  bool created = false;
+  bool grown = false;
+  uint64_t old_size = 0;
+};
+
+void UndoFileChange(int fd, const std::string& path, const FileChange& change) {
+  if (change.created) {
+    ::unlink(path.c_str());
+  } else if (change.grown) {
+    // Best effort: the registration's own error is the one to report.
+    if (::ftruncate(fd, static_cast<off_t>(change.old_size)) != 0) return;
   }
-  int flags = O_RDWR | O_CLOEXEC;
-  if (spec.create) flags |= O_CREAT;
-  fd.reset(::open(spec.file_path.c_str(), flags, 0644));
-  *read_only = false;
-  if (!fd.valid() && !spec.writable && (errno == EACCES || errno == EPERM || errno == EROFS)) {
-    fd.reset(::open(spec.file_path.c_str(), O_RDONLY | O_CLOEXEC));
-    *read_only = true;
-  }
-  if (!fd.valid()) {
-    absl::Status s = ErrnoStatus(errno, absl::StrCat("cannot open ", spec.file_path));
-    if (errno == ENOENT) {
-      return absl::NotFoundError(absl::StrCat(s.message(), " (set create to make it)"));
-    }
-    return s;
-  }
+}
+
+absl::StatusOr<uint64_t> SizeFile(const BackingSpec& spec, int fd, FileChange* change) {
   struct stat st;
-  if (::fstat(fd.get(), &st) != 0) return ErrnoStatus(errno, "fstat " + spec.file_path);
+  if (::fstat(fd, &st) != 0) return ErrnoStatus(errno, "fstat " + spec.file_path);
   if (!S_ISREG(st.st_mode)) {
     return absl::InvalidArgumentError(absl::StrCat(spec.file_path, " is not a regular file"));
   }
@@ -110,11 +104,48 @@ absl::StatusOr<uint64_t> OpenFile(const BackingSpec& spec, UniqueFd& fd, bool* r
           absl::StrCat(spec.file_path, " has ", file_size, " bytes but the region needs ", size,
                        "; set create to grow the file, or size 0 to use the file's size"));
     }
-    if (::ftruncate(fd.get(), static_cast<off_t>(size)) != 0) {
+    if (::ftruncate(fd, static_cast<off_t>(size)) != 0) {
       return ErrnoStatus(errno, "cannot grow " + spec.file_path);
     }
+    change->grown = true;
+    change->old_size = file_size;
   }
-  if (spec.writable) RETURN_IF_ERROR(ReserveBlocks(fd.get(), size, spec.file_path));
+  if (spec.writable) RETURN_IF_ERROR(ReserveBlocks(fd, size, spec.file_path));
+  return size;
+}
+
+// Opens (and with create, makes or grows) the file; returns the region size.
+// A file only read from is still opened read-write when it allows it:
+// RDMA cannot register a read-only file mapping (the kernel refuses to pin
+// its pages), so read-only is the fall-back, reported in `read_only`.
+absl::StatusOr<uint64_t> OpenFile(const BackingSpec& spec, UniqueFd& fd, bool* read_only,
+                                  FileChange* change) {
+  if (spec.file_path.empty() || spec.file_path[0] != '/') {
+    return absl::InvalidArgumentError(
+        absl::StrCat("file_path '", spec.file_path, "' must be an absolute path"));
+  }
+  if (spec.create) {
+    fd.reset(::open(spec.file_path.c_str(), O_RDWR | O_CLOEXEC | O_CREAT | O_EXCL, 0644));
+    change->created = fd.valid();
+  }
+  if (!fd.valid() && (!spec.create || errno == EEXIST)) {
+    fd.reset(::open(spec.file_path.c_str(), O_RDWR | O_CLOEXEC));
+  }
+  *read_only = false;
+  if (!fd.valid() && !spec.writable && (errno == EACCES || errno == EPERM || errno == EROFS)) {
+    fd.reset(::open(spec.file_path.c_str(), O_RDONLY | O_CLOEXEC));
+    *read_only = true;
+  }
+  if (!fd.valid()) {
+    absl::Status s = ErrnoStatus(errno, absl::StrCat("cannot open ", spec.file_path));
+    if (errno == ENOENT) {
+      return absl::NotFoundError(absl::StrCat(
+          s.message(), spec.create ? " (its directory does not exist)" : " (set create to make it)"));
+    }
+    return s;
+  }
+  absl::StatusOr<uint64_t> size = SizeFile(spec, fd.get(), change);
+  if (!size.ok()) UndoFileChange(fd.get(), spec.file_path, *change);
   return size;
 }
 
@@ -123,6 +154,7 @@ absl::StatusOr<uint64_t> OpenFile(const BackingSpec& spec, UniqueFd& fd, bool* r
 absl::StatusOr<std::unique_ptr<MemoryBacking>> MemoryBacking::Create(const BackingSpec& spec) {
   BackingSpec resolved = spec;
   UniqueFd fd;
+  FileChange file_change;
   bool read_only = false;
   int prot = PROT_READ | PROT_WRITE;
   int flags = MAP_SHARED;
@@ -135,7 +167,7 @@ absl::StatusOr<std::unique_ptr<MemoryBacking>> MemoryBacking::Create(const Backi
       break;
     }
     case Backing::kFile: {
-      ASSIGN_OR_RETURN(resolved.size, OpenFile(spec, fd, &read_only));
+      ASSIGN_OR_RETURN(resolved.size, OpenFile(spec, fd, &read_only, &file_change));
       if (read_only) prot = PROT_READ;
       break;
     }
@@ -150,6 +182,7 @@ absl::StatusOr<std::unique_ptr<MemoryBacking>> MemoryBacking::Create(const Backi
   if (addr == MAP_FAILED) {
     const int err = errno;
     if (spec.kind == Backing::kShm) ::unlink(spec.shm_path.c_str());
+    if (spec.kind == Backing::kFile) UndoFileChange(fd.get(), spec.file_path, file_change);
     if (spec.hugepages) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "cannot map ", FormatBytes(mapped_size), " on hugepages (", std::strerror(err),

@@ -137,6 +137,7 @@ absl::StatusOr<std::shared_ptr<Region>> RegionRegistry::Remove(absl::string_view
     by_name_.erase(it);
     by_id_.erase(region->id());
     registered_bytes_ -= region->size();
+    retired_landed_events_ += region->landed().published();
   }
   region->landed().Close();
   // Transfers may keep the region alive for a while (the history holds
@@ -165,6 +166,13 @@ std::vector<std::shared_ptr<Region>> RegionRegistry::List() const {
   std::sort(regions.begin(), regions.end(),
             [](const auto& a, const auto& b) { return a->name() < b->name(); });
   return regions;
+}
+
+uint64_t RegionRegistry::landed_events() const {
+  ReaderMutexLock lock(&mu_);
+  uint64_t total = retired_landed_events_;
+  for (const auto& [name, region] : by_name_) total += region->landed().published();
+  return total;
 }
 
 size_t RegionRegistry::count() const {

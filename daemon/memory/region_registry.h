@@ -60,6 +60,9 @@ class RegionRegistry {
 
   size_t count() const;
   uint64_t registered_bytes() const;
+  // Landed events raised on every region ever registered, removed ones
+  // included: it only grows. Thread-safe.
+  uint64_t landed_events() const;
 
   // INVALID_ARGUMENT unless the name is 1-64 chars of [A-Za-z0-9._-].
   static absl::Status ValidateName(absl::string_view name);
@@ -77,6 +80,8 @@ class RegionRegistry {
   absl::flat_hash_set<std::string> pending_ ABSL_GUARDED_BY(mu_);
   uint64_t registered_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   uint32_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  // Landed events of the regions removed so far.
+  uint64_t retired_landed_events_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace xferd::memory

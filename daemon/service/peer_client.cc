@@ -1,6 +1,7 @@
 #include "daemon/service/peer_client.h"
 
 #include "absl/strings/str_cat.h"
+#include "daemon/common/status_macros.h"
 #include "daemon/service/peer_convert.h"
 #include "daemon/service/status_convert.h"
 
@@ -13,8 +14,20 @@ void SetDeadline(grpc::ClientContext& context, absl::Time deadline) {
 
 }  // namespace
 
-GrpcPeerRpc::GrpcPeerRpc(std::shared_ptr<grpc::ChannelCredentials> credentials)
-    : credentials_(std::move(credentials)) {}
+GrpcPeerRpc::GrpcPeerRpc(std::shared_ptr<grpc::ChannelCredentials> credentials, PeerAuth auth)
+    : credentials_(std::move(credentials)), auth_(auth) {}
+
+absl::Status GrpcPeerRpc::Finish(const grpc::Status& status, const std::string& address) const {
+  absl::Status s = FromGrpc(status);
+  if (s.code() != absl::StatusCode::kUnavailable || !auth_.mtls()) return s;
+  // A failed TLS handshake reaches the caller as UNAVAILABLE with a terse
+  // reason (or just a closed socket); say what both sides need.
+  return absl::UnavailableError(absl::StrCat(
+      s.message(), " (if the TLS handshake failed: the daemon at ", address,
+      " must present a certificate from this daemon's tls.ca naming the host of that address in "
+      "its subjectAltNames (DNS or IP), and accept this daemon's certificate: both from the same "
+      "CA)"));
+}
 
 v1::PeerService::Stub& GrpcPeerRpc::StubFor(const std::string& address) {
   MutexLock lock(&mu_);
@@ -34,12 +47,13 @@ absl::StatusOr<engine::HandshakeMessage> GrpcPeerRpc::Handshake(
   v1::HandshakeResponse resp;
   grpc::ClientContext context;
   SetDeadline(context, deadline);
-  absl::Status status = FromGrpc(StubFor(address).Handshake(&context, req, &resp));
+  absl::Status status = Finish(StubFor(address).Handshake(&context, req, &resp), address);
   if (!status.ok()) return status;
   if (resp.version() != v1::PROTOCOL_VERSION_1) {
     return absl::FailedPreconditionError(
         absl::StrCat("peer at ", address, " speaks protocol version ", resp.version()));
   }
+  RETURN_IF_ERROR(auth_.CheckCallee(context, address, resp.callee().node_id()));
   return FromProto(resp.callee(), resp.endpoints());
 }
 
@@ -54,7 +68,7 @@ absl::StatusOr<engine::ResolvedRegion> GrpcPeerRpc::ResolveRegion(const std::str
   v1::ResolveRegionResponse resp;
   grpc::ClientContext context;
   SetDeadline(context, deadline);
-  absl::Status status = FromGrpc(StubFor(address).ResolveRegion(&context, req, &resp));
+  absl::Status status = Finish(StubFor(address).ResolveRegion(&context, req, &resp), address);
   if (!status.ok()) return status;
   return FromProto(resp);
 }
@@ -70,7 +84,7 @@ absl::Status GrpcPeerRpc::InvalidateRegion(const std::string& address,
   v1::InvalidateRegionResponse resp;
   grpc::ClientContext context;
   SetDeadline(context, deadline);
-  return FromGrpc(StubFor(address).InvalidateRegion(&context, req, &resp));
+  return Finish(StubFor(address).InvalidateRegion(&context, req, &resp), address);
 }
 
 absl::Status GrpcPeerRpc::Goodbye(const std::string& address, const engine::NodeIdentity& self,
@@ -82,7 +96,7 @@ absl::Status GrpcPeerRpc::Goodbye(const std::string& address, const engine::Node
   v1::GoodbyeResponse resp;
   grpc::ClientContext context;
   SetDeadline(context, deadline);
-  return FromGrpc(StubFor(address).Goodbye(&context, req, &resp));
+  return Finish(StubFor(address).Goodbye(&context, req, &resp), address);
 }
 
 }  // namespace xferd::service

@@ -1,5 +1,7 @@
 // engine::PeerRpc over gRPC: blocking calls with deadlines on cached channels,
-// one per peer address. Called from the engine's control executor only.
+// one per peer address. Called from the engine's control executor only. With
+// mTLS, a handshake's callee must present a certificate naming the node id it
+// answers with (PeerAuth), and connection failures say what mTLS needs.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -11,13 +13,16 @@
 #include "absl/container/flat_hash_map.h"
 #include "daemon/common/mutex.h"
 #include "daemon/engine/peer_rpc.h"
+#include "daemon/service/peer_auth.h"
 #include "xferd/v1/peer.grpc.pb.h"
 
 namespace xferd::service {
 
 class GrpcPeerRpc final : public engine::PeerRpc {
  public:
-  explicit GrpcPeerRpc(std::shared_ptr<grpc::ChannelCredentials> credentials);
+  // `auth`: mTLS checks of the callee (default: the insecure mode).
+  explicit GrpcPeerRpc(std::shared_ptr<grpc::ChannelCredentials> credentials,
+                       PeerAuth auth = PeerAuth(/*mtls=*/false));
 
   absl::StatusOr<engine::HandshakeMessage> Handshake(const std::string& address,
                                                      const engine::HandshakeMessage& request,
@@ -34,8 +39,11 @@ class GrpcPeerRpc final : public engine::PeerRpc {
 
  private:
   v1::PeerService::Stub& StubFor(const std::string& address);
+  // The status of a finished call, with what mTLS needs when it failed to connect.
+  absl::Status Finish(const grpc::Status& status, const std::string& address) const;
 
   const std::shared_ptr<grpc::ChannelCredentials> credentials_;
+  const PeerAuth auth_;
   Mutex mu_;
   absl::flat_hash_map<std::string, std::unique_ptr<v1::PeerService::Stub>> stubs_
       ABSL_GUARDED_BY(mu_);

@@ -23,6 +23,9 @@ grpc::ServerUnaryReactor* PeerServiceImpl::Handshake(grpc::CallbackServerContext
                               absl::StrCat("protocol version ", request->version(),
                                            " is not supported (this daemon speaks version 1)")));
   }
+  if (absl::Status s = auth_.CheckCaller(*context, request->caller().node_id()); !s.ok()) {
+    return Reply(context, s);
+  }
   absl::StatusOr<engine::HandshakeMessage> message =
       FromProto(request->caller(), request->endpoints());
   if (!message.ok()) return Reply(context, message.status());
@@ -37,6 +40,9 @@ grpc::ServerUnaryReactor* PeerServiceImpl::Handshake(grpc::CallbackServerContext
 grpc::ServerUnaryReactor* PeerServiceImpl::ResolveRegion(grpc::CallbackServerContext* context,
                                                          const v1::ResolveRegionRequest* request,
                                                          v1::ResolveRegionResponse* response) {
+  if (absl::Status s = auth_.CheckCaller(*context, request->node_id()); !s.ok()) {
+    return Reply(context, s);
+  }
   if (!engine_.ready()) return Reply(context, absl::UnavailableError("daemon is starting up"));
   absl::StatusOr<engine::ResolvedRegion> region =
       engine_.ResolveForPeer(request->node_id(), request->incarnation(), request->region());
@@ -47,6 +53,9 @@ grpc::ServerUnaryReactor* PeerServiceImpl::ResolveRegion(grpc::CallbackServerCon
 grpc::ServerUnaryReactor* PeerServiceImpl::InvalidateRegion(
     grpc::CallbackServerContext* context, const v1::InvalidateRegionRequest* request,
     v1::InvalidateRegionResponse*) {
+  if (absl::Status s = auth_.CheckCaller(*context, request->node_id()); !s.ok()) {
+    return Reply(context, s);
+  }
   return Reply(context, engine_.OnRegionInvalidated(request->node_id(), request->incarnation(),
                                                     request->region_id(), request->region()));
 }
@@ -54,6 +63,9 @@ grpc::ServerUnaryReactor* PeerServiceImpl::InvalidateRegion(
 grpc::ServerUnaryReactor* PeerServiceImpl::Goodbye(grpc::CallbackServerContext* context,
                                                    const v1::GoodbyeRequest* request,
                                                    v1::GoodbyeResponse*) {
+  if (absl::Status s = auth_.CheckCaller(*context, request->node_id()); !s.ok()) {
+    return Reply(context, s);
+  }
   return Reply(context,
                engine_.OnGoodbye(request->node_id(), request->incarnation(), request->reason()));
 }

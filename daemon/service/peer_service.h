@@ -1,15 +1,20 @@
-// The daemon-to-daemon gRPC service (xferd.v1.PeerService): converts requests
-// and hands them to the engine. All calls are quick; none blocks.
+// The daemon-to-daemon gRPC service (xferd.v1.PeerService): checks who is
+// calling (PeerAuth), converts requests and hands them to the engine. All
+// calls are quick; none blocks.
 #pragma once
 
 #include "daemon/engine/engine.h"
+#include "daemon/service/peer_auth.h"
 #include "xferd/v1/peer.grpc.pb.h"
 
 namespace xferd::service {
 
 class PeerServiceImpl final : public v1::PeerService::CallbackService {
  public:
-  explicit PeerServiceImpl(engine::Engine& engine) : engine_(engine) {}
+  // `auth` decides who may call (default: the insecure mode, which still
+  // refuses the unix socket).
+  explicit PeerServiceImpl(engine::Engine& engine, PeerAuth auth = PeerAuth(/*mtls=*/false))
+      : engine_(engine), auth_(auth) {}
 
   grpc::ServerUnaryReactor* Handshake(grpc::CallbackServerContext* context,
                                       const v1::HandshakeRequest* request,
@@ -26,6 +31,7 @@ class PeerServiceImpl final : public v1::PeerService::CallbackService {
 
  private:
   engine::Engine& engine_;
+  const PeerAuth auth_;
 };
 
 }  // namespace xferd::service

@@ -274,6 +274,7 @@ grpc::ServerUnaryReactor* XferdServiceImpl::GetNodeInfo(grpc::CallbackServerCont
   response->set_default_slice_size(engine_.config().slice_size);
   ToProto(node_.started_at, response->mutable_started_at());
   response->set_pid(static_cast<uint32_t>(::getpid()));
+  response->set_security(node_.security);
   return Reply(context, absl::OkStatus());
 }
 

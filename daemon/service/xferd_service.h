@@ -20,6 +20,7 @@ struct NodeDescription {
   std::string transport_reason;
   std::string unix_socket;
   absl::Time started_at;
+  std::string security;  // NodeInfo.security
 };
 
 class XferdServiceImpl final : public v1::Xferd::CallbackService {

@@ -16,6 +16,7 @@ absl::StatusOr<std::unique_ptr<Transport>> CreateTcp(const Config& config,
   options.data_listen = config.transport.tcp_data_listen;
   options.advertise_host = config.transport.tcp_advertise_host;
   options.socket.buffer_bytes = config.transport.tcp_socket_buffer;
+  options.socket.user_timeout = config.transport.tcp_user_timeout;
   ASSIGN_OR_RETURN(auto transport, tcp::TcpTransport::Create(options, regions));
   return std::unique_ptr<Transport>(std::move(transport));
 }

@@ -25,6 +25,8 @@ TARGETS=(
   //tests/integration/python:bad_input_test
   //tests/integration/python:peer_failure_test
   //tests/integration/python:kill_restart_test
+  //tests/integration/python:security_test
+  //tests/load:load_test
 )
 
 if [ "${1:-}" != "--no-build" ]; then

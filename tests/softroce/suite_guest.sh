@@ -42,9 +42,11 @@ run device_discovery bazel_test tests/unit/transport/device_test
 run transport_conformance bazel_test tests/transport/transport_conformance_test
 run cpp_client_integration bazel_test tests/integration/cpp/client_integration_test
 run xferctl_end_to_end xferctl_test
-for suite in transfers_test bad_input_test peer_failure_test kill_restart_test; do
+for suite in transfers_test bad_input_test peer_failure_test kill_restart_test security_test; do
   run "python_$suite" bazel_test "tests/integration/python/$suite"
 done
+# Load over verbs, scaled to Soft-RoCE's ~50 MB/s (TCP runs the full size).
+XFERD_LOAD_CLIENTS=8 XFERD_LOAD_TRANSFERS=25 run load bazel_test tests/load/load_test
 
 [ ${#failures[@]} -eq 0 ] || echo "softroce: failed suites: ${failures[*]}"
 echo "softroce: $passed passed, $failed failed"

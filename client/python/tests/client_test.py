@@ -139,6 +139,26 @@ class ClientTest(unittest.TestCase):
             self.assertIsNotNone(raised.exception.transfer)
             self.assertEqual(raised.exception.transfer.bytes_done, 10)
 
+    def test_write_with_wait_is_one_call_without_deadline(self) -> None:
+        seen: List[Any] = []
+
+        def write(request: Any, context: grpc.ServicerContext) -> Any:
+            seen.append(context.time_remaining())
+            return _transfer(common_pb2.TRANSFER_STATE_FAILED, 10, 4, "too slow")
+
+        self.fake.handlers["Write"] = write
+        handle = self.client.write("s", "b", "d", 100, wait=True)
+        self.assertTrue(self.fake.requests[-1].wait)
+        # No deadline reaches the server as "centuries left".
+        self.assertGreater(seen[-1], 1e9, "a waiting write must not expire before its transfer")
+        with self.assertRaises(xferd.DeadlineExceeded):  # at once: no WatchTransfer
+            handle.wait()
+        self.client.write("s", "b", "d", 100, wait=True, timeout=2.0)
+        self.assertGreater(seen[-1], 2.0)  # its deadline plus the usual allowance
+        self.client.write("s", "b", "d", 100)
+        self.assertFalse(self.fake.requests[-1].wait)
+        self.assertLess(seen[-1], self.client.rpc_timeout + 1)
+
     def test_progress_yields_until_terminal_and_wait_times_out(self) -> None:
         self.fake.handlers["Write"] = lambda r, c: _transfer(common_pb2.TRANSFER_STATE_QUEUED)
         snapshots = [_transfer(common_pb2.TRANSFER_STATE_RUNNING, n) for n in (0, 40, 80)]
@@ -258,6 +278,34 @@ class ClientTest(unittest.TestCase):
             view[0]
         with self.assertRaises(ValueError):
             mapping.view()
+
+
+class TlsConfigTest(unittest.TestCase):
+    """Client-side mTLS settings (the handshake itself: the integration tests)."""
+
+    def test_cert_and_key_go_together(self) -> None:
+        with self.assertRaises(ValueError):
+            xferd.TlsConfig(ca="/dev/null", cert="/dev/null").credentials()
+        self.assertIsNotNone(xferd.TlsConfig(ca="/dev/null").credentials())
+
+    def test_from_env_and_server_name(self) -> None:
+        saved = {k: os.environ.pop(k, None) for k in ("XFERD_TLS_CA", "XFERD_TLS_CERT",
+                                                       "XFERD_TLS_KEY")}
+        try:
+            self.assertIsNone(xferd.TlsConfig.from_env())
+            os.environ.update(XFERD_TLS_CA="ca.pem", XFERD_TLS_CERT="c.pem", XFERD_TLS_KEY="k")
+            self.assertEqual(xferd.TlsConfig.from_env(), xferd.TlsConfig("ca.pem", "c.pem", "k"))
+        finally:
+            for k, v in saved.items():
+                os.environ.pop(k, None)
+                if v is not None:
+                    os.environ[k] = v
+        self.assertEqual(xferd.TlsConfig("ca", server_name="b").channel_options(),
+                         [("grpc.ssl_target_name_override", "b")])
+
+    def test_unix_targets_stay_plain(self) -> None:
+        client = xferd.Client("unix:/nonexistent.sock", tls=xferd.TlsConfig(ca="/nonexistent"))
+        client.close()  # no file was read: the unix socket has no TLS
 
 
 if __name__ == "__main__":

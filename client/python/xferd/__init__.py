@@ -19,6 +19,7 @@ from xferd.errors import (Aborted, AlreadyExists, Cancelled, DataLoss, DeadlineE
                           PermissionDenied, ResourceExhausted, Unauthenticated, Unavailable,
                           Unimplemented, Unknown, XferdError)
 from xferd.handles import RegionWatch, TransferHandle
+from xferd.tls import TlsConfig
 from xferd.models import (TERMINAL_STATES, NodeInfo, Peer, RdmaDevice, RdmaGid, RdmaPort, Region,
                           RegionEvent, Stats, Status, Transfer, WriteSpec)
 
@@ -48,6 +49,7 @@ __all__ = [
     "ResourceExhausted",
     "Stats",
     "Status",
+    "TlsConfig",
     "Transfer",
     "TransferHandle",
     "Unauthenticated",

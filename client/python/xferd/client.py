@@ -12,6 +12,7 @@ from xferd.errors import NotFound, from_rpc_error
 from xferd.handles import RegionWatch, TransferHandle, duration
 from xferd.models import NodeInfo, Peer, RdmaDevice, Region, Stats, Transfer, WriteSpec
 from xferd.shm import ShmMapping
+from xferd.tls import TlsConfig
 from xferd.v1 import common_pb2, xferd_pb2, xferd_pb2_grpc
 
 __all__ = ["Client", "DEFAULT_RPC_TIMEOUT"]
@@ -30,6 +31,10 @@ _BACKINGS = {
 }
 
 
+# _call's default: the client's rpc_timeout (None means no deadline).
+_RPC_TIMEOUT = object()
+
+
 def _write_request(spec: WriteSpec) -> xferd_pb2.WriteRequest:
     request = xferd_pb2.WriteRequest(
         src_region=spec.src_region, src_offset=spec.src_offset, peer=spec.peer,
@@ -43,7 +48,8 @@ def _write_request(spec: WriteSpec) -> xferd_pb2.WriteRequest:
 class Client:
     """A connection to one xferd daemon.
 
-    `target` is "host:port" or "unix:/path/to/socket". Methods raise an
+    `target` is "host:port" or "unix:/path/to/socket"; `tls` gives the PEM
+    files for a daemon's TCP address when it requires mTLS. Methods raise an
     `xferd.XferdError` subclass (NotFound, InvalidArgument, ...) carrying the
     daemon's status code and message. Thread-safe. Use as a context manager,
     or call close(): it cancels open watches, unmaps the SHM buffers of regions
@@ -51,17 +57,23 @@ class Client:
     """
 
     def __init__(self, target: str, rpc_timeout: float = DEFAULT_RPC_TIMEOUT,
-                 options: Sequence[tuple] = ()) -> None:
+                 options: Sequence[tuple] = (), tls: Optional[TlsConfig] = None) -> None:
         """Opens a channel to `target`; nothing is sent until the first call.
 
         Args:
             target: "host:port" or "unix:/path".
             rpc_timeout: Bound in seconds on each unary call.
             options: Extra gRPC channel options.
+            tls: mTLS files (for a "host:port" target of a daemon with
+                [tls]); None: a plain channel (the unix socket is always plain).
         """
         self.target = target
         self.rpc_timeout = rpc_timeout
-        self._channel = grpc.insecure_channel(target, options=list(options))
+        if tls is not None and not target.startswith("unix:"):
+            self._channel = grpc.secure_channel(target, tls.credentials(),
+                                                options=list(options) + tls.channel_options())
+        else:
+            self._channel = grpc.insecure_channel(target, options=list(options))
         #: The generated stub, for calls this class does not wrap.
         self.stub = xferd_pb2_grpc.XferdStub(self._channel)
         self._lock = threading.Lock()
@@ -92,10 +104,13 @@ class Client:
         self._channel.close()
 
     def _call(self, method: Callable[..., Any], request: Any,
-              timeout: Optional[float] = None) -> Any:
-        """Runs a unary call, translating gRPC errors into XferdError."""
+              timeout: Union[float, None, object] = _RPC_TIMEOUT) -> Any:
+        """Runs a unary call, translating gRPC errors into XferdError.
+
+        `timeout` defaults to rpc_timeout; None is no deadline.
+        """
         try:
-            return method(request, timeout=self.rpc_timeout if timeout is None else timeout)
+            return method(request, timeout=self.rpc_timeout if timeout is _RPC_TIMEOUT else timeout)
         except grpc.RpcError as e:
             raise from_rpc_error(e) from None
 
@@ -221,14 +236,17 @@ class Client:
 
     def write(self, src_region: str, peer: str, dst_region: str, length: int,
               src_offset: int = 0, dst_offset: int = 0, slice_size: int = 0,
-              timeout: Optional[float] = None, label: str = "") -> TransferHandle:
+              timeout: Optional[float] = None, label: str = "",
+              wait: bool = False) -> TransferHandle:
         """Starts writing `length` bytes of local `src_region` (from
         `src_offset`) into `dst_region` of `peer` (at `dst_offset`).
 
         Returns once the transfer is queued; use the handle to wait, watch or
-        cancel it. `timeout` (seconds) is the transfer's own deadline: past it
-        the transfer fails with DEADLINE_EXCEEDED. `slice_size` 0 is the
-        daemon's default.
+        cancel it. With `wait`, returns once it ended instead: one call and
+        no stream, the cheapest way to run small writes one after the other;
+        the handle's wait() then returns (or raises) at once. `timeout`
+        (seconds) is the transfer's own deadline: past it the transfer fails
+        with DEADLINE_EXCEEDED. `slice_size` 0 is the daemon's default.
 
         Raises:
             NotFound, InvalidArgument, OutOfRange, PermissionDenied,
@@ -237,7 +255,14 @@ class Client:
         spec = WriteSpec(src_region=src_region, peer=peer, dst_region=dst_region,
                          length=length, src_offset=src_offset, dst_offset=dst_offset,
                          slice_size=slice_size, timeout=timeout, label=label)
-        transfer = self._call(self.stub.Write, _write_request(spec))
+        request = _write_request(spec)
+        request.wait = wait
+        # A waiting call lasts as long as the transfer: bounded by its own
+        # deadline (plus the usual allowance for the call), else not at all.
+        rpc_timeout: Union[float, None, object] = _RPC_TIMEOUT
+        if wait:
+            rpc_timeout = None if timeout is None else timeout + self.rpc_timeout
+        transfer = self._call(self.stub.Write, request, rpc_timeout)
         return TransferHandle(self, Transfer.from_proto(transfer))
 
     def submit_batch(self, writes: Iterable[Union[WriteSpec, Mapping[str, Any]]]

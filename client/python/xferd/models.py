@@ -287,6 +287,8 @@ class NodeInfo:
     default_slice_size: int
     started_at: Optional[datetime.datetime]
     pid: int
+    #: "mtls ..." or "insecure ...": how peers and remote clients are authenticated.
+    security: str = ""
 
     @classmethod
     def from_proto(cls, n: Any) -> "NodeInfo":

@@ -226,6 +226,19 @@ TEST_F(ClientIntegrationTest, WaitTransferReportsGrowingProgress) {
 
 TEST_F(ClientIntegrationTest, CancelAndDeadlineEndTransfersWithTheirReason) {
   SlowWrite w = MakeSlowWrite("slow", 10);
+  // A stalled receiver holds the writes in flight, so that the cancel and
+  // the deadline surely come first (over TCP: the NIC of verbs keeps going,
+  // but Soft-RoCE is too slow to finish 64 MiB first anyway). A first small
+  // write resolves the destination while b still answers.
+  v1::WriteRequest resolve = w.write;
+  resolve.set_length(4 * kKiB);
+  resolve.set_wait(true);
+  ASSERT_EQ(Unwrap(client_a_->Write(resolve), "resolve").state(), v1::TRANSFER_STATE_DONE);
+  b_->Pause();
+  struct ResumeAtEnd {
+    Daemon* daemon;
+    ~ResumeAtEnd() { daemon->Resume(); }
+  } resume{b_.get()};
   const v1::Transfer cancelled = Unwrap(client_a_->Write(w.write), "write");
   Unwrap(client_a_->CancelTransfer(cancelled.id()), "cancel");
   const v1::Transfer end = Unwrap(client_a_->WaitTransfer(cancelled.id()), "wait");
@@ -244,6 +257,7 @@ TEST_F(ClientIntegrationTest, CancelAndDeadlineEndTransfersWithTheirReason) {
   EXPECT_LT(late.bytes_done(), kSlowLength);
 
   // The regions are still good for a write that completes.
+  b_->Resume();
   w.write.clear_timeout();
   w.write.set_slice_size(0);
   EXPECT_EQ(Unwrap(client_a_->Write(w.write), "write").state(), v1::TRANSFER_STATE_DONE);

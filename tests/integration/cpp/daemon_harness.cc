@@ -232,6 +232,14 @@ absl::Status Daemon::AwaitReady(const std::string& ready_file, absl::Duration ti
                                              absl::FormatDuration(timeout), "; log:\n", Log()));
 }
 
+void Daemon::Pause() {
+  if (daemon_pid_ > 0) ::kill(daemon_pid_, SIGSTOP);
+}
+
+void Daemon::Resume() {
+  if (daemon_pid_ > 0) ::kill(daemon_pid_, SIGCONT);
+}
+
 absl::StatusOr<int> Daemon::Stop(absl::Duration timeout) {
   if (pid_ <= 0) return absl::FailedPreconditionError("the daemon is not running");
   ::kill(daemon_pid_, SIGTERM);

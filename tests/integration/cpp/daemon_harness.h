@@ -74,6 +74,11 @@ class Daemon {
   // ABORTED (killed by a signal), FAILED_PRECONDITION (already stopped).
   absl::StatusOr<int> Stop(absl::Duration timeout = absl::Seconds(15));
 
+  // SIGSTOP / SIGCONT: a stalled daemon (its sockets fill up, nothing is
+  // read), to hold a transfer in flight on purpose.
+  void Pause();
+  void Resume();
+
   const std::string& node_id() const { return node_id_; }
   // "127.0.0.1:<port>": what peers and TCP clients use.
   const std::string& grpc_address() const { return grpc_address_; }

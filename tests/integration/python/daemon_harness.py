@@ -72,9 +72,22 @@ class Daemon:
     """
 
     def __init__(self, name: str, workdir: str, shm_dir: str, binary: str, pollers: int = 2,
-                 slice_size: str = "1MiB", extra_args: Sequence[str] = ()) -> None:
-        """Describes a daemon; start() runs it."""
+                 slice_size: str = "1MiB", extra_args: Sequence[str] = (),
+                 host: str = "127.0.0.1", port: int = 0, netns: Optional[str] = None,
+                 config_extra: str = "") -> None:
+        """Describes a daemon; start() runs it.
+
+        `host` and `port` are where it serves gRPC and TCP data lanes (port 0:
+        any; a fixed port keeps its address across restarts). `netns` runs it
+        in that network namespace (`ip netns exec`); the test still reaches it
+        over its unix socket. `config_extra` is appended to its config file
+        (TOML tables, e.g. "[tls]\nallowed_clients = [...]").
+        """
         self.name = name
+        self.host = host
+        self.port = port
+        self.netns = netns
+        self.config_extra = config_extra
         self.shm_dir = shm_dir
         self.binary = binary
         self.pollers = pollers
@@ -86,7 +99,7 @@ class Daemon:
         self.log_path = os.path.join(workdir, f"{name}.log")
         assert len(self.socket_path) < 108, self.socket_path
         self.proc: Optional[subprocess.Popen] = None
-        self._killed = False  # by kill(): its end is expected
+        self._ended = False  # by kill() or terminate(): nothing left to stop
         self.info: Dict[str, object] = {}
         self._clients: List[xferd.Client] = []
 
@@ -101,7 +114,7 @@ class Daemon:
 
     @property
     def address(self) -> str:
-        """The gRPC address ("127.0.0.1:port") other daemons connect to."""
+        """The gRPC address ("host:port") other daemons connect to."""
         return str(self.info["grpc_address"])
 
     @property
@@ -124,18 +137,19 @@ class Daemon:
         assert self.proc is None or self.proc.poll() is not None, f"{self} is running"
         os.makedirs(self.shm_dir, exist_ok=True)
         with open(self.config_path, "w") as config:
-            config.write(f'[regions]\nshm_dir = "{self.shm_dir}"\n')
+            config.write(f'[regions]\nshm_dir = "{self.shm_dir}"\n{self.config_extra}')
         for stale in (self.ready_path, self.socket_path):
             if os.path.exists(stale):
                 os.unlink(stale)
-        args = [
+        netns = ["ip", "netns", "exec", self.netns] if self.netns else []
+        args = netns + [
             self.binary, "--config", self.config_path, "--node-id", self.name,
-            "--listen", "127.0.0.1:0", "--unix-socket", self.socket_path,
+            "--listen", f"{self.host}:{self.port}", "--unix-socket", self.socket_path,
             "--ready-file", self.ready_path, "--pollers", str(self.pollers),
             "--slice-size", self.slice_size, "--log-level", "debug",
-            "--data-listen", "127.0.0.1:0", "--transport", TRANSPORT,
+            "--data-listen", f"{self.host}:0", "--transport", TRANSPORT,
         ] + (["--require-rdma"] if TRANSPORT == "verbs" else []) + self.extra_args
-        self._killed = False
+        self._ended = False
         with open(self.log_path, "ab") as log:
             log.write(f"---- start: {' '.join(args)}\n".encode())
             log.flush()
@@ -185,19 +199,37 @@ class Daemon:
                 if it did not exit in time).
         """
         self._close_clients()
-        if self.proc is None or self._killed:
+        if self.proc is None or self._ended:
             return
+        self.terminate()
+        self.wait_stopped(timeout)
+
+    def terminate(self) -> None:
+        """Sends SIGTERM (clients stay open: they may watch the drain)."""
+        assert self.proc is not None
         if self.proc.poll() is not None:
             raise AssertionError(f"{self.name} died before teardown (exit code "
                                  f"{self.proc.returncode})\n{self.log_tail()}")
         self.proc.send_signal(signal.SIGTERM)
+
+    def wait_stopped(self, timeout: float = _STOP_TIMEOUT_S) -> None:
+        """After terminate(): checks exit code 0, no socket and no SHM file left.
+
+        Raises:
+            AssertionError: any of those checks fails (the process is killed
+                if it did not exit in time).
+        """
+        assert self.proc is not None
         try:
             code = self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+            self._ended = True
             raise AssertionError(f"{self.name} ignored SIGTERM for {timeout} s\n"
                                  + self.log_tail())
+        self._ended = True
+        self._close_clients()
         assert code == 0, f"{self.name} exited with {code}\n{self.log_tail()}"
         assert not os.path.exists(self.socket_path), f"{self.name} left {self.socket_path}"
         leftover = self.shm_files()
@@ -209,7 +241,7 @@ class Daemon:
         assert self.proc is not None
         self.proc.kill()
         self.proc.wait()
-        self._killed = True
+        self._ended = True
         for path in self.shm_files() + [self.socket_path, self.ready_path]:
             if os.path.exists(path):
                 os.unlink(path)
@@ -238,14 +270,20 @@ class Daemon:
 class Cluster:
     """Several daemons in one temporary directory; a context manager."""
 
-    def __init__(self, names: Iterable[str], **daemon_args: object) -> None:
-        """Describes daemons called `names`; start() runs them."""
+    def __init__(self, names: Iterable[str],
+                 each: Optional[Dict[str, Dict[str, object]]] = None,
+                 **daemon_args: object) -> None:
+        """Describes daemons called `names`; start() runs them.
+
+        `daemon_args` go to every Daemon, `each[name]` to that one only.
+        """
         self.workdir = _make_workdir()
         self.shm_dir = tempfile.mkdtemp(prefix="xferd-test-", dir="/dev/shm")
         binary = daemon_binary()
+        each = each or {}
         self.daemons: Dict[str, Daemon] = {
             name: Daemon(name, self.workdir, os.path.join(self.shm_dir, name), binary,
-                         **daemon_args)  # type: ignore[arg-type]
+                         **{**daemon_args, **each.get(name, {})})  # type: ignore[arg-type]
             for name in names
         }
 

@@ -405,5 +405,17 @@ def test_transfer_deadline(cluster: Cluster, clients: Clients, regions: Regions)
     assert sha(dst.buffer) == expected
 
 
+def test_write_with_wait_returns_the_end(clients: Clients, regions: Regions) -> None:
+    a = clients["a"]
+    expected = sha(fill(regions.make("a", "ww_src", MiB), seed=13))
+    dst = regions.make("b", "ww_dst", MiB, remote_write=True)
+    handle = a.write("ww_src", "b", "ww_dst", MiB, wait=True)
+    assert handle.last.state == "done" and handle.last.bytes_done == MiB
+    assert handle.wait().state == "done"
+    assert sha(dst.buffer) == expected
+    with pytest.raises(xferd.OutOfRange):  # refusals still raise from write()
+        a.write("ww_src", "b", "ww_dst", MiB, dst_offset=1, wait=True)
+
+
 if __name__ == "__main__":
     sys.exit(pytest_main.main(__file__, sys.argv))

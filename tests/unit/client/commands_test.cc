@@ -63,6 +63,17 @@ TEST_F(CommandLineTest, RegionsAndPeersAloneList) {
   EXPECT_TRUE(action_ != nullptr);
 }
 
+TEST_F(CommandLineTest, TopTakesIntervalIterationsAndJson) {
+  ConfigureApp(app_, &global_, &action_);
+  Parse({"top", "--iterations", "2", "-i", "250ms", "--transfers", "5", "--json"});
+  EXPECT_TRUE(action_ != nullptr);
+  EXPECT_TRUE(global_.json);
+  app_.clear();
+  EXPECT_THROW(Parse({"top", "--interval", "soon"}), CLI::ParseError);
+  app_.clear();
+  EXPECT_THROW(Parse({"top", "--iterations", "-1"}), CLI::ParseError);
+}
+
 TEST_F(CommandLineTest, UsageErrorsThrowParseErrors) {
   ConfigureApp(app_, &global_, &action_);
   EXPECT_THROW(Parse({}), CLI::ParseError);

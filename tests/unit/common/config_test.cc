@@ -24,6 +24,7 @@ unix_socket_mode = 432
 [transport]
 kind = "tcp"
 tcp_socket_buffer = "8MiB"
+tcp_user_timeout = "3s"
 verbs_gid_index = 3
 [engine]
 pollers = 4
@@ -43,6 +44,7 @@ json = true
   EXPECT_EQ(config->server.unix_socket_mode, 0660u);
   EXPECT_EQ(config->transport.kind, TransportChoice::kTcp);
   EXPECT_EQ(config->transport.tcp_socket_buffer, 8u << 20);
+  EXPECT_EQ(config->transport.tcp_user_timeout, absl::Seconds(3));
   EXPECT_EQ(config->transport.verbs_gid_index, 3);
   EXPECT_EQ(config->engine.pollers, 4u);
   EXPECT_EQ(config->engine.slice_size, 256u << 10);
@@ -94,10 +96,69 @@ TEST(ConfigTest, ValidateRejectsOutOfRangeValues) {
   config = Config();
   config.log.level = "verbose";
   EXPECT_FALSE(Validate(config).ok());
+  config = Config();
+  config.transport.tcp_user_timeout = absl::Milliseconds(10);
+  EXPECT_NE(Validate(config).message().find("transport.tcp_user_timeout"),
+            absl::string_view::npos);
+}
+
+TEST(ConfigTest, ParsesTls) {
+  absl::StatusOr<Config> config = ParseConfig(R"(
+[tls]
+cert = "/etc/xferd/node.pem"
+key = "/etc/xferd/node.key"
+ca = "/etc/xferd/ca.pem"
+client_ca = "/etc/xferd/clients.pem"
+allowed_clients = ["ops", "backup"]
+)",
+                                              "<test>");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->tls.cert, "/etc/xferd/node.pem");
+  EXPECT_EQ(config->tls.client_ca, "/etc/xferd/clients.pem");
+  EXPECT_EQ(config->tls.allowed_clients, (std::vector<std::string>{"ops", "backup"}));
+  EXPECT_TRUE(config->tls.enabled());
+  EXPECT_FALSE(Config().tls.enabled());
+  EXPECT_FALSE(ParseConfig("[tls]\nallowed_clients = \"ops\"\n", "x").ok());
+  EXPECT_FALSE(ParseConfig("[tls]\nallowed_clients = [1]\n", "x").ok());
+}
+
+TEST(ConfigTest, ValidateTlsNeedsAllThreeReadableFiles) {
+  Config config;
+  config.tls.cert = "/proc/self/status";  // readable by anyone
+  absl::Status s = Validate(config);
+  EXPECT_NE(s.message().find("'tls.key' is not set"), absl::string_view::npos) << s;
+  config.tls.key = "/proc/self/status";
+  config.tls.ca = "/nonexistent/ca.pem";
+  s = Validate(config);
+  EXPECT_NE(s.message().find("'tls.ca' names /nonexistent/ca.pem, which cannot be read"),
+            absl::string_view::npos)
+      << s;
+  config.tls.ca = "/proc/self/status";
+  EXPECT_TRUE(Validate(config).ok());
+  config.tls.client_ca = "/nonexistent/clients.pem";
+  EXPECT_NE(Validate(config).message().find("tls.client_ca"), absl::string_view::npos);
+  config = Config();
+  config.tls.allowed_clients = {"ops"};  // without certificates
+  EXPECT_NE(Validate(config).message().find("tls.cert"), absl::string_view::npos);
 }
 
 TEST(ConfigTest, MissingFileIsNotFound) {
   EXPECT_EQ(LoadConfigFile("/nonexistent/xferd.toml").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(ConfigTest, MetricsEndpointIsOffByDefaultAndChecked) {
+  EXPECT_EQ(ParseConfig("", "<test>")->metrics.listen, "");
+  absl::StatusOr<Config> on = ParseConfig("[metrics]\nlisten = \"127.0.0.1:9300\"\n", "<test>");
+  ASSERT_TRUE(on.ok()) << on.status();
+  EXPECT_EQ(on->metrics.listen, "127.0.0.1:9300");
+  EXPECT_TRUE(Validate(*on).ok());
+  absl::Status typo = ParseConfig("[metrics]\nport = 9300\n", "<test>").status();
+  EXPECT_NE(typo.message().find("unknown config key 'metrics.port'"), absl::string_view::npos)
+      << typo;
+  on->metrics.listen = "9300";
+  absl::Status bad = Validate(*on);
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.message().find("metrics.listen"), absl::string_view::npos) << bad;
 }
 
 }  // namespace

@@ -24,6 +24,7 @@ std::shared_ptr<Transfer> WithTimeout(absl::Duration timeout) {
       1, memory::RegionSpec{"r", 4096},
       *memory::MemoryBacking::Create({memory::Backing::kAnonymous, 4096}));
   Transfer::Plan plan;
+  plan.submitted_at = absl::Now();
   plan.spec.length = 4096;
   plan.spec.timeout = timeout;
   plan.src = region;

@@ -47,6 +47,15 @@ std::shared_ptr<memory::Region> EngineHarness::RegisterOrDie(Node& node, const s
   return *region;
 }
 
+std::pair<Node*, Node*> EngineHarness::AddConnectedPair() {
+  Node& a = Add("a");
+  Node& b = Add("b");
+  RegisterOrDie(a, "src", 1 << 20, false);
+  RegisterOrDie(b, "dst", 1 << 20, true);
+  if (!Connect(a, b).ok()) std::abort();
+  return {&a, &b};
+}
+
 absl::StatusOr<engine::PeerInfo> EngineHarness::Connect(Node& from, Node& to) {
   std::promise<absl::StatusOr<engine::PeerInfo>> done;
   from.engine->ConnectPeer("addr-" + to.name, absl::Seconds(5),

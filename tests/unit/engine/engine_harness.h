@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "daemon/common/config.h"
@@ -77,6 +78,9 @@ class EngineHarness {
   std::shared_ptr<memory::Region> RegisterOrDie(Node& node, const std::string& name, uint64_t size,
                                                 bool remote_write);
   absl::StatusOr<engine::PeerInfo> Connect(Node& from, Node& to);
+  // Adds nodes "a" and "b" with regions "src" on a and "dst" (remote write)
+  // on b, 1 MiB each, and connects a to b. Aborts if any step fails.
+  std::pair<Node*, Node*> AddConnectedPair();
   absl::StatusOr<std::vector<std::shared_ptr<engine::Transfer>>> Submit(
       Node& from, std::vector<engine::WriteSpec> writes, bool batch = false);
   // Waits for a transfer's end (bounded) and returns its final state.

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include "tests/unit/engine/engine_harness.h"
 
 namespace xferd::testing {
@@ -90,6 +92,64 @@ TEST(EngineTest, FailAllEndsEverythingInFlight) {
   for (const auto& t : ts) EXPECT_EQ(h.Wait(t).error.message(), "going down");
   EXPECT_TRUE(a.engine->WaitIdle(absl::Now() + absl::Seconds(1)));
   a.transport->HoldCompletions(false);
+}
+
+// a connected to b, with a source on a and a destination on b.
+class ConnectedPairTest : public ::testing::Test {
+ protected:
+  void SetUp() override { std::tie(a_, b_) = h_.AddConnectedPair(); }
+  TransferState Write(uint64_t length) {
+    return h_.Wait((*h_.Submit(*a_, {Spec("src", "b", "dst", length)}))[0]).state;
+  }
+
+  EngineHarness h_;
+  Node* a_ = nullptr;
+  Node* b_ = nullptr;
+};
+
+TEST_F(ConnectedPairTest, PeerTrafficOutlivesLinks) {
+  EXPECT_EQ(Write(8192), TransferState::kDone);
+  EXPECT_EQ(a_->engine->Stats().traffic.at("b").bytes_sent, 8192u);
+  // Disconnected: the peer is gone, its bytes stay counted.
+  ASSERT_TRUE(a_->engine->DisconnectPeer("b").ok());
+  engine::EngineStats stats = a_->engine->Stats();
+  EXPECT_EQ(stats.peers, 0u);
+  EXPECT_EQ(stats.traffic.at("b").bytes_sent, 8192u);
+  EXPECT_EQ(stats.bytes_sent, 8192u);
+  // A new link adds to them.
+  ASSERT_TRUE(h_.Connect(*a_, *b_).ok());
+  EXPECT_EQ(Write(4096), TransferState::kDone);
+  stats = a_->engine->Stats();
+  EXPECT_EQ(stats.traffic.at("b").bytes_sent, 8192u + 4096u);
+  EXPECT_EQ(stats.bytes_sent, 8192u + 4096u);
+  EXPECT_EQ(stats.traffic.size(), 1u);
+}
+
+TEST_F(ConnectedPairTest, RecorderIsToldOfEveryEndOnce) {
+  struct Recorder : engine::TransferRecorder {
+    void RecordTransfer(const engine::TransferInfo& info) override {
+      MutexLock lock(&mu);
+      ended.push_back(info);
+    }
+    Mutex mu;
+    std::vector<engine::TransferInfo> ended;
+  } recorder;
+  a_->engine->SetTransferRecorder(&recorder);
+  EXPECT_EQ(Write(1 << 20), TransferState::kDone);
+  a_->transport->HoldCompletions(true);
+  auto cancelled = (*h_.Submit(*a_, {Spec("src", "b", "dst", 4096)}))[0];
+  ASSERT_TRUE(a_->engine->CancelTransfer(cancelled->id()).ok());
+  ASSERT_TRUE(a_->engine->CancelTransfer(cancelled->id()).ok());  // already ended: no news
+  a_->transport->HoldCompletions(false);
+  a_->engine->Stop();
+  a_->engine->SetTransferRecorder(nullptr);
+  MutexLock lock(&recorder.mu);
+  ASSERT_EQ(recorder.ended.size(), 2u);
+  EXPECT_EQ(recorder.ended[0].state, TransferState::kDone);
+  EXPECT_EQ(recorder.ended[0].peer_node, "b");
+  EXPECT_GE(recorder.ended[0].finished_at, recorder.ended[0].submitted_at);
+  EXPECT_EQ(recorder.ended[1].id, cancelled->id());
+  EXPECT_EQ(recorder.ended[1].state, TransferState::kCancelled);
 }
 
 }  // namespace

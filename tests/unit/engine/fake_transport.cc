@@ -67,6 +67,7 @@ class FakeTransport::Worker final : public transport::TransportWorker {
       pending_.pop_front();
       --lane->in_flight;
       const absl::Status status = lane->broken() ? lane->link_.status() : Deliver(*lane, op);
+      if (status.ok()) lane->link_.counters().bytes_sent.fetch_add(op.length);
       sink.OnWriteDone({op.cookie, op.length, status.ok() ? nullptr : &status});
       ++handled;
     }

@@ -26,6 +26,7 @@ class TransferTableTest : public ::testing::Test, public TransferListener {
   std::shared_ptr<Transfer> Add(uint64_t batch = 0) {
     EXPECT_TRUE(table_.Admit(1).ok());
     Transfer::Plan plan;
+    plan.submitted_at = absl::Now();
     plan.id = table_.NextId();
     plan.batch_id = batch;
     plan.spec.length = 4096;

@@ -36,6 +36,7 @@ class TransferTest : public ::testing::Test {
     region_ = std::make_shared<memory::Region>(
         1, spec, *memory::MemoryBacking::Create({memory::Backing::kAnonymous, 1 << 20}));
     Transfer::Plan plan;
+    plan.submitted_at = absl::Now();
     plan.id = 5;
     plan.spec.length = length;
     plan.spec.src_offset = 100;

@@ -3,9 +3,11 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -90,6 +92,62 @@ TEST(MemoryBackingTest, FileCreateGrowAndUseExistingSize) {
   absl::Status s = MemoryBacking::Create(bigger).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("create"), absl::string_view::npos);
+}
+
+// A file size limit makes growing fail as a full disk would (EFBIG instead
+// of ENOSPC): the file must be left as it was found.
+class FileSizeLimit {
+ public:
+  explicit FileSizeLimit(rlim_t bytes) {
+    ::getrlimit(RLIMIT_FSIZE, &saved_);
+    old_handler_ = std::signal(SIGXFSZ, SIG_IGN);  // EFBIG instead of a signal
+    rlimit limit = saved_;
+    limit.rlim_cur = bytes;
+    ::setrlimit(RLIMIT_FSIZE, &limit);
+  }
+  ~FileSizeLimit() {
+    ::setrlimit(RLIMIT_FSIZE, &saved_);
+    std::signal(SIGXFSZ, old_handler_);
+  }
+
+ private:
+  rlimit saved_;
+  void (*old_handler_)(int);
+};
+
+TEST(MemoryBackingTest, FailedRegistrationLeavesTheFileAsItWas) {
+  const std::string path = TempDir() + "/file-undo-test";
+  ::unlink(path.c_str());
+  BackingSpec spec{Backing::kFile, 1 << 20};
+  spec.file_path = path;
+  spec.create = true;
+  {
+    FileSizeLimit limit(64 << 10);
+    absl::Status s = MemoryBacking::Create(spec).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  }
+  EXPECT_NE(::access(path.c_str(), F_OK), 0) << "a file it created is removed";
+
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT, 0644);
+  ASSERT_EQ(::ftruncate(fd, 4096), 0);
+  ::close(fd);
+  {
+    FileSizeLimit limit(64 << 10);
+    EXPECT_FALSE(MemoryBacking::Create(spec).ok());
+  }
+  struct stat st;
+  ASSERT_EQ(::stat(path.c_str(), &st), 0) << "an existing file is kept";
+  EXPECT_EQ(st.st_size, 4096) << "and shrunk back to its size";
+  ::unlink(path.c_str());
+}
+
+TEST(MemoryBackingTest, CreateInAMissingDirectorySaysSo) {
+  BackingSpec spec{Backing::kFile, 4096};
+  spec.file_path = TempDir() + "/no-such-dir/file";
+  spec.create = true;
+  absl::Status s = MemoryBacking::Create(spec).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(s.message().find("directory"), absl::string_view::npos) << s;
 }
 
 TEST(MemoryBackingTest, FileErrors) {

@@ -147,6 +147,20 @@ TEST(RegionRegistryTest, RemoveClosesLandedEvents) {
   EXPECT_FALSE(region->landed().Subscribe(&watcher));
 }
 
+TEST(RegionRegistryTest, LandedEventsCountRemovedRegionsToo) {
+  RegionRegistry registry(Options());
+  auto a = *registry.Register(Anonymous("a", 4096), nullptr);
+  auto b = *registry.Register(Anonymous("b", 4096), nullptr);
+  a->landed().Publish(LandedEvent{0, 10, "peer", 1});
+  b->landed().Publish(LandedEvent{0, 10, "peer", 2});
+  b->landed().Publish(LandedEvent{0, 10, "peer", 3});
+  EXPECT_EQ(registry.landed_events(), 3u);
+  ASSERT_TRUE(registry.Remove("b", false).ok());
+  EXPECT_EQ(registry.landed_events(), 3u);  // a counter: it never goes down
+  a->landed().Publish(LandedEvent{0, 10, "peer", 4});
+  EXPECT_EQ(registry.landed_events(), 4u);
+}
+
 TEST(RegionRegistryTest, ConcurrentRegistrationOfOneNameYieldsOneWinner) {
   RegionRegistry registry(Options());
   std::atomic<int> ok{0};

@@ -1,0 +1,137 @@
+#include "daemon/metrics/metrics_endpoint.h"
+
+#include <CivetServer.h>
+#include <civetweb.h>
+#include <prometheus/exposer.h>
+
+#include <exception>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "daemon/common/check.h"
+#include "daemon/common/log.h"
+#include "daemon/transport/tcp/tcp_socket.h"
+
+namespace xferd::metrics {
+namespace {
+
+// Scrapes are rare, small and done in milliseconds: two server threads (the
+// Exposer's default) serve a few Prometheus servers and curls, and a client
+// that sends nothing for this long is dropped.
+constexpr char kServerThreads[] = "2";
+constexpr char kRequestTimeoutMs[] = "10000";
+// mg_check_feature bit: civetweb was built with USE_IPV6.
+constexpr unsigned kCivetwebIpv6 = 8;
+
+constexpr char kIndex[] =
+    "<html><head><title>xferd</title></head><body>"
+    "<p>xferd: Prometheus metrics at <a href=\"/metrics\">/metrics</a></p></body></html>\n";
+
+// Set on the thread constructing the Exposer: civetweb reports why it could
+// not start through the log callback, on that thread, before it throws. The
+// first message is the reason ("cannot bind to ...: Address already in use").
+thread_local std::string* start_error = nullptr;
+
+int LogMessage(const mg_connection*, const char* message) {
+  if (start_error != nullptr) {
+    if (start_error->empty()) *start_error = message;
+  } else {
+    spdlog::warn("metrics endpoint: {}", message);
+  }
+  return 1;  // logged: civetweb writes nothing itself
+}
+
+// Sends a whole response; `body` only for non-HEAD requests, and its length
+// unless `body` is unknown (HEAD /metrics, whose body renders on GET only).
+int Reply(mg_connection* conn, int status, const char* content_type, absl::string_view body,
+          bool head, bool length_known = true) {
+  mg_response_header_start(conn, status);
+  mg_response_header_add(conn, "Content-Type", content_type, -1);
+  if (length_known) {
+    mg_response_header_add(conn, "Content-Length", absl::StrCat(body.size()).c_str(), -1);
+  }
+  if (status == 405) mg_response_header_add(conn, "Allow", "GET, HEAD", -1);
+  mg_response_header_send(conn);
+  if (!head) mg_write(conn, body.data(), body.size());
+  return status;
+}
+
+// Every request, before civetweb routes it: answers all but GET /metrics,
+// which goes on to prometheus-cpp's handler (return 0).
+int BeginRequest(mg_connection* conn) {
+  const mg_request_info* request = mg_get_request_info(conn);
+  const absl::string_view method = request->request_method;
+  const absl::string_view path = request->local_uri != nullptr ? request->local_uri : "";
+  const bool head = method == "HEAD";
+  if (method != "GET" && !head) {
+    return Reply(conn, 405, "text/plain", "only GET and HEAD\n", false);
+  }
+  if (path == "/metrics") {
+    return head ? Reply(conn, 200, kExpositionContentType, "", true, false) : 0;
+  }
+  if (path == "/") return Reply(conn, 200, "text/html; charset=utf-8", kIndex, head);
+  return Reply(conn, 404, "text/plain", "not found: the metrics are at /metrics\n", head);
+}
+
+// civetweb's listening_ports entry for `where`.
+absl::StatusOr<std::string> PortSpec(const transport::tcp::HostPort& where) {
+  if (where.host.empty()) return absl::StrCat(where.port);  // every IPv4 address
+  if (absl::StrContains(where.host, ':')) {
+    if (mg_check_feature(kCivetwebIpv6) == 0) {
+      return absl::InvalidArgumentError(
+          "metrics.listen: IPv6 addresses are not supported (Debian's civetweb, the endpoint's "
+          "HTTP server, is built without IPv6); use an IPv4 address or a host name");
+    }
+    return absl::StrCat("[", where.host, "]:", where.port);
+  }
+  return absl::StrCat(where.host, ":", where.port);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
+    const std::string& listen, std::weak_ptr<prometheus::Collectable> collectable) {
+  absl::StatusOr<transport::tcp::HostPort> where = transport::tcp::ParseHostPort(listen);
+  if (!where.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("metrics.listen: ", where.status().message()));
+  }
+  absl::StatusOr<std::string> spec = PortSpec(*where);
+  if (!spec.ok()) return spec.status();
+
+  CivetCallbacks callbacks;  // copied by the server
+  callbacks.begin_request = &BeginRequest;
+  callbacks.log_message = &LogMessage;
+  std::string error;
+  start_error = &error;
+  std::unique_ptr<prometheus::Exposer> exposer;
+  try {
+    exposer = std::make_unique<prometheus::Exposer>(
+        std::vector<std::string>{"listening_ports", *spec, "num_threads", kServerThreads,
+                                 "request_timeout_ms", kRequestTimeoutMs},
+        &callbacks);
+  } catch (const std::exception& e) {
+    start_error = nullptr;
+    return absl::UnavailableError(absl::StrCat("metrics.listen: cannot listen on ", listen, ": ",
+                                               error.empty() ? e.what() : error));
+  }
+  start_error = nullptr;
+  exposer->RegisterCollectable(collectable);
+
+  const std::vector<int> ports = exposer->GetListeningPorts();
+  XFERD_CHECK(ports.size() == 1);
+  const auto port = static_cast<uint16_t>(ports[0]);
+  const std::string host =
+      absl::StrContains(where->host, ':') ? absl::StrCat("[", where->host, "]") : where->host;
+  return std::unique_ptr<MetricsEndpoint>(
+      new MetricsEndpoint(std::move(exposer), absl::StrCat(host, ":", port), port));
+}
+
+MetricsEndpoint::MetricsEndpoint(std::unique_ptr<prometheus::Exposer> exposer, std::string address,
+                                 uint16_t port)
+    : exposer_(std::move(exposer)), address_(std::move(address)), port_(port) {}
+
+MetricsEndpoint::~MetricsEndpoint() = default;
+
+}  // namespace xferd::metrics

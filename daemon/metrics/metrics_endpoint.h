@@ -1,0 +1,56 @@
+// The HTTP endpoint Prometheus scrapes: prometheus-cpp's Exposer (civetweb)
+// serving one Collectable at GET /metrics, plus what the library leaves to us:
+// start-up errors as absl::Status (the Exposer throws), civetweb's messages in
+// our log, HEAD /metrics, 405 for other methods, 404 for other paths and an
+// index page at /. Nothing here touches the data path.
+#pragma once
+
+#include <prometheus/collectable.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace prometheus {
+class Exposer;
+}  // namespace prometheus
+
+namespace xferd::metrics {
+
+// The Content-Type of /metrics: what prometheus-cpp's handler sends (the
+// text format 0.0.4, which Prometheus assumes for text/plain).
+inline constexpr char kExpositionContentType[] = "text/plain; charset=utf-8";
+
+class MetricsEndpoint {
+ public:
+  // Binds `listen` ("127.0.0.1:9300", "0.0.0.0:9300", "localhost:9300"; port
+  // 0 picks a free one) and serves `collectable` at /metrics, collected on
+  // one of the server's threads per scrape, for as long as it lives. Errors:
+  // INVALID_ARGUMENT (bad address, or IPv6, which Debian's civetweb is built
+  // without), UNAVAILABLE (cannot bind, e.g. the port is taken; the message
+  // carries civetweb's reason).
+  static absl::StatusOr<std::unique_ptr<MetricsEndpoint>> Start(
+      const std::string& listen, std::weak_ptr<prometheus::Collectable> collectable);
+  // Stops serving: closes the listener and joins the server's threads (a
+  // scrape in progress finishes first). Takes up to 2 s: civetweb's listener
+  // thread notices the stop between its 2 s polls. Not on a server thread.
+  ~MetricsEndpoint();
+
+  MetricsEndpoint(const MetricsEndpoint&) = delete;
+  MetricsEndpoint& operator=(const MetricsEndpoint&) = delete;
+
+  // "host:port" with the port bound (for port 0: the one chosen).
+  const std::string& address() const { return address_; }
+  uint16_t port() const { return port_; }
+
+ private:
+  MetricsEndpoint(std::unique_ptr<prometheus::Exposer> exposer, std::string address, uint16_t port);
+
+  const std::unique_ptr<prometheus::Exposer> exposer_;
+  const std::string address_;
+  const uint16_t port_;
+};
+
+}  // namespace xferd::metrics

@@ -1,0 +1,265 @@
+// bench_client: the C++ half of the benchmarks in tests/bench (tcp_bench,
+// softroce_bench). It drives one daemon through the C++ client library
+// (xferd::client::Client) and prints one JSON line of figures per run:
+//   rpc     GetNodeInfo in a loop: the bare gRPC unary round trip.
+//   write   Write(wait) of a small range in a loop, on 1..N threads sharing one
+//           channel (N writes in flight): transfers/s and latency percentiles.
+//   verify  fills an SHM source region with a pattern, writes it into an SHM
+//           region of a peer, and compares checksums of both mappings.
+// A program, not a test: it asserts nothing about speed. Exit 1 on an error.
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "client/cpp/xferd_client.h"
+#include "tests/integration/cpp/daemon_harness.h"
+
+namespace xferd::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr absl::Duration kConnectTimeout = absl::Seconds(10);
+
+struct LoopOptions {
+  double seconds = 2;    // stop after this long ...
+  uint64_t max_ops = 0;  // ... or after this many operations (0 = no bound)
+  uint32_t threads = 1;  // each runs its operations one after the other
+};
+
+// What a timed loop measured: operations, wall time, per-operation latency.
+struct LoopResult {
+  uint64_t ops = 0;
+  double seconds = 0;
+  std::vector<double> latencies_us;
+};
+
+double Percentile(const std::vector<double>& sorted, double p) {
+  if (sorted.empty()) return 0;
+  const size_t i = static_cast<size_t>(p / 100.0 * static_cast<double>(sorted.size() - 1) + 0.5);
+  return sorted[std::min(i, sorted.size() - 1)];
+}
+
+std::string LoopJson(const std::string& mode, const LoopOptions& options,
+                     const LoopResult& result) {
+  std::vector<double> sorted = result.latencies_us;
+  std::sort(sorted.begin(), sorted.end());
+  return absl::StrFormat(
+      "{\"mode\": \"%s\", \"threads\": %d, \"ops\": %d, \"seconds\": %.4f, \"rate\": %.1f, "
+      "\"p50_us\": %.1f, \"p99_us\": %.1f, \"min_us\": %.1f, \"max_us\": %.1f}",
+      mode, options.threads, result.ops, result.seconds,
+      result.seconds > 0 ? static_cast<double>(result.ops) / result.seconds : 0,
+      Percentile(sorted, 50), Percentile(sorted, 99), sorted.empty() ? 0 : sorted.front(),
+      sorted.empty() ? 0 : sorted.back());
+}
+
+// Runs `op(thread, i)` on options.threads threads until the time or the
+// operation budget is spent. The first error stops every thread.
+absl::StatusOr<LoopResult> TimedLoop(const LoopOptions& options,
+                                     const std::function<absl::Status(uint32_t)>& op) {
+  const auto start = Clock::now();
+  const auto stop_at = start + std::chrono::duration<double>(options.seconds);
+  std::atomic<uint64_t> claimed{0};
+  std::atomic<bool> failed{false};
+  std::vector<absl::Status> errors(options.threads);
+  std::vector<std::vector<double>> latencies(options.threads);
+  std::vector<std::thread> threads;
+  for (uint32_t t = 0; t < options.threads; ++t) {
+    threads.emplace_back([&, t] {
+      while (!failed.load() && Clock::now() < stop_at) {
+        if (options.max_ops != 0 && claimed.fetch_add(1) >= options.max_ops) break;
+        const auto begin = Clock::now();
+        errors[t] = op(t);
+        if (!errors[t].ok()) {
+          failed.store(true);
+          break;
+        }
+        latencies[t].push_back(
+            std::chrono::duration<double, std::micro>(Clock::now() - begin).count());
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  LoopResult result;
+  result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  for (uint32_t t = 0; t < options.threads; ++t) {
+    if (!errors[t].ok()) return errors[t];
+    result.latencies_us.insert(result.latencies_us.end(), latencies[t].begin(), latencies[t].end());
+  }
+  result.ops = result.latencies_us.size();
+  return result;
+}
+
+absl::Status RunRpc(client::Client& client, const LoopOptions& options) {
+  absl::StatusOr<LoopResult> result =
+      TimedLoop(options, [&](uint32_t) { return client.GetNodeInfo().status(); });
+  if (!result.ok()) return result.status();
+  std::printf("%s\n", LoopJson("rpc", options, *result).c_str());
+  return absl::OkStatus();
+}
+
+struct WriteArgs {
+  std::string src, peer, dst;
+  uint64_t length = 4096;
+  uint64_t slice = 0;
+};
+
+// Thread t writes [t * length, (t + 1) * length) of both regions, so
+// concurrent writes never overlap.
+absl::Status RunWrites(client::Client& client, const LoopOptions& options, const WriteArgs& w) {
+  absl::StatusOr<LoopResult> result = TimedLoop(options, [&](uint32_t t) -> absl::Status {
+    v1::WriteRequest request;
+    request.set_src_region(w.src);
+    request.set_peer(w.peer);
+    request.set_dst_region(w.dst);
+    request.set_src_offset(t * w.length);
+    request.set_dst_offset(t * w.length);
+    request.set_length(w.length);
+    request.set_slice_size(w.slice);
+    request.set_wait(true);
+    absl::StatusOr<v1::Transfer> done = client.Write(request);
+    if (!done.ok()) return done.status();
+    return client::TransferOutcome(*done);
+  });
+  if (!result.ok()) return result.status();
+  std::printf("%s\n", LoopJson("write", options, *result).c_str());
+  return absl::OkStatus();
+}
+
+// 64-bit FNV-1a over 8-byte words (the tail byte by byte): a checksum, not a
+// cryptographic hash; any misplaced or missing slice changes it.
+uint64_t Checksum(const uint8_t* data, size_t size) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  size_t i = 0;
+  for (; i + 8 <= size; i += 8) {
+    uint64_t word;
+    std::memcpy(&word, data + i, 8);
+    h = (h ^ word) * 0x100000001b3ull;
+  }
+  for (; i < size; ++i) h = (h ^ data[i]) * 0x100000001b3ull;
+  return h;
+}
+
+absl::StatusOr<v1::Region> RegisterShm(client::Client& client, const std::string& name,
+                                       uint64_t size, bool remote_write) {
+  v1::RegisterRegionRequest request;
+  request.set_name(name);
+  request.set_size(size);
+  request.set_backing(v1::REGION_BACKING_SHM);
+  request.mutable_access()->set_remote_write(remote_write);
+  return client.RegisterRegion(request);
+}
+
+struct VerifyArgs {
+  std::string peer_target, peer;
+  uint64_t size = 64 << 20;
+  uint64_t slice = 0;
+  uint64_t seed = 1;
+};
+
+absl::Status RunVerify(client::Client& src_client, const VerifyArgs& v) {
+  absl::StatusOr<std::unique_ptr<client::Client>> dst_client =
+      client::Client::Connect(v.peer_target, kConnectTimeout);
+  if (!dst_client.ok()) return dst_client.status();
+  const std::string src_name = "bench_verify_src", dst_name = "bench_verify_dst";
+  absl::StatusOr<v1::Region> src = RegisterShm(src_client, src_name, v.size, false);
+  if (!src.ok()) return src.status();
+  absl::StatusOr<v1::Region> dst = RegisterShm(**dst_client, dst_name, v.size, true);
+  if (!dst.ok()) return dst.status();
+  absl::StatusOr<std::unique_ptr<integration::MappedFile>> src_map =
+      integration::MappedFile::Map(src->shm_path(), v.size);
+  if (!src_map.ok()) return src_map.status();
+  absl::StatusOr<std::unique_ptr<integration::MappedFile>> dst_map =
+      integration::MappedFile::Map(dst->shm_path(), v.size);
+  if (!dst_map.ok()) return dst_map.status();
+  integration::FillPattern((*src_map)->data(), v.size, v.seed);
+  const uint64_t src_sum = Checksum((*src_map)->data(), v.size);
+  const uint64_t before = Checksum((*dst_map)->data(), v.size);
+
+  v1::WriteRequest request;
+  request.set_src_region(src_name);
+  request.set_peer(v.peer);
+  request.set_dst_region(dst_name);
+  request.set_length(v.size);
+  request.set_slice_size(v.slice);
+  request.set_wait(true);
+  const auto begin = Clock::now();
+  absl::StatusOr<v1::Transfer> done = src_client.Write(request);
+  const double seconds = std::chrono::duration<double>(Clock::now() - begin).count();
+  if (!done.ok()) return done.status();
+  if (absl::Status s = client::TransferOutcome(*done); !s.ok()) return s;
+  const uint64_t dst_sum = Checksum((*dst_map)->data(), v.size);
+  std::printf(
+      "{\"mode\": \"verify\", \"bytes\": %llu, \"slice\": %llu, \"seconds\": %.4f, "
+      "\"src_checksum\": \"%016llx\", \"dst_checksum\": \"%016llx\", "
+      "\"dst_checksum_before\": \"%016llx\", \"match\": %s}\n",
+      static_cast<unsigned long long>(v.size), static_cast<unsigned long long>(done->slice_size()),
+      seconds, static_cast<unsigned long long>(src_sum), static_cast<unsigned long long>(dst_sum),
+      static_cast<unsigned long long>(before), src_sum == dst_sum ? "true" : "false");
+  src_map->reset();
+  dst_map->reset();
+  if (absl::Status s = src_client.DeregisterRegion(src_name).status(); !s.ok()) return s;
+  return (*dst_client)->DeregisterRegion(dst_name).status();
+}
+
+int Main(int argc, char** argv) {
+  CLI::App app{"bench_client: C++ client figures for tests/bench (one JSON line per run)"};
+  app.require_subcommand(1);
+  std::string target;
+  app.add_option("--target", target, "daemon: unix:/path or host:port")->required();
+  LoopOptions loop;
+  WriteArgs w;
+  VerifyArgs v;
+  auto add_loop = [&loop](CLI::App* sub) {
+    sub->add_option("--seconds", loop.seconds, "run this long");
+    sub->add_option("--max-ops", loop.max_ops, "stop after this many operations");
+  };
+  CLI::App* rpc = app.add_subcommand("rpc", "GetNodeInfo round trips");
+  add_loop(rpc);
+  CLI::App* write = app.add_subcommand("write", "Write(wait) round trips");
+  add_loop(write);
+  write->add_option("--threads", loop.threads, "writes in flight (one per thread)");
+  write->add_option("--src", w.src)->required();
+  write->add_option("--peer", w.peer)->required();
+  write->add_option("--dst", w.dst)->required();
+  write->add_option("--length", w.length);
+  write->add_option("--slice", w.slice);
+  CLI::App* verify = app.add_subcommand("verify", "one SHM-to-SHM write, checksummed");
+  verify->add_option("--peer-target", v.peer_target)->required();
+  verify->add_option("--peer", v.peer)->required();
+  verify->add_option("--size", v.size);
+  verify->add_option("--slice", v.slice);
+  verify->add_option("--seed", v.seed);
+  CLI11_PARSE(app, argc, argv);
+
+  absl::StatusOr<std::unique_ptr<client::Client>> client =
+      client::Client::Connect(target, kConnectTimeout);
+  absl::Status status = client.status();
+  if (status.ok() && rpc->parsed()) status = RunRpc(**client, loop);
+  if (status.ok() && write->parsed()) status = RunWrites(**client, loop, w);
+  if (status.ok() && verify->parsed()) status = RunVerify(**client, v);
+  std::fflush(stdout);
+  if (!status.ok()) {
+    std::fprintf(stderr, "bench_client: %s\n", status.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace xferd::bench
+
+int main(int argc, char** argv) { return xferd::bench::Main(argc, argv); }

@@ -1,0 +1,302 @@
+"""Shared pieces of the benchmark programs in tests/bench (tcp_bench, the
+Soft-RoCE guest script): building the optimized binaries, running daemons and
+reference tools as child processes (stopped by their own pids, never by
+name), timing loops, reading a process's memory, and printing tables.
+
+Benchmarks print figures; they never assert on them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+KiB = 1 << 10
+MiB = 1 << 20
+GiB = 1 << 30
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PYTHON = "/usr/bin/python3"  # Debian's grpcio and protobuf live here, not in pyenv
+TARGETS = ["//daemon:xferd", "//client/cpp:xferctl", "//client/python:xferd_zip",
+           "//tests/bench:bench_client"]
+
+
+def log(message: str) -> None:
+    """Progress on stderr, so stdout holds only the report."""
+    print(f"[bench] {message}", file=sys.stderr, flush=True)
+
+
+# ------------------------------------------------------------------ build --
+
+class Binaries:
+    """Paths of the optimized build outputs under one bazel-bin directory."""
+
+    def __init__(self, bazel_bin: str) -> None:
+        self.bazel_bin = bazel_bin
+        self.xferd = os.path.join(bazel_bin, "daemon", "xferd")
+        self.xferctl = os.path.join(bazel_bin, "client", "cpp", "xferctl")
+        self.bench_client = os.path.join(bazel_bin, "tests", "bench", "bench_client")
+        self.python_zip = os.path.join(bazel_bin, "client", "python", "xferd.zip")
+
+    def check(self) -> None:
+        for path in (self.xferd, self.xferctl, self.bench_client, self.python_zip):
+            if not os.path.exists(path):
+                raise SystemExit(f"missing {path}: build with bazel build --config=opt "
+                                 + " ".join(TARGETS))
+
+    def import_client(self) -> None:
+        """Makes `import xferd` load the zip of this build."""
+        if self.python_zip not in sys.path:
+            sys.path.insert(0, self.python_zip)
+
+
+def build(skip: bool, bazel_bin: Optional[str]) -> Binaries:
+    """Builds TARGETS with --config=opt (-c opt) and returns their paths."""
+    if not skip:
+        log("bazel build --config=opt " + " ".join(TARGETS))
+        subprocess.run(["bazel", "build", "--config=opt", *TARGETS], cwd=REPO, check=True)
+    if bazel_bin is None:
+        bazel_bin = subprocess.run(["bazel", "info", "--config=opt", "bazel-bin"], cwd=REPO,
+                                   check=True, capture_output=True, text=True).stdout.strip()
+    binaries = Binaries(bazel_bin)
+    binaries.check()
+    return binaries
+
+
+# -------------------------------------------------------------- processes --
+
+def stop_process(proc: subprocess.Popen, timeout: float = 20.0) -> Optional[int]:
+    """SIGTERM to this child (by its pid), SIGKILL if it ignores it."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    return proc.returncode
+
+
+class Children:
+    """Every child a benchmark starts, so all of them stop on any exit
+    (including SIGTERM/SIGINT to the benchmark)."""
+
+    def __init__(self) -> None:
+        self.procs: List[subprocess.Popen] = []
+        self.dirs: List[str] = []  # removed once every child stopped
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(sig, self._on_signal)
+
+    def _on_signal(self, signum: int, _frame: Any) -> None:
+        self.stop_all()
+        raise SystemExit(128 + signum)
+
+    def start(self, args: Sequence[str], **kwargs: Any) -> subprocess.Popen:
+        proc = subprocess.Popen(list(args), stdin=subprocess.DEVNULL, **kwargs)
+        self.procs.append(proc)
+        return proc
+
+    def stop_all(self) -> None:
+        for proc in reversed(self.procs):
+            stop_process(proc)
+        self.procs.clear()
+        for path in self.dirs:
+            shutil.rmtree(path, ignore_errors=True)
+        self.dirs.clear()
+
+
+def wait_listening(port: int, proc: subprocess.Popen, timeout: float = 30.0) -> None:
+    """Waits until a TCP socket listens on `port` (any address, from
+    /proc/net/tcp{,6}), without connecting: iperf3 and perftest servers would
+    take a probe for their client."""
+    suffix = f":{port:04X}"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        for table_path in ("/proc/net/tcp", "/proc/net/tcp6"):
+            with open(table_path) as f:
+                next(f)
+                if any(fields[1].endswith(suffix) and fields[3] == "0A"
+                       for fields in (line.split() for line in f)):
+                    return
+        time.sleep(0.05)
+    raise SystemExit(f"{proc.args[0]} did not listen on port {port}")
+
+
+def proc_status(pid: int) -> Dict[str, int]:
+    """VmRSS, VmHWM (peak RSS), ... of a process, in bytes."""
+    values: Dict[str, int] = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            key, _, rest = line.partition(":")
+            parts = rest.split()
+            if key.startswith("Vm") and len(parts) == 2 and parts[1] == "kB":
+                values[key] = int(parts[0]) * KiB
+    return values
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time a running process has used so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def load_average() -> str:
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
+
+
+def reset_peak_rss(pid: int) -> None:
+    """Restarts VmHWM from the current RSS (clear_refs 5, Linux >= 4.0)."""
+    with open(f"/proc/{pid}/clear_refs", "w") as f:
+        f.write("5")
+
+
+class Daemon:
+    """One xferd child: its own config (shm_dir, plus `toml`), unix socket
+    and ready file in `workdir`, stopped with SIGTERM."""
+
+    def __init__(self, children: Children, binary: str, workdir: str, name: str,
+                 transport: str, args: Sequence[str] = (), toml: str = "") -> None:
+        self.name = name
+        self.socket = os.path.join(workdir, f"{name}.sock")
+        self.log_path = os.path.join(workdir, f"{name}.log")
+        self.shm_dir = tempfile.mkdtemp(prefix=f"xferd-bench-{name}-", dir="/dev/shm")
+        children.dirs.append(self.shm_dir)
+        config = os.path.join(workdir, f"{name}.toml")
+        with open(config, "w") as f:
+            f.write(f'{toml}\n[regions]\nshm_dir = "{self.shm_dir}"\n')
+        ready = os.path.join(workdir, f"{name}.ready")
+        cmd = [binary, "--config", config, "--node-id", name, "--listen", "127.0.0.1:0",
+               "--unix-socket", self.socket, "--ready-file", ready, "--transport", transport,
+               "--log-level", "info"]
+        if transport == "tcp":
+            cmd += ["--data-listen", "127.0.0.1:0"]
+        if transport == "verbs":
+            cmd += ["--require-rdma"]
+        cmd += list(args)
+        with open(self.log_path, "wb") as out:
+            self.proc = children.start(cmd, stdout=out, stderr=subprocess.STDOUT)
+        self.info = self._await_ready(ready)
+
+    def _await_ready(self, ready: str, timeout: float = 60.0) -> Dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while not os.path.exists(ready):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"xferd {self.name} did not start:\n{self.log_tail()}")
+            time.sleep(0.02)
+        with open(ready) as f:
+            return json.load(f)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    @property
+    def address(self) -> str:
+        return str(self.info["grpc_address"])
+
+    @property
+    def target(self) -> str:
+        return "unix:" + self.socket
+
+    def log_tail(self, lines: int = 20) -> str:
+        with open(self.log_path, errors="replace") as f:
+            return "".join(f.readlines()[-lines:])
+
+    def stop(self) -> None:
+        code = stop_process(self.proc)
+        shutil.rmtree(self.shm_dir, ignore_errors=True)
+        if code != 0:
+            log(f"xferd {self.name} exited with {code}:\n{self.log_tail()}")
+
+
+# ----------------------------------------------------------------- timing --
+
+def timed_loop(op: Callable[[], Any], seconds: float, max_ops: int = 0) -> Dict[str, float]:
+    """Runs `op` back to back for `seconds` (or `max_ops` times): the rate and
+    latency percentiles, in the same keys as bench_client's JSON."""
+    latencies: List[float] = []
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds and (max_ops == 0 or len(latencies) < max_ops):
+        begin = time.perf_counter()
+        op()
+        latencies.append((time.perf_counter() - begin) * 1e6)
+    elapsed = time.perf_counter() - start
+    return loop_figures(latencies, elapsed)
+
+
+def loop_figures(latencies_us: List[float], elapsed: float) -> Dict[str, float]:
+    ordered = sorted(latencies_us)
+    return {"ops": len(ordered), "seconds": elapsed, "rate": len(ordered) / elapsed,
+            "p50_us": percentile(ordered, 50), "p99_us": percentile(ordered, 99),
+            "min_us": ordered[0], "max_us": ordered[-1]}
+
+
+def percentile(ordered: List[float], p: float) -> float:
+    """Nearest-rank percentile of an already sorted list (same as bench_client)."""
+    i = int(p / 100.0 * (len(ordered) - 1) + 0.5)
+    return ordered[min(i, len(ordered) - 1)]
+
+
+def interleaved(reps: int, keys: Sequence[Any], run: Callable[[Any], float],
+                what: str) -> Dict[Any, List[float]]:
+    """`reps` rounds of run(key) over every key, the keys interleaved so that
+    a change of host load spreads over all of them."""
+    results: Dict[Any, List[float]] = {k: [] for k in keys}
+    for rep in range(reps):
+        for k in keys:
+            results[k].append(run(k))
+        log(f"{what}, round {rep + 1}/{reps}: "
+            + ", ".join(f"{size_name(k)} {results[k][-1]:.1f}" for k in keys))
+    return results
+
+
+def summary(values: List[float]) -> Dict[str, Any]:
+    """Median, best and every sample of a throughput series."""
+    return {"median": statistics.median(values), "best": max(values), "samples": values}
+
+
+def run_json(args: Sequence[str], timeout: float = 600.0) -> Dict[str, Any]:
+    """Runs a helper that prints one JSON line (the last line of its stdout)."""
+    done = subprocess.run(list(args), stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                          timeout=timeout)
+    if done.returncode != 0:
+        raise SystemExit(f"{args[0]} failed ({done.returncode}): {done.stderr.strip()}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+# ----------------------------------------------------------------- output --
+
+def size_name(size: int) -> str:
+    for unit, name in ((GiB, "GiB"), (MiB, "MiB"), (KiB, "KiB")):
+        if size >= unit and size % unit == 0:
+            return f"{size // unit} {name}"
+    return f"{size} B"
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], align: str = "l") -> str:
+    """A plain-text table. align[i] is "l" or "r" for column i; columns
+    past the end of `align` are right-aligned (numbers)."""
+    cells = [[str(h) for h in headers]] + [[str(c) for c in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+
+    def line(row: List[str]) -> str:
+        return "  ".join(c.ljust(w) if align[i:i + 1] == "l" else c.rjust(w)
+                         for i, (c, w) in enumerate(zip(row, widths))).rstrip()
+
+    rule = "  ".join("-" * w for w in widths)
+    return "\n".join([line(cells[0]), rule] + [line(row) for row in cells[1:]])
+
+
+def verdict(value: float, target: float, higher_is_better: bool = True) -> str:
+    ok = value >= target if higher_is_better else value < target
+    return "meets" if ok else "BELOW" if higher_is_better else "ABOVE"

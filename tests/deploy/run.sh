@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Checks the deployment path: builds the .deb, then verifies its control data
+# and files, the packaged daemon and xferctl, the packaged configuration
+# (xferd --check-config), the systemd unit (systemd-analyze verify), and that
+# the packaged Python client imports. Prints "deploy: N passed, N failed".
+set -uo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)
+cd "$root"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+passed=0 failed=0
+check() {
+  local what=$1
+  shift
+  if "$@" >"$work/out" 2>&1; then
+    passed=$((passed + 1))
+    echo "ok     $what"
+  else
+    failed=$((failed + 1))
+    echo "FAILED $what"
+    sed 's/^/       /' "$work/out"
+  fi
+}
+
+deploy/build-deb.sh "$work/dist" || { echo "deploy: 0 passed, 1 failed"; exit 1; }
+deb=$(ls "$work"/dist/xferd_*_amd64.deb)
+dpkg-deb -x "$deb" "$work/root"
+control=$(dpkg-deb -f "$deb")
+
+check "control names the package, version and runtime dependencies" \
+  grep -Eq '^Depends: .*libgrpc\+\+1\.51.*libibverbs1' <<<"$control"
+check "/etc/xferd/xferd.toml is a conffile" \
+  bash -c "dpkg-deb -I '$deb' conffiles | grep -qx /etc/xferd/xferd.toml"
+check "every file is in place" test -x "$work/root/usr/bin/xferd" -a -x "$work/root/usr/bin/xferctl" \
+  -a -f "$work/root/lib/systemd/system/xferd.service" -a -f "$work/root/etc/xferd/xferd.toml"
+check "the daemon reports its version" "$work/root/usr/bin/xferd" --version
+check "the packaged configuration is valid" \
+  "$work/root/usr/bin/xferd" --check-config --config "$work/root/etc/xferd/xferd.toml"
+check "xferctl runs" "$work/root/usr/bin/xferctl" --help
+# systemd-analyze verify needs ExecStart to exist: point it at the extracted binary.
+sed "s#^ExecStart=/usr/bin/xferd#ExecStart=$work/root/usr/bin/xferd#" \
+  "$work/root/lib/systemd/system/xferd.service" >"$work/xferd.service"
+check "systemd-analyze verify accepts the unit" systemd-analyze verify "$work/xferd.service"
+check "the unit is Type=notify with LimitMEMLOCK=infinity" \
+  grep -Eqz 'Type=notify.*LimitMEMLOCK=infinity' "$work/xferd.service"
+check "the packaged Python client imports" env PYTHONPATH="$work/root/usr/lib/python3/dist-packages" \
+  /usr/bin/python3 -c 'import xferd, xferd.v1.xferd_pb2; xferd.Client'
+
+echo "deploy: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]

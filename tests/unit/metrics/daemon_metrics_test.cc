@@ -1,0 +1,183 @@
+// xferd's metric families over two in-process engines (fake transport),
+// rendered by prometheus-cpp's text serializer: transfers by outcome, latency
+// histograms, errors by code, traffic by peer, peer states, and that every
+// family is documented.
+#include "daemon/metrics/daemon_metrics.h"
+
+#include <gtest/gtest.h>
+#include <prometheus/text_serializer.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "tests/unit/engine/engine_harness.h"
+
+namespace xferd::testing {
+namespace {
+
+using engine::TransferState;
+using metrics::DaemonMetrics;
+
+std::string Render(const DaemonMetrics& metrics) {
+  return prometheus::TextSerializer().Serialize(metrics.Collect());
+}
+
+// `name{labels}` with the labels sorted, so that series compare whatever
+// order the serializer wrote their labels in. Label values here hold no
+// commas.
+std::string Series(const std::string& name, std::vector<std::string> labels = {}) {
+  if (labels.empty()) return name;
+  std::sort(labels.begin(), labels.end());
+  return absl::StrCat(name, "{", absl::StrJoin(labels, ","), "}");
+}
+
+// Sample lines of an exposition (Series(...) -> value); comments skipped.
+std::map<std::string, double> Samples(const std::string& text) {
+  std::map<std::string, double> out;
+  std::istringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    const size_t space = line.rfind(' ');
+    const std::string series = line.substr(0, space);
+    const size_t brace = series.find('{');
+    const std::string key =
+        brace == std::string::npos
+            ? series
+            : Series(series.substr(0, brace),
+                     absl::StrSplit(series.substr(brace + 1, series.size() - brace - 2), ','));
+    out[key] = std::stod(line.substr(space + 1));
+  }
+  return out;
+}
+
+class DaemonMetricsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::tie(a_, b_) = h_.AddConnectedPair();
+    a_metrics_ = std::make_unique<DaemonMetrics>(*a_->engine, "9.9.9", absl::Now());
+    b_metrics_ = std::make_unique<DaemonMetrics>(*b_->engine, "9.9.9", absl::Now());
+  }
+  void TearDown() override {
+    for (Node* n : {a_, b_}) n->engine->Stop();
+    a_metrics_.reset();
+    b_metrics_.reset();
+  }
+
+  EngineHarness h_;
+  Node* a_ = nullptr;
+  Node* b_ = nullptr;
+  std::unique_ptr<DaemonMetrics> a_metrics_, b_metrics_;
+};
+
+TEST_F(DaemonMetricsTest, TransfersByOutcomeLatencyAndErrors) {
+  for (uint64_t length : {4096u, 1u << 20}) {
+    EXPECT_EQ(h_.Wait((*h_.Submit(*a_, {Spec("src", "b", "dst", length)}))[0]).state,
+              TransferState::kDone);
+  }
+  a_->transport->HoldCompletions(true);
+  auto cancelled = (*h_.Submit(*a_, {Spec("src", "b", "dst", 4096)}))[0];
+  ASSERT_TRUE(a_->engine->CancelTransfer(cancelled->id()).ok());
+  auto failed = (*h_.Submit(*a_, {Spec("src", "b", "dst", 4096)}))[0];
+  EXPECT_EQ(a_->engine->FailAll(absl::UnavailableError("peer went away")), 1u);
+  a_->transport->HoldCompletions(false);
+  EXPECT_EQ(h_.Wait(failed).state, TransferState::kFailed);
+
+  const std::map<std::string, double> s = Samples(Render(*a_metrics_));
+  const std::string peer = "peer=\"b\"", tcp = "transport=\"tcp\"";
+  EXPECT_EQ(s.at(Series("xferd_transfers_total", {peer, tcp, "outcome=\"done\""})), 2);
+  EXPECT_EQ(s.at(Series("xferd_transfers_total", {peer, tcp, "outcome=\"cancelled\""})), 1);
+  EXPECT_EQ(s.at(Series("xferd_transfers_total", {peer, tcp, "outcome=\"failed\""})), 1);
+  EXPECT_EQ(s.at(Series("xferd_errors_total", {"code=\"CANCELLED\""})), 1);
+  EXPECT_EQ(s.at(Series("xferd_errors_total", {"code=\"UNAVAILABLE\""})), 1);
+  // Only done transfers are timed; every one falls in some bucket.
+  EXPECT_EQ(s.at(Series("xferd_xfer_time_seconds_count", {peer, tcp})), 2);
+  EXPECT_EQ(s.at(Series("xferd_xfer_time_seconds_bucket", {peer, tcp, "le=\"+Inf\""})), 2);
+  EXPECT_GT(s.at(Series("xferd_xfer_time_seconds_sum", {peer, tcp})), 0);
+  EXPECT_LE(s.at(Series("xferd_xfer_time_seconds_bucket", {peer, tcp, "le=\"0.0001\""})),
+            s.at(Series("xferd_xfer_time_seconds_bucket", {peer, tcp, "le=\"100\""})));
+  EXPECT_EQ(s.at(Series("xferd_tx_bytes_total", {peer, tcp})), 4096 + (1 << 20));
+  EXPECT_EQ(s.at("xferd_transfers_submitted_total"), 4);
+  EXPECT_EQ(s.at("xferd_transfers_in_flight"), 0);
+  EXPECT_EQ(s.at("xferd_memory_registered_bytes"), 1 << 20);
+  EXPECT_EQ(s.at("xferd_memory_regions"), 1);
+  EXPECT_EQ(s.at(Series("xferd_peers", {"state=\"connected\""})), 1);
+  EXPECT_EQ(s.at(Series("xferd_peers", {"state=\"broken\""})), 0);
+  EXPECT_EQ(s.at(Series("xferd_build_info", {"version=\"9.9.9\"", tcp})), 1);
+  EXPECT_EQ(s.count(Series("xferd_poller_sleep_seconds_total", {"poller=\"1\""})), 1u);
+  EXPECT_EQ(s.count(Series("xferd_poller_sleeping", {"poller=\"0\""})), 1u);
+  EXPECT_GT(s.at("process_resident_memory_bytes"), 0);
+  EXPECT_GT(s.at("process_open_fds"), 0);
+  EXPECT_GT(s.at("process_threads"), 1);
+}
+
+TEST_F(DaemonMetricsTest, ReceiverSeesLandedEventsAndZeroSeriesForNewPeers) {
+  EXPECT_EQ(h_.Wait((*h_.Submit(*a_, {Spec("src", "b", "dst", 8192)}))[0]).state,
+            TransferState::kDone);
+  const std::map<std::string, double> s = Samples(Render(*b_metrics_));
+  EXPECT_EQ(s.at("xferd_landed_events_total"), 1);
+  // b never wrote to a, yet a's series exist at zero from its first contact.
+  const std::string peer = "peer=\"a\"", tcp = "transport=\"tcp\"";
+  EXPECT_EQ(s.at(Series("xferd_transfers_total", {peer, tcp, "outcome=\"failed\""})), 0);
+  EXPECT_EQ(s.at(Series("xferd_xfer_time_seconds_count", {peer, tcp})), 0);
+  EXPECT_EQ(s.at(Series("xferd_tx_bytes_total", {peer, tcp})), 0);
+}
+
+TEST_F(DaemonMetricsTest, EveryFamilyHasHelpAndATypeAndUniqueName) {
+  const std::string text = Render(*a_metrics_);
+  std::set<std::string> names;
+  for (const prometheus::MetricFamily& f : a_metrics_->Collect()) {
+    EXPECT_TRUE(names.insert(f.name).second) << f.name;
+    EXPECT_GT(f.help.size(), 10u) << f.name;
+    // prometheus-cpp writes HELP text as is: it must need no escaping.
+    EXPECT_EQ(f.help.find_first_of("\\\n"), std::string::npos) << f.name;
+    EXPECT_TRUE(absl::StartsWith(f.name, "xferd_") || absl::StartsWith(f.name, "process_"))
+        << f.name;
+    EXPECT_TRUE(absl::StrContains(text, "# HELP " + f.name + " ")) << f.name;
+    EXPECT_TRUE(absl::StrContains(text, "# TYPE " + f.name + " ")) << f.name;
+    if (f.type == prometheus::MetricType::Counter) {
+      EXPECT_TRUE(absl::EndsWith(f.name, "_total")) << f.name;
+    }
+  }
+  EXPECT_GE(names.size(), 25u);
+}
+
+TEST_F(DaemonMetricsTest, LatencyBucketsAreTheDocumentedOnes) {
+  EXPECT_EQ(h_.Wait((*h_.Submit(*a_, {Spec("src", "b", "dst", 4096)}))[0]).state,
+            TransferState::kDone);
+  for (const prometheus::MetricFamily& f : a_metrics_->Collect()) {
+    if (f.name != "xferd_xfer_time_seconds") continue;
+    ASSERT_EQ(f.type, prometheus::MetricType::Histogram);
+    ASSERT_EQ(f.metric.size(), 1u);
+    std::vector<double> bounds;
+    for (const auto& bucket : f.metric[0].histogram.bucket) bounds.push_back(bucket.upper_bound);
+    ASSERT_FALSE(bounds.empty());
+    EXPECT_TRUE(std::isinf(bounds.back()));
+    bounds.pop_back();
+    EXPECT_EQ(bounds, metrics::TransferTimeBuckets());
+    EXPECT_EQ(f.metric[0].histogram.sample_count, 1u);
+    return;
+  }
+  ADD_FAILURE() << "no xferd_xfer_time_seconds";
+}
+
+TEST(TransferTimeBucketsTest, From100MicrosecondsTo100SecondsByOneTwoAndAHalfFive) {
+  const std::vector<double> b = metrics::TransferTimeBuckets();
+  ASSERT_EQ(b.size(), 19u);  // 6 decades of 3, and 100
+  EXPECT_DOUBLE_EQ(b.front(), 1e-4);
+  EXPECT_DOUBLE_EQ(b.back(), 100);
+  EXPECT_TRUE(std::is_sorted(b.begin(), b.end()));
+  for (size_t i = 0; i + 3 < b.size(); ++i) EXPECT_DOUBLE_EQ(b[i + 3], b[i] * 10) << i;
+}
+
+}  // namespace
+}  // namespace xferd::testing
