@@ -18,8 +18,8 @@ inline constexpr uint64_t kMinMrChunk = kMaxSliceBytes;
 
 // OK if `region` is well formed: a non-zero address and size that do not
 // wrap around the address space, a chunk size of at least kMinMrChunk (or
-// covering the whole region), and exactly one rkey per chunk. INVALID_ARGUMENT otherwise. Any
-// thread; pure.
+// covering the whole region), and exactly one rkey per chunk.
+// INVALID_ARGUMENT otherwise. Any thread; pure.
 absl::Status CheckRemoteRegionKeys(const RemoteRegion& region);
 
 }  // namespace xferd::transport::verbs
