@@ -91,8 +91,10 @@ TableReader::Handler Bool(bool* out) {
 template <typename Int>
 TableReader::Handler Integer(Int* out) {
   return [out](const toml::node& node, const std::string& key) -> absl::Status {
-    auto v = node.value<int64_t>();
-    if (!v || !node.is_integer()) return TypeError(key, "an integer");
+    // value_exact: value<int64_t>() would also convert a float, and one out
+    // of int64's range (1e25) is undefined behaviour (found by config_fuzzer).
+    auto v = node.value_exact<int64_t>();
+    if (!v) return TypeError(key, "an integer");
     if (*v < static_cast<int64_t>(std::numeric_limits<Int>::min()) ||
         static_cast<uint64_t>(*v) > static_cast<uint64_t>(std::numeric_limits<Int>::max())) {
       return absl::InvalidArgumentError(absl::StrCat("config key '", key, "' is out of range"));
@@ -105,7 +107,7 @@ TableReader::Handler Integer(Int* out) {
 // Sizes may be integers (bytes) or strings with units ("64KiB").
 TableReader::Handler Size(uint64_t* out) {
   return [out](const toml::node& node, const std::string& key) -> absl::Status {
-    if (auto v = node.value<int64_t>(); v && node.is_integer()) {
+    if (auto v = node.value_exact<int64_t>()) {
       if (*v < 0)
         return absl::InvalidArgumentError(absl::StrCat("config key '", key, "' is negative"));
       *out = static_cast<uint64_t>(*v);

@@ -68,6 +68,11 @@ TEST(ConfigTest, WrongTypesAndSyntaxAreErrors) {
   EXPECT_FALSE(ParseConfig("[engine]\nslice_size = \"big\"\n", "x").ok());
   EXPECT_FALSE(ParseConfig("[engine]\nspin = 5\n", "x").ok());
   EXPECT_FALSE(ParseConfig("[engine]\npollers = -1\n", "x").ok());
+  // Floats are not integers, even out of int64's range (found by fuzzing).
+  absl::StatusOr<Config> huge = ParseConfig("[engine]\nhistory = 1e25\n", "x");
+  ASSERT_FALSE(huge.ok());
+  EXPECT_EQ(huge.status().message(), "x: config key 'engine.history' must be an integer");
+  EXPECT_FALSE(ParseConfig("[engine]\nslice_size = 6.5e4\n", "x").ok());
   EXPECT_FALSE(ParseConfig("server = 3\n", "x").ok());
   EXPECT_FALSE(ParseConfig("[transport]\nkind = \"rdma\"\n", "x").ok());
   absl::StatusOr<Config> broken = ParseConfig("[engine\n", "bad.toml");
