@@ -85,6 +85,8 @@ absl::StatusOr<transport::LinkEndpoints> FromProto(const v1::LinkEndpoints& p) {
     if (p.notice_ring_slots() == 0 || p.notice_ring_slots() > (1u << 16)) {
       return absl::InvalidArgumentError("malformed notice ring in handshake");
     }
+    // Refused rather than ignored: the peer would believe we use it.
+    if (p.has_tcp()) return absl::InvalidArgumentError("verbs handshake carries a TCP endpoint");
   } else if (p.queue_pairs_size() != 0) {
     return absl::InvalidArgumentError("TCP handshake carries queue pairs");
   }

@@ -72,6 +72,9 @@ TEST(PeerConvertTest, RejectsMalformedEndpoints) {
   v1::LinkEndpoints tcp_with_qps = VerbsEndpoints(1);
   tcp_with_qps.set_transport(v1::TRANSPORT_KIND_TCP);
   bad.push_back(tcp_with_qps);
+  v1::LinkEndpoints verbs_with_tcp = VerbsEndpoints(1);  // found by handshake_fuzzer
+  verbs_with_tcp.mutable_tcp()->set_port(7301);
+  bad.push_back(verbs_with_tcp);
   v1::LinkEndpoints bad_port;
   bad_port.set_transport(v1::TRANSPORT_KIND_TCP);
   bad_port.set_lanes(1);
