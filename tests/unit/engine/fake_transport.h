@@ -1,10 +1,12 @@
 // An in-process Transport for engine unit tests: writes are copied straight
 // into the peer fabric member's registered region (with the same checks a
 // real receiver makes), completions come from Poll on the poller thread, and
-// a test can hold completions back to model a stalled peer.
+// a test can hold completions back to model a stalled peer. NullLink is a
+// link that carries nothing, for tests of a Transfer or Peer alone.
 #pragma once
 
 #include <atomic>
+#include <cstdlib>
 #include <deque>
 #include <map>
 #include <memory>
@@ -17,6 +19,19 @@
 #include "daemon/transport/transport.h"
 
 namespace xferd::testing {
+
+// A ready link with one lane that must never be used.
+struct NullLink : transport::Link {
+  NullLink() : Link({"peer", 1}) {}
+  absl::Status Connect(const transport::PeerIdentity&, const transport::LinkEndpoints&,
+                       absl::Time) override {
+    return absl::OkStatus();
+  }
+  void Close(absl::Status) override {}
+  uint32_t lane_count() const override { return 1; }
+  transport::Lane& lane(uint32_t) override { std::abort(); }
+  bool ready() const override { return true; }
+};
 
 class FakeTransport;
 

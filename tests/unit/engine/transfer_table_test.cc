@@ -3,21 +3,12 @@
 #include <gtest/gtest.h>
 
 #include "daemon/engine/peer.h"
+#include "tests/unit/engine/fake_transport.h"
 
 namespace xferd::engine {
 namespace {
 
-struct NullLink : transport::Link {
-  NullLink() : Link({"peer", 1}) {}
-  absl::Status Connect(const transport::PeerIdentity&, const transport::LinkEndpoints&,
-                       absl::Time) override {
-    return absl::OkStatus();
-  }
-  void Close(absl::Status) override {}
-  uint32_t lane_count() const override { return 1; }
-  transport::Lane& lane(uint32_t) override { std::abort(); }
-  bool ready() const override { return true; }
-};
+using xferd::testing::NullLink;
 
 class TransferTableTest : public ::testing::Test, public TransferListener {
  protected:

@@ -6,21 +6,12 @@
 #include <thread>
 
 #include "daemon/engine/peer.h"
+#include "tests/unit/engine/fake_transport.h"
 
 namespace xferd::engine {
 namespace {
 
-struct NullLink : transport::Link {
-  NullLink() : Link({"peer", 1}) {}
-  absl::Status Connect(const transport::PeerIdentity&, const transport::LinkEndpoints&,
-                       absl::Time) override {
-    return absl::OkStatus();
-  }
-  void Close(absl::Status) override {}
-  uint32_t lane_count() const override { return 1; }
-  transport::Lane& lane(uint32_t) override { std::abort(); }
-  bool ready() const override { return true; }
-};
+using xferd::testing::NullLink;
 
 struct Counting : TransferListener {
   int finished = 0;
