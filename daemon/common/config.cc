@@ -95,8 +95,12 @@ TableReader::Handler Integer(Int* out) {
     // of int64's range (1e25) is undefined behaviour (found by config_fuzzer).
     auto v = node.value_exact<int64_t>();
     if (!v) return TypeError(key, "an integer");
-    if (*v < static_cast<int64_t>(std::numeric_limits<Int>::min()) ||
-        static_cast<uint64_t>(*v) > static_cast<uint64_t>(std::numeric_limits<Int>::max())) {
+    // Negative values compare as signed: cast to uint64_t they would pass for
+    // huge ones and make -1 (verbs_gid_index = auto) "out of range".
+    const bool in_range = *v < 0 ? *v >= static_cast<int64_t>(std::numeric_limits<Int>::min())
+                                 : static_cast<uint64_t>(*v) <=
+                                       static_cast<uint64_t>(std::numeric_limits<Int>::max());
+    if (!in_range) {
       return absl::InvalidArgumentError(absl::StrCat("config key '", key, "' is out of range"));
     }
     *out = static_cast<Int>(*v);

@@ -80,6 +80,19 @@ TEST(ConfigTest, WrongTypesAndSyntaxAreErrors) {
   EXPECT_NE(broken.status().message().find("bad.toml:1"), absl::string_view::npos);
 }
 
+// Signed keys take negative values; unsigned ones and out-of-range ones do not.
+TEST(ConfigTest, IntegersAreCheckedAgainstTheirKeysType) {
+  absl::StatusOr<Config> automatic = ParseConfig("[transport]\nverbs_gid_index = -1\n", "x");
+  ASSERT_TRUE(automatic.ok()) << automatic.status();
+  EXPECT_EQ(automatic->transport.verbs_gid_index, -1);
+  EXPECT_FALSE(ParseConfig("[transport]\nverbs_gid_index = -2147483649\n", "x").ok());
+  EXPECT_FALSE(ParseConfig("[transport]\nverbs_gid_index = 2147483648\n", "x").ok());
+  EXPECT_FALSE(ParseConfig("[engine]\npollers = -1\n", "x").ok());
+  EXPECT_FALSE(ParseConfig("[engine]\npollers = 4294967296\n", "x").ok());
+  absl::StatusOr<Config> most = ParseConfig("[engine]\nhistory = 4294967295\n", "x");
+  ASSERT_TRUE(most.ok()) << most.status();
+}
+
 TEST(ConfigTest, ValidateRejectsOutOfRangeValues) {
   Config config;
   config.engine.pollers = 0;
@@ -103,8 +116,7 @@ TEST(ConfigTest, ValidateRejectsOutOfRangeValues) {
   EXPECT_FALSE(Validate(config).ok());
   config = Config();
   config.transport.tcp_user_timeout = absl::Milliseconds(10);
-  EXPECT_NE(Validate(config).message().find("transport.tcp_user_timeout"),
-            absl::string_view::npos);
+  EXPECT_NE(Validate(config).message().find("transport.tcp_user_timeout"), absl::string_view::npos);
 }
 
 TEST(ConfigTest, ParsesTls) {
