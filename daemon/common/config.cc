@@ -15,9 +15,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
+#include "base/units.h"
 #include "daemon/common/host_port.h"
-#include "daemon/common/status_macros.h"
-#include "daemon/common/units.h"
 
 namespace xferd {
 namespace {

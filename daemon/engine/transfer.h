@@ -13,8 +13,8 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
-#include "daemon/common/mutex.h"
 #include "absl/time/time.h"
+#include "base/mutex.h"
 #include "daemon/memory/region.h"
 #include "daemon/transport/transport.h"
 
