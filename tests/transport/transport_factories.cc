@@ -2,6 +2,7 @@
 
 #include "daemon/transport/tcp/tcp_transport.h"
 #include "daemon/transport/verbs/verbs_transport.h"
+#include "tests/testing/fake_transport.h"
 
 namespace xferd::transport {
 
@@ -39,6 +40,16 @@ std::vector<TransportFactory> AllTransportFactories() {
                          return std::unique_ptr<Transport>(*std::move(transport));
                        },
                        /*refuses_per_write=*/false, /*enforces_acl_per_write=*/false});
+  // The engine tests' stand-in, held to the same contract. Its transports pair
+  // through one fabric for the whole process, as TCP's through loopback.
+  factories.push_back(TransportFactory{
+      "fake",
+      [](const memory::RegionRegistry& regions,
+         uint32_t pollers) -> absl::StatusOr<std::unique_ptr<Transport>> {
+        static auto* const fabric = new testing::FakeFabric();
+        return std::make_unique<testing::FakeTransport>(*fabric, regions, pollers, 16);
+      },
+      /*refuses_per_write=*/true, /*enforces_acl_per_write=*/true});
   return factories;
 }
 

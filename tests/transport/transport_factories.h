@@ -1,5 +1,6 @@
-// The transports the conformance suite runs over. A factory returns an error
-// when its transport cannot run on this machine; the suite then skips it.
+// The transports the conformance suite runs over: TCP, verbs and the engine
+// tests' fake. A factory returns an error when its transport cannot run on
+// this machine; the suite then skips it.
 #pragma once
 
 #include <functional>

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "daemon/engine/peer.h"
-#include "tests/unit/engine/fake_transport.h"
+#include "tests/testing/fake_transport.h"
 
 namespace xferd::engine {
 namespace {

@@ -1,6 +1,7 @@
 #include "tests/unit/engine/engine_harness.h"
 
 #include <cstdlib>
+#include <cstring>
 
 namespace xferd::testing {
 
@@ -18,8 +19,8 @@ Node& EngineHarness::Add(const std::string& name) {
   options.shm_dir = tmp != nullptr ? tmp : "/tmp";
   options.shm_prefix = "engine-test-" + name;
   node->regions = std::make_unique<memory::RegionRegistry>(options);
-  node->transport = std::make_unique<FakeTransport>(fabric_, name, *node->regions, config_.pollers,
-                                                    config_.lane_depth);
+  node->transport =
+      std::make_unique<FakeTransport>(fabric_, *node->regions, config_.pollers, config_.lane_depth);
   auto engine = engine::Engine::Create(config_, engine::NodeIdentity{"", 1, ""}, *node->transport,
                                        *node->regions, rpc_);
   if (!engine.ok()) std::abort();
@@ -47,15 +48,6 @@ std::shared_ptr<memory::Region> EngineHarness::RegisterOrDie(Node& node, const s
   return *region;
 }
 
-std::pair<Node*, Node*> EngineHarness::AddConnectedPair() {
-  Node& a = Add("a");
-  Node& b = Add("b");
-  RegisterOrDie(a, "src", 1 << 20, false);
-  RegisterOrDie(b, "dst", 1 << 20, true);
-  if (!Connect(a, b).ok()) std::abort();
-  return {&a, &b};
-}
-
 absl::StatusOr<engine::PeerInfo> EngineHarness::Connect(Node& from, Node& to) {
   std::promise<absl::StatusOr<engine::PeerInfo>> done;
   from.engine->ConnectPeer("addr-" + to.name, absl::Seconds(5),
@@ -77,6 +69,30 @@ engine::TransferInfo EngineHarness::Wait(const std::shared_ptr<engine::Transfer>
     absl::SleepFor(absl::Milliseconds(1));
   }
   return t->Info();
+}
+
+void TwoEngineTest::SetUp() {
+  a_ = &h_.Add("a");
+  b_ = &h_.Add("b");
+  src_ = h_.RegisterOrDie(*a_, "src", 1 << 20, false);
+  dst_ = h_.RegisterOrDie(*b_, "dst", 1 << 20, true);
+  if (connect_) {
+    absl::StatusOr<engine::PeerInfo> peer = h_.Connect(*a_, *b_);
+    ASSERT_TRUE(peer.ok()) << peer.status();
+  }
+}
+
+engine::TransferInfo TwoEngineTest::Write(uint64_t length) {
+  Fill(*src_, static_cast<uint8_t>(++writes_));
+  absl::StatusOr<std::vector<std::shared_ptr<engine::Transfer>>> submitted =
+      h_.Submit(*a_, {Spec("src", "b", "dst", length)});
+  EXPECT_TRUE(submitted.ok()) << submitted.status();
+  if (!submitted.ok()) return engine::TransferInfo{};
+  const engine::TransferInfo info = h_.Wait((*submitted)[0]);
+  if (info.state == engine::TransferState::kDone) {
+    EXPECT_EQ(std::memcmp(src_->data(), dst_->data(), length), 0) << "dst differs from src";
+  }
+  return info;
 }
 
 engine::WriteSpec Spec(const std::string& src, const std::string& peer, const std::string& dst,

@@ -1,6 +1,9 @@
 // Two or more engines in one process, connected through FakeTransport and an
-// in-process PeerRpc, with blocking helpers over the engine's callbacks.
+// in-process PeerRpc, with blocking helpers over the engine's callbacks, and
+// TwoEngineTest, the fixture of the tests that need a writer and a receiver.
 #pragma once
+
+#include <gtest/gtest.h>
 
 #include <future>
 #include <map>
@@ -11,7 +14,7 @@
 
 #include "daemon/common/config.h"
 #include "daemon/engine/engine.h"
-#include "tests/unit/engine/fake_transport.h"
+#include "tests/testing/fake_transport.h"
 
 namespace xferd::testing {
 
@@ -78,9 +81,6 @@ class EngineHarness {
   std::shared_ptr<memory::Region> RegisterOrDie(Node& node, const std::string& name, uint64_t size,
                                                 bool remote_write);
   absl::StatusOr<engine::PeerInfo> Connect(Node& from, Node& to);
-  // Adds nodes "a" and "b" with regions "src" on a and "dst" (remote write)
-  // on b, 1 MiB each, and connects a to b. Aborts if any step fails.
-  std::pair<Node*, Node*> AddConnectedPair();
   absl::StatusOr<std::vector<std::shared_ptr<engine::Transfer>>> Submit(
       Node& from, std::vector<engine::WriteSpec> writes, bool batch = false);
   // Waits for a transfer's end (bounded) and returns its final state.
@@ -92,6 +92,29 @@ class EngineHarness {
   FakeFabric fabric_;
   InProcessPeerRpc rpc_;
   std::map<std::string, std::unique_ptr<Node>> nodes_;
+};
+
+// Engines "a" and "b" with a 1 MiB "src" on a and a 1 MiB "dst" (remote
+// write) on b; a is connected to b unless the test asks otherwise.
+class TwoEngineTest : public ::testing::Test {
+ protected:
+  explicit TwoEngineTest(EngineConfig config = {}, bool connect = true)
+      : h_(config), connect_(connect) {}
+  void SetUp() override;
+
+  // Fills src with fresh bytes, writes the first `length` of them to the
+  // start of dst and waits for the transfer's end; once done, expects dst to
+  // hold them. Returns the final state.
+  engine::TransferInfo Write(uint64_t length);
+
+  EngineHarness h_;
+  Node* a_ = nullptr;
+  Node* b_ = nullptr;
+  std::shared_ptr<memory::Region> src_, dst_;
+
+ private:
+  const bool connect_;
+  uint32_t writes_ = 0;
 };
 
 engine::WriteSpec Spec(const std::string& src, const std::string& peer, const std::string& dst,

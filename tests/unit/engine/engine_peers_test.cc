@@ -8,15 +8,10 @@ namespace {
 using engine::PeerState;
 using engine::TransferState;
 
-class EnginePeersTest : public ::testing::Test {
+// Each test connects the engines itself.
+class EnginePeersTest : public TwoEngineTest {
  protected:
-  void SetUp() override {
-    a_ = &h_.Add("a");
-    b_ = &h_.Add("b");
-  }
-  EngineHarness h_;
-  Node* a_ = nullptr;
-  Node* b_ = nullptr;
+  EnginePeersTest() : TwoEngineTest(EngineConfig{}, /*connect=*/false) {}
 };
 
 TEST_F(EnginePeersTest, ConnectShowsOnBothSidesAndIsIdempotent) {
@@ -49,8 +44,6 @@ TEST_F(EnginePeersTest, ConnectErrors) {
 }
 
 TEST_F(EnginePeersTest, DisconnectFailsTransfersInFlight) {
-  auto src = h_.RegisterOrDie(*a_, "src", 1 << 20, false);
-  h_.RegisterOrDie(*b_, "dst", 1 << 20, true);
   ASSERT_TRUE(h_.Connect(*a_, *b_).ok());
   a_->transport->HoldCompletions(true);
   auto t = (*h_.Submit(*a_, {Spec("src", "b", "dst", 1 << 20)}))[0];
@@ -67,8 +60,6 @@ TEST_F(EnginePeersTest, DisconnectFailsTransfersInFlight) {
 }
 
 TEST_F(EnginePeersTest, GoodbyeBreaksThePeerAndTheNextWriteReconnects) {
-  h_.RegisterOrDie(*a_, "src", 4096, false);
-  h_.RegisterOrDie(*b_, "dst", 4096, true);
   ASSERT_TRUE(h_.Connect(*a_, *b_).ok());
   const absl::Time first_link = a_->engine->ListPeers()[0].connected_at;
   b_->engine->SayGoodbye("maintenance", absl::Now() + absl::Seconds(1));
@@ -77,9 +68,7 @@ TEST_F(EnginePeersTest, GoodbyeBreaksThePeerAndTheNextWriteReconnects) {
   EXPECT_EQ(peers[0].state, PeerState::kBroken);
   EXPECT_NE(peers[0].last_error.message().find("maintenance"), absl::string_view::npos);
   // Writing to a broken peer handshakes again first.
-  auto t = h_.Submit(*a_, {Spec("src", "b", "dst", 4096)});
-  ASSERT_TRUE(t.ok()) << t.status();
-  EXPECT_EQ(h_.Wait((*t)[0]).state, TransferState::kDone);
+  EXPECT_EQ(Write(4096).state, TransferState::kDone);
   peers = a_->engine->ListPeers();
   ASSERT_EQ(peers.size(), 1u);
   EXPECT_EQ(peers[0].state, PeerState::kConnected);
@@ -87,8 +76,6 @@ TEST_F(EnginePeersTest, GoodbyeBreaksThePeerAndTheNextWriteReconnects) {
 }
 
 TEST_F(EnginePeersTest, AGonePeerFailsWritesWithBothReasons) {
-  h_.RegisterOrDie(*a_, "src", 4096, false);
-  h_.RegisterOrDie(*b_, "dst", 4096, true);
   ASSERT_TRUE(h_.Connect(*a_, *b_).ok());
   b_->engine->SayGoodbye("power off", absl::Now() + absl::Seconds(1));
   h_.rpc().Remove("addr-b");  // and it does not come back
@@ -99,7 +86,6 @@ TEST_F(EnginePeersTest, AGonePeerFailsWritesWithBothReasons) {
 }
 
 TEST_F(EnginePeersTest, LocalMistakesAreReportedBeforeAskingThePeer) {
-  h_.RegisterOrDie(*b_, "dst", 4096, true);
   ASSERT_TRUE(h_.Connect(*a_, *b_).ok());
   h_.rpc().Remove("addr-b");  // the peer would not even answer
   absl::Status s = h_.Submit(*a_, {Spec("nope", "b", "unknown-dst", 4096)}).status();
@@ -108,8 +94,6 @@ TEST_F(EnginePeersTest, LocalMistakesAreReportedBeforeAskingThePeer) {
 }
 
 TEST_F(EnginePeersTest, AHandshakeFromTheSameNodeReplacesTheOldLink) {
-  h_.RegisterOrDie(*a_, "src", 1 << 20, false);
-  h_.RegisterOrDie(*b_, "dst", 1 << 20, true);
   ASSERT_TRUE(h_.Connect(*a_, *b_).ok());
   a_->transport->HoldCompletions(true);
   auto t = (*h_.Submit(*a_, {Spec("src", "b", "dst", 1 << 20)}))[0];
@@ -128,7 +112,6 @@ TEST_F(EnginePeersTest, AHandshakeFromTheSameNodeReplacesTheOldLink) {
 }
 
 TEST_F(EnginePeersTest, ResolutionHonoursTheAcl) {
-  h_.RegisterOrDie(*a_, "src", 4096, false);
   memory::RegionSpec spec;
   spec.name = "private";
   spec.size = 4096;
@@ -142,7 +125,6 @@ TEST_F(EnginePeersTest, ResolutionHonoursTheAcl) {
 }
 
 TEST_F(EnginePeersTest, ResolveRequiresTheCurrentLink) {
-  h_.RegisterOrDie(*b_, "dst", 4096, true);
   EXPECT_EQ(b_->engine->ResolveForPeer("a", 1, "dst").status().code(),
             absl::StatusCode::kFailedPrecondition);
   ASSERT_TRUE(h_.Connect(*a_, *b_).ok());

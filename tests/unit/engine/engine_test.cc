@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "tests/unit/engine/engine_harness.h"
@@ -11,89 +10,70 @@ namespace xferd::testing {
 namespace {
 
 using engine::TransferState;
+using EngineTest = TwoEngineTest;
 
 // The service reports regions and the transport through these, never
 // through the registry or the transport themselves.
-TEST(EngineTest, AnswersWhatTheServiceReports) {
-  EngineHarness h;
-  Node& a = h.Add("a");
-  std::shared_ptr<memory::Region> src = h.RegisterOrDie(a, "src", 8192, false);
-  std::shared_ptr<memory::Region> dst = h.RegisterOrDie(a, "dst", 4096, true);
-  EXPECT_EQ(a.engine->FindRegion("src"), src);
-  EXPECT_EQ(a.engine->FindRegion("dst"), dst);
-  EXPECT_EQ(a.engine->FindRegion("nope"), nullptr);
+TEST_F(EngineTest, AnswersWhatTheServiceReports) {
+  std::shared_ptr<memory::Region> dst = h_.RegisterOrDie(*a_, "dst", 4096, true);
+  EXPECT_EQ(a_->engine->FindRegion("src"), src_);
+  EXPECT_EQ(a_->engine->FindRegion("dst"), dst);
+  EXPECT_EQ(a_->engine->FindRegion("nope"), nullptr);
   std::vector<std::string> names;
-  for (const auto& region : a.engine->ListRegions()) names.push_back(region->name());
+  for (const auto& region : a_->engine->ListRegions()) names.push_back(region->name());
   std::sort(names.begin(), names.end());
   EXPECT_EQ(names, (std::vector<std::string>{"dst", "src"}));
-  ASSERT_TRUE(a.engine->DeregisterRegion("src", false).ok());
-  EXPECT_EQ(a.engine->FindRegion("src"), nullptr);
-  EXPECT_EQ(a.engine->ListRegions().size(), 1u);
+  ASSERT_TRUE(a_->engine->DeregisterRegion("src", false).ok());
+  EXPECT_EQ(a_->engine->FindRegion("src"), nullptr);
+  EXPECT_EQ(a_->engine->ListRegions().size(), 1u);
   // FakeTransport stands in for TCP: no device, no RDMA port.
-  EXPECT_EQ(a.engine->transport_kind(), transport::TransportKind::kTcp);
-  EXPECT_EQ(a.engine->transport_device(), "");
-  EXPECT_FALSE(a.engine->rdma_port().has_value());
+  EXPECT_EQ(a_->engine->transport_kind(), transport::TransportKind::kTcp);
+  EXPECT_EQ(a_->engine->transport_device(), "");
+  EXPECT_FALSE(a_->engine->rdma_port().has_value());
 }
 
-TEST(EngineTest, DeregisterRefusesBusyRegionsAndForceCancels) {
-  EngineHarness h;
-  Node& a = h.Add("a");
-  Node& b = h.Add("b");
-  h.RegisterOrDie(a, "src", 1 << 20, false);
-  h.RegisterOrDie(b, "dst", 1 << 20, true);
-  ASSERT_TRUE(h.Connect(a, b).ok());
-  a.transport->HoldCompletions(true);
-  auto t = (*h.Submit(a, {Spec("src", "b", "dst", 1 << 20)}))[0];
-  absl::Status busy = a.engine->DeregisterRegion("src", false).status();
+TEST_F(EngineTest, DeregisterRefusesBusyRegionsAndForceCancels) {
+  a_->transport->HoldCompletions(true);
+  auto t = (*h_.Submit(*a_, {Spec("src", "b", "dst", 1 << 20)}))[0];
+  absl::Status busy = a_->engine->DeregisterRegion("src", false).status();
   EXPECT_EQ(busy.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(busy.message().find("in flight"), absl::string_view::npos);
-  auto forced = a.engine->DeregisterRegion("src", true);
+  auto forced = a_->engine->DeregisterRegion("src", true);
   ASSERT_TRUE(forced.ok());
   EXPECT_EQ(*forced, 1u);
-  EXPECT_EQ(h.Wait(t).state, TransferState::kCancelled);
-  a.transport->HoldCompletions(false);
-  EXPECT_EQ(a.engine->DeregisterRegion("src", false).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(h_.Wait(t).state, TransferState::kCancelled);
+  a_->transport->HoldCompletions(false);
+  EXPECT_EQ(a_->engine->DeregisterRegion("src", false).status().code(),
+            absl::StatusCode::kNotFound);
 }
 
-TEST(EngineTest, PeersForgetKeysOfDeregisteredRegions) {
-  EngineHarness h;
-  Node& a = h.Add("a");
-  Node& b = h.Add("b");
-  h.RegisterOrDie(a, "src", 8192, false);
-  h.RegisterOrDie(b, "dst", 8192, true);
-  ASSERT_TRUE(h.Connect(a, b).ok());
-  auto t = (*h.Submit(a, {Spec("src", "b", "dst", 8192)}))[0];
-  EXPECT_EQ(h.Wait(t).state, TransferState::kDone);
-  ASSERT_TRUE(b.engine->DeregisterRegion("dst", false).ok());
+TEST_F(EngineTest, PeersForgetKeysOfDeregisteredRegions) {
+  auto t = (*h_.Submit(*a_, {Spec("src", "b", "dst", 8192)}))[0];
+  EXPECT_EQ(h_.Wait(t).state, TransferState::kDone);
+  ASSERT_TRUE(b_->engine->DeregisterRegion("dst", false).ok());
   // The invalidation is sent from b's executor; a resolves afresh and fails.
   absl::Status s;
   for (int i = 0; i < 200; ++i) {
-    s = h.Submit(a, {Spec("src", "b", "dst", 8192)}).status();
+    s = h_.Submit(*a_, {Spec("src", "b", "dst", 8192)}).status();
     if (!s.ok()) break;
     absl::SleepFor(absl::Milliseconds(5));
   }
   EXPECT_EQ(s.code(), absl::StatusCode::kNotFound) << s;
   // Re-registered under the same name: a new id, and writes work again.
-  h.RegisterOrDie(b, "dst", 8192, true);
-  auto again = h.Submit(a, {Spec("src", "b", "dst", 8192)});
+  h_.RegisterOrDie(*b_, "dst", 8192, true);
+  auto again = h_.Submit(*a_, {Spec("src", "b", "dst", 8192)});
   ASSERT_TRUE(again.ok()) << again.status();
-  EXPECT_EQ(h.Wait((*again)[0]).state, TransferState::kDone);
+  EXPECT_EQ(h_.Wait((*again)[0]).state, TransferState::kDone);
 }
 
-TEST(EngineTest, StatsCountBytesTransfersAndErrors) {
-  EngineHarness h;
-  Node& a = h.Add("a");
-  Node& b = h.Add("b");
-  h.RegisterOrDie(a, "src", 1 << 20, false);
-  h.RegisterOrDie(b, "dst", 1 << 20, true);
-  ASSERT_TRUE(h.Connect(a, b).ok());
-  auto t = (*h.Submit(a, {Spec("src", "b", "dst", 1 << 20)}))[0];
-  h.Wait(t);
-  a.transport->HoldCompletions(true);
-  auto c = (*h.Submit(a, {Spec("src", "b", "dst", 4096)}))[0];
-  ASSERT_TRUE(a.engine->CancelTransfer(c->id()).ok());
-  a.transport->HoldCompletions(false);
-  const engine::EngineStats stats = a.engine->Stats();
+TEST_F(EngineTest, StatsCountBytesTransfersAndErrors) {
+  auto t = (*h_.Submit(*a_, {Spec("src", "b", "dst", 1 << 20)}))[0];
+  h_.Wait(t);
+  a_->transport->HoldCompletions(true);
+  auto c = (*h_.Submit(*a_, {Spec("src", "b", "dst", 4096)}))[0];
+  ASSERT_TRUE(a_->engine->CancelTransfer(c->id()).ok());
+  a_->transport->HoldCompletions(false);
+  const engine::EngineStats stats = a_->engine->Stats();
   EXPECT_EQ(stats.transfers.submitted, 2u);
   EXPECT_EQ(stats.transfers.done, 1u);
   EXPECT_EQ(stats.transfers.cancelled, 1u);
@@ -104,37 +84,18 @@ TEST(EngineTest, StatsCountBytesTransfersAndErrors) {
   EXPECT_EQ(stats.pollers.size(), 2u);
 }
 
-TEST(EngineTest, FailAllEndsEverythingInFlight) {
-  EngineHarness h;
-  Node& a = h.Add("a");
-  Node& b = h.Add("b");
-  h.RegisterOrDie(a, "src", 1 << 20, false);
-  h.RegisterOrDie(b, "dst", 1 << 20, true);
-  ASSERT_TRUE(h.Connect(a, b).ok());
-  a.transport->HoldCompletions(true);
-  auto ts = *h.Submit(a, {Spec("src", "b", "dst", 4096), Spec("src", "b", "dst", 4096)}, true);
-  EXPECT_FALSE(a.engine->WaitIdle(absl::Now() + absl::Milliseconds(20)));
-  EXPECT_EQ(a.engine->FailAll(absl::UnavailableError("going down")), 2u);
-  for (const auto& t : ts) EXPECT_EQ(h.Wait(t).error.message(), "going down");
-  EXPECT_TRUE(a.engine->WaitIdle(absl::Now() + absl::Seconds(1)));
-  a.transport->HoldCompletions(false);
+TEST_F(EngineTest, FailAllEndsEverythingInFlight) {
+  a_->transport->HoldCompletions(true);
+  auto ts = *h_.Submit(*a_, {Spec("src", "b", "dst", 4096), Spec("src", "b", "dst", 4096)}, true);
+  EXPECT_FALSE(a_->engine->WaitIdle(absl::Now() + absl::Milliseconds(20)));
+  EXPECT_EQ(a_->engine->FailAll(absl::UnavailableError("going down")), 2u);
+  for (const auto& t : ts) EXPECT_EQ(h_.Wait(t).error.message(), "going down");
+  EXPECT_TRUE(a_->engine->WaitIdle(absl::Now() + absl::Seconds(1)));
+  a_->transport->HoldCompletions(false);
 }
 
-// a connected to b, with a source on a and a destination on b.
-class ConnectedPairTest : public ::testing::Test {
- protected:
-  void SetUp() override { std::tie(a_, b_) = h_.AddConnectedPair(); }
-  TransferState Write(uint64_t length) {
-    return h_.Wait((*h_.Submit(*a_, {Spec("src", "b", "dst", length)}))[0]).state;
-  }
-
-  EngineHarness h_;
-  Node* a_ = nullptr;
-  Node* b_ = nullptr;
-};
-
-TEST_F(ConnectedPairTest, PeerTrafficOutlivesLinks) {
-  EXPECT_EQ(Write(8192), TransferState::kDone);
+TEST_F(EngineTest, PeerTrafficOutlivesLinks) {
+  EXPECT_EQ(Write(8192).state, TransferState::kDone);
   EXPECT_EQ(a_->engine->Stats().traffic.at("b").bytes_sent, 8192u);
   // Disconnected: the peer is gone, its bytes stay counted.
   ASSERT_TRUE(a_->engine->DisconnectPeer("b").ok());
@@ -144,14 +105,14 @@ TEST_F(ConnectedPairTest, PeerTrafficOutlivesLinks) {
   EXPECT_EQ(stats.bytes_sent, 8192u);
   // A new link adds to them.
   ASSERT_TRUE(h_.Connect(*a_, *b_).ok());
-  EXPECT_EQ(Write(4096), TransferState::kDone);
+  EXPECT_EQ(Write(4096).state, TransferState::kDone);
   stats = a_->engine->Stats();
   EXPECT_EQ(stats.traffic.at("b").bytes_sent, 8192u + 4096u);
   EXPECT_EQ(stats.bytes_sent, 8192u + 4096u);
   EXPECT_EQ(stats.traffic.size(), 1u);
 }
 
-TEST_F(ConnectedPairTest, RecorderIsToldOfEveryEndOnce) {
+TEST_F(EngineTest, RecorderIsToldOfEveryEndOnce) {
   struct Recorder : engine::TransferRecorder {
     void RecordTransfer(const engine::TransferInfo& info) override {
       MutexLock lock(&mu);
@@ -161,7 +122,7 @@ TEST_F(ConnectedPairTest, RecorderIsToldOfEveryEndOnce) {
     std::vector<engine::TransferInfo> ended;
   } recorder;
   a_->engine->SetTransferRecorder(&recorder);
-  EXPECT_EQ(Write(1 << 20), TransferState::kDone);
+  EXPECT_EQ(Write(1 << 20).state, TransferState::kDone);
   a_->transport->HoldCompletions(true);
   auto cancelled = (*h_.Submit(*a_, {Spec("src", "b", "dst", 4096)}))[0];
   ASSERT_TRUE(a_->engine->CancelTransfer(cancelled->id()).ok());

@@ -18,25 +18,17 @@ EngineConfig SmallSlices() {
   return config;
 }
 
-class EngineTransfersTest : public ::testing::Test {
+class EngineTransfersTest : public TwoEngineTest {
  protected:
+  EngineTransfersTest() : TwoEngineTest(SmallSlices()) {}
   void SetUp() override {
-    a_ = &h_.Add("a");
-    b_ = &h_.Add("b");
-    src_ = h_.RegisterOrDie(*a_, "src", 1 << 20, false);
-    dst_ = h_.RegisterOrDie(*b_, "dst", 1 << 20, true);
+    TwoEngineTest::SetUp();
     Fill(*src_, 1);
-    ASSERT_TRUE(h_.Connect(*a_, *b_).ok());
   }
 
   absl::Status SubmitError(engine::WriteSpec spec) {
     return h_.Submit(*a_, {std::move(spec)}).status();
   }
-
-  EngineHarness h_{SmallSlices()};
-  Node* a_ = nullptr;
-  Node* b_ = nullptr;
-  std::shared_ptr<memory::Region> src_, dst_;
 };
 
 struct Watcher : memory::LandedWatcher {

@@ -2,46 +2,48 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include "tests/unit/engine/engine_harness.h"
 
 namespace xferd::testing {
 namespace {
 
-TEST(PollerTest, IdlePollersSleepAndWakeForWork) {
-  EngineHarness h;
-  Node& a = h.Add("a");
-  Node& b = h.Add("b");
-  h.RegisterOrDie(a, "src", 1 << 20, false);
-  h.RegisterOrDie(b, "dst", 1 << 20, true);
-  ASSERT_TRUE(h.Connect(a, b).ok());
+using PollerTest = TwoEngineTest;
+
+TEST_F(PollerTest, IdlePollersSleepAndWakeForWork) {
   absl::SleepFor(absl::Milliseconds(50));
-  for (const engine::PollerStats& p : a.engine->Stats().pollers) {
+  for (const engine::PollerStats& p : a_->engine->Stats().pollers) {
     EXPECT_TRUE(p.sleeping);
     EXPECT_GE(p.sleeps, 1u);
   }
   // Work reaches sleeping pollers.
-  auto t = (*h.Submit(a, {Spec("src", "b", "dst", 1 << 20)}))[0];
-  EXPECT_EQ(h.Wait(t, absl::Seconds(5)).state, engine::TransferState::kDone);
+  Fill(*src_, 3);
+  EXPECT_EQ(Write(1 << 20).state, engine::TransferState::kDone);
+  EXPECT_EQ(std::memcmp(src_->data(), dst_->data(), 1 << 20), 0);
 }
 
-TEST(PollerTest, ManyConcurrentTransfersShareLanesFairly) {
+EngineConfig SmallSlicesShallowLanes() {
   EngineConfig config;
   config.slice_size = 4096;
   config.lane_depth = 2;
-  EngineHarness h(config);
-  Node& a = h.Add("a");
-  Node& b = h.Add("b");
-  auto src = h.RegisterOrDie(a, "src", 1 << 20, false);
-  auto dst = h.RegisterOrDie(b, "dst", 1 << 20, true);
-  Fill(*src, 4);
-  ASSERT_TRUE(h.Connect(a, b).ok());
+  return config;
+}
+
+class SharedLanesTest : public TwoEngineTest {
+ protected:
+  SharedLanesTest() : TwoEngineTest(SmallSlicesShallowLanes()) {}
+};
+
+TEST_F(SharedLanesTest, ManyConcurrentTransfersShareLanesFairly) {
+  Fill(*src_, 4);
   std::vector<engine::WriteSpec> writes;
   for (uint64_t i = 0; i < 16; ++i)
     writes.push_back(Spec("src", "b", "dst", 65536, i << 16, i << 16));
-  auto ts = h.Submit(a, writes, true);
+  auto ts = h_.Submit(*a_, writes, true);
   ASSERT_TRUE(ts.ok());
-  for (const auto& t : *ts) EXPECT_EQ(h.Wait(t).state, engine::TransferState::kDone);
-  EXPECT_EQ(std::memcmp(src->data(), dst->data(), 1 << 20), 0);
+  for (const auto& t : *ts) EXPECT_EQ(h_.Wait(t).state, engine::TransferState::kDone);
+  EXPECT_EQ(std::memcmp(src_->data(), dst_->data(), 1 << 20), 0);
 }
 
 }  // namespace

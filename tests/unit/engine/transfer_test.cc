@@ -6,7 +6,7 @@
 #include <thread>
 
 #include "daemon/engine/peer.h"
-#include "tests/unit/engine/fake_transport.h"
+#include "tests/testing/fake_transport.h"
 
 namespace xferd::engine {
 namespace {

@@ -13,7 +13,6 @@
 #include <set>
 #include <sstream>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -60,10 +59,10 @@ std::map<std::string, double> Samples(const std::string& text) {
   return out;
 }
 
-class DaemonMetricsTest : public ::testing::Test {
+class DaemonMetricsTest : public TwoEngineTest {
  protected:
   void SetUp() override {
-    std::tie(a_, b_) = h_.AddConnectedPair();
+    TwoEngineTest::SetUp();
     a_metrics_ = std::make_unique<DaemonMetrics>(*a_->engine, "9.9.9", absl::Now());
     b_metrics_ = std::make_unique<DaemonMetrics>(*b_->engine, "9.9.9", absl::Now());
   }
@@ -73,9 +72,6 @@ class DaemonMetricsTest : public ::testing::Test {
     b_metrics_.reset();
   }
 
-  EngineHarness h_;
-  Node* a_ = nullptr;
-  Node* b_ = nullptr;
   std::unique_ptr<DaemonMetrics> a_metrics_, b_metrics_;
 };
 

@@ -1,0 +1,336 @@
+#include "tests/testing/fake_transport.h"
+
+#include <sys/eventfd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace xferd::testing {
+namespace {
+
+class FakeLane final : public transport::Lane {
+ public:
+  FakeLane(FakeLink& link, uint32_t depth) : link_(link), depth_(depth) {}
+  uint32_t credits() const override;
+  bool broken() const override;
+
+  FakeLink& link() const { return link_; }
+  uint32_t in_flight = 0;  // poller thread only
+
+ private:
+  FakeLink& link_;
+  const uint32_t depth_;
+};
+
+// TCP's registration carries no keys either.
+class FakeRegistration final : public memory::TransportRegistration {
+ public:
+  explicit FakeRegistration(std::shared_ptr<std::atomic<uint32_t>> count)
+      : count_(std::move(count)) {
+    count_->fetch_add(1);
+  }
+  ~FakeRegistration() override { count_->fetch_sub(1); }
+
+ private:
+  const std::shared_ptr<std::atomic<uint32_t>> count_;
+};
+
+}  // namespace
+
+// One end of a link. The responder's end waits in the fabric until the
+// initiator's Connect pairs the two; from then on each end receives what the
+// other posts, and closing either breaks both.
+class FakeLink final : public transport::Link, public std::enable_shared_from_this<FakeLink> {
+ public:
+  FakeLink(FakeFabric& fabric, const memory::RegionRegistry& regions, transport::PeerIdentity peer,
+           uint32_t lanes, uint32_t depth)
+      : Link(std::move(peer)), fabric_(fabric), regions_(regions) {
+    for (uint32_t i = 0; i < lanes; ++i) lanes_.push_back(std::make_unique<FakeLane>(*this, depth));
+  }
+  ~FakeLink() override { Close(absl::UnavailableError("the link was dropped")); }
+
+  absl::Status Connect(const transport::PeerIdentity& peer, const transport::LinkEndpoints& remote,
+                       absl::Time) override {
+    set_peer(peer);
+    if (remote.kind != transport::TransportKind::kTcp || remote.tcp.session_token.empty()) {
+      return Fail(absl::InvalidArgumentError("peer sent no usable TCP data endpoint"));
+    }
+    if (remote.lanes == 0 || remote.lanes > lanes_.size()) {
+      return Fail(absl::InvalidArgumentError(absl::StrCat(
+          "peer answered with ", remote.lanes, " lanes; this daemon offered ", lanes_.size())));
+    }
+    std::shared_ptr<FakeLink> other = fabric_.Take(remote.tcp.session_token);
+    if (other == nullptr || other->broken()) {
+      return Fail(absl::UnavailableError("peer refused the data connection"));
+    }
+    lanes_.resize(remote.lanes);  // nothing uses the link before Connect returns
+    PairWith(other);
+    other->PairWith(shared_from_this());
+    return absl::OkStatus();
+  }
+
+  void Close(absl::Status reason) override {
+    if (!MarkBroken(std::move(reason))) return;
+    if (std::shared_ptr<FakeLink> other = this->other()) {
+      // What a TCP peer sees when the connection ends.
+      other->Close(absl::UnavailableError(
+          absl::StrCat("the peer closed the data connection (", status().message(), ")")));
+    }
+  }
+
+  uint32_t lane_count() const override { return static_cast<uint32_t>(lanes_.size()); }
+  transport::Lane& lane(uint32_t index) override { return *lanes_.at(index); }
+  bool ready() const override { return connected() && !broken(); }
+  bool connected() const { return connected_.load(std::memory_order_acquire); }
+
+  std::shared_ptr<FakeLink> other() const {
+    MutexLock lock(&mu_);
+    return other_.lock();
+  }
+
+  // Receiver side: what a TCP lane checks before it places an inbound write
+  // (the region, the ACL, remote write, the range), then the bytes, then the
+  // landed event of a final slice. Called on the writer's poller thread.
+  absl::Status Receive(const transport::WriteOp& op) {
+    absl::Status verdict;
+    std::shared_ptr<memory::Region> region = regions_.FindById(op.dst->region_id);
+    if (region == nullptr) {
+      verdict =
+          absl::NotFoundError(absl::StrCat("region id ", op.dst->region_id, " is not registered"));
+    } else if (!region->PeerAllowed(peer().node_id)) {
+      verdict = absl::PermissionDeniedError(absl::StrCat(
+          "node '", peer().node_id, "' is not in the ACL of region '", region->name(), "'"));
+    } else if (!region->access().remote_write) {
+      verdict = absl::PermissionDeniedError(
+          absl::StrCat("region '", region->name(), "' does not allow remote writes"));
+    } else {
+      verdict = region->CheckRange(op.dst_offset, op.length, "destination");
+    }
+    if (!verdict.ok()) {
+      counters().writes_rejected.fetch_add(1);
+      return verdict;
+    }
+    std::memcpy(region->data() + op.dst_offset, op.src, op.length);
+    counters().bytes_received.fetch_add(op.length);
+    if (op.notice != nullptr) Land(*region, *op.notice);
+    return absl::OkStatus();
+  }
+
+ private:
+  absl::Status Fail(absl::Status status) {
+    Close(status);
+    return status;
+  }
+
+  void PairWith(const std::shared_ptr<FakeLink>& other) {
+    {
+      MutexLock lock(&mu_);
+      other_ = other;
+    }
+    connected_.store(true, std::memory_order_release);
+  }
+
+  // Writes of one lane are placed in order and the engine posts a final slice
+  // only once the others are acknowledged: the whole range has landed.
+  void Land(memory::Region& region, const transport::LandingNotice& notice) {
+    if (!region.CheckRange(notice.offset, notice.length, "landed").ok()) {
+      counters().writes_rejected.fetch_add(1);
+      return;
+    }
+    region.landed().Publish(memory::LandedEvent{notice.offset, notice.length, peer().node_id,
+                                                notice.transfer_id, 0, absl::Now()});
+  }
+
+  FakeFabric& fabric_;
+  const memory::RegionRegistry& regions_;
+  std::vector<std::unique_ptr<FakeLane>> lanes_;
+  std::atomic<bool> connected_{false};
+  mutable Mutex mu_;
+  std::weak_ptr<FakeLink> other_ ABSL_GUARDED_BY(mu_);
+};
+
+namespace {
+
+uint32_t FakeLane::credits() const {
+  return link_.connected() && !link_.broken() ? depth_ - in_flight : 0;
+}
+
+bool FakeLane::broken() const { return link_.broken(); }
+
+}  // namespace
+
+class FakeTransport::Worker final : public transport::TransportWorker {
+ public:
+  explicit Worker(FakeTransport& owner)
+      : owner_(owner), wake_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
+
+  uint32_t Post(transport::Lane& lane, absl::Span<const transport::WriteOp> ops) override {
+    auto& fake = static_cast<FakeLane&>(lane);
+    const uint32_t n = std::min<uint32_t>(fake.credits(), static_cast<uint32_t>(ops.size()));
+    for (uint32_t i = 0; i < n; ++i) {
+      pending_.push_back({fake.link().shared_from_this(), &fake, ops[i]});
+      owner_.Record(ops[i]);
+    }
+    fake.in_flight += n;
+    return n;
+  }
+
+  // Delivers and completes posted writes in order; a held write stops the
+  // queue unless its link broke, which fails it with the link's status.
+  uint32_t Poll(transport::CompletionSink& sink) override {
+    uint32_t handled = 0;
+    while (!pending_.empty()) {
+      Pending& next = pending_.front();
+      if (owner_.held() && !next.lane->broken()) break;
+      const Pending p = std::move(next);
+      pending_.pop_front();
+      --p.lane->in_flight;
+      const absl::Status status = Deliver(*p.link, p.op);
+      if (status.ok()) p.link->counters().bytes_sent.fetch_add(p.op.length);
+      sink.OnWriteDone({p.op.cookie, p.op.length, status.ok() ? nullptr : &status});
+      ++handled;
+    }
+    return handled;
+  }
+
+  int wait_fd() const override { return wake_.get(); }
+  bool PrepareToSleep() override { return pending_.empty(); }
+
+ private:
+  struct Pending {
+    std::shared_ptr<FakeLink> link;  // keeps the lane alive until its completion
+    FakeLane* lane;
+    transport::WriteOp op;
+  };
+
+  static absl::Status Deliver(FakeLink& link, const transport::WriteOp& op) {
+    if (link.broken()) return link.status();
+    std::shared_ptr<FakeLink> receiver = link.other();
+    // Its end closes ours when it goes; this only covers the moment between.
+    if (receiver == nullptr) return absl::UnavailableError("the peer's end of the link is gone");
+    return receiver->Receive(op);
+  }
+
+  FakeTransport& owner_;
+  UniqueFd wake_;  // never signalled: a poller sleeps only with nothing pending
+  std::deque<Pending> pending_;
+};
+
+std::string FakeFabric::Offer(const std::shared_ptr<FakeLink>& link) {
+  MutexLock lock(&mu_);
+  std::string token = absl::StrCat("fake-", next_token_++);
+  offered_[token] = link;
+  return token;
+}
+
+std::shared_ptr<FakeLink> FakeFabric::Take(const std::string& token) {
+  MutexLock lock(&mu_);
+  auto it = offered_.find(token);
+  if (it == offered_.end()) return nullptr;
+  std::shared_ptr<FakeLink> link = it->second.lock();
+  offered_.erase(it);
+  return link;
+}
+
+FakeTransport::FakeTransport(FakeFabric& fabric, const memory::RegionRegistry& regions,
+                             uint32_t pollers, uint32_t depth)
+    : fabric_(fabric),
+      regions_(regions),
+      pollers_(pollers),
+      depth_(depth),
+      registrations_(std::make_shared<std::atomic<uint32_t>>(0)) {
+  for (uint32_t i = 0; i < pollers; ++i) workers_.push_back(std::make_unique<Worker>(*this));
+}
+
+FakeTransport::~FakeTransport() { Shutdown(); }
+
+transport::TransportWorker& FakeTransport::worker(uint32_t index) { return *workers_.at(index); }
+
+std::shared_ptr<FakeLink> FakeTransport::NewLink(transport::PeerIdentity peer, uint32_t lanes) {
+  auto link = std::make_shared<FakeLink>(fabric_, regions_, std::move(peer), lanes, depth_);
+  MutexLock lock(&mu_);
+  links_.erase(std::remove_if(links_.begin(), links_.end(),
+                              [](const std::weak_ptr<FakeLink>& l) { return l.expired(); }),
+               links_.end());
+  links_.push_back(link);
+  return link;
+}
+
+absl::StatusOr<std::shared_ptr<transport::Link>> FakeTransport::CreateLink(
+    transport::LinkEndpoints* local) {
+  {
+    MutexLock lock(&mu_);
+    if (shut_down_) return absl::UnavailableError("daemon is shutting down");
+  }
+  local->kind = transport::TransportKind::kTcp;
+  local->lanes = pollers_;
+  // The lane count is settled by the responder's answer (Connect).
+  return std::shared_ptr<transport::Link>(NewLink(transport::PeerIdentity{}, pollers_));
+}
+
+absl::StatusOr<std::shared_ptr<transport::Link>> FakeTransport::AcceptLink(
+    const transport::PeerIdentity& peer, const transport::LinkEndpoints& remote,
+    transport::LinkEndpoints* local) {
+  if (remote.kind != transport::TransportKind::kTcp) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("peer ", peer.node_id, " uses the ", TransportKindName(remote.kind),
+                     " transport but this daemon uses tcp: configure the same transport on both"));
+  }
+  if (remote.lanes == 0) return absl::InvalidArgumentError("peer offered 0 lanes");
+  {
+    MutexLock lock(&mu_);
+    if (shut_down_) return absl::UnavailableError("daemon is shutting down");
+  }
+  std::shared_ptr<FakeLink> link = NewLink(peer, std::min(pollers_, remote.lanes));
+  local->kind = transport::TransportKind::kTcp;
+  local->lanes = link->lane_count();
+  local->tcp = transport::TcpEndpoint{"fake", 1, fabric_.Offer(link)};
+  return std::shared_ptr<transport::Link>(std::move(link));
+}
+
+transport::RemoteRegion FakeTransport::DescribeRegion(const memory::Region& region) const {
+  return transport::RemoteRegion{region.id(), region.size(), 0, 0, {}};
+}
+
+transport::TransportStats FakeTransport::stats() const {
+  transport::TransportStats stats;
+  stats.memory_registrations = registrations_->load();
+  MutexLock lock(&mu_);
+  for (const auto& weak : links_) {
+    std::shared_ptr<FakeLink> link = weak.lock();
+    if (link != nullptr && link->ready()) stats.lanes += link->lane_count();
+  }
+  return stats;
+}
+
+absl::StatusOr<std::unique_ptr<memory::TransportRegistration>> FakeTransport::RegisterMemory(
+    const memory::Region&) {
+  return std::make_unique<FakeRegistration>(registrations_);
+}
+
+void FakeTransport::Shutdown() {
+  std::vector<std::shared_ptr<FakeLink>> links;
+  {
+    MutexLock lock(&mu_);
+    shut_down_ = true;
+    for (auto& weak : links_) {
+      if (auto link = weak.lock()) links.push_back(std::move(link));
+    }
+    links_.clear();
+  }
+  for (auto& link : links) link->Close(absl::UnavailableError("daemon is shutting down"));
+}
+
+std::vector<transport::WriteOp> FakeTransport::posted() const {
+  MutexLock lock(&mu_);
+  return posted_;
+}
+
+void FakeTransport::Record(const transport::WriteOp& op) {
+  MutexLock lock(&mu_);
+  posted_.push_back(op);
+}
+
+}  // namespace xferd::testing

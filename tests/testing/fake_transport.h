@@ -1,0 +1,115 @@
+// An in-process Transport that keeps the transport contract: the conformance
+// suite runs it beside TCP and verbs. Links pair through a FakeFabric the way
+// TCP lanes pair through the responder's session token; the receiving end
+// checks and places each write as a TCP receiver does (one refusal fails one
+// write); closing either end breaks both. Completions come from Poll on the
+// poller thread, and a test can hold them back to model a stalled peer.
+#pragma once
+
+#include <atomic>
+#include <cstdlib>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/mutex.h"
+#include "daemon/common/unique_fd.h"
+#include "daemon/memory/region_registry.h"
+#include "daemon/transport/transport.h"
+
+namespace xferd::testing {
+
+// A ready link with one lane that must never be used, for tests of a Transfer
+// or a Peer alone.
+struct NullLink : transport::Link {
+  NullLink() : Link({"peer", 1}) {}
+  absl::Status Connect(const transport::PeerIdentity&, const transport::LinkEndpoints&,
+                       absl::Time) override {
+    return absl::OkStatus();
+  }
+  void Close(absl::Status) override {}
+  uint32_t lane_count() const override { return 1; }
+  transport::Lane& lane(uint32_t) override { std::abort(); }
+  bool ready() const override { return true; }
+};
+
+class FakeLink;
+
+// Where accepted links wait for their initiator: the fake's stand-in for the
+// TCP acceptor and its session tokens. Transports pair only with transports
+// on the same fabric. Thread-safe.
+class FakeFabric {
+ public:
+  // Registers a responder's link; returns the token its initiator connects with.
+  std::string Offer(const std::shared_ptr<FakeLink>& link);
+  // The link offered under `token`, once (null if unknown, taken or gone).
+  std::shared_ptr<FakeLink> Take(const std::string& token);
+
+ private:
+  Mutex mu_;
+  uint64_t next_token_ ABSL_GUARDED_BY(mu_) = 1;
+  std::map<std::string, std::weak_ptr<FakeLink>> offered_ ABSL_GUARDED_BY(mu_);
+};
+
+// Reports itself as TCP (what it models). Constructed and controlled from the
+// test's thread; workers are driven by one poller thread each.
+class FakeTransport final : public transport::Transport {
+ public:
+  // `fabric` and `regions` (this daemon's) must outlive the transport.
+  // `depth` is each lane's credit count.
+  FakeTransport(FakeFabric& fabric, const memory::RegionRegistry& regions, uint32_t pollers,
+                uint32_t depth);
+  ~FakeTransport() override;  // Shutdown()
+
+  transport::TransportKind kind() const override { return transport::TransportKind::kTcp; }
+  std::string device() const override { return ""; }
+  uint32_t lanes_per_link() const override { return pollers_; }
+  transport::TransportWorker& worker(uint32_t index) override;
+  // UNAVAILABLE after Shutdown.
+  absl::StatusOr<std::shared_ptr<transport::Link>> CreateLink(
+      transport::LinkEndpoints* local) override;
+  // FAILED_PRECONDITION for a non-TCP offer, INVALID_ARGUMENT for 0 lanes,
+  // UNAVAILABLE after Shutdown.
+  absl::StatusOr<std::shared_ptr<transport::Link>> AcceptLink(
+      const transport::PeerIdentity& peer, const transport::LinkEndpoints& remote,
+      transport::LinkEndpoints* local) override;
+  transport::RemoteRegion DescribeRegion(const memory::Region& region) const override;
+  absl::Status CheckRemoteRegion(const transport::RemoteRegion&) const override {
+    return absl::OkStatus();  // as TCP: the receiver checks every write
+  }
+  // Lanes of connected, unbroken links; registrations still alive.
+  transport::TransportStats stats() const override;
+  absl::StatusOr<std::unique_ptr<memory::TransportRegistration>> RegisterMemory(
+      const memory::Region& region) override;
+  // Closes every link (their peers learn it at once) and refuses new ones.
+  void Shutdown() override;
+
+  // Test controls, any thread: while held, posted writes neither land nor
+  // complete, unless their link breaks.
+  void HoldCompletions(bool hold) { hold_.store(hold); }
+  bool held() const { return hold_.load(); }
+  // Every op posted, in order (for ordering checks).
+  std::vector<transport::WriteOp> posted() const;
+  void Record(const transport::WriteOp& op);
+
+ private:
+  class Worker;
+  std::shared_ptr<FakeLink> NewLink(transport::PeerIdentity peer, uint32_t lanes);
+
+  FakeFabric& fabric_;
+  const memory::RegionRegistry& regions_;
+  const uint32_t pollers_;
+  const uint32_t depth_;
+  // Shared with the registrations, which may outlive the transport.
+  const std::shared_ptr<std::atomic<uint32_t>> registrations_;
+  std::vector<std::unique_ptr<Worker>> workers_;
+  std::atomic<bool> hold_{false};
+  mutable Mutex mu_;
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<transport::WriteOp> posted_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::weak_ptr<FakeLink>> links_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace xferd::testing
