@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <utility>
+#include <vector>
+
 #include "daemon/engine/peer.h"
 #include "tests/testing/fake_transport.h"
 
@@ -10,11 +13,27 @@ namespace {
 
 using xferd::testing::NullLink;
 
-std::shared_ptr<Transfer> WithTimeout(absl::Duration timeout) {
+// The transfers that ended, in the order they ended.
+struct EndRecorder : TransferListener {
+  void OnTransferFinished(const Transfer& t) override {
+    MutexLock lock(&mu);
+    ended.push_back(t.id());
+  }
+  std::vector<uint64_t> Ended() {
+    MutexLock lock(&mu);
+    return ended;
+  }
+  Mutex mu;
+  std::vector<uint64_t> ended ABSL_GUARDED_BY(mu);
+};
+
+std::shared_ptr<Transfer> WithTimeout(absl::Duration timeout, uint64_t id,
+                                      TransferListener* listener) {
   static auto region = std::make_shared<memory::Region>(
       1, memory::RegionSpec{"r", 4096},
       *memory::MemoryBacking::Create({memory::Backing::kAnonymous, 4096}));
   Transfer::Plan plan;
+  plan.id = id;
   plan.submitted_at = absl::Now();
   plan.spec.length = 4096;
   plan.spec.timeout = timeout;
@@ -24,41 +43,78 @@ std::shared_ptr<Transfer> WithTimeout(absl::Duration timeout) {
                                      transport::TransportKind::kTcp, "");
   plan.link = link;
   plan.slice_size = 4096;
-  return std::make_shared<Transfer>(plan, nullptr);
+  return std::make_shared<Transfer>(plan, listener);
 }
 
 void WaitTerminal(const std::shared_ptr<Transfer>& t) {
-  for (int i = 0; i < 2000 && !IsTerminal(t->state()); ++i) absl::SleepFor(absl::Milliseconds(1));
+  for (int i = 0; i < 5000 && !IsTerminal(t->state()); ++i) absl::SleepFor(absl::Milliseconds(1));
+}
+
+// Failed by the timer: DEADLINE_EXCEEDED, saying which timeout, and not
+// before the deadline.
+void ExpectExpired(const std::shared_ptr<Transfer>& t, const std::string& timeout) {
+  const TransferInfo info = t->Info();
+  EXPECT_EQ(info.state, TransferState::kFailed);
+  EXPECT_EQ(info.error.code(), absl::StatusCode::kDeadlineExceeded) << info.error;
+  EXPECT_NE(info.error.message().find("within its timeout of " + timeout), absl::string_view::npos)
+      << info.error;
+  EXPECT_GE(info.finished_at, t->deadline());
 }
 
 TEST(DeadlineTimerTest, ExpiresInDeadlineOrder) {
+  EndRecorder ended;
   DeadlineTimer timer;
-  auto late = WithTimeout(absl::Milliseconds(200));
-  auto early = WithTimeout(absl::Milliseconds(20));
+  auto late = WithTimeout(absl::Milliseconds(500), 2, &ended);
+  auto early = WithTimeout(absl::Milliseconds(20), 1, &ended);
   timer.Add(late);
-  timer.Add(early);  // earlier than what the timer sleeps towards
+  timer.Add(early);  // earlier than what the timer sleeps towards: it wakes for it
   WaitTerminal(early);
-  EXPECT_EQ(early->state(), TransferState::kFailed);
-  EXPECT_EQ(early->Info().error.code(), absl::StatusCode::kDeadlineExceeded);
+  ExpectExpired(early, "20ms");
+  EXPECT_LT(early->Info().finished_at, late->deadline());
   EXPECT_FALSE(IsTerminal(late->state()));
   WaitTerminal(late);
-  EXPECT_EQ(late->state(), TransferState::kFailed);
+  ExpectExpired(late, "500ms");
+  EXPECT_EQ(ended.Ended(), (std::vector<uint64_t>{1, 2}));
 }
 
-TEST(DeadlineTimerTest, LeavesFinishedTransfersAlone) {
+TEST(DeadlineTimerTest, FinishedTransfersKeepTheirOutcomeAndHoldNothingUp) {
+  EndRecorder ended;
   DeadlineTimer timer;
-  auto t = WithTimeout(absl::Milliseconds(10));
-  timer.Add(t);
-  t->Finish(TransferState::kDone, absl::OkStatus());
-  absl::SleepFor(absl::Milliseconds(50));
-  EXPECT_EQ(t->state(), TransferState::kDone);
+  auto done = WithTimeout(absl::Milliseconds(10), 1, &ended);
+  auto stalled = WithTimeout(absl::Milliseconds(40), 2, &ended);
+  timer.Add(done);
+  timer.Add(stalled);
+  ASSERT_TRUE(done->Finish(TransferState::kDone, absl::OkStatus()));
+  WaitTerminal(stalled);
+  ExpectExpired(stalled, "40ms");
+  const TransferInfo info = done->Info();
+  EXPECT_EQ(info.state, TransferState::kDone);
+  EXPECT_TRUE(info.error.ok()) << info.error;
+  EXPECT_LT(info.finished_at, done->deadline());
+  EXPECT_EQ(ended.Ended(), (std::vector<uint64_t>{1, 2}));  // each ended once
 }
 
 TEST(DeadlineTimerTest, ForgetsTransfersThatAreGone) {
+  EndRecorder ended;
   DeadlineTimer timer;
-  timer.Add(WithTimeout(absl::Milliseconds(5)));  // dropped at once
-  absl::SleepFor(absl::Milliseconds(30));
+  std::weak_ptr<Transfer> gone;
+  {
+    auto t = WithTimeout(absl::Hours(1), 1, &ended);
+    gone = t;
+    timer.Add(t);
+    timer.Add(WithTimeout(absl::Milliseconds(5), 2, &ended));
+  }
+  EXPECT_TRUE(gone.expired()) << "the timer keeps a transfer alive";
+  // Dropped entries neither fire nor stop the timer from expiring others.
+  auto live = WithTimeout(absl::Milliseconds(30), 3, &ended);
+  timer.Add(live);
+  WaitTerminal(live);
+  ExpectExpired(live, "30ms");
+  EXPECT_EQ(ended.Ended(), (std::vector<uint64_t>{3}));
+  // Stop does not wait for the hour-long deadline still queued.
+  const absl::Time start = absl::Now();
   timer.Stop();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(1));
 }
 
 }  // namespace
