@@ -1,7 +1,8 @@
 """Shared pieces of the benchmark programs in tests/bench (tcp_bench, the
-Soft-RoCE guest script): building the optimized binaries, running daemons and
-reference tools as child processes (stopped by their own pids, never by
-name), timing loops, reading a process's memory, and printing tables.
+Soft-RoCE guest script): building the optimized binaries, running daemons
+(through the tests' launcher, tests/testing/python/daemons.py) and reference
+tools as child processes (stopped by their own pids, never by name), timing
+loops, reading a process's memory, and printing tables.
 
 Benchmarks print figures; they never assert on them.
 """
@@ -24,6 +25,9 @@ MiB = 1 << 20
 GiB = 1 << 30
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(REPO, "tests", "testing", "python"))
+import daemons  # noqa: E402  (the tests' daemon launcher)
+
 PYTHON = "/usr/bin/python3"  # Debian's grpcio and protobuf live here, not in pyenv
 TARGETS = ["//daemon:xferd", "//client/cpp:xferctl", "//client/python:xferd_zip",
            "//tests/bench:bench_client"]
@@ -160,63 +164,30 @@ def reset_peak_rss(pid: int) -> None:
         f.write("5")
 
 
-class Daemon:
-    """One xferd child: its own config (shm_dir, plus `toml`), unix socket
-    and ready file in `workdir`, stopped with SIGTERM."""
+def start_daemon(children: Children, binary: str, workdir: str, name: str, transport: str,
+                 args: Sequence[str] = (), toml: str = "") -> daemons.Daemon:
+    """Runs one xferd child through the tests' launcher with the daemon's
+    defaults (pollers, slice size), info logs, its own SHM directory and
+    `toml` as extra configuration; returns it once it serves."""
+    shm_dir = tempfile.mkdtemp(prefix=f"xferd-bench-{name}-", dir="/dev/shm")
+    children.dirs.append(shm_dir)
+    daemon = daemons.Daemon(name, workdir, shm_dir, binary, pollers=None, slice_size=None,
+                            extra_args=args, config_extra=toml, transport=transport,
+                            log_level="info")
+    children.procs.append(daemon.spawn())  # stopped with the others on any exit
+    try:
+        daemon.wait_ready(timeout=60.0)
+    except AssertionError as e:
+        raise SystemExit(f"xferd {name} did not start: {e}") from None
+    return daemon
 
-    def __init__(self, children: Children, binary: str, workdir: str, name: str,
-                 transport: str, args: Sequence[str] = (), toml: str = "") -> None:
-        self.name = name
-        self.socket = os.path.join(workdir, f"{name}.sock")
-        self.log_path = os.path.join(workdir, f"{name}.log")
-        self.shm_dir = tempfile.mkdtemp(prefix=f"xferd-bench-{name}-", dir="/dev/shm")
-        children.dirs.append(self.shm_dir)
-        config = os.path.join(workdir, f"{name}.toml")
-        with open(config, "w") as f:
-            f.write(f'{toml}\n[regions]\nshm_dir = "{self.shm_dir}"\n')
-        ready = os.path.join(workdir, f"{name}.ready")
-        cmd = [binary, "--config", config, "--node-id", name, "--listen", "127.0.0.1:0",
-               "--unix-socket", self.socket, "--ready-file", ready, "--transport", transport,
-               "--log-level", "info"]
-        if transport == "tcp":
-            cmd += ["--data-listen", "127.0.0.1:0"]
-        if transport == "verbs":
-            cmd += ["--require-rdma"]
-        cmd += list(args)
-        with open(self.log_path, "wb") as out:
-            self.proc = children.start(cmd, stdout=out, stderr=subprocess.STDOUT)
-        self.info = self._await_ready(ready)
 
-    def _await_ready(self, ready: str, timeout: float = 60.0) -> Dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while not os.path.exists(ready):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"xferd {self.name} did not start:\n{self.log_tail()}")
-            time.sleep(0.02)
-        with open(ready) as f:
-            return json.load(f)
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    @property
-    def address(self) -> str:
-        return str(self.info["grpc_address"])
-
-    @property
-    def target(self) -> str:
-        return "unix:" + self.socket
-
-    def log_tail(self, lines: int = 20) -> str:
-        with open(self.log_path, errors="replace") as f:
-            return "".join(f.readlines()[-lines:])
-
-    def stop(self) -> None:
-        code = stop_process(self.proc)
-        shutil.rmtree(self.shm_dir, ignore_errors=True)
-        if code != 0:
-            log(f"xferd {self.name} exited with {code}:\n{self.log_tail()}")
+def stop_daemon(daemon: daemons.Daemon) -> None:
+    """SIGTERM; reports (never raises) an unclean exit or files left behind."""
+    try:
+        daemon.stop()
+    except AssertionError as e:
+        log(f"xferd {daemon.name}: {e}")
 
 
 # ----------------------------------------------------------------- timing --

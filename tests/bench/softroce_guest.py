@@ -114,8 +114,8 @@ class Pair:
         import xferd
         from xferd.v1 import xferd_pb2
         self.pb = xferd_pb2
-        self.a = benchlib.Daemon(children, bins.xferd, workdir, "a", "verbs")
-        self.b = benchlib.Daemon(children, bins.xferd, workdir, "b", "verbs")
+        self.a = benchlib.start_daemon(children, bins.xferd, workdir, "a", "verbs")
+        self.b = benchlib.start_daemon(children, bins.xferd, workdir, "b", "verbs")
         self.ca, self.cb = xferd.Client(self.a.target), xferd.Client(self.b.target)
         self.peer = self.ca.connect_peer(self.b.address)
         self.info = self.ca.node_info()
@@ -142,8 +142,8 @@ class Pair:
     def close(self) -> None:
         self.ca.close()
         self.cb.close()
-        self.a.stop()
-        self.b.stop()
+        benchlib.stop_daemon(self.a)
+        benchlib.stop_daemon(self.b)
 
 
 def bandwidth_rounds(perf: Perftest, pair: Pair, args: argparse.Namespace) -> Dict[str, Any]:

@@ -29,7 +29,7 @@ import pytest
 
 import pytest_main
 import xferd
-from daemon_harness import Cluster
+from daemons import Cluster
 from netns import NetPair
 from testlib import WAIT_S, fill, sha, wait_until
 

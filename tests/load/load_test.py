@@ -25,7 +25,7 @@ import pytest
 
 import pytest_main
 import xferd
-from daemon_harness import TRANSPORT, Cluster
+from daemons import TRANSPORT, Cluster
 from testlib import WAIT_S, sha
 
 CLIENTS = int(os.environ.get("XFERD_LOAD_CLIENTS", "32"))

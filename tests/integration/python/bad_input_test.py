@@ -13,7 +13,7 @@ import pytest
 import pytest_main
 import xferd
 from conftest import Regions
-from daemon_harness import TRANSPORT, Cluster
+from daemons import TRANSPORT, Cluster
 from testlib import WAIT_S, fill, sha
 
 DAEMONS = ("a", "b")

@@ -12,7 +12,7 @@ from typing import Dict, Iterator, List, Tuple
 import pytest
 
 import xferd
-from daemon_harness import Cluster
+from daemons import Cluster
 
 
 def pytest_configure(config: pytest.Config) -> None:

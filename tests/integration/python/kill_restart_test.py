@@ -18,7 +18,7 @@ import pytest
 
 import pytest_main
 import xferd
-from daemon_harness import TRANSPORT, Cluster
+from daemons import TRANSPORT, Cluster
 from testlib import WAIT_S, fill, sha, wait_until
 
 DAEMONS = ("a", "b")

@@ -15,7 +15,7 @@ import tempfile
 import pytest
 
 import pytest_main
-from daemon_harness import Daemon, daemon_binary
+from daemons import Daemon, daemon_binary
 from testlib import WAIT_S
 
 CONNECT = ("import socket, sys\n"

@@ -26,7 +26,7 @@ from prometheus_client.parser import text_string_to_metric_families
 import pytest_main
 import xferd
 from conftest import Regions
-from daemon_harness import TRANSPORT, Cluster
+from daemons import TRANSPORT, Cluster
 from testlib import WAIT_S, fill, sha, wait_until
 
 KiB = 1 << 10

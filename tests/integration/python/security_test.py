@@ -26,7 +26,7 @@ import pytest
 import pytest_main
 import xferd
 from certs import Ca, Cert
-from daemon_harness import TRANSPORT, Cluster
+from daemons import TRANSPORT, Cluster
 from testlib import WAIT_S, fill, sha, wait_until
 from xferd.v1 import peer_pb2, peer_pb2_grpc, xferd_pb2
 

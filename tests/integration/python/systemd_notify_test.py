@@ -15,7 +15,7 @@ import time
 from typing import List
 
 import pytest_main
-from daemon_harness import TRANSPORT, daemon_binary
+from daemons import TRANSPORT, daemon_binary
 from testlib import WAIT_S
 
 WATCHDOG_USEC = 200_000  # pings expected every 100 ms

@@ -1,16 +1,21 @@
-"""Starts and stops real xferd daemons for integration tests.
+"""Starts and stops real xferd daemons: the one launcher of the integration,
+load and fault tests and of the benchmarks.
 
-Each daemon listens on 127.0.0.1:0 (gRPC and TCP data), serves a unix socket
-and writes a ready file, all under one short temporary directory (unix socket
-paths must stay under 108 bytes, and Bazel's TEST_TMPDIR can be long).
+Each daemon listens on 127.0.0.1:0 (gRPC and TCP data) unless told otherwise,
+serves a unix socket and writes a ready file, all under one short directory
+(unix socket paths must stay under 108 bytes, and Bazel's TEST_TMPDIR can be
+long).
 
-Its config file, written here, holds one key: regions.shm_dir, a directory of
-its own under /dev/shm. (So no /etc/xferd/xferd.toml leaks in, and daemons of
-tests running in parallel cannot collide: Bazel's sandboxes have their own PID
-namespaces but share /dev/shm, and SHM files are named xferd.<pid>.<region>.)
+Its config file, written here, holds regions.shm_dir, a directory of its own
+under /dev/shm, after any extra configuration the caller gives. (So no
+/etc/xferd/xferd.toml leaks in, and daemons of tests running in parallel
+cannot collide: Bazel's sandboxes have their own PID namespaces but share
+/dev/shm, and SHM files are named xferd.<pid>.<region>.)
 
-Teardown sends SIGTERM to the pids this harness started, and only those, and
+Stopping sends SIGTERM to the pids this module started, and only those, and
 checks that each daemon exited 0 and removed its socket and its SHM files.
+Nothing here imports the xferd client until Daemon.client() needs it, so the
+benchmarks can load it from the build they measure.
 """
 
 from __future__ import annotations
@@ -22,9 +27,10 @@ import signal
 import subprocess
 import tempfile
 import time
-from typing import Dict, Iterable, List, Optional, Sequence
+from typing import TYPE_CHECKING, Dict, Iterable, List, Optional, Sequence
 
-import xferd
+if TYPE_CHECKING:
+    import xferd
 
 __all__ = ["Daemon", "Cluster", "daemon_binary", "TRANSPORT"]
 
@@ -63,7 +69,7 @@ def _make_workdir() -> str:
 
 
 class Daemon:
-    """One xferd process started by this harness.
+    """One xferd process started by this module.
 
     Attributes:
         name: The node id (and the stem of its files).
@@ -71,17 +77,20 @@ class Daemon:
         info: The ready file's JSON: node_id, grpc_address, port, pid.
     """
 
-    def __init__(self, name: str, workdir: str, shm_dir: str, binary: str, pollers: int = 2,
-                 slice_size: str = "1MiB", extra_args: Sequence[str] = (),
-                 host: str = "127.0.0.1", port: int = 0, netns: Optional[str] = None,
-                 config_extra: str = "") -> None:
+    def __init__(self, name: str, workdir: str, shm_dir: str, binary: str,
+                 pollers: Optional[int] = 2, slice_size: Optional[str] = "1MiB",
+                 extra_args: Sequence[str] = (), host: str = "127.0.0.1", port: int = 0,
+                 netns: Optional[str] = None, config_extra: str = "",
+                 transport: str = TRANSPORT, log_level: str = "debug") -> None:
         """Describes a daemon; start() runs it.
 
-        `host` and `port` are where it serves gRPC and TCP data lanes (port 0:
-        any; a fixed port keeps its address across restarts). `netns` runs it
-        in that network namespace (`ip netns exec`); the test still reaches it
-        over its unix socket. `config_extra` is appended to its config file
-        (TOML tables, e.g. "[tls]\nallowed_clients = [...]").
+        `pollers` and `slice_size` None leave the daemon's defaults. `host`
+        and `port` are where it serves gRPC and TCP data lanes (port 0: any; a
+        fixed port keeps its address across restarts). `netns` runs it in that
+        network namespace (`ip netns exec`); the caller still reaches it over
+        its unix socket. `config_extra` opens its config file (TOML, e.g.
+        "[tls]\nallowed_clients = [...]"). `transport` "verbs" also requires
+        RDMA, so a run never silently falls back to TCP.
         """
         self.name = name
         self.host = host
@@ -92,6 +101,8 @@ class Daemon:
         self.binary = binary
         self.pollers = pollers
         self.slice_size = slice_size
+        self.transport = transport
+        self.log_level = log_level
         self.extra_args = list(extra_args)
         self.socket_path = os.path.join(workdir, f"{name}.sock")
         self.ready_path = os.path.join(workdir, f"{name}.ready")
@@ -101,7 +112,7 @@ class Daemon:
         self.proc: Optional[subprocess.Popen] = None
         self._ended = False  # by kill() or terminate(): nothing left to stop
         self.info: Dict[str, object] = {}
-        self._clients: List[xferd.Client] = []
+        self._clients: List["xferd.Client"] = []
 
     def __repr__(self) -> str:
         pid = self.proc.pid if self.proc else None
@@ -129,36 +140,50 @@ class Daemon:
         return "unix:" + self.socket_path
 
     def start(self, timeout: float = _READY_TIMEOUT_S) -> "Daemon":
-        """Runs the daemon and waits for its ready file.
+        """Runs the daemon and waits for its ready file (spawn, wait_ready).
 
         Raises:
             AssertionError: it exited, or was not ready within `timeout` s.
         """
+        self.spawn()
+        self.wait_ready(timeout)
+        return self
+
+    def spawn(self) -> subprocess.Popen:
+        """Writes the config and runs the daemon; returns the process at once."""
         assert self.proc is None or self.proc.poll() is not None, f"{self} is running"
         os.makedirs(self.shm_dir, exist_ok=True)
         with open(self.config_path, "w") as config:
-            config.write(f'[regions]\nshm_dir = "{self.shm_dir}"\n{self.config_extra}')
+            config.write(f'{self.config_extra}\n[regions]\nshm_dir = "{self.shm_dir}"\n')
         for stale in (self.ready_path, self.socket_path):
             if os.path.exists(stale):
                 os.unlink(stale)
-        netns = ["ip", "netns", "exec", self.netns] if self.netns else []
-        args = netns + [
-            self.binary, "--config", self.config_path, "--node-id", self.name,
-            "--listen", f"{self.host}:{self.port}", "--unix-socket", self.socket_path,
-            "--ready-file", self.ready_path, "--pollers", str(self.pollers),
-            "--slice-size", self.slice_size, "--log-level", "debug",
-            "--data-listen", f"{self.host}:0", "--transport", TRANSPORT,
-        ] + (["--require-rdma"] if TRANSPORT == "verbs" else []) + self.extra_args
         self._ended = False
         with open(self.log_path, "ab") as log:
-            log.write(f"---- start: {' '.join(args)}\n".encode())
+            log.write(f"---- start: {' '.join(self.args())}\n".encode())
             log.flush()
-            self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log,
+            self.proc = subprocess.Popen(self.args(), stdin=subprocess.DEVNULL, stdout=log,
                                          stderr=subprocess.STDOUT)
-        self._wait_ready(timeout)
-        return self
+        return self.proc
 
-    def _wait_ready(self, timeout: float) -> None:
+    def args(self) -> List[str]:
+        """The command line that runs this daemon."""
+        netns = ["ip", "netns", "exec", self.netns] if self.netns else []
+        tuning = ((["--pollers", str(self.pollers)] if self.pollers else [])
+                  + (["--slice-size", self.slice_size] if self.slice_size else []))
+        return netns + [
+            self.binary, "--config", self.config_path, "--node-id", self.name,
+            "--listen", f"{self.host}:{self.port}", "--unix-socket", self.socket_path,
+            "--ready-file", self.ready_path, *tuning, "--log-level", self.log_level,
+            "--data-listen", f"{self.host}:0", "--transport", self.transport,
+        ] + (["--require-rdma"] if self.transport == "verbs" else []) + self.extra_args
+
+    def wait_ready(self, timeout: float = _READY_TIMEOUT_S) -> None:
+        """After spawn(): waits for the ready file and reads it.
+
+        Raises:
+            AssertionError: it exited, or was not ready within `timeout` s.
+        """
         # The daemon writes the file atomically (rename) once it serves; there
         # is nothing to block on, so poll it with a short period and a bound.
         deadline = time.monotonic() + timeout
@@ -176,8 +201,10 @@ class Daemon:
             self.info = json.load(f)
         assert self.info["pid"] == self.proc.pid, (self.info, self.proc.pid)
 
-    def client(self, **kwargs: object) -> xferd.Client:
+    def client(self, **kwargs: object) -> "xferd.Client":
         """A client over the unix socket, closed when the daemon stops."""
+        import xferd
+
         c = xferd.Client(self.target, **kwargs)  # type: ignore[arg-type]
         self._clients.append(c)
         return c
