@@ -1,5 +1,5 @@
-// bench_client: the C++ half of the benchmarks in tests/bench (tcp_bench,
-// softroce_bench). It drives one daemon through the C++ client library
+// bench_client: the C++ half of the benchmarks in tests/bench (tcp_bench.py,
+// softroce_bench.py). It drives one daemon through the C++ client library
 // (xferd::client::Client) and prints one JSON line of figures per run:
 //   rpc     GetNodeInfo in a loop: the bare gRPC unary round trip.
 //   write   Write(wait) of a small range in a loop, on 1..N threads sharing one

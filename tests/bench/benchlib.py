@@ -1,4 +1,4 @@
-"""Shared pieces of the benchmark programs in tests/bench (tcp_bench, the
+"""Shared pieces of the benchmark programs in tests/bench (tcp_bench.py, the
 Soft-RoCE guest script): building the optimized binaries, running daemons
 (through the tests' launcher, tests/testing/python/daemons.py) and reference
 tools as child processes (stopped by their own pids, never by name), timing

@@ -1,6 +1,6 @@
-"""The guest half of softroce_bench: runs inside ONE Soft-RoCE VM boot
+"""The guest half of softroce_bench.py: runs inside ONE Soft-RoCE VM boot
 (tests/softroce/vm_run.sh), on rxe0 (GID index 1, 10.9.9.1), and prints the
-report. Started by tests/bench/softroce_bench on the host; not meant to be
+report. Started by tests/bench/softroce_bench.py on the host; not meant to be
 run by hand outside the VM.
 
   1. two xferd daemons (--transport verbs --require-rdma), then rounds of:

@@ -1,8 +1,8 @@
 #!/usr/bin/python3
-"""softroce_bench: xferd's verbs transport on Soft-RoCE beside perftest, all in
+"""softroce_bench.py: xferd's verbs transport on Soft-RoCE beside perftest, all in
 ONE VM boot.
 
-  tests/bench/softroce_bench [--quick] [--no-build] [-t SECONDS]
+  tests/bench/softroce_bench.py [--quick] [--no-build] [-t SECONDS]
 
 Builds the daemon, the Python client zip and bench_client with --config=opt,
 then boots the Soft-RoCE VM once (tests/softroce/vm_run.sh) and runs

@@ -1,8 +1,8 @@
 #!/usr/bin/python3
-"""tcp_bench: xferd over its TCP transport on loopback, beside references
+"""tcp_bench.py: xferd over its TCP transport on loopback, beside references
 measured in the same run.
 
-  tests/bench/tcp_bench [--quick] [--no-build] [--pollers N] [--toml TEXT]
+  tests/bench/tcp_bench.py [--quick] [--no-build] [--pollers N] [--toml TEXT]
 
 Builds the daemon, xferctl, the Python client zip and bench_client with
 --config=opt, then, on this host:
