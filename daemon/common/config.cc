@@ -213,6 +213,71 @@ absl::Status InvalidKey(absl::string_view key, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat("config key '", key, "' ", why));
 }
 
+absl::Status ValidateServer(const ServerConfig& server) {
+  if (server.listen.empty() && server.unix_socket.empty()) {
+    return InvalidKey("server.listen",
+                      "and server.unix_socket are both empty: nothing to serve on");
+  }
+  if (server.unix_socket_mode > 0777)
+    return InvalidKey("server.unix_socket_mode", "must be <= 0777");
+  return absl::OkStatus();
+}
+
+absl::Status ValidateEngine(const EngineConfig& engine) {
+  if (engine.pollers < 1 || engine.pollers > 64) {
+    return InvalidKey("engine.pollers", "must be between 1 and 64");
+  }
+  if (engine.slice_size < 4096 || engine.slice_size > (16u << 20)) {
+    return InvalidKey("engine.slice_size", "must be between 4KiB and 16MiB");
+  }
+  if (engine.lane_depth < 2 || engine.lane_depth > 4096) {
+    return InvalidKey("engine.lane_depth", "must be between 2 and 4096");
+  }
+  if (engine.max_inflight_transfers < 1 || engine.max_inflight_transfers > (1u << 20)) {
+    return InvalidKey("engine.max_inflight_transfers", "must be between 1 and 1048576");
+  }
+  if (engine.history > (1u << 22)) return InvalidKey("engine.history", "must be <= 4194304");
+  if (engine.spin > absl::Seconds(1)) return InvalidKey("engine.spin", "must be <= 1s");
+  return absl::OkStatus();
+}
+
+absl::Status ValidateTcp(const TransportConfig& transport) {
+  if (transport.tcp_socket_buffer > (1u << 30)) {
+    return InvalidKey("transport.tcp_socket_buffer", "must be <= 1GiB");
+  }
+  if (transport.tcp_user_timeout < absl::Seconds(1) ||
+      transport.tcp_user_timeout > absl::Hours(1)) {
+    return InvalidKey("transport.tcp_user_timeout", "must be between 1s and 1h");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateVerbs(const TransportConfig& transport) {
+  if (transport.verbs_qp_timeout > 31) {
+    return InvalidKey("transport.verbs_qp_timeout", "must be <= 31");
+  }
+  if (transport.verbs_retry_count > 7) {
+    return InvalidKey("transport.verbs_retry_count", "must be <= 7");
+  }
+  if (transport.verbs_mr_chunk < (16u << 20)) {
+    return InvalidKey("transport.verbs_mr_chunk", "must be at least 16MiB (the largest slice)");
+  }
+  if (transport.verbs_gid_index < -1 || transport.verbs_gid_index > 255) {
+    return InvalidKey("transport.verbs_gid_index", "must be -1 (auto) or 0..255");
+  }
+  switch (transport.verbs_mtu) {
+    case 0:
+    case 256:
+    case 512:
+    case 1024:
+    case 2048:
+    case 4096:
+      return absl::OkStatus();
+    default:
+      return InvalidKey("transport.verbs_mtu", "must be 0 (auto), 256, 512, 1024, 2048 or 4096");
+  }
+}
+
 // [tls]: all of cert, key and ca, or nothing; every file readable now, so a
 // typo fails at start-up (and in --check-config), not at the first peer.
 absl::Status ValidateTls(const TlsConfig& tls) {
@@ -297,55 +362,10 @@ absl::StatusOr<Config> LoadConfigFile(const std::string& path) {
 }
 
 absl::Status Validate(const Config& c) {
-  if (c.server.listen.empty() && c.server.unix_socket.empty()) {
-    return InvalidKey("server.listen",
-                      "and server.unix_socket are both empty: nothing to serve on");
-  }
-  if (c.server.unix_socket_mode > 0777)
-    return InvalidKey("server.unix_socket_mode", "must be <= 0777");
-  if (c.engine.pollers < 1 || c.engine.pollers > 64) {
-    return InvalidKey("engine.pollers", "must be between 1 and 64");
-  }
-  if (c.engine.slice_size < 4096 || c.engine.slice_size > (16u << 20)) {
-    return InvalidKey("engine.slice_size", "must be between 4KiB and 16MiB");
-  }
-  if (c.engine.lane_depth < 2 || c.engine.lane_depth > 4096) {
-    return InvalidKey("engine.lane_depth", "must be between 2 and 4096");
-  }
-  if (c.engine.max_inflight_transfers < 1 || c.engine.max_inflight_transfers > (1u << 20)) {
-    return InvalidKey("engine.max_inflight_transfers", "must be between 1 and 1048576");
-  }
-  if (c.engine.history > (1u << 22)) return InvalidKey("engine.history", "must be <= 4194304");
-  if (c.engine.spin > absl::Seconds(1)) return InvalidKey("engine.spin", "must be <= 1s");
-  if (c.transport.tcp_socket_buffer > (1u << 30)) {
-    return InvalidKey("transport.tcp_socket_buffer", "must be <= 1GiB");
-  }
-  if (c.transport.tcp_user_timeout < absl::Seconds(1) ||
-      c.transport.tcp_user_timeout > absl::Hours(1)) {
-    return InvalidKey("transport.tcp_user_timeout", "must be between 1s and 1h");
-  }
-  if (c.transport.verbs_qp_timeout > 31)
-    return InvalidKey("transport.verbs_qp_timeout", "must be <= 31");
-  if (c.transport.verbs_retry_count > 7) {
-    return InvalidKey("transport.verbs_retry_count", "must be <= 7");
-  }
-  if (c.transport.verbs_mr_chunk < (16u << 20)) {
-    return InvalidKey("transport.verbs_mr_chunk", "must be at least 16MiB (the largest slice)");
-  }
-  if (c.transport.verbs_gid_index < -1 || c.transport.verbs_gid_index > 255) {
-    return InvalidKey("transport.verbs_gid_index", "must be -1 (auto) or 0..255");
-  }
-  switch (c.transport.verbs_mtu) {
-    case 0:
-    case 256:
-    case 512:
-    case 1024:
-    case 2048:
-    case 4096:
-      break;
-    default:
-      return InvalidKey("transport.verbs_mtu", "must be 0 (auto), 256, 512, 1024, 2048 or 4096");
-  }
+  RETURN_IF_ERROR(ValidateServer(c.server));
+  RETURN_IF_ERROR(ValidateEngine(c.engine));
+  RETURN_IF_ERROR(ValidateTcp(c.transport));
+  RETURN_IF_ERROR(ValidateVerbs(c.transport));
   if (c.transport.require_rdma && c.transport.kind == TransportChoice::kTcp) {
     return InvalidKey("transport.require_rdma", "is true but transport.kind is \"tcp\"");
   }
@@ -357,8 +377,7 @@ absl::Status Validate(const Config& c) {
   if (std::find(std::begin(kLevels), std::end(kLevels), c.log.level) == std::end(kLevels)) {
     return InvalidKey("log.level", "must be one of trace, debug, info, warn, error");
   }
-  RETURN_IF_ERROR(ValidateTls(c.tls));
-  return absl::OkStatus();
+  return ValidateTls(c.tls);
 }
 
 }  // namespace xferd
