@@ -43,8 +43,7 @@ absl::StatusOr<std::unique_ptr<MemoryBacking>> RegionRegistry::CreateBacking(
   return MemoryBacking::Create(backing);
 }
 
-absl::StatusOr<std::shared_ptr<Region>> RegionRegistry::Register(RegionSpec spec,
-                                                                 RegionRegistrar* registrar) {
+absl::Status RegionRegistry::ValidateSpec(const RegionSpec& spec) {
   RETURN_IF_ERROR(ValidateName(spec.name));
   if (spec.backing != Backing::kFile && spec.size == 0) {
     return absl::InvalidArgumentError(
@@ -59,23 +58,47 @@ absl::StatusOr<std::shared_ptr<Region>> RegionRegistry::Register(RegionSpec spec
   for (const std::string& peer : spec.allowed_peers) {
     if (peer.empty()) return absl::InvalidArgumentError("allowed_peers contains an empty node id");
   }
-  {
-    MutexLock lock(&mu_);
-    if (by_name_.contains(spec.name) || pending_.contains(spec.name)) {
-      return absl::AlreadyExistsError(absl::StrCat(
-          "region '", spec.name, "' already exists: deregister it first or pick another name"));
-    }
-    // File sizes are only known once opened; they are checked after mapping.
-    if (options_.max_registered_bytes != 0 &&
-        registered_bytes_ + spec.size > options_.max_registered_bytes) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "registering ", FormatBytes(spec.size), " would exceed regions.max_registered_bytes (",
-          FormatBytes(options_.max_registered_bytes), "; ", FormatBytes(registered_bytes_),
-          " in use)"));
-    }
-    pending_.insert(spec.name);
-    registered_bytes_ += spec.size;
+  return absl::OkStatus();
+}
+
+absl::Status RegionRegistry::Reserve(const std::string& name, uint64_t bytes) {
+  MutexLock lock(&mu_);
+  if (by_name_.contains(name) || pending_.contains(name)) {
+    return absl::AlreadyExistsError(absl::StrCat(
+        "region '", name, "' already exists: deregister it first or pick another name"));
   }
+  // File sizes are only known once opened; they are checked after mapping.
+  if (options_.max_registered_bytes != 0 &&
+      registered_bytes_ + bytes > options_.max_registered_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "registering ", FormatBytes(bytes), " would exceed regions.max_registered_bytes (",
+        FormatBytes(options_.max_registered_bytes), "; ", FormatBytes(registered_bytes_),
+        " in use)"));
+  }
+  pending_.insert(name);
+  registered_bytes_ += bytes;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint32_t> RegionRegistry::SettleReservation(const std::string& name,
+                                                           uint64_t reserved, uint64_t size) {
+  MutexLock lock(&mu_);
+  if (options_.max_registered_bytes != 0 &&
+      registered_bytes_ - reserved + size > options_.max_registered_bytes) {
+    pending_.erase(name);
+    registered_bytes_ -= reserved;
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "registering ", FormatBytes(size), " would exceed regions.max_registered_bytes (",
+        FormatBytes(options_.max_registered_bytes), ")"));
+  }
+  registered_bytes_ += size - reserved;
+  return next_id_++;
+}
+
+absl::StatusOr<std::shared_ptr<Region>> RegionRegistry::Register(RegionSpec spec,
+                                                                 RegionRegistrar* registrar) {
+  RETURN_IF_ERROR(ValidateSpec(spec));
+  RETURN_IF_ERROR(Reserve(spec.name, spec.size));
   const uint64_t reserved = spec.size;
   absl::StatusOr<std::unique_ptr<MemoryBacking>> backing = CreateBacking(spec);
   if (!backing.ok()) {
@@ -83,20 +106,7 @@ absl::StatusOr<std::shared_ptr<Region>> RegionRegistry::Register(RegionSpec spec
     return backing.status();
   }
   spec.size = (*backing)->size();
-  uint32_t id;
-  {
-    MutexLock lock(&mu_);
-    if (options_.max_registered_bytes != 0 &&
-        registered_bytes_ - reserved + spec.size > options_.max_registered_bytes) {
-      pending_.erase(spec.name);
-      registered_bytes_ -= reserved;
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "registering ", FormatBytes(spec.size), " would exceed regions.max_registered_bytes (",
-          FormatBytes(options_.max_registered_bytes), ")"));
-    }
-    registered_bytes_ += spec.size - reserved;
-    id = next_id_++;
-  }
+  ASSIGN_OR_RETURN(const uint32_t id, SettleReservation(spec.name, reserved, spec.size));
   auto region = std::make_shared<Region>(id, std::move(spec), *std::move(backing));
   if (registrar != nullptr) {
     absl::StatusOr<std::unique_ptr<TransportRegistration>> registration =

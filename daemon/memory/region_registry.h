@@ -68,6 +68,16 @@ class RegionRegistry {
   static absl::Status ValidateName(absl::string_view name);
 
  private:
+  // INVALID_ARGUMENT unless the spec's fields fit together.
+  static absl::Status ValidateSpec(const RegionSpec& spec);
+  // Claims `name` and `bytes` of the cap before the (slow) mapping, so a
+  // clash or an exhausted cap fails fast: ALREADY_EXISTS, RESOURCE_EXHAUSTED.
+  absl::Status Reserve(const std::string& name, uint64_t bytes);
+  // Once mapped: trades the `reserved` bytes for the actual `size` (a file's
+  // is known only now) and assigns the region's id. RESOURCE_EXHAUSTED
+  // releases the reservation.
+  absl::StatusOr<uint32_t> SettleReservation(const std::string& name, uint64_t reserved,
+                                             uint64_t size);
   absl::StatusOr<std::unique_ptr<MemoryBacking>> CreateBacking(const RegionSpec& spec) const;
   void Unreserve(const std::string& name, uint64_t bytes);
 
