@@ -183,16 +183,38 @@ int WaitForStopSignal(const sigset_t& signals) {
   }
 }
 
-int Run(const Config& config, const std::string& ready_file) {
-  // Signals go to sigwait only: block them before any thread starts.
+// Blocks SIGTERM and SIGINT before any thread starts, so that every thread
+// inherits the mask and only WaitForStopSignal receives them.
+sigset_t BlockStopSignals() {
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
+  return signals;
+}
 
-  const absl::Time started_at = absl::Now();
+// What a running daemon owns, in dependency order: built top to bottom,
+// destroyed bottom to top, so teardown needs no code.
+struct Daemon {
+  absl::Time started_at;
+  std::unique_ptr<memory::RegionRegistry> regions;
+  transport::TransportChoiceResult transport;  // and why it was chosen
+  service::Security security;
+  std::unique_ptr<service::GrpcPeerRpc> peer_rpc;
+  std::unique_ptr<engine::Engine> engine;
+  // Records transfers from the start; destroyed before the engine, after its
+  // Stop() and after the endpoint (which only holds a weak_ptr to it).
+  std::shared_ptr<metrics::DaemonMetrics> metrics;
+  std::unique_ptr<metrics::MetricsEndpoint> metrics_endpoint;
+  std::unique_ptr<service::XferdServiceImpl> xferd_service;
+  std::unique_ptr<service::PeerServiceImpl> peer_service;
+  std::unique_ptr<service::Server> server;
+};
+
+// The region registry, the transport, security and the engine.
+absl::Status StartEngine(const Config& config, Daemon& d) {
   memory::RegistryOptions registry_options;
   registry_options.shm_dir = config.regions.shm_dir;
   registry_options.shm_mode = config.server.unix_socket_mode & 0666;
@@ -201,88 +223,95 @@ int Run(const Config& config, const std::string& ready_file) {
   // (containers, sandboxes), where PIDs repeat.
   const uint64_t incarnation = RandomIncarnation();
   registry_options.shm_prefix = absl::StrFormat("xferd.%08x", incarnation >> 32);
-  memory::RegionRegistry regions(registry_options);
-
-  absl::StatusOr<transport::TransportChoiceResult> chosen =
-      transport::CreateTransport(config, regions);
-  if (!chosen.ok()) {
-    spdlog::critical("cannot start: {}", chosen.status().message());
-    return 1;
-  }
-  std::unique_ptr<transport::Transport> transport = std::move(chosen->transport);
-  spdlog::info("transport {} ({})", transport::TransportKindName(transport->kind()),
-               chosen->reason);
-
-  absl::StatusOr<service::Security> security = service::SetUpSecurity(config);
-  if (!security.ok()) {
-    spdlog::critical("cannot start: {}", security.status().message());
-    return 1;
-  }
-  service::GrpcPeerRpc peer_rpc(security->peer_credentials, security->peer_auth);
-  engine::NodeIdentity self{config.node_id, incarnation, ""};
+  d.regions = std::make_unique<memory::RegionRegistry>(registry_options);
+  ASSIGN_OR_RETURN(d.transport, transport::CreateTransport(config, *d.regions));
+  spdlog::info("transport {} ({})", transport::TransportKindName(d.transport.transport->kind()),
+               d.transport.reason);
+  ASSIGN_OR_RETURN(d.security, service::SetUpSecurity(config));
+  d.peer_rpc =
+      std::make_unique<service::GrpcPeerRpc>(d.security.peer_credentials, d.security.peer_auth);
   absl::StatusOr<std::unique_ptr<engine::Engine>> engine =
-      engine::Engine::Create(config.engine, self, *transport, regions, peer_rpc);
+      engine::Engine::Create(config.engine, engine::NodeIdentity{config.node_id, incarnation, ""},
+                             *d.transport.transport, *d.regions, *d.peer_rpc);
   if (!engine.ok()) {
-    spdlog::critical("cannot start the engine: {}", engine.status().message());
-    return 1;
+    return absl::Status(engine.status().code(),
+                        absl::StrCat("the engine: ", engine.status().message()));
   }
-  // Records transfers from here on; destroyed before the engine, after its
-  // Stop() and after the endpoint (which only holds a weak_ptr to it).
-  const auto daemon_metrics =
-      std::make_shared<metrics::DaemonMetrics>(**engine, kVersion, started_at);
-  absl::StatusOr<std::unique_ptr<metrics::MetricsEndpoint>> metrics_endpoint =
-      StartMetricsEndpoint(config, daemon_metrics);
-  if (!metrics_endpoint.ok()) {
-    spdlog::critical("cannot start: {}", metrics_endpoint.status().message());
-    return 1;
-  }
-  service::XferdServiceImpl xferd_service(
-      **engine, service::NodeDescription{kVersion, chosen->reason, config.server.unix_socket,
-                                         started_at, security->description});
-  service::PeerServiceImpl peer_service(**engine, security->peer_auth);
-  service::ServerOptions server_options{config.server.listen, config.server.unix_socket,
-                                        config.server.unix_socket_mode, security->tcp_credentials};
-  absl::StatusOr<std::unique_ptr<service::Server>> server =
-      service::Server::Start(server_options, {&xferd_service, &peer_service});
-  if (!server.ok()) {
-    spdlog::critical("cannot start: {}", server.status().message());
-    return 1;
-  }
-  const int port = (*server)->port();
-  const std::string address = AdvertisedAddress(config, port);
-  (*engine)->SetIdentity(
-      security->node_id.empty() ? absl::StrCat(Hostname(), ":", port) : security->node_id, address);
-  const engine::NodeIdentity& me = (*engine)->self();
-  spdlog::info("xferd {} ready node={} grpc={} unix={} transport={} pollers={}", kVersion,
-               me.node_id, address, config.server.unix_socket,
-               transport::TransportKindName(transport->kind()), config.engine.pollers);
-  WriteReadyFile(ready_file, me, port,
-                 *metrics_endpoint != nullptr ? (*metrics_endpoint)->address() : "");
-  sd_notifyf(0, "READY=1\nSTATUS=serving node %s on %s (%s)", me.node_id.c_str(), address.c_str(),
-             std::string(transport::TransportKindName(transport->kind())).c_str());
+  d.engine = *std::move(engine);
+  return absl::OkStatus();
+}
 
-  const int sig = WaitForStopSignal(signals);
+// Metrics, the gRPC services and the server that carries them.
+absl::Status StartServing(const Config& config, Daemon& d) {
+  d.metrics = std::make_shared<metrics::DaemonMetrics>(*d.engine, kVersion, d.started_at);
+  ASSIGN_OR_RETURN(d.metrics_endpoint, StartMetricsEndpoint(config, d.metrics));
+  d.xferd_service = std::make_unique<service::XferdServiceImpl>(
+      *d.engine, service::NodeDescription{kVersion, d.transport.reason, config.server.unix_socket,
+                                          d.started_at, d.security.description});
+  d.peer_service = std::make_unique<service::PeerServiceImpl>(*d.engine, d.security.peer_auth);
+  service::ServerOptions server_options{config.server.listen, config.server.unix_socket,
+                                        config.server.unix_socket_mode, d.security.tcp_credentials};
+  ASSIGN_OR_RETURN(d.server, service::Server::Start(server_options,
+                                                    {d.xferd_service.get(), d.peer_service.get()}));
+  return absl::OkStatus();
+}
+
+// Names the node now that its port is known, then says it serves: in the
+// log, the ready file and to systemd.
+void AnnounceReady(const Config& config, const std::string& ready_file, Daemon& d) {
+  const int port = d.server->port();
+  const std::string address = AdvertisedAddress(config, port);
+  d.engine->SetIdentity(
+      d.security.node_id.empty() ? absl::StrCat(Hostname(), ":", port) : d.security.node_id,
+      address);
+  const engine::NodeIdentity& me = d.engine->self();
+  const std::string transport(transport::TransportKindName(d.transport.transport->kind()));
+  spdlog::info("xferd {} ready node={} grpc={} unix={} transport={} pollers={}", kVersion,
+               me.node_id, address, config.server.unix_socket, transport, config.engine.pollers);
+  WriteReadyFile(ready_file, me, port,
+                 d.metrics_endpoint != nullptr ? d.metrics_endpoint->address() : "");
+  sd_notifyf(0, "READY=1\nSTATUS=serving node %s on %s (%s)", me.node_id.c_str(), address.c_str(),
+             transport.c_str());
+}
+
+// After SIGTERM/SIGINT: no new transfers, in-flight ones get
+// engine.drain_timeout to finish, peers are told, then everything stops.
+void Drain(const Config& config, int sig, Daemon& d) {
   spdlog::info("{}: draining (up to {})", strsignal(sig),
                absl::FormatDuration(config.engine.drain_timeout));
   sd_notify(0, "STOPPING=1\nSTATUS=draining");
-  (*server)->SetServing(false);
-  (*engine)->BeginDrain();
-  if (!(*engine)->WaitIdle(absl::Now() + config.engine.drain_timeout)) {
-    const uint32_t failed = (*engine)->FailAll(absl::UnavailableError(
+  d.server->SetServing(false);
+  d.engine->BeginDrain();
+  if (!d.engine->WaitIdle(absl::Now() + config.engine.drain_timeout)) {
+    const uint32_t failed = d.engine->FailAll(absl::UnavailableError(
         absl::StrCat("daemon shut down before the transfer finished (engine.drain_timeout = ",
                      absl::FormatDuration(config.engine.drain_timeout), ")")));
     spdlog::warn("drain timeout: failed {} transfers still in flight", failed);
   }
   // civetweb sees a stop request only between its 2 s polls: stop the
   // endpoint while peers are told and gRPC shuts down, not after.
-  std::thread stop_metrics([&metrics_endpoint] { metrics_endpoint->reset(); });
-  (*engine)->SayGoodbye("shutting down", absl::Now() + absl::Seconds(2));
+  std::thread stop_metrics([&d] { d.metrics_endpoint.reset(); });
+  d.engine->SayGoodbye("shutting down", absl::Now() + absl::Seconds(2));
   // Transfers are drained by now: this bounds calls and connections still
   // open. gRPC waits for clients to drop even idle connections until the
   // deadline, so a long one would only delay the exit.
-  (*server)->Shutdown(absl::Now() + kServerShutdownGrace);
+  d.server->Shutdown(absl::Now() + kServerShutdownGrace);
   stop_metrics.join();
-  (*engine)->Stop();
+  d.engine->Stop();
+}
+
+int Run(const Config& config, const std::string& ready_file) {
+  const sigset_t signals = BlockStopSignals();
+  Daemon d;
+  d.started_at = absl::Now();
+  absl::Status started = StartEngine(config, d);
+  if (started.ok()) started = StartServing(config, d);
+  if (!started.ok()) {
+    spdlog::critical("cannot start: {}", started.message());
+    return 1;
+  }
+  AnnounceReady(config, ready_file, d);
+  Drain(config, WaitForStopSignal(signals), d);
   spdlog::info("stopped");
   return 0;
 }
