@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/common/unique_fd.h"
 
 namespace xferd::testing {
 namespace {
@@ -68,6 +70,8 @@ class FakeLink final : public transport::Link, public std::enable_shared_from_th
     lanes_.resize(remote.lanes);  // nothing uses the link before Connect returns
     PairWith(other);
     other->PairWith(shared_from_this());
+    // Closed between Take and the pairing, it could not tell this end.
+    if (other->broken()) return Fail(other->status());
     return absl::OkStatus();
   }
 

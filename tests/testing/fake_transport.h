@@ -8,14 +8,12 @@
 
 #include <atomic>
 #include <cstdlib>
-#include <deque>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "base/mutex.h"
-#include "daemon/common/unique_fd.h"
 #include "daemon/memory/region_registry.h"
 #include "daemon/transport/transport.h"
 
