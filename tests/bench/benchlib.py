@@ -247,6 +247,16 @@ def run_json(args: Sequence[str], timeout: float = 600.0) -> Dict[str, Any]:
 
 # ----------------------------------------------------------------- output --
 
+def emit_summary(summary: Dict[str, Any], json_out: Optional[str]) -> None:
+    """Prints the summary as the last line of stdout, one compact JSON
+    object, and also writes it to `json_out` when given."""
+    line = json.dumps(summary, separators=(",", ":"))
+    print(line)
+    if json_out:
+        with open(json_out, "w") as f:
+            f.write(line + "\n")
+
+
 def size_name(size: int) -> str:
     for unit, name in ((GiB, "GiB"), (MiB, "MiB"), (KiB, "KiB")):
         if size >= unit and size % unit == 0:

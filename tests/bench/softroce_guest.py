@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import os
 import platform
 import statistics
@@ -288,11 +287,7 @@ def main() -> int:
         "xferd_daemon_side_4k": lat["daemon_side"], "verify": checked,
         "seconds": round(time.monotonic() - started, 1),
     }
-    line = json.dumps(summary, separators=(",", ":"))
-    print(line)
-    if args.json_out:
-        with open(args.json_out, "w") as f:
-            f.write(line + "\n")
+    benchlib.emit_summary(summary, args.json_out)
     return 0 if checked["match"] else 1
 
 

@@ -496,11 +496,7 @@ def main() -> int:
                          "registered_during_writes": bulk["registered"]},
         "seconds": round(time.monotonic() - started, 1),
     }
-    line = json.dumps(summary, separators=(",", ":"))
-    print(line)
-    if args.json_out:
-        with open(args.json_out, "w") as f:
-            f.write(line + "\n")
+    benchlib.emit_summary(summary, args.json_out)
     return 0 if m["verify"]["match"] else 1
 
 
