@@ -10,7 +10,7 @@
 #include "daemon/service/proto_convert.h"
 #include "daemon/service/region_watch.h"
 #include "daemon/service/status_convert.h"
-#include "daemon/transport/transport_factory.h"
+#include "daemon/transport/verbs/device.h"
 
 namespace xferd::service {
 
@@ -50,7 +50,7 @@ grpc::ServerUnaryReactor* XferdServiceImpl::RegisterRegion(grpc::CallbackServerC
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   engine_.RegisterRegion(*std::move(spec), [this, reactor, response](
                                                absl::StatusOr<std::shared_ptr<memory::Region>> r) {
-    if (r.ok()) ToProto(**r, engine_.transport().kind(), response);
+    if (r.ok()) ToProto(**r, engine_.transport_kind(), response);
     reactor->Finish(ToGrpc(r.status()));
   });
   return reactor;
@@ -74,15 +74,15 @@ grpc::ServerUnaryReactor* XferdServiceImpl::DeregisterRegion(
 grpc::ServerUnaryReactor* XferdServiceImpl::ListRegions(grpc::CallbackServerContext* context,
                                                         const v1::ListRegionsRequest*,
                                                         v1::ListRegionsResponse* response) {
-  for (const auto& region : engine_.regions().List()) {
-    ToProto(*region, engine_.transport().kind(), response->add_regions());
+  for (const auto& region : engine_.ListRegions()) {
+    ToProto(*region, engine_.transport_kind(), response->add_regions());
   }
   return Reply(context, absl::OkStatus());
 }
 
 grpc::ServerWriteReactor<v1::RegionEvent>* XferdServiceImpl::WatchRegion(
     grpc::CallbackServerContext*, const v1::WatchRegionRequest* request) {
-  std::shared_ptr<memory::Region> region = engine_.regions().Find(request->name());
+  std::shared_ptr<memory::Region> region = engine_.FindRegion(request->name());
   if (region == nullptr) {
     return FailStream<v1::RegionEvent>(
         absl::NotFoundError(absl::StrCat("no region named '", request->name(), "'")));
@@ -269,8 +269,8 @@ grpc::ServerUnaryReactor* XferdServiceImpl::GetNodeInfo(grpc::CallbackServerCont
     response->set_grpc_address(engine_.self().address);
   }
   response->set_version(node_.version);
-  response->set_transport(ToProto(engine_.transport().kind()));
-  response->set_device(engine_.transport().device());
+  response->set_transport(ToProto(engine_.transport_kind()));
+  response->set_device(engine_.transport_device());
   response->set_transport_reason(node_.transport_reason);
   response->set_unix_socket(node_.unix_socket);
   response->set_pollers(engine_.config().pollers);
@@ -285,15 +285,16 @@ grpc::ServerUnaryReactor* XferdServiceImpl::GetStats(grpc::CallbackServerContext
                                                      const v1::GetStatsRequest*,
                                                      v1::Stats* response) {
   ToProto(engine_.Stats(), ReadProcessStats(), absl::Now() - node_.started_at,
-          engine_.transport().kind(), response);
+          engine_.transport_kind(), response);
   return Reply(context, absl::OkStatus());
 }
 
 grpc::ServerUnaryReactor* XferdServiceImpl::ListDevices(grpc::CallbackServerContext* context,
                                                         const v1::ListDevicesRequest*,
                                                         v1::ListDevicesResponse* response) {
-  absl::StatusOr<std::vector<transport::verbs::DeviceInfo>> devices = transport::ListRdmaDevices();
-  if (devices.ok()) ToProto(*devices, engine_.transport().rdma_port(), response);
+  absl::StatusOr<std::vector<transport::verbs::DeviceInfo>> devices =
+      transport::verbs::QueryDevices();
+  if (devices.ok()) ToProto(*devices, engine_.rdma_port(), response);
   return Reply(context, devices.status());
 }
 
