@@ -60,7 +60,9 @@ class BlocksIntegrationTest : public ::testing::Test {
     client_b_.reset();
     for (std::unique_ptr<Daemon>* d : {&a_, &b_}) {
       absl::StatusOr<int> code = (*d)->Stop();
-      if (!killed_.count((*d)->node_id())) EXPECT_TRUE(code.ok() && *code == 0) << (*d)->Log();
+      if (killed_.count((*d)->node_id()) == 0) {
+        EXPECT_TRUE(code.ok() && *code == 0) << (*d)->Log();
+      }
     }
   }
 
