@@ -139,8 +139,9 @@ absl::StatusOr<uint64_t> OpenFile(const BackingSpec& spec, UniqueFd& fd, bool* r
   if (!fd.valid()) {
     absl::Status s = ErrnoStatus(errno, absl::StrCat("cannot open ", spec.file_path));
     if (errno == ENOENT) {
-      return absl::NotFoundError(absl::StrCat(
-          s.message(), spec.create ? " (its directory does not exist)" : " (set create to make it)"));
+      return absl::NotFoundError(absl::StrCat(s.message(), spec.create
+                                                               ? " (its directory does not exist)"
+                                                               : " (set create to make it)"));
     }
     return s;
   }
