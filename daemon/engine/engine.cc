@@ -3,7 +3,7 @@
 #include "daemon/engine/engine.h"
 
 #include "absl/strings/str_cat.h"
-#include "base/status_macros.h"
+#include "daemon/base/status_macros.h"
 #include "daemon/common/check.h"
 #include "daemon/common/log.h"
 
@@ -77,7 +77,7 @@ absl::StatusOr<uint32_t> Engine::DeregisterRegion(const std::string& name, bool 
   uint32_t cancelled = 0;
   if (force) {
     cancelled = CancelWhere(
-        [&](const Transfer& t) { return t.plan().src == region; },
+        [&](const Transfer& t) { return t.plan().local == region; },
         absl::CancelledError(absl::StrCat("source region '", name, "' was deregistered")));
   }
   ASSIGN_OR_RETURN(std::shared_ptr<memory::Region> removed, regions_.Remove(name, force));
@@ -210,13 +210,13 @@ void Engine::OnTransferFinished(const Transfer& transfer) {
   }
   // The peer no longer knows the region: forget its key before the next write.
   if (info.error.code() == absl::StatusCode::kNotFound) {
-    transfer.plan().peer->ForgetRegion(info.spec.dst_region);
+    transfer.plan().peer->ForgetRegion(RemoteRegionName(info.spec));
   }
   spdlog::log(info.state == TransferState::kCancelled ? spdlog::level::info : spdlog::level::warn,
-              "transfer id={} {} peer={} transport={} dst={} bytes={}/{} duration={} code={} "
+              "transfer id={} {} {} peer={} transport={} dst={} bytes={}/{} duration={} code={} "
               "error={:?}",
-              info.id, TransferStateName(info.state), info.peer_node, transport,
-              info.spec.dst_region, info.bytes_done, info.spec.length,
+              info.id, IsRead(info.spec) ? "read" : "write", TransferStateName(info.state),
+              info.peer_node, transport, info.spec.dst_region, info.bytes_done, info.spec.length,
               absl::FormatDuration(duration), absl::StatusCodeToString(info.error.code()),
               info.error.message());
 }

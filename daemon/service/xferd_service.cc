@@ -6,22 +6,24 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/common/process_stats.h"
+#include "daemon/service/blocks_convert.h"
 #include "daemon/service/proto_convert.h"
 #include "daemon/service/region_watch.h"
 #include "daemon/service/status_convert.h"
 #include "daemon/transport/verbs/device.h"
 
 namespace xferd::service {
-namespace {
-
-constexpr absl::Duration kDefaultConnectTimeout = absl::Seconds(10);
-constexpr absl::Duration kDefaultWatchInterval = absl::Milliseconds(100);
 
 grpc::ServerUnaryReactor* Reply(grpc::CallbackServerContext* context, const absl::Status& status) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(ToGrpc(status));
   return reactor;
 }
+
+namespace {
+
+constexpr absl::Duration kDefaultConnectTimeout = absl::Seconds(10);
+constexpr absl::Duration kDefaultWatchInterval = absl::Milliseconds(100);
 
 template <typename T>
 grpc::ServerWriteReactor<T>* FailStream(const absl::Status& status) {
@@ -126,23 +128,24 @@ grpc::ServerUnaryReactor* XferdServiceImpl::DisconnectPeer(grpc::CallbackServerC
 // -------------------------------------------------------------- transfers --
 
 void XferdServiceImpl::SubmitAndReply(
-    std::vector<engine::WriteSpec> writes, bool batch, bool wait, grpc::ServerUnaryReactor* reactor,
+    std::vector<engine::WriteSpec> writes, bool batch, bool wait,
+    std::function<void(const grpc::Status&)> finish,
     std::function<void(const std::vector<engine::TransferInfo>&)> fill) {
   engine_.Submit(
       std::move(writes), batch,
-      [reactor, wait, fill = std::move(fill)](
+      [finish = std::move(finish), wait, fill = std::move(fill)](
           absl::StatusOr<std::vector<std::shared_ptr<engine::Transfer>>> submitted) mutable {
         if (!submitted.ok()) {
-          reactor->Finish(ToGrpc(submitted.status()));
+          finish(ToGrpc(submitted.status()));
           return;
         }
         auto transfers =
             std::make_shared<std::vector<std::shared_ptr<engine::Transfer>>>(*std::move(submitted));
-        auto reply = [reactor, transfers, fill] {
+        auto reply = [finish, transfers, fill] {
           std::vector<engine::TransferInfo> infos;
           for (const auto& t : *transfers) infos.push_back(t->Info());
           fill(infos);
-          reactor->Finish(grpc::Status::OK);
+          finish(grpc::Status::OK);
         };
         if (!wait) {
           reply();
@@ -168,7 +171,7 @@ grpc::ServerUnaryReactor* XferdServiceImpl::Write(grpc::CallbackServerContext* c
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   std::vector<engine::WriteSpec> writes;
   writes.push_back(*std::move(spec));
-  SubmitAndReply(std::move(writes), /*batch=*/false, request->wait(), reactor,
+  SubmitAndReply(std::move(writes), /*batch=*/false, request->wait(), FinishWith(reactor),
                  [response](const std::vector<engine::TransferInfo>& infos) {
                    ToProto(infos.front(), response);
                  });
@@ -189,7 +192,7 @@ grpc::ServerUnaryReactor* XferdServiceImpl::SubmitBatch(grpc::CallbackServerCont
     writes.push_back(*std::move(spec));
   }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  SubmitAndReply(std::move(writes), /*batch=*/true, request->wait(), reactor,
+  SubmitAndReply(std::move(writes), /*batch=*/true, request->wait(), FinishWith(reactor),
                  [response](const std::vector<engine::TransferInfo>& infos) {
                    response->set_batch_id(infos.front().batch_id);
                    for (const auto& info : infos) ToProto(info, response->add_transfers());

@@ -95,29 +95,28 @@ class FakeLink final : public transport::Link, public std::enable_shared_from_th
   }
 
   // Receiver side: what a TCP lane checks before it places an inbound write
-  // (the region, the ACL, remote write, the range), then the bytes, then the
-  // landed event of a final slice. Called on the writer's poller thread.
-  absl::Status Receive(const transport::WriteOp& op) {
-    absl::Status verdict;
-    std::shared_ptr<memory::Region> region = regions_.FindById(op.dst->region_id);
-    if (region == nullptr) {
-      verdict =
-          absl::NotFoundError(absl::StrCat("region id ", op.dst->region_id, " is not registered"));
-    } else if (!region->PeerAllowed(peer().node_id)) {
-      verdict = absl::PermissionDeniedError(absl::StrCat(
-          "node '", peer().node_id, "' is not in the ACL of region '", region->name(), "'"));
-    } else if (!region->access().remote_write) {
-      verdict = absl::PermissionDeniedError(
-          absl::StrCat("region '", region->name(), "' does not allow remote writes"));
-    } else {
-      verdict = region->CheckRange(op.dst_offset, op.length, "destination");
-    }
+  // or serves a read (the region, the ACL, the access, every block's range),
+  // then the bytes, then the landed event of a final write. Called on the
+  // initiator's poller thread.
+  absl::Status Receive(const transport::DataOp& op) {
+    const bool write = op.kind == transport::OpKind::kWrite;
+    std::shared_ptr<memory::Region> region = regions_.FindById(op.remote->region_id);
+    absl::Status verdict = Check(region.get(), op);
     if (!verdict.ok()) {
       counters().writes_rejected.fetch_add(1);
       return verdict;
     }
-    std::memcpy(region->data() + op.dst_offset, op.src, op.length);
-    counters().bytes_received.fetch_add(op.length);
+    for (uint32_t i = 0; i < op.block_count; ++i) {
+      const transport::Block& b = op.blocks[i];
+      std::byte* remote = region->data() + b.remote_offset;
+      std::byte* local = op.local_base + b.local_offset;
+      if (write) {
+        std::memcpy(remote, local, b.length);
+      } else {
+        std::memcpy(local, remote, b.length);
+      }
+    }
+    if (write) counters().bytes_received.fetch_add(op.length);
     if (op.notice != nullptr) Land(*region, *op.notice);
     return absl::OkStatus();
   }
@@ -136,6 +135,30 @@ class FakeLink final : public transport::Link, public std::enable_shared_from_th
     connected_.store(true, std::memory_order_release);
   }
 
+  absl::Status Check(const memory::Region* region, const transport::DataOp& op) const {
+    const bool write = op.kind == transport::OpKind::kWrite;
+    if (region == nullptr) {
+      return absl::NotFoundError(
+          absl::StrCat("region id ", op.remote->region_id, " is not registered"));
+    }
+    if (!region->PeerAllowed(peer().node_id)) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "node '", peer().node_id, "' is not in the ACL of region '", region->name(), "'"));
+    }
+    if (write ? !region->access().remote_write : !region->access().remote_read) {
+      return absl::PermissionDeniedError(absl::StrCat("region '", region->name(),
+                                                      "' does not allow remote ",
+                                                      write ? "writes" : "reads"));
+    }
+    for (uint32_t i = 0; i < op.block_count; ++i) {
+      const transport::Block& b = op.blocks[i];
+      absl::Status range =
+          region->CheckRange(b.remote_offset, b.length, write ? "destination" : "source");
+      if (!range.ok()) return range;
+    }
+    return absl::OkStatus();
+  }
+
   // Writes of one lane are placed in order and the engine posts a final slice
   // only once the others are acknowledged: the whole range has landed.
   void Land(memory::Region& region, const transport::LandingNotice& notice) {
@@ -143,8 +166,11 @@ class FakeLink final : public transport::Link, public std::enable_shared_from_th
       counters().writes_rejected.fetch_add(1);
       return;
     }
-    region.landed().Publish(memory::LandedEvent{notice.offset, notice.length, peer().node_id,
-                                                notice.transfer_id, 0, absl::Now()});
+    memory::LandedEvent event{notice.offset, notice.length, peer().node_id, notice.transfer_id, 0,
+                              absl::Now()};
+    event.blocks = notice.blocks;
+    event.bytes = notice.bytes;
+    region.landed().Publish(std::move(event));
   }
 
   FakeFabric& fabric_;
@@ -170,7 +196,7 @@ class FakeTransport::Worker final : public transport::TransportWorker {
   explicit Worker(FakeTransport& owner)
       : owner_(owner), wake_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
 
-  uint32_t Post(transport::Lane& lane, absl::Span<const transport::WriteOp> ops) override {
+  uint32_t Post(transport::Lane& lane, absl::Span<const transport::DataOp> ops) override {
     auto& fake = static_cast<FakeLane&>(lane);
     const uint32_t n = std::min<uint32_t>(fake.credits(), static_cast<uint32_t>(ops.size()));
     for (uint32_t i = 0; i < n; ++i) {
@@ -193,7 +219,7 @@ class FakeTransport::Worker final : public transport::TransportWorker {
       --p.lane->in_flight;
       const absl::Status status = Deliver(*p.link, p.op);
       if (status.ok()) p.link->counters().bytes_sent.fetch_add(p.op.length);
-      sink.OnWriteDone({p.op.cookie, p.op.length, status.ok() ? nullptr : &status});
+      sink.OnOpDone({p.op.cookie, p.op.length, status.ok() ? nullptr : &status});
       ++handled;
     }
     return handled;
@@ -206,10 +232,10 @@ class FakeTransport::Worker final : public transport::TransportWorker {
   struct Pending {
     std::shared_ptr<FakeLink> link;  // keeps the lane alive until its completion
     FakeLane* lane;
-    transport::WriteOp op;
+    transport::DataOp op;
   };
 
-  static absl::Status Deliver(FakeLink& link, const transport::WriteOp& op) {
+  static absl::Status Deliver(FakeLink& link, const transport::DataOp& op) {
     if (link.broken()) return link.status();
     std::shared_ptr<FakeLink> receiver = link.other();
     // Its end closes ours when it goes; this only covers the moment between.
@@ -327,14 +353,16 @@ void FakeTransport::Shutdown() {
   for (auto& link : links) link->Close(absl::UnavailableError("daemon is shutting down"));
 }
 
-std::vector<transport::WriteOp> FakeTransport::posted() const {
+std::vector<PostedOp> FakeTransport::posted() const {
   MutexLock lock(&mu_);
   return posted_;
 }
 
-void FakeTransport::Record(const transport::WriteOp& op) {
+void FakeTransport::Record(const transport::DataOp& op) {
+  PostedOp copy{op.kind, op.length, op.notice != nullptr,
+                std::vector<transport::Block>(op.blocks, op.blocks + op.block_count)};
   MutexLock lock(&mu_);
-  posted_.push_back(op);
+  posted_.push_back(std::move(copy));
 }
 
 }  // namespace xferd::testing

@@ -1,8 +1,8 @@
 // An in-process Transport that keeps the transport contract: the conformance
 // suite runs it beside TCP and verbs. Links pair through a FakeFabric the way
 // TCP lanes pair through the responder's session token; the receiving end
-// checks and places each write as a TCP receiver does (one refusal fails one
-// write); closing either end breaks both. Completions come from Poll on the
+// checks and places each write, or serves each read, as a TCP receiver does
+// (one refusal fails one op); closing either end breaks both. Completions come from Poll on the
 // poller thread, and a test can hold them back to model a stalled peer.
 #pragma once
 
@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "base/mutex.h"
+#include "daemon/base/mutex.h"
 #include "daemon/memory/region_registry.h"
 #include "daemon/transport/transport.h"
 
@@ -34,6 +34,14 @@ struct NullLink : transport::Link {
 };
 
 class FakeLink;
+
+// A copy of a posted op (the op's own pointers die with its transfer).
+struct PostedOp {
+  transport::OpKind kind = transport::OpKind::kWrite;
+  uint32_t length = 0;
+  bool notice = false;
+  std::vector<transport::Block> blocks;
+};
 
 // Where accepted links wait for their initiator: the fake's stand-in for the
 // TCP acceptor and its session tokens. Transports pair only with transports
@@ -84,13 +92,13 @@ class FakeTransport final : public transport::Transport {
   // Closes every link (their peers learn it at once) and refuses new ones.
   void Shutdown() override;
 
-  // Test controls, any thread: while held, posted writes neither land nor
+  // Test controls, any thread: while held, posted ops neither land nor
   // complete, unless their link breaks.
   void HoldCompletions(bool hold) { hold_.store(hold); }
   bool held() const { return hold_.load(); }
   // Every op posted, in order (for ordering checks).
-  std::vector<transport::WriteOp> posted() const;
-  void Record(const transport::WriteOp& op);
+  std::vector<PostedOp> posted() const;
+  void Record(const transport::DataOp& op);
 
  private:
   class Worker;
@@ -106,7 +114,7 @@ class FakeTransport final : public transport::Transport {
   std::atomic<bool> hold_{false};
   mutable Mutex mu_;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
-  std::vector<transport::WriteOp> posted_ ABSL_GUARDED_BY(mu_);
+  std::vector<PostedOp> posted_ ABSL_GUARDED_BY(mu_);
   std::vector<std::weak_ptr<FakeLink>> links_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -31,18 +31,8 @@ class EngineTransfersTest : public TwoEngineTest {
   }
 };
 
-struct Watcher : memory::LandedWatcher {
-  std::vector<memory::LandedEvent> events;
-  Mutex mu;
-  void OnLanded(const memory::LandedEvent& e) override {
-    MutexLock lock(&mu);
-    events.push_back(e);
-  }
-  void OnRegionClosed() override {}
-};
-
 TEST_F(EngineTransfersTest, MultiSliceWriteLandsWithOneLandedEvent) {
-  Watcher watcher;
+  LandedRecorder watcher;
   dst_->landed().Subscribe(&watcher);
   auto submitted = h_.Submit(*a_, {Spec("src", "b", "dst", 100001, 7, 300)});
   ASSERT_TRUE(submitted.ok()) << submitted.status();
@@ -68,9 +58,10 @@ TEST_F(EngineTransfersTest, FinalSliceIsPostedAfterEveryOther) {
   ASSERT_EQ(h_.Wait((*submitted)[0]).state, TransferState::kDone);
   const auto posted = a_->transport->posted();
   ASSERT_EQ(posted.size(), 64u);
-  for (size_t i = 0; i + 1 < posted.size(); ++i) EXPECT_EQ(posted[i].notice, nullptr) << i;
-  ASSERT_NE(posted.back().notice, nullptr);
-  EXPECT_EQ(posted.back().dst_offset, 63u * 4096);
+  for (size_t i = 0; i + 1 < posted.size(); ++i) EXPECT_FALSE(posted[i].notice) << i;
+  ASSERT_TRUE(posted.back().notice);
+  ASSERT_EQ(posted.back().blocks.size(), 1u);
+  EXPECT_EQ(posted.back().blocks[0].remote_offset, 63u * 4096);
 }
 
 TEST_F(EngineTransfersTest, SingleSliceWrite) {
