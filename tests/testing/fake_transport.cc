@@ -116,7 +116,8 @@ class FakeLink final : public transport::Link, public std::enable_shared_from_th
         std::memcpy(local, remote, b.length);
       }
     }
-    if (write) counters().bytes_received.fetch_add(op.length);
+    // As TCP counts them: the data this end took in or served.
+    (write ? counters().bytes_received : counters().bytes_sent).fetch_add(op.length);
     if (op.notice != nullptr) Land(*region, *op.notice);
     return absl::OkStatus();
   }
@@ -218,7 +219,11 @@ class FakeTransport::Worker final : public transport::TransportWorker {
       pending_.pop_front();
       --p.lane->in_flight;
       const absl::Status status = Deliver(*p.link, p.op);
-      if (status.ok()) p.link->counters().bytes_sent.fetch_add(p.op.length);
+      if (status.ok()) {
+        transport::LinkCounters& counters = p.link->counters();
+        const bool read = p.op.kind == transport::OpKind::kRead;
+        (read ? counters.bytes_received : counters.bytes_sent).fetch_add(p.op.length);
+      }
       sink.OnOpDone({p.op.cookie, p.op.length, status.ok() ? nullptr : &status});
       ++handled;
     }
