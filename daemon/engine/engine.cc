@@ -213,9 +213,9 @@ void Engine::OnTransferFinished(const Transfer& transfer) {
     transfer.plan().peer->ForgetRegion(RemoteRegionName(info.spec));
   }
   spdlog::log(info.state == TransferState::kCancelled ? spdlog::level::info : spdlog::level::warn,
-              "transfer id={} {} {} peer={} transport={} dst={} bytes={}/{} duration={} code={} "
-              "error={:?}",
-              info.id, IsRead(info.spec) ? "read" : "write", TransferStateName(info.state),
+              "transfer id={} {} direction={} peer={} transport={} dst={} bytes={}/{} duration={} "
+              "code={} error={:?}",
+              info.id, TransferStateName(info.state), IsRead(info.spec) ? "read" : "write",
               info.peer_node, transport, info.spec.dst_region, info.bytes_done, info.spec.length,
               absl::FormatDuration(duration), absl::StatusCodeToString(info.error.code()),
               info.error.message());

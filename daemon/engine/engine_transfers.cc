@@ -290,8 +290,8 @@ absl::StatusOr<std::vector<std::shared_ptr<Transfer>>> Engine::Admit(std::vector
   for (const std::shared_ptr<Transfer>& t : transfers) {
     const Transfer::Plan& p = t->plan();
     spdlog::debug(
-        "transfer id={} queued {} peer={} transport={} src={}+{} dst={}+{} bytes={} blocks={} "
-        "ops={}",
+        "transfer id={} queued direction={} peer={} transport={} src={}+{} dst={}+{} bytes={} "
+        "blocks={} ops={}",
         t->id(), IsRead(p.spec) ? "read" : "write", p.peer->node_id(),
         transport::TransportKindName(p.transport), p.spec.src_region, p.spec.src_offset,
         p.spec.dst_region, p.spec.dst_offset, p.spec.length, t->blocks(), t->ops());

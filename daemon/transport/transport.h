@@ -48,11 +48,13 @@ class CompletionSink {
 
 // Counters of a link, readable from any thread.
 struct LinkCounters {
-  // Payload bytes of our writes the peer acknowledged.
+  // Payload bytes of our writes the peer acknowledged, and (TCP) of the
+  // peer's reads this end served.
   std::atomic<uint64_t> bytes_sent{0};
-  // Payload bytes the peer wrote to us. TCP counts every inbound frame;
-  // verbs only sees a transfer when its landing notice arrives (the NIC
-  // places the rest without the CPU), so it counts landed transfers.
+  // Payload bytes the peer wrote to us, and of our reads that completed.
+  // TCP counts every inbound frame; verbs only sees a write when its landing
+  // notice arrives (the NIC places the rest without the CPU), so it counts
+  // landed transfers, and never sees the reads it serves.
   std::atomic<uint64_t> bytes_received{0};
   std::atomic<uint64_t> writes_rejected{0};  // inbound writes refused (bounds, ACL, ...)
 };

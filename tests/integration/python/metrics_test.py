@@ -172,11 +172,12 @@ def test_transfers_errors_latency_and_peers_are_counted(cluster: Cluster, client
     lines = log_objects(cluster, "a")
     failed = [l for l in lines if "code=DEADLINE_EXCEEDED" in l["msg"]]
     assert len(failed) == 1 and failed[0]["level"] == "warning", failed
-    assert failed[0]["msg"].startswith(f"transfer id={late.id} failed peer=b transport={TRANSPORT}")
+    assert failed[0]["msg"].startswith(
+        f"transfer id={late.id} failed direction=write peer=b transport={TRANSPORT}")
     cancelled = [l for l in lines if l["msg"].startswith(f"transfer id={stuck.id} cancelled")]
     assert len(cancelled) == 1 and cancelled[0]["level"] == "info", cancelled
     assert "code=CANCELLED" in cancelled[0]["msg"]
-    queued = [l for l in lines if l["msg"].startswith(f"transfer id={late.id} queued peer=b")]
+    queued = [l for l in lines if l["msg"].startswith(f"transfer id={late.id} queued direction=write peer=b")]
     assert len(queued) == 1 and queued[0]["level"] == "debug", queued
 
 

@@ -321,8 +321,9 @@ def refusals(daemon) -> int:  # type: ignore[no-untyped-def]
         return log.read().count("refused data connection")
 
 
-def frame(kind: int, word: int, length: int, offset: int = 0, seq: int = 0) -> bytes:
-    return struct.pack("<IBBHIIQQ", 0x31524658, kind, 0, 0, word, length, offset, seq)
+def frame(kind: int, word: int, length: int, blocks: int = 0, seq: int = 0) -> bytes:
+    """A data-protocol-2 frame header (daemon/transport/tcp/tcp_frame.h)."""
+    return struct.pack("<IBBHIIQQ", 0x32524658, kind, 0, blocks, word, length, 0, seq)
 
 
 @pytest.mark.skipif(TRANSPORT != "tcp", reason="the TCP transport's data port")
@@ -333,7 +334,8 @@ def test_raw_data_connections_are_refused(cluster: Cluster, untouched: Untouched
     attempts = {
         "garbage": os.urandom(48),
         "wrong session token": frame(1, 0, 16) + os.urandom(16),
-        "WRITE without HELLO": frame(3, 1, 4096, 0, 1) + b"\xff" * 4096,
+        "WRITE without HELLO": frame(3, 1, 4096, 1, 1) + struct.pack("<QI", 0, 4096)
+        + b"\xff" * 4096,
     }
     for what, payload in attempts.items():
         with socket.create_connection(("127.0.0.1", port), timeout=WAIT_S) as s:
