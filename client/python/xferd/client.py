@@ -162,15 +162,15 @@ class Client:
             raise from_rpc_error(e) from None
 
     def _start(self, request: Union[xferd_pb2.WriteRequest, xferd_pb2.ReadRequest],
-               blocks: Optional[Iterator[xferd_pb2.Blocks]] = None) -> TransferHandle:
-        """Submits one transfer: Write or Read, or SubmitStream when `blocks`
-        has more than one chunk. Returns its handle."""
+               chunks: Optional[Iterator[xferd_pb2.Blocks]] = None) -> TransferHandle:
+        """Submits one transfer: Write or Read, or SubmitStream when `chunks`
+        (its blocks) has more than one. Returns its handle."""
         more: Optional[Iterator[xferd_pb2.Blocks]] = None
-        if blocks is not None:
-            request.blocks.CopyFrom(next(blocks))
-            second = next(blocks, None)
+        if chunks is not None:
+            request.blocks.CopyFrom(next(chunks))
+            second = next(chunks, None)
             if second is not None:
-                more = itertools.chain([second], blocks)
+                more = itertools.chain([second], chunks)
         # A waiting call lasts as long as the transfer: bounded by its own
         # deadline (plus the usual allowance for the call), else not at all.
         rpc_timeout: Union[float, None, object] = _RPC_TIMEOUT
