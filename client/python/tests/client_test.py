@@ -353,7 +353,7 @@ class BlocksClientTest(FakeServerTest):
                     with self.assertRaisesRegex(ValueError, re.escape(message)):
                         method("s", "b", "d", *args, **kwargs)  # type: ignore[operator]
         with self.assertRaisesRegex(ValueError, "src_indices"):
-            self.client.write_indexed("l1", "l2", [-1], [0])
+            self.client.write_indexed("l1", "b", "l2", [-1], [0])
         with self.assertRaisesRegex(ValueError, "runs is empty"):
             self.client.read_strided("b", "s", "d", [])
         self.assertEqual((self.fake.requests, self.streamed), ([], []))
@@ -383,15 +383,17 @@ class BlocksClientTest(FakeServerTest):
         sent = self.fake.requests[-1]
         self.assertEqual(list(sent.blocks.strided.runs), [r.to_proto() for r in runs])
         layout = xferd.Layout(name="pages_b", peer="b", region="d", block_length=4096, blocks=9)
-        self.client.write_indexed("pages_a", layout, np.array([3, 1]), [0, 8])
+        self.client.write_indexed("pages_a", "b", layout, np.array([3, 1]), [0, 8])
         sent = self.fake.requests[-1]
         self.assertIsInstance(sent, xferd_pb2.WriteRequest)
+        self.assertEqual((sent.peer, sent.src_region, sent.dst_region), ("b", "", ""))
         self.assertEqual((sent.blocks.layout.src_layout, sent.blocks.layout.dst_layout,
                           sent.blocks.layout.src_indices, sent.blocks.layout.dst_indices),
                          ("pages_a", "pages_b", bytes([3, 0, 0, 0, 1, 0, 0, 0]),
                           bytes([0, 0, 0, 0, 8, 0, 0, 0])))
-        self.client.read_indexed(layout, "pages_a", [0], [1], wait=True)
+        self.client.read_indexed("b", layout, "pages_a", [0], [1], wait=True)
         self.assertIsInstance(self.fake.requests[-1], xferd_pb2.ReadRequest)
+        self.assertEqual(self.fake.requests[-1].peer, "b")
         self.assertEqual(self.fake.requests[-1].blocks.layout.src_layout, "pages_b")
 
     def test_layouts(self) -> None:

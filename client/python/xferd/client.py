@@ -436,39 +436,43 @@ class Client:
             "read", peer, src_region, dst_region, slice_size=slice_size, timeout=timeout,
             label=label, wait=wait), blocks.strided_chunks(runs))
 
-    def write_indexed(self, src_layout: Union[str, Layout], dst_layout: Union[str, Layout],
-                      src_indices: Integers, dst_indices: Integers, *, slice_size: int = 0,
+    def write_indexed(self, src_layout: Union[str, Layout], peer: str,
+                      dst_layout: Union[str, Layout], src_indices: Integers,
+                      dst_indices: Integers, *, slice_size: int = 0,
                       timeout: Optional[float] = None, label: str = "",
                       wait: bool = False) -> TransferHandle:
         """Writes block src_indices[i] of local layout `src_layout` into
-        block dst_indices[i] of `dst_layout`, a layout of a region on a peer
+        block dst_indices[i] of `dst_layout`, a layout of a region on `peer`
         (see prepare_layout()); both layouts have the same block length.
 
-        The request carries the indices alone (4 bytes per block): regions
-        and peer come from the layouts. Indices are arrays as for
+        Layouts are given by name or as returned by prepare_layout(); the
+        request carries the indices alone (4 bytes per block per side), the
+        regions come from the layouts. Indices are arrays as for
         write_blocks(), each < 2**32.
 
         Raises:
             ValueError: bad indices or counts that differ; nothing was sent.
-            NotFound: no such layout; InvalidArgument: mismatched layouts or
-                an index past a layout's end (named); nothing was written.
+            NotFound: no such layout; InvalidArgument: a layout of another
+                peer or block length, or an index past a layout's end (the
+                block is named); nothing was written.
         """
         return self._start(_transfer_request(
-            "write", "", "", "", slice_size=slice_size, timeout=timeout, label=label,
+            "write", peer, "", "", slice_size=slice_size, timeout=timeout, label=label,
             wait=wait), _layout_blocks(src_layout, dst_layout, src_indices, dst_indices))
 
-    def read_indexed(self, src_layout: Union[str, Layout], dst_layout: Union[str, Layout],
-                     src_indices: Integers, dst_indices: Integers, *, slice_size: int = 0,
+    def read_indexed(self, peer: str, src_layout: Union[str, Layout],
+                     dst_layout: Union[str, Layout], src_indices: Integers,
+                     dst_indices: Integers, *, slice_size: int = 0,
                      timeout: Optional[float] = None, label: str = "",
                      wait: bool = False) -> TransferHandle:
         """Reads block src_indices[i] of `src_layout`, a layout of a region on
-        a peer, into block dst_indices[i] of local layout `dst_layout`.
+        `peer`, into block dst_indices[i] of local layout `dst_layout`.
 
         Raises:
             As write_indexed(), and PermissionDenied as read_blocks().
         """
         return self._start(_transfer_request(
-            "read", "", "", "", slice_size=slice_size, timeout=timeout, label=label,
+            "read", peer, "", "", slice_size=slice_size, timeout=timeout, label=label,
             wait=wait), _layout_blocks(src_layout, dst_layout, src_indices, dst_indices))
 
     # ------------------------------------------------------------ layouts --
