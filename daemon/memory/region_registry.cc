@@ -2,8 +2,8 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "daemon/common/status_macros.h"
-#include "daemon/common/units.h"
+#include "base/status_macros.h"
+#include "base/units.h"
 
 namespace xferd::memory {
 

@@ -4,12 +4,14 @@
 // cannot run here (verbs without an RDMA device) is skipped, not faked.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <numeric>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -88,11 +90,13 @@ class TransportConformanceTest : public testing::TestWithParam<TransportFactory>
   }
 
   std::shared_ptr<memory::Region> Register(Side& side, const std::string& name, uint64_t size,
-                                           bool remote_write, std::vector<std::string> acl = {}) {
+                                           bool remote_write, std::vector<std::string> acl = {},
+                                           bool remote_read = false) {
     memory::RegionSpec spec;
     spec.name = name;
     spec.size = size;
     spec.access.remote_write = remote_write;
+    spec.access.remote_read = remote_read;
     spec.allowed_peers = std::move(acl);
     auto region = side.regions->Register(spec, side.transport.get());
     EXPECT_TRUE(region.ok()) << region.status();
@@ -127,6 +131,50 @@ class TransportConformanceTest : public testing::TestWithParam<TransportFactory>
     return cookie;
   }
 
+  // Posts one op of `blocks` (kept until the test ends) on `lane` of `from`.
+  uint64_t PostBlocks(Side& from, uint32_t lane, OpKind kind, const memory::Region& local,
+                      const RemoteRegion& remote, const std::vector<Block>& blocks) {
+    const uint64_t cookie = next_cookie_++;
+    DataOp op;
+    for (const Block& b : blocks) op.length += b.length;
+    op.cookie = cookie;
+    op.kind = kind;
+    op.local_base = local.data();
+    op.local_registration = local.registration();
+    op.remote = &remote;
+    op.blocks = op_blocks_.emplace_back(blocks).data();
+    op.block_count = static_cast<uint32_t>(blocks.size());
+    EXPECT_TRUE(Pump([&] { return from.link->lane(lane).credits() > 0; }));
+    EXPECT_EQ(from.transport->worker(lane).Post(from.link->lane(lane), {&op, 1}), 1u);
+    return cookie;
+  }
+
+  // Moves every 4 KiB block of `from` to a random permutation of `to`'s
+  // blocks, kMaxBlocksPerOp blocks per op, and checks every byte. A write
+  // when `from` is on side a, a read (a pulls from b) otherwise.
+  void MovePermuted(OpKind kind, const memory::Region& from, const memory::Region& to,
+                    const RemoteRegion& remote) {
+    const uint64_t count = from.size() / 4096;
+    std::vector<uint64_t> perm(count);
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), std::mt19937_64(count));
+    const memory::Region& local = kind == OpKind::kWrite ? from : to;
+    std::vector<uint64_t> cookies;
+    for (uint64_t first = 0; first < count; first += kMaxBlocksPerOp) {
+      std::vector<Block> blocks;
+      for (uint64_t i = first; i < std::min<uint64_t>(count, first + kMaxBlocksPerOp); ++i) {
+        // Block i: from's block i, to's block perm[i].
+        const uint64_t f = i * 4096, t = perm[i] * 4096;
+        blocks.push_back(kind == OpKind::kWrite ? Block{f, t, 4096} : Block{t, f, 4096});
+      }
+      cookies.push_back(PostBlocks(a_, cookies.size() % kPollers, kind, local, remote, blocks));
+    }
+    for (uint64_t c : cookies) ASSERT_TRUE(WaitFor(a_, c).ok());
+    for (uint64_t i = 0; i < count; ++i) {
+      ASSERT_EQ(std::memcmp(from.data() + i * 4096, to.data() + perm[i] * 4096, 4096), 0) << i;
+    }
+  }
+
   // After the other end closed or died, `side` learns it: at once (TCP sees
   // the connection end), or with its next write, which fails instead of
   // hanging (RC has no keepalive: a NIC notices a dead peer when it sends).
@@ -153,6 +201,7 @@ class TransportConformanceTest : public testing::TestWithParam<TransportFactory>
   Side b_{"b"};
   uint64_t next_cookie_ = 8;
   std::deque<Block> blocks_;
+  std::deque<std::vector<Block>> op_blocks_;  // each op's blocks, contiguous
 };
 
 TEST_P(TransportConformanceTest, WritesLandOnEveryLane) {
@@ -197,6 +246,67 @@ TEST_P(TransportConformanceTest, NoticeRaisesLandedEvent) {
   EXPECT_EQ(std::memcmp(src->data(), dst->data(), 65536), 0);
   EXPECT_EQ(b_.link->counters().bytes_received.load(), 65536u);
   dst->landed().Unsubscribe(&watcher);
+}
+
+void ExpectRefused(TransportConformanceTest* test, const absl::Status& status,
+                   absl::StatusCode tcp_code);
+
+TEST_P(TransportConformanceTest, ManyBlockWritesOfAPermutation) {
+  auto src = Register(a_, "src", 2 << 20, false);
+  auto dst = Register(b_, "dst", 2 << 20, true);
+  Fill(*src, 13);
+  MovePermuted(OpKind::kWrite, *src, *dst, b_.transport->DescribeRegion(*dst));
+}
+
+TEST_P(TransportConformanceTest, ManyBlockReadsOfAPermutation) {
+  auto src = Register(b_, "src", 2 << 20, false, {}, /*remote_read=*/true);
+  auto dst = Register(a_, "dst", 2 << 20, false);
+  Fill(*src, 17);
+  MovePermuted(OpKind::kRead, *src, *dst, b_.transport->DescribeRegion(*src));
+  EXPECT_EQ(a_.link->counters().bytes_received.load(), 2u << 20);
+}
+
+// Memory registrations are cut into 1 MiB-aligned chunks on some transports:
+// blocks that straddle a chunk boundary on either side, both directions.
+TEST_P(TransportConformanceTest, BlocksCrossingAChunkBoundary) {
+  auto mine = Register(a_, "mine", 3 << 20, false);
+  auto theirs = Register(b_, "theirs", 3 << 20, true, {}, /*remote_read=*/true);
+  Fill(*mine, 19);
+  const RemoteRegion key = b_.transport->DescribeRegion(*theirs);
+  const uint64_t mib = 1 << 20;
+  const std::vector<Block> out = {{mib - 100, 2 * mib - 3000, 5000}, {2 * mib - 1, mib - 1, 2}};
+  ASSERT_TRUE(WaitFor(a_, PostBlocks(a_, 0, OpKind::kWrite, *mine, key, out)).ok());
+  EXPECT_EQ(std::memcmp(mine->data() + mib - 100, theirs->data() + 2 * mib - 3000, 5000), 0);
+  EXPECT_EQ(std::memcmp(mine->data() + 2 * mib - 1, theirs->data() + mib - 1, 2), 0);
+  // Read them back, crossing the boundaries again, into other places.
+  const std::vector<Block> back = {{3 * mib - 5000, 2 * mib - 3000, 5000}, {10, mib - 1, 2}};
+  ASSERT_TRUE(WaitFor(a_, PostBlocks(a_, 1, OpKind::kRead, *mine, key, back)).ok());
+  EXPECT_EQ(std::memcmp(mine->data() + 3 * mib - 5000, mine->data() + mib - 100, 5000), 0);
+  EXPECT_EQ(std::memcmp(mine->data() + 10, mine->data() + 2 * mib - 1, 2), 0);
+}
+
+TEST_P(TransportConformanceTest, RefusedBlockFrameWritesNothing) {
+  auto src = Register(a_, "src", 65536, false);
+  auto dst = Register(b_, "dst", 65536, true);
+  Fill(*src, 23);
+  const RemoteRegion key = b_.transport->DescribeRegion(*dst);
+  // The last block runs past the end: the whole op is refused.
+  const std::vector<Block> blocks = {{0, 0, 4096}, {4096, 8192, 4096}, {8192, 65536 - 100, 200}};
+  ExpectRefused(this, WaitFor(a_, PostBlocks(a_, 0, OpKind::kWrite, *src, key, blocks)),
+                absl::StatusCode::kOutOfRange);
+  EXPECT_TRUE(
+      std::all_of(dst->data(), dst->data() + 65536, [](std::byte b) { return b == std::byte{0}; }));
+}
+
+TEST_P(TransportConformanceTest, ReadWithoutRemoteReadReadsNothing) {
+  auto mine = Register(a_, "mine", 65536, false);
+  auto theirs = Register(b_, "theirs", 65536, true);  // remote_write only
+  Fill(*theirs, 29);
+  const RemoteRegion key = b_.transport->DescribeRegion(*theirs);
+  ExpectRefused(this, WaitFor(a_, PostBlocks(a_, 0, OpKind::kRead, *mine, key, {{0, 0, 4096}})),
+                absl::StatusCode::kPermissionDenied);
+  EXPECT_TRUE(std::all_of(mine->data(), mine->data() + 65536,
+                          [](std::byte b) { return b == std::byte{0}; }));
 }
 
 TEST_P(TransportConformanceTest, ManySmallWritesStayWithinCredits) {

@@ -20,16 +20,6 @@ constexpr uint64_t kRegion = 4 << 20;
 constexpr uint64_t kBlock = 4096;
 constexpr uint64_t kBlocks = kRegion / kBlock;
 
-struct Watcher : memory::LandedWatcher {
-  std::vector<memory::LandedEvent> events;
-  Mutex mu;
-  void OnLanded(const memory::LandedEvent& e) override {
-    MutexLock lock(&mu);
-    events.push_back(e);
-  }
-  void OnRegionClosed() override {}
-};
-
 class EngineBlocksTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -72,14 +62,14 @@ class EngineBlocksTest : public ::testing::Test {
   static void ExpectPermuted(const memory::Region& src, const memory::Region& dst,
                              const std::vector<uint64_t>& dst_block) {
     for (uint64_t i = 0; i < kBlocks; ++i) {
-      ASSERT_EQ(std::memcmp(src.data() + i * kBlock, dst.data() + dst_block[i] * kBlock, kBlock),
-                0)
+      ASSERT_EQ(std::memcmp(src.data() + i * kBlock, dst.data() + dst_block[i] * kBlock, kBlock), 0)
           << "block " << i;
     }
   }
 
   static bool AllZero(const memory::Region& r) {
-    return std::all_of(r.data(), r.data() + r.size(), [](std::byte b) { return b == std::byte{0}; });
+    return std::all_of(r.data(), r.data() + r.size(),
+                       [](std::byte b) { return b == std::byte{0}; });
   }
 
   EngineHarness h_{[] {
@@ -96,7 +86,7 @@ class EngineBlocksTest : public ::testing::Test {
 
 TEST_F(EngineBlocksTest, PermutedWriteLandsEveryByteWithOneEvent) {
   Fill(*local_, 3);
-  Watcher watcher;
+  LandedRecorder watcher;
   remote_->landed().Subscribe(&watcher);
   std::vector<uint64_t> perm;
   auto submitted = h_.Submit(*a_, {Permuted(OpKind::kWrite, &perm)});
@@ -120,7 +110,7 @@ TEST_F(EngineBlocksTest, PermutedWriteLandsEveryByteWithOneEvent) {
 
 TEST_F(EngineBlocksTest, PermutedReadPlacesEveryByteAndRaisesALocalEvent) {
   Fill(*remote_, 5);
-  Watcher watcher;
+  LandedRecorder watcher;
   local_->landed().Subscribe(&watcher);
   std::vector<uint64_t> perm;
   auto submitted = h_.Submit(*a_, {Permuted(OpKind::kRead, &perm)});
