@@ -18,8 +18,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "base/status_macros.h"
-#include "base/units.h"
+#include "daemon/base/status_macros.h"
+#include "daemon/base/units.h"
 #include "daemon/common/config.h"
 #include "daemon/common/host_port.h"
 #include "daemon/common/log.h"

@@ -4,7 +4,7 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
-#include "base/units.h"
+#include "daemon/base/units.h"
 #include "client/cpp/format.h"
 
 namespace xferd::client {

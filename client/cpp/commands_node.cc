@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "base/units.h"
+#include "daemon/base/units.h"
 #include "client/cpp/commands.h"
 #include "client/cpp/format.h"
 

@@ -3,7 +3,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "base/units.h"
+#include "daemon/base/units.h"
 #include "client/cpp/commands.h"
 #include "client/cpp/format.h"
 

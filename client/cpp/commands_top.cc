@@ -12,7 +12,7 @@
 #include <string>
 
 #include "absl/time/clock.h"
-#include "base/status_macros.h"
+#include "daemon/base/status_macros.h"
 #include "client/cpp/commands.h"
 #include "client/cpp/top_view.h"
 

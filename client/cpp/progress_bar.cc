@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_format.h"
-#include "base/units.h"
+#include "daemon/base/units.h"
 #include "client/cpp/format.h"
 
 namespace xferd::client {

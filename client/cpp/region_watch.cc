@@ -4,7 +4,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
-#include "base/mutex.h"
+#include "daemon/base/mutex.h"
 #include "client/cpp/xferd_client.h"
 
 namespace xferd::client {

@@ -10,8 +10,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "base/status_macros.h"
-#include "base/units.h"
+#include "daemon/base/status_macros.h"
+#include "daemon/base/units.h"
 #include "client/cpp/format.h"
 #include "client/cpp/progress_bar.h"
 

@@ -15,8 +15,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "base/status_macros.h"
-#include "base/units.h"
+#include "daemon/base/status_macros.h"
+#include "daemon/base/units.h"
 #include "daemon/common/host_port.h"
 
 namespace xferd {

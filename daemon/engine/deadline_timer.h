@@ -9,7 +9,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/time/time.h"
-#include "base/mutex.h"
+#include "daemon/base/mutex.h"
 #include "daemon/engine/transfer.h"
 
 namespace xferd::engine {

@@ -3,7 +3,7 @@
 #include "daemon/engine/engine.h"
 
 #include "absl/strings/str_cat.h"
-#include "base/status_macros.h"
+#include "daemon/base/status_macros.h"
 #include "daemon/common/check.h"
 #include "daemon/common/log.h"
 

@@ -19,7 +19,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "base/mutex.h"
+#include "daemon/base/mutex.h"
 #include "daemon/common/config.h"
 #include "daemon/engine/control_executor.h"
 #include "daemon/engine/deadline_timer.h"

@@ -2,7 +2,7 @@
 // peers, invalidation and goodbye notices, disconnects.
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
-#include "base/status_macros.h"
+#include "daemon/base/status_macros.h"
 #include "daemon/common/log.h"
 #include "daemon/engine/engine.h"
 

@@ -11,7 +11,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/time/time.h"
-#include "base/mutex.h"
+#include "daemon/base/mutex.h"
 #include "daemon/engine/peer_rpc.h"
 #include "daemon/transport/transport.h"
 

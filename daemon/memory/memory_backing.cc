@@ -10,8 +10,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "base/status_macros.h"
-#include "base/units.h"
+#include "daemon/base/status_macros.h"
+#include "daemon/base/units.h"
 
 namespace xferd::memory {
 namespace {

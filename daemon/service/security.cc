@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "base/status_macros.h"
+#include "daemon/base/status_macros.h"
 #include "daemon/common/log.h"
 #include "daemon/service/tls.h"
 

@@ -11,7 +11,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/time/time.h"
-#include "base/mutex.h"
+#include "daemon/base/mutex.h"
 #include "daemon/engine/transfer.h"
 #include "xferd/v1/xferd.pb.h"
 

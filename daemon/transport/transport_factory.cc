@@ -1,7 +1,7 @@
 #include "daemon/transport/transport_factory.h"
 
 #include "absl/strings/str_cat.h"
-#include "base/status_macros.h"
+#include "daemon/base/status_macros.h"
 #include "daemon/transport/tcp/tcp_transport.h"
 #include "daemon/transport/verbs/device.h"
 #include "daemon/transport/verbs/verbs_transport.h"

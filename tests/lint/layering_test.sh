@@ -35,7 +35,7 @@ allowed=(
   "//daemon/transport/tcp:probe_tcp_on_interface|//daemon/transport:transport"
   "//daemon/engine:probe_engine_on_transport|//daemon/transport:transport"
   "//daemon/service:probe_service_on_engine|//daemon/engine:engine"
-  "//client/cpp:probe_client_on_base|//base:base"
+  "//client/cpp:probe_client_on_base|//daemon/base:base"
 )
 
 mkdir "$scratch/ws"

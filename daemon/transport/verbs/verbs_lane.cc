@@ -4,7 +4,7 @@
 #include <sys/random.h>
 
 #include "absl/strings/str_cat.h"
-#include "base/status_macros.h"
+#include "daemon/base/status_macros.h"
 #include "daemon/transport/verbs/verbs_worker.h"
 
 namespace xferd::transport::verbs {

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "base/status_macros.h"
+#include "daemon/base/status_macros.h"
 #include "daemon/common/log.h"
 #include "daemon/transport/verbs/verbs_registration.h"
 

@@ -1,4 +1,4 @@
-#include "base/units.h"
+#include "daemon/base/units.h"
 
 #include <gtest/gtest.h>
 
