@@ -17,9 +17,10 @@ uint64_t TotalBytes(absl::Span<const transport::Block> blocks) {
 
 // What the receiver of a write (or the reader itself) announces: the span
 // from the lowest to the highest byte the transfer places, on the side
-// `remote` (a write's destination) or local (a read's).
+// `remote` (a write's destination) or local (a read's), and the request's
+// block count (as Transfer.blocks: not the blocks planning merged or split).
 transport::LandingNotice MakeNotice(uint64_t id, absl::Span<const transport::Block> blocks,
-                                    bool remote, uint64_t bytes) {
+                                    bool remote, uint64_t request_blocks, uint64_t bytes) {
   uint64_t low = UINT64_MAX;
   uint64_t high = 0;
   for (const transport::Block& b : blocks) {
@@ -27,7 +28,7 @@ transport::LandingNotice MakeNotice(uint64_t id, absl::Span<const transport::Blo
     low = std::min(low, offset);
     high = std::max(high, offset + b.length);
   }
-  return transport::LandingNotice{id, low, high - low, blocks.size(), bytes};
+  return transport::LandingNotice{id, low, high - low, request_blocks, bytes};
 }
 
 }  // namespace
@@ -57,7 +58,7 @@ Transfer::Transfer(Plan plan, TransferListener* listener)
       deadline_(plan_.spec.timeout == absl::InfiniteDuration()
                     ? absl::InfiniteFuture()
                     : submitted_at_ + plan_.spec.timeout),
-      notice_(MakeNotice(plan_.id, blocks_, has_final(), bytes_)),
+      notice_(MakeNotice(plan_.id, blocks_, has_final(), plan_.spec.request_blocks, bytes_)),
       listener_(listener) {
   XFERD_CHECK(!blocks_.empty() && plan_.slice_size > 0 && ops() >= 1);
   plan_.local->AddUser();

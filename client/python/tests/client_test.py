@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import os
+import re
 import sys
 import tempfile
 import threading
@@ -13,6 +14,7 @@ import unittest
 from typing import Any, Callable, Dict, Iterator, List
 
 import grpc
+import numpy as np
 
 import xferd
 from xferd.shm import ShmMapping
@@ -46,13 +48,14 @@ class FakeXferd(xferd_pb2_grpc.XferdServicer):
 
 
 # Every scripted RPC goes through FakeXferd._handle under its own name.
-for _method in ("RegisterRegion", "DeregisterRegion", "Write", "SubmitBatch", "GetNodeInfo",
-                "GetStats", "ListPeers", "WatchTransfer", "WatchRegion"):
+for _method in ("RegisterRegion", "DeregisterRegion", "Write", "Read", "SubmitStream",
+                "SubmitBatch", "GetNodeInfo", "GetStats", "ListPeers", "WatchTransfer",
+                "WatchRegion", "PrepareLayout", "DeleteLayout", "ListLayouts"):
     setattr(FakeXferd, _method,
             lambda self, request, context, _name=_method: self._handle(_name, request, context))
 
 
-class ClientTest(unittest.TestCase):
+class FakeServerTest(unittest.TestCase):
     """Each test scripts the fake service, then calls it through a Client
     over a unix socket."""
 
@@ -72,6 +75,10 @@ class ClientTest(unittest.TestCase):
         for name in os.listdir(self.tmp):
             os.unlink(os.path.join(self.tmp, name))
         os.rmdir(self.tmp)
+
+
+class ClientTest(FakeServerTest):
+    """Errors, conversions, handles, watches and SHM maps."""
 
     def test_errors_carry_code_message_and_class(self) -> None:
         cases = {
@@ -286,6 +293,153 @@ class ClientTest(unittest.TestCase):
             view[0]
         with self.assertRaises(ValueError):
             mapping.view()
+
+
+class BlocksClientTest(FakeServerTest):
+    """Many-block transfers and layouts: what reaches the daemon, and when
+    nothing does."""
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.streamed: List[List[xferd_pb2.TransferChunk]] = []
+
+        def stream(chunks: Iterator[Any], context: grpc.ServicerContext) -> Any:
+            self.streamed.append(list(chunks))
+            return _transfer(common_pb2.TRANSFER_STATE_QUEUED, transfer_id=11)
+
+        self.fake.handlers["SubmitStream"] = stream
+        self.fake.handlers["Write"] = lambda r, c: _transfer(common_pb2.TRANSFER_STATE_QUEUED)
+        self.fake.handlers["Read"] = lambda r, c: _transfer(common_pb2.TRANSFER_STATE_QUEUED)
+
+    def test_small_block_list_is_one_write(self) -> None:
+        handle = self.client.write_blocks("s", "b", "d", np.array([0, 4096], dtype=np.int64),
+                                          [8192, 0], block_length=4096, label="kv", timeout=2)
+        sent = self.fake.requests[-1]
+        self.assertIsInstance(sent, xferd_pb2.WriteRequest)
+        self.assertEqual((sent.src_region, sent.peer, sent.dst_region, sent.label, sent.length,
+                          sent.timeout.seconds), ("s", "b", "d", "kv", 0, 2))
+        self.assertEqual(sent.blocks.list.src_offsets, (0).to_bytes(8, "little") +
+                         (4096).to_bytes(8, "little"))
+        self.assertEqual(sent.blocks.list.dst_offsets, (8192).to_bytes(8, "little") + bytes(8))
+        self.assertEqual((sent.blocks.list.lengths, sent.blocks.list.block_length), (b"", 4096))
+        self.assertEqual((handle.id, self.streamed), (7, []))
+
+    def test_large_block_list_streams_as_one_transfer(self) -> None:
+        n = 200_000  # 4.8 MB of arrays: five chunks of about 1 MiB
+        rng = np.random.default_rng(1)
+        src, dst = rng.permutation(n) * 64, np.arange(n, dtype=np.uint64) * 64
+        lengths = np.full(n, 64, dtype=np.uint32)
+        handle = self.client.read_blocks("b", "remote", "local", src, dst, lengths, wait=True)
+        self.assertEqual(handle.id, 11)
+        (chunks,) = self.streamed
+        self.assertEqual(chunks[0].WhichOneof("part"), "read")
+        first = chunks[0].read
+        self.assertEqual((first.peer, first.src_region, first.dst_region, first.wait),
+                         ("b", "remote", "local", True))
+        self.assertEqual({c.WhichOneof("part") for c in chunks[1:]}, {"more_blocks"})
+        parts = [first.blocks.list] + [c.more_blocks.list for c in chunks[1:]]
+        self.assertEqual(len(parts), 5)
+        self.assertTrue(all(c.ByteSize() < (1 << 20) + 1024 for c in chunks))
+        for field, array in (("src_offsets", src), ("dst_offsets", dst), ("lengths", lengths)):
+            self.assertEqual(b"".join(getattr(p, field) for p in parts),
+                             array.astype("<u8").tobytes(), field)
+        self.assertNotIn("Read", [type(r).__name__ for r in self.fake.requests[:-1]])
+
+    def test_bad_arrays_are_refused_before_any_rpc(self) -> None:
+        cases = [
+            (([0, -4096], [0, 0]), {"block_length": 8}, "src_offsets[1] is -4096"),
+            (([0.5], [0]), {"block_length": 8}, "src_offsets[0] is 0.5"),
+            ((np.array([0.0]), [0]), {"block_length": 8}, "dtype float64"),
+            (([0, 8], [0]), {"block_length": 8}, "src_offsets has 2, dst_offsets has 1"),
+            (([0], [0]), {}, "not neither"),
+            (([0], [0], [8]), {"block_length": 8}, "not both"),
+            (([0], [0], [8, 8]), {}, "lengths has 2"),
+        ]
+        for args, kwargs, message in cases:
+            for method in (self.client.write_blocks, self.client.read_blocks):
+                with self.subTest(method=method.__name__, message=message):
+                    with self.assertRaisesRegex(ValueError, re.escape(message)):
+                        method("s", "b", "d", *args, **kwargs)  # type: ignore[operator]
+        with self.assertRaisesRegex(ValueError, "src_indices"):
+            self.client.write_indexed("l1", "b", "l2", [-1], [0])
+        with self.assertRaisesRegex(ValueError, "runs is empty"):
+            self.client.read_strided("b", "s", "d", [])
+        self.assertEqual((self.fake.requests, self.streamed), ([], []))
+
+    def test_daemon_errors_name_the_block(self) -> None:
+        self.fake.handlers["Write"] = lambda r, c: c.abort(
+            grpc.StatusCode.OUT_OF_RANGE, "block #1: destination range [8, 16) exceeds ...")
+        with self.assertRaises(xferd.OutOfRange) as raised:
+            self.client.write_blocks("s", "b", "d", [0, 8], [0, 8], block_length=8)
+        self.assertTrue(raised.exception.message.startswith("block #1: "))
+        self.fake.handlers["SubmitStream"] = lambda it, c: c.abort(
+            grpc.StatusCode.INVALID_ARGUMENT, "block #731512: ...")
+        with self.assertRaises(xferd.InvalidArgument) as raised:  # 1.6 MB: streamed
+            self.client.write_blocks("s", "b", "d", np.arange(100_000), np.arange(100_000),
+                                     block_length=1)
+        self.assertEqual(raised.exception.message, "block #731512: ...")
+
+    def test_contiguous_read_strided_and_indexed(self) -> None:
+        self.client.read("b", "remote", "local", 100, src_offset=5, dst_offset=6)
+        sent = self.fake.requests[-1]
+        self.assertIsInstance(sent, xferd_pb2.ReadRequest)
+        self.assertEqual((sent.peer, sent.src_region, sent.dst_region, sent.length,
+                          sent.src_offset, sent.dst_offset, sent.HasField("blocks")),
+                         ("b", "remote", "local", 100, 5, 6, False))
+        runs = [xferd.Strided(0, 0, 4096, 4096, 16384, 8), xferd.Strided(1, 2, 3, 4, 5, 6)]
+        self.client.write_strided("s", "b", "d", runs)
+        sent = self.fake.requests[-1]
+        self.assertEqual(list(sent.blocks.strided.runs), [r.to_proto() for r in runs])
+        layout = xferd.Layout(name="pages_b", peer="b", region="d", block_length=4096, blocks=9)
+        self.client.write_indexed("pages_a", "b", layout, np.array([3, 1]), [0, 8])
+        sent = self.fake.requests[-1]
+        self.assertIsInstance(sent, xferd_pb2.WriteRequest)
+        self.assertEqual((sent.peer, sent.src_region, sent.dst_region), ("b", "", ""))
+        self.assertEqual((sent.blocks.layout.src_layout, sent.blocks.layout.dst_layout,
+                          sent.blocks.layout.src_indices, sent.blocks.layout.dst_indices),
+                         ("pages_a", "pages_b", bytes([3, 0, 0, 0, 1, 0, 0, 0]),
+                          bytes([0, 0, 0, 0, 8, 0, 0, 0])))
+        self.client.read_indexed("b", layout, "pages_a", [0], [1], wait=True)
+        self.assertIsInstance(self.fake.requests[-1], xferd_pb2.ReadRequest)
+        self.assertEqual(self.fake.requests[-1].peer, "b")
+        self.assertEqual(self.fake.requests[-1].blocks.layout.src_layout, "pages_b")
+
+    def test_layouts(self) -> None:
+        self.fake.handlers["PrepareLayout"] = lambda r, c: xferd_pb2.Layout(
+            name=r.name, peer=r.peer, region=r.region, block_length=r.block_length,
+            blocks=r.count or len(r.offsets) // 8)
+        local = self.client.prepare_layout("kv", "cache", 4096, count=16, start=8192)
+        sent = self.fake.requests[-1]
+        self.assertEqual((sent.start, sent.stride, sent.count, sent.offsets, sent.peer),
+                         (8192, 4096, 16, b"", ""))
+        self.assertEqual(local, xferd.Layout("kv", None, "cache", 4096, 16))
+        remote = self.client.prepare_layout("kv_b", "cache", 512, [0, 4096, 1024], peer="b")
+        sent = self.fake.requests[-1]
+        self.assertEqual((sent.offsets, sent.count, sent.peer),
+                         (b"".join(v.to_bytes(8, "little") for v in (0, 4096, 1024)), 0, "b"))
+        self.assertEqual((remote.peer, remote.blocks), ("b", 3))
+        for kwargs in ({}, {"offsets": [0], "count": 1}):
+            with self.assertRaisesRegex(ValueError, "give either offsets or count"):
+                self.client.prepare_layout("x", "cache", 8, **kwargs)  # type: ignore[arg-type]
+        with self.assertRaisesRegex(ValueError, r"offsets\[0\] is -1"):
+            self.client.prepare_layout("x", "cache", 8, [-1])
+        self.fake.handlers["ListLayouts"] = lambda r, c: xferd_pb2.ListLayoutsResponse(layouts=[
+            xferd_pb2.Layout(name="kv", region="cache", block_length=4096, blocks=16)])
+        self.assertEqual(self.client.layouts(), [local])
+        self.fake.handlers["DeleteLayout"] = lambda r, c: c.abort(
+            grpc.StatusCode.NOT_FOUND, "no layout named 'zz'")
+        with self.assertRaises(xferd.NotFound):
+            self.client.delete_layout("zz")
+
+    def test_transfer_and_event_conversions(self) -> None:
+        t = _transfer(common_pb2.TRANSFER_STATE_DONE)
+        t.direction, t.blocks = xferd_pb2.Transfer.DIRECTION_READ, 1000
+        converted = xferd.Transfer.from_proto(t)
+        self.assertEqual((converted.direction, converted.blocks), ("read", 1000))
+        event = xferd.RegionEvent.from_proto(xferd_pb2.RegionEvent(
+            kind=xferd_pb2.RegionEvent.KIND_LANDED, blocks=7, bytes=700, read=True))
+        self.assertEqual((event.kind, event.blocks, event.bytes, event.read),
+                         ("landed", 7, 700, True))
 
 
 class TlsConfigTest(unittest.TestCase):

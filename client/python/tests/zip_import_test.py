@@ -1,5 +1,6 @@
 """The zip built by //client/python:xferd_zip imports with /usr/bin/python3
-alone, outside Bazel: PYTHONPATH=xferd.zip is all it takes."""
+alone, outside Bazel: PYTHONPATH=xferd.zip is all it takes, and its stubs are
+those of the current proto (many-block transfers, layouts, SubmitStream)."""
 
 import os
 import subprocess
@@ -11,6 +12,12 @@ import xferd, xferd.v1.xferd_pb2_grpc as stubs
 assert xferd.__file__.startswith(ZIP), xferd.__file__
 assert stubs.__file__.startswith(ZIP), stubs.__file__
 assert issubclass(xferd.NotFound, xferd.XferdError)
+from xferd.v1 import xferd_pb2
+assert xferd_pb2.TransferChunk(more_blocks=xferd_pb2.Blocks()).HasField("more_blocks")
+import grpc
+stub = stubs.XferdStub(grpc.insecure_channel("unix:/nonexistent.sock"))  # connects lazily
+assert callable(stub.SubmitStream) and callable(stub.PrepareLayout) and callable(stub.Read)
+assert callable(xferd.Client.write_blocks) and xferd.Strided and xferd.Layout
 print(xferd.Client.__name__)
 """
 

@@ -8,11 +8,17 @@
         c.connect_peer("10.0.0.2:7300")
         c.write("src", "node-b", "dst", length=1 << 20).wait()
 
+Many blocks in one transfer: write_blocks()/read_blocks() take numpy arrays
+(or other buffers) of offsets, write_strided()/read_strided() take
+`Strided` runs, and write_indexed()/read_indexed() name blocks of layouts
+registered once with prepare_layout().
+
 Errors are `XferdError` subclasses named after gRPC status codes; snapshots
 (Region, Peer, Transfer, ...) are frozen dataclasses whose `transport` field
 says "tcp" or "verbs".
 """
 
+from xferd.blocks import Strided
 from xferd.client import DEFAULT_RPC_TIMEOUT, Client
 from xferd.errors import (Aborted, AlreadyExists, Cancelled, DataLoss, DeadlineExceeded,
                           FailedPrecondition, Internal, InvalidArgument, NotFound, OutOfRange,
@@ -20,8 +26,8 @@ from xferd.errors import (Aborted, AlreadyExists, Cancelled, DataLoss, DeadlineE
                           Unimplemented, Unknown, XferdError)
 from xferd.handles import RegionWatch, TransferHandle
 from xferd.tls import TlsConfig
-from xferd.models import (TERMINAL_STATES, NodeInfo, Peer, RdmaDevice, RdmaGid, RdmaPort, Region,
-                          RegionEvent, Stats, Status, Transfer, WriteSpec)
+from xferd.models import (TERMINAL_STATES, Layout, NodeInfo, Peer, RdmaDevice, RdmaGid, RdmaPort,
+                          Region, RegionEvent, Stats, Status, Transfer, WriteSpec)
 
 __all__ = [
     "DEFAULT_RPC_TIMEOUT",
@@ -35,6 +41,7 @@ __all__ = [
     "FailedPrecondition",
     "Internal",
     "InvalidArgument",
+    "Layout",
     "NodeInfo",
     "RdmaDevice",
     "RdmaGid",
@@ -49,6 +56,7 @@ __all__ = [
     "ResourceExhausted",
     "Stats",
     "Status",
+    "Strided",
     "TlsConfig",
     "Transfer",
     "TransferHandle",

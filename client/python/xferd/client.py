@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 import weakref
-from typing import Any, Callable, Iterable, List, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Iterable, Iterator, List, Mapping, Optional, Sequence, Union
 
 import grpc
 
+from xferd import blocks
+from xferd.blocks import Integers, Strided
 from xferd.errors import NotFound, from_rpc_error
 from xferd.handles import RegionWatch, TransferHandle, duration
-from xferd.models import NodeInfo, Peer, RdmaDevice, Region, Stats, Transfer, WriteSpec
+from xferd.models import (Layout, NodeInfo, Peer, RdmaDevice, Region, Stats, Transfer,
+                          WriteSpec)
 from xferd.shm import ShmMapping
 from xferd.tls import TlsConfig
 from xferd.v1 import common_pb2, xferd_pb2, xferd_pb2_grpc
@@ -35,14 +39,56 @@ _BACKINGS = {
 _RPC_TIMEOUT = object()
 
 
-def _write_request(spec: WriteSpec) -> xferd_pb2.WriteRequest:
-    request = xferd_pb2.WriteRequest(
-        src_region=spec.src_region, src_offset=spec.src_offset, peer=spec.peer,
-        dst_region=spec.dst_region, dst_offset=spec.dst_offset, length=spec.length,
-        slice_size=spec.slice_size, label=spec.label)
-    if spec.timeout is not None:
-        request.timeout.CopyFrom(duration(spec.timeout))
+def _transfer_request(direction: str, peer: str, src_region: str, dst_region: str,
+                      length: int = 0, src_offset: int = 0, dst_offset: int = 0,
+                      slice_size: int = 0, timeout: Optional[float] = None, label: str = "",
+                      wait: bool = False) -> Union[xferd_pb2.WriteRequest, xferd_pb2.ReadRequest]:
+    """A WriteRequest ("write") or ReadRequest ("read"): both have these fields."""
+    message = xferd_pb2.WriteRequest if direction == "write" else xferd_pb2.ReadRequest
+    request = message(peer=peer, src_region=src_region, dst_region=dst_region, length=length,
+                      src_offset=src_offset, dst_offset=dst_offset, slice_size=slice_size,
+                      label=label, wait=wait)
+    if timeout is not None:
+        request.timeout.CopyFrom(duration(timeout))
     return request
+
+
+def _write_request(spec: WriteSpec) -> xferd_pb2.WriteRequest:
+    return _transfer_request("write", spec.peer, spec.src_region, spec.dst_region,
+                             length=spec.length, src_offset=spec.src_offset,
+                             dst_offset=spec.dst_offset, slice_size=spec.slice_size,
+                             timeout=spec.timeout, label=spec.label)
+
+
+def _stream(request: Union[xferd_pb2.WriteRequest, xferd_pb2.ReadRequest],
+            more: Iterator[xferd_pb2.Blocks]) -> Iterator[xferd_pb2.TransferChunk]:
+    """The messages of a SubmitStream call: the request, then more blocks."""
+    if isinstance(request, xferd_pb2.WriteRequest):
+        yield xferd_pb2.TransferChunk(write=request)
+    else:
+        yield xferd_pb2.TransferChunk(read=request)
+    for chunk in more:
+        yield xferd_pb2.TransferChunk(more_blocks=chunk)
+
+
+def _layout_name(layout: Union[str, Layout]) -> str:
+    return layout.name if isinstance(layout, Layout) else layout
+
+
+def _block_list(src_offsets: Integers, dst_offsets: Integers, lengths: Optional[Integers],
+                block_length: Optional[int]) -> Iterator[xferd_pb2.Blocks]:
+    """Packs an explicit block list (ValueError on bad arrays) into chunks."""
+    return blocks.list_chunks(
+        blocks.pack_u64(src_offsets, "src_offsets"), blocks.pack_u64(dst_offsets, "dst_offsets"),
+        None if lengths is None else blocks.pack_u64(lengths, "lengths"), block_length or 0)
+
+
+def _layout_blocks(src_layout: Union[str, Layout], dst_layout: Union[str, Layout],
+                   src_indices: Integers, dst_indices: Integers) -> Iterator[xferd_pb2.Blocks]:
+    """Packs layout indices (ValueError on bad arrays) into chunks."""
+    return blocks.layout_chunks(_layout_name(src_layout), _layout_name(dst_layout),
+                                blocks.pack_u32(src_indices, "src_indices"),
+                                blocks.pack_u32(dst_indices, "dst_indices"))
 
 
 class Client:
@@ -105,7 +151,8 @@ class Client:
 
     def _call(self, method: Callable[..., Any], request: Any,
               timeout: Union[float, None, object] = _RPC_TIMEOUT) -> Any:
-        """Runs a unary call, translating gRPC errors into XferdError.
+        """Runs a unary (or client-streaming) call, translating gRPC errors
+        into XferdError.
 
         `timeout` defaults to rpc_timeout; None is no deadline.
         """
@@ -113,6 +160,30 @@ class Client:
             return method(request, timeout=self.rpc_timeout if timeout is _RPC_TIMEOUT else timeout)
         except grpc.RpcError as e:
             raise from_rpc_error(e) from None
+
+    def _start(self, request: Union[xferd_pb2.WriteRequest, xferd_pb2.ReadRequest],
+               chunks: Optional[Iterator[xferd_pb2.Blocks]] = None) -> TransferHandle:
+        """Submits one transfer: Write or Read, or SubmitStream when `chunks`
+        (its blocks) has more than one. Returns its handle."""
+        more: Optional[Iterator[xferd_pb2.Blocks]] = None
+        if chunks is not None:
+            request.blocks.CopyFrom(next(chunks))
+            second = next(chunks, None)
+            if second is not None:
+                more = itertools.chain([second], chunks)
+        # A waiting call lasts as long as the transfer: bounded by its own
+        # deadline (plus the usual allowance for the call), else not at all.
+        rpc_timeout: Union[float, None, object] = _RPC_TIMEOUT
+        if request.wait:
+            rpc_timeout = (request.timeout.ToNanoseconds() / 1e9 + self.rpc_timeout
+                           if request.HasField("timeout") else None)
+        if more is not None:
+            transfer = self._call(self.stub.SubmitStream, _stream(request, more), rpc_timeout)
+        elif isinstance(request, xferd_pb2.WriteRequest):
+            transfer = self._call(self.stub.Write, request, rpc_timeout)
+        else:
+            transfer = self._call(self.stub.Read, request, rpc_timeout)
+        return TransferHandle(self, Transfer.from_proto(transfer))
 
     def _region(self, message: xferd_pb2.Region) -> Region:
         mapping = None
@@ -252,18 +323,200 @@ class Client:
             NotFound, InvalidArgument, OutOfRange, PermissionDenied,
             Unavailable, ResourceExhausted: the write was refused.
         """
-        spec = WriteSpec(src_region=src_region, peer=peer, dst_region=dst_region,
-                         length=length, src_offset=src_offset, dst_offset=dst_offset,
-                         slice_size=slice_size, timeout=timeout, label=label)
-        request = _write_request(spec)
-        request.wait = wait
-        # A waiting call lasts as long as the transfer: bounded by its own
-        # deadline (plus the usual allowance for the call), else not at all.
-        rpc_timeout: Union[float, None, object] = _RPC_TIMEOUT
-        if wait:
-            rpc_timeout = None if timeout is None else timeout + self.rpc_timeout
-        transfer = self._call(self.stub.Write, request, rpc_timeout)
-        return TransferHandle(self, Transfer.from_proto(transfer))
+        return self._start(_transfer_request(
+            "write", peer, src_region, dst_region, length=length, src_offset=src_offset,
+            dst_offset=dst_offset, slice_size=slice_size, timeout=timeout, label=label,
+            wait=wait))
+
+    def read(self, peer: str, src_region: str, dst_region: str, length: int,
+             src_offset: int = 0, dst_offset: int = 0, slice_size: int = 0,
+             timeout: Optional[float] = None, label: str = "",
+             wait: bool = False) -> TransferHandle:
+        """Starts reading (pulling) `length` bytes of `src_region` on `peer`
+        (from `src_offset`) into local `dst_region` (at `dst_offset`).
+
+        The peer's region must allow remote_read and list this daemon in its
+        ACL; over verbs the peer's CPU does nothing (RDMA READ). A "landed"
+        event (read=True) is raised on `dst_region` when the read completes.
+        Options and the handle as for write().
+
+        Raises:
+            PermissionDenied: the peer's region does not allow the read.
+            NotFound, InvalidArgument, OutOfRange, Unavailable,
+            ResourceExhausted: the read was refused.
+        """
+        return self._start(_transfer_request(
+            "read", peer, src_region, dst_region, length=length, src_offset=src_offset,
+            dst_offset=dst_offset, slice_size=slice_size, timeout=timeout, label=label,
+            wait=wait))
+
+    # -------------------------------------------------- many-block transfers --
+    #
+    # One transfer of many blocks between one local region and one region on
+    # the peer: one id, one handle, one "landed" event on the receiving side.
+    # Validation is all or nothing: an invalid block refuses the whole request
+    # and the error names it ("block #731512: destination range ..."). Requests
+    # whose arrays exceed about 1 MiB (xferd.blocks.STREAM_CHUNK_BYTES) go
+    # through SubmitStream in chunks: the caller still sees one transfer.
+    # Options (slice_size, timeout, label, wait) are those of write().
+
+    def write_blocks(self, src_region: str, peer: str, dst_region: str,
+                     src_offsets: Integers, dst_offsets: Integers,
+                     lengths: Optional[Integers] = None, *, block_length: Optional[int] = None,
+                     slice_size: int = 0, timeout: Optional[float] = None, label: str = "",
+                     wait: bool = False) -> TransferHandle:
+        """Writes block i of local `src_region` at src_offsets[i] into
+        `dst_region` of `peer` at dst_offsets[i], lengths[i] bytes (or
+        `block_length` bytes for every block).
+
+        Offsets and lengths are numpy integer arrays (packed without a Python
+        object per block), other buffers of integers (array.array) or
+        sequences of ints. No two destination blocks may overlap.
+
+        Raises:
+            ValueError: bad arrays (not integers, negative, counts that
+                differ, both or neither of lengths and block_length); nothing
+                was sent.
+            InvalidArgument, OutOfRange, NotFound, PermissionDenied,
+            Unavailable, ResourceExhausted: the daemon refused the request,
+                naming the first invalid block; nothing was written.
+        """
+        chunks = _block_list(src_offsets, dst_offsets, lengths, block_length)
+        return self._start(_transfer_request(
+            "write", peer, src_region, dst_region, slice_size=slice_size, timeout=timeout,
+            label=label, wait=wait), chunks)
+
+    def read_blocks(self, peer: str, src_region: str, dst_region: str,
+                    src_offsets: Integers, dst_offsets: Integers,
+                    lengths: Optional[Integers] = None, *, block_length: Optional[int] = None,
+                    slice_size: int = 0, timeout: Optional[float] = None, label: str = "",
+                    wait: bool = False) -> TransferHandle:
+        """Reads block i of `src_region` on `peer` at src_offsets[i] into
+        local `dst_region` at dst_offsets[i]; arrays as for write_blocks().
+
+        Raises:
+            ValueError: bad arrays; nothing was sent.
+            PermissionDenied: the peer's region lacks remote_read or its ACL
+                does not list this daemon; nothing was read.
+            InvalidArgument, OutOfRange, NotFound, Unavailable: as for
+                write_blocks().
+        """
+        chunks = _block_list(src_offsets, dst_offsets, lengths, block_length)
+        return self._start(_transfer_request(
+            "read", peer, src_region, dst_region, slice_size=slice_size, timeout=timeout,
+            label=label, wait=wait), chunks)
+
+    def write_strided(self, src_region: str, peer: str, dst_region: str,
+                      runs: Union[Strided, Sequence[Strided]], *, slice_size: int = 0,
+                      timeout: Optional[float] = None, label: str = "",
+                      wait: bool = False) -> TransferHandle:
+        """Writes the blocks of one or more `xferd.Strided` runs (taken one
+        after the other as one list) from local `src_region` into
+        `dst_region` of `peer`.
+
+        Raises:
+            ValueError: no runs, or an element that is not a Strided.
+            InvalidArgument, OutOfRange, ...: as for write_blocks().
+        """
+        return self._start(_transfer_request(
+            "write", peer, src_region, dst_region, slice_size=slice_size, timeout=timeout,
+            label=label, wait=wait), blocks.strided_chunks(runs))
+
+    def read_strided(self, peer: str, src_region: str, dst_region: str,
+                     runs: Union[Strided, Sequence[Strided]], *, slice_size: int = 0,
+                     timeout: Optional[float] = None, label: str = "",
+                     wait: bool = False) -> TransferHandle:
+        """Reads the blocks of `runs` from `src_region` on `peer` into local
+        `dst_region` (src_start/src_stride are on the peer's side).
+
+        Raises:
+            As read_blocks().
+        """
+        return self._start(_transfer_request(
+            "read", peer, src_region, dst_region, slice_size=slice_size, timeout=timeout,
+            label=label, wait=wait), blocks.strided_chunks(runs))
+
+    def write_indexed(self, src_layout: Union[str, Layout], peer: str,
+                      dst_layout: Union[str, Layout], src_indices: Integers,
+                      dst_indices: Integers, *, slice_size: int = 0,
+                      timeout: Optional[float] = None, label: str = "",
+                      wait: bool = False) -> TransferHandle:
+        """Writes block src_indices[i] of local layout `src_layout` into
+        block dst_indices[i] of `dst_layout`, a layout of a region on `peer`
+        (see prepare_layout()); both layouts have the same block length.
+
+        Layouts are given by name or as returned by prepare_layout(); the
+        request carries the indices alone (4 bytes per block per side), the
+        regions come from the layouts. Indices are arrays as for
+        write_blocks(), each < 2**32.
+
+        Raises:
+            ValueError: bad indices or counts that differ; nothing was sent.
+            NotFound: no such layout; InvalidArgument: a layout of another
+                peer or block length, or an index past a layout's end (the
+                block is named); nothing was written.
+        """
+        return self._start(_transfer_request(
+            "write", peer, "", "", slice_size=slice_size, timeout=timeout, label=label,
+            wait=wait), _layout_blocks(src_layout, dst_layout, src_indices, dst_indices))
+
+    def read_indexed(self, peer: str, src_layout: Union[str, Layout],
+                     dst_layout: Union[str, Layout], src_indices: Integers,
+                     dst_indices: Integers, *, slice_size: int = 0,
+                     timeout: Optional[float] = None, label: str = "",
+                     wait: bool = False) -> TransferHandle:
+        """Reads block src_indices[i] of `src_layout`, a layout of a region on
+        `peer`, into block dst_indices[i] of local layout `dst_layout`.
+
+        Raises:
+            As write_indexed(), and PermissionDenied as read_blocks().
+        """
+        return self._start(_transfer_request(
+            "read", peer, "", "", slice_size=slice_size, timeout=timeout, label=label,
+            wait=wait), _layout_blocks(src_layout, dst_layout, src_indices, dst_indices))
+
+    # ------------------------------------------------------------ layouts --
+
+    def prepare_layout(self, name: str, region: str, block_length: int,
+                       offsets: Optional[Integers] = None, *, start: int = 0,
+                       stride: Optional[int] = None, count: Optional[int] = None,
+                       peer: Optional[str] = None) -> Layout:
+        """Registers layout `name`: blocks of `block_length` bytes of
+        `region`, at `offsets` (integers as for write_blocks()) or, without
+        them, `count` blocks at start + k * stride (stride defaults to
+        block_length: packed pages). `peer` (node id or address) makes it a
+        layout of the peer's region, the destination of write_indexed() or
+        the source of read_indexed(); None is a local region.
+
+        Raises:
+            ValueError: both or neither of offsets and count, or bad offsets.
+            InvalidArgument (names the block), AlreadyExists, NotFound,
+            OutOfRange (a block outside the region).
+        """
+        if (offsets is None) == (count is None):
+            raise ValueError("give either offsets or count (blocks at start + k * stride), not "
+                             + ("both" if count is not None else "neither"))
+        request = xferd_pb2.PrepareLayoutRequest(name=name, peer=peer or "", region=region,
+                                                 block_length=block_length)
+        if offsets is not None:
+            request.offsets = blocks.pack_u64(offsets, "offsets")
+        else:
+            request.start, request.count = start, count
+            request.stride = block_length if stride is None else stride
+        return Layout.from_proto(self._call(self.stub.PrepareLayout, request))
+
+    def delete_layout(self, name: str) -> None:
+        """Removes a layout; transfers already submitted are not affected.
+
+        Raises:
+            NotFound: no layout of that name.
+        """
+        self._call(self.stub.DeleteLayout, xferd_pb2.DeleteLayoutRequest(name=name))
+
+    def layouts(self) -> List[Layout]:
+        """The daemon's prepared layouts."""
+        response = self._call(self.stub.ListLayouts, xferd_pb2.ListLayoutsRequest())
+        return [Layout.from_proto(layout) for layout in response.layouts]
 
     def submit_batch(self, writes: Iterable[Union[WriteSpec, Mapping[str, Any]]]
                      ) -> List[TransferHandle]:

@@ -26,6 +26,7 @@ __all__ = [
     "Peer",
     "Transfer",
     "WriteSpec",
+    "Layout",
     "NodeInfo",
     "Stats",
     "TERMINAL_STATES",
@@ -148,9 +149,13 @@ class Region:
 class RegionEvent:
     """An event of a watched region: "subscribed", "landed" or "deregistered".
 
-    For "landed": the byte range a peer's transfer wrote, the writer's node id
-    and transfer id, and the region's sequence number of the landing (from 1).
-    `dropped` counts events skipped before this one because the reader was slow.
+    For "landed": the byte range a transfer wrote (for a many-block transfer,
+    from its lowest to its highest byte), its `blocks` and payload `bytes`,
+    the node id and transfer id of the writer, and the region's sequence
+    number of the landing (from 1). `read` is True when this daemon read the
+    data from `source_node` (then the transfer id is this daemon's), False
+    when `source_node` wrote it. `dropped` counts events skipped before this
+    one because the reader was slow.
     """
 
     kind: str
@@ -162,6 +167,9 @@ class RegionEvent:
     sequence: int
     time: Optional[datetime.datetime]
     dropped: int
+    blocks: int
+    bytes: int
+    read: bool
 
     @classmethod
     def from_proto(cls, e: Any) -> "RegionEvent":
@@ -205,7 +213,9 @@ class Transfer:
     """A snapshot of a transfer.
 
     `state` is "queued", "running", "done", "failed" or "cancelled"; `error`
-    is set for the last two.
+    is set for the last two. `direction` is "write" (src local, dst on the
+    peer) or "read" (src on the peer, dst local). A many-block transfer has
+    `blocks` > 1, `length` is their total bytes and the offsets are 0.
     """
 
     id: int
@@ -225,6 +235,8 @@ class Transfer:
     finished_at: Optional[datetime.datetime]
     batch_id: int
     label: str
+    direction: str
+    blocks: int
 
     @property
     def terminal(self) -> bool:
@@ -250,6 +262,8 @@ class Transfer:
                       state=_enum_name(common_pb2.TransferState, t.state, "TRANSFER_STATE_"),
                       transport=transport_name(t.transport),
                       error=Status.from_proto(t.error),
+                      direction=_enum_name(xferd_pb2.Transfer.Direction, t.direction,
+                                           "DIRECTION_"),
                       submitted_at=_time(t.submitted_at),
                       finished_at=_time(t.finished_at))
 
@@ -270,6 +284,24 @@ class WriteSpec:
     slice_size: int = 0
     timeout: Optional[float] = None
     label: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """A prepared layout: `blocks` equal blocks of `block_length` bytes in
+    `region`, local (`peer` None) or on `peer` (its node id or address).
+    Transfers name its blocks by index, 0 .. blocks-1."""
+
+    name: str
+    peer: Optional[str]
+    region: str
+    block_length: int
+    blocks: int
+
+    @classmethod
+    def from_proto(cls, layout: Any) -> "Layout":
+        """Internal: converts an xferd.v1.Layout."""
+        return _build(cls, layout, peer=layout.peer or None)
 
 
 @dataclasses.dataclass(frozen=True)
