@@ -92,7 +92,8 @@ def handshake():
            'port: 7301 session_token: "0123456789abcdef" } }')
     verbs = ("endpoints { transport: TRANSPORT_KIND_VERBS lanes: 2 " +
              QP.format(qpn=17) + " " + QP.format(qpn=18) +
-             " notice_ring_addr: 140000000000 notice_ring_rkey: 77 notice_ring_slots: 256 }")
+             " notice_ring_addr: 140000000000 notice_ring_rkey: 77 notice_ring_slots: 256"
+             " max_rd_atomic: 16 max_dest_rd_atomic: 128 }")
     for kind, endpoints in (("tcp", tcp), ("verbs", verbs)):
         write(f"handshake_fuzzer/request_{kind}",
               encode("HandshakeRequest", f"version: PROTOCOL_VERSION_1 caller {{ {node} }} "
