@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Runs every xferd test on a Debian 12 machine, installing what is missing
-# first (apt, only when something is missing):
+# first (apt, only when something is missing). It starts with
+# tests/lint/standalone.sh (no build): the repository refers to nothing
+# outside itself. Then:
 #   1. bazel test //...   unit tests, the transport conformance suite (TCP
 #                         here; verbs skips without a device), and the C++ and
 #                         Python integration suites over TCP on loopback;
@@ -49,6 +51,7 @@ stage() {
   fi
 }
 
+stage "standalone" tests/lint/standalone.sh
 stage "bazel test //..." bazel test //... --test_output=errors
 if [ "${XFERD_SKIP_SANITIZERS:-0}" = 1 ]; then
   say "skipping the sanitizer and fuzzing stages (XFERD_SKIP_SANITIZERS=1)"
