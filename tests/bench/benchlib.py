@@ -71,6 +71,30 @@ def build(skip: bool, bazel_bin: Optional[str]) -> Binaries:
     return binaries
 
 
+def run_guest_in_vm(guest: str, bins: Binaries, extra: Sequence[str], timeout: int,
+                    json_out: Optional[str]) -> int:
+    """Boots the Soft-RoCE VM once (tests/softroce/vm_run.sh) and runs the
+    guest script `guest` (a path in the repository) there with `extra`
+    arguments; its report streams to our stdout. The JSON summary it leaves
+    is copied to `json_out`. Returns the guest's exit status (125: the VM
+    failed)."""
+    with tempfile.TemporaryDirectory(prefix="softroce-bench-") as results:
+        summary = os.path.join(results, "summary.json")
+        cmd = [os.path.join(REPO, "tests", "softroce", "vm_run.sh"), "-t", str(timeout),
+               "--rw", results, "-C", REPO, "--", PYTHON, guest, "--bazel-bin", bins.bazel_bin,
+               "--json-out", summary, *extra]
+        log(" ".join(cmd))
+        # vm_run.sh streams the guest's output to our stdout and stops its own
+        # qemu on SIGTERM; it is our only child, and our signals go to it.
+        vm = subprocess.Popen(cmd, stdin=subprocess.DEVNULL)
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(sig, lambda signum, _frame: vm.send_signal(signal.SIGTERM))
+        status = vm.wait()
+        if json_out and os.path.exists(summary):
+            shutil.copyfile(summary, json_out)
+    return status
+
+
 # -------------------------------------------------------------- processes --
 
 def stop_process(proc: subprocess.Popen, timeout: float = 20.0) -> Optional[int]:
