@@ -77,7 +77,7 @@ absl::StatusOr<uint32_t> Engine::DeregisterRegion(const std::string& name, bool 
   uint32_t cancelled = 0;
   if (force) {
     cancelled = CancelWhere(
-        [&](const Transfer& t) { return t.plan().src == region; },
+        [&](const Transfer& t) { return t.plan().local == region; },
         absl::CancelledError(absl::StrCat("source region '", name, "' was deregistered")));
   }
   ASSIGN_OR_RETURN(std::shared_ptr<memory::Region> removed, regions_.Remove(name, force));

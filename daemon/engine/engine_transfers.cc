@@ -5,6 +5,7 @@
 #include "daemon/common/log.h"
 #include "daemon/common/status_macros.h"
 #include "daemon/common/units.h"
+#include "daemon/engine/block_plan.h"
 #include "daemon/engine/engine.h"
 
 namespace xferd::engine {
@@ -137,7 +138,7 @@ absl::StatusOr<Transfer::Plan> Engine::Plan(const WriteSpec& w) const {
   Transfer::Plan plan;
   plan.spec = w;
   RETURN_IF_ERROR(CheckSource(w));
-  plan.src = regions_.Find(w.src_region);
+  plan.local = regions_.Find(w.src_region);
   plan.peer = peers_.Find(w.peer);
   if (plan.peer == nullptr) {
     return absl::NotFoundError(absl::StrCat(
@@ -165,7 +166,7 @@ absl::StatusOr<Transfer::Plan> Engine::Plan(const WriteSpec& w) const {
                                               w.dst_region, "' on peer '", plan.peer->node_id(),
                                               "' of ", dst->key.size, " bytes"));
   }
-  plan.dst = dst->key;
+  plan.remote = dst->key;
   const uint64_t slice = w.slice_size == 0 ? config_.slice_size : w.slice_size;
   if (slice < kMinSlice || slice > transport::kMaxSliceBytes) {
     return absl::InvalidArgumentError(
@@ -175,6 +176,7 @@ absl::StatusOr<Transfer::Plan> Engine::Plan(const WriteSpec& w) const {
     return absl::InvalidArgumentError("timeout must be positive (leave it unset for none)");
   }
   plan.slice_size = static_cast<uint32_t>(slice);
+  AppendSplit(w.src_offset, w.dst_offset, w.length, plan.slice_size, &plan.blocks);
   plan.lanes = plan.link->lane_count();
   plan.transport = transport_.kind();
   return plan;
@@ -206,9 +208,9 @@ absl::StatusOr<std::vector<std::shared_ptr<Transfer>>> Engine::Admit(std::vector
   for (const std::shared_ptr<Transfer>& t : transfers) {
     const Transfer::Plan& p = t->plan();
     spdlog::debug(
-        "transfer id={} queued peer={} transport={} src={}+{} dst={}+{} bytes={} slices={}",
+        "transfer id={} queued peer={} transport={} src={}+{} dst={}+{} bytes={} ops={}",
         t->id(), p.peer->node_id(), transport::TransportKindName(p.transport), p.spec.src_region,
-        p.spec.src_offset, p.spec.dst_region, p.spec.dst_offset, p.spec.length, t->slices());
+        p.spec.src_offset, p.spec.dst_region, p.spec.dst_offset, p.spec.length, t->ops());
     if (t->deadline() != absl::InfiniteFuture()) deadlines_.Add(t);
     Launch(t);
   }
@@ -216,8 +218,8 @@ absl::StatusOr<std::vector<std::shared_ptr<Transfer>>> Engine::Admit(std::vector
 }
 
 void Engine::Launch(const std::shared_ptr<Transfer>& t) {
-  // A single-slice transfer is only the final slice: its home poller alone.
-  if (t->slices() == 1) {
+  // A single-op transfer needs its home poller alone.
+  if (t->ops() == 1) {
     pollers_->at(t->plan().home_poller).Submit(t);
     return;
   }

@@ -16,7 +16,7 @@
 namespace xferd::engine {
 namespace {
 
-// Slices posted per transfer per pass: one doorbell/writev for a batch, while
+// Ops posted per transfer per pass: one doorbell/writev for a batch, while
 // other transfers on the same poller still get their turn.
 constexpr uint32_t kMaxPostBatch = 16;
 
@@ -157,7 +157,7 @@ bool Poller::ServiceOne(Transfer& t, uint32_t* posted) {
   }
   const uint32_t credits = std::min(lane.credits(), kMaxPostBatch);
   if (credits == 0) return true;
-  transport::WriteOp ops[kMaxPostBatch];
+  transport::DataOp ops[kMaxPostBatch];
   uint32_t n = 0;
   bool bulk_claimed_out = false;
   while (n < credits) {
@@ -165,17 +165,18 @@ bool Poller::ServiceOne(Transfer& t, uint32_t* posted) {
       bulk_claimed_out = true;
       break;
     }
-    const uint32_t slice = t.ClaimBulk();
-    if (slice >= t.bulk_slices()) {
+    const uint32_t index = t.ClaimBulk();
+    if (index >= t.bulk_ops()) {
       bulk_claimed_out = true;
       break;
     }
-    t.MakeOp(slice, /*final=*/false, &ops[n++]);
+    t.MakeOp(index, /*final=*/false, &ops[n++]);
   }
   const bool home = t.plan().home_poller == index_;
   bool final_claimed = false;
-  if (bulk_claimed_out && home && n < credits && t.BulkComplete() && t.TryClaimFinal()) {
-    t.MakeOp(t.slices() - 1, /*final=*/true, &ops[n++]);
+  if (t.has_final() && bulk_claimed_out && home && n < credits && t.BulkComplete() &&
+      t.TryClaimFinal()) {
+    t.MakeOp(t.ops() - 1, /*final=*/true, &ops[n++]);
     final_claimed = true;
   }
   if (n > 0) {
@@ -183,8 +184,8 @@ bool Poller::ServiceOne(Transfer& t, uint32_t* posted) {
     t.MarkRunning();
     const uint32_t taken = worker_.Post(lane, absl::MakeConstSpan(ops, n));
     if (taken < n) {
-      // Only a lane that broke during the post refuses writes; the slices it
-      // did not take are lost, so the transfer fails.
+      // Only a lane that broke during the post refuses ops; the ones it did
+      // not take are lost, so the transfer fails.
       for (uint32_t k = taken; k < n; ++k) t.RemoveInFlight();
       t.Finish(TransferState::kFailed,
                link.status().ok() ? absl::UnavailableError("lane refused writes") : link.status());
@@ -193,19 +194,23 @@ bool Poller::ServiceOne(Transfer& t, uint32_t* posted) {
     *posted += n;
   }
   if (!bulk_claimed_out) return true;
-  // Bulk is all claimed: other pollers are done; the home poller stays until
-  // it has posted the final slice.
-  return home && !final_claimed;
+  // Bulk is all claimed: other pollers are done; the home poller of a write
+  // stays until it has posted the final op.
+  return home && t.has_final() && !final_claimed;
 }
 
-void Poller::OnWriteDone(const transport::WriteCompletion& c) {
+void Poller::OnOpDone(const transport::OpCompletion& c) {
   Transfer* t = CookieTransfer(c.cookie);
   if (c.error != nullptr) {
     t->Finish(TransferState::kFailed, *c.error);
   } else if (CookieIsFinal(c.cookie)) {
     t->OnFinalDone(c.length);
-  } else if (t->OnBulkDone(c.length) == t->bulk_slices() && t->plan().home_poller != index_) {
-    pool_.at(t->plan().home_poller).Wake();  // its final slice may go now
+  } else if (t->OnBulkDone(c.length) == t->bulk_ops()) {
+    if (!t->has_final()) {
+      t->OnReadDone();
+    } else if (t->plan().home_poller != index_) {
+      pool_.at(t->plan().home_poller).Wake();  // its final op may go now
+    }
   }
   t->RemoveInFlight();  // last touch: the transfer may be freed after this
 }

@@ -1,5 +1,5 @@
 // A poller thread: drives one TransportWorker (its lanes to every peer) and
-// the transfers handed to it. It claims slices, posts them in batches while
+// the transfers handed to it. It claims ops, posts them in batches while
 // its lanes have credits, and turns completions into transfer progress.
 // Idle pollers spin for a short while, then sleep on the worker's fd and their
 // own wake eventfd, so an idle daemon uses no CPU.
@@ -48,8 +48,8 @@ class Poller final : public transport::CompletionSink {
   // them before).
   void Stop();
 
-  // Any thread: serve this transfer until its slices for this poller are
-  // posted (and, on its home poller, until its final slice is).
+  // Any thread: serve this transfer until its ops for this poller are
+  // posted (and, on a write's home poller, until its final op is).
   void Submit(std::shared_ptr<Transfer> transfer);
   // Any thread: there is work for this poller (a transfer whose bulk slices
   // were all acknowledged elsewhere): wake the thread if it sleeps, and keep
@@ -57,8 +57,8 @@ class Poller final : public transport::CompletionSink {
   void Wake();
   PollerStats stats() const;
 
-  // Poller thread: a posted write ended.
-  void OnWriteDone(const transport::WriteCompletion& completion) override;
+  // Poller thread: a posted op ended.
+  void OnOpDone(const transport::OpCompletion& completion) override;
 
  private:
   void Run();

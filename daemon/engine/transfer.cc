@@ -1,13 +1,33 @@
 #include "daemon/engine/transfer.h"
 
+#include <algorithm>
+
 #include "daemon/common/check.h"
+#include "daemon/engine/block_plan.h"
 #include "daemon/engine/peer.h"
 
 namespace xferd::engine {
 namespace {
 
-uint32_t SliceCount(uint64_t length, uint32_t slice_size) {
-  return static_cast<uint32_t>((length + slice_size - 1) / slice_size);
+uint64_t TotalBytes(absl::Span<const transport::Block> blocks) {
+  uint64_t bytes = 0;
+  for (const transport::Block& b : blocks) bytes += b.length;
+  return bytes;
+}
+
+// What the receiver of a write (or the reader itself) announces: the span
+// from the lowest to the highest byte the transfer places, on the side
+// `remote` (a write's destination) or local (a read's).
+transport::LandingNotice MakeNotice(uint64_t id, absl::Span<const transport::Block> blocks,
+                                    bool remote, uint64_t bytes) {
+  uint64_t low = UINT64_MAX;
+  uint64_t high = 0;
+  for (const transport::Block& b : blocks) {
+    const uint64_t offset = remote ? b.remote_offset : b.local_offset;
+    low = std::min(low, offset);
+    high = std::max(high, offset + b.length);
+  }
+  return transport::LandingNotice{id, low, high - low, blocks.size(), bytes};
 }
 
 }  // namespace
@@ -29,22 +49,24 @@ const char* TransferStateName(TransferState state) {
 }
 
 Transfer::Transfer(Plan plan, TransferListener* listener)
-    : plan_(std::move(plan)),
-      slices_(SliceCount(plan_.spec.length, plan_.slice_size)),
+    : blocks_(std::move(plan.blocks)),
+      op_starts_(GroupOps(blocks_, plan.slice_size)),
+      bytes_(TotalBytes(blocks_)),
+      plan_(std::move(plan)),
       submitted_at_(plan_.submitted_at),
       deadline_(plan_.spec.timeout == absl::InfiniteDuration()
                     ? absl::InfiniteFuture()
                     : submitted_at_ + plan_.spec.timeout),
-      notice_{plan_.id, plan_.spec.dst_offset, plan_.spec.length},
+      notice_(MakeNotice(plan_.id, blocks_, has_final(), bytes_)),
       listener_(listener) {
-  XFERD_CHECK(plan_.spec.length > 0 && plan_.slice_size > 0 && slices_ >= 1);
-  plan_.src->AddUser();
+  XFERD_CHECK(!blocks_.empty() && plan_.slice_size > 0 && ops() >= 1);
+  plan_.local->AddUser();
 }
 
 Transfer::~Transfer() {
   // A transfer dropped without an outcome (a batch refused after planning)
-  // still releases its source region.
-  if (!IsTerminal(state())) plan_.src->RemoveUser();
+  // still releases its local region.
+  if (!IsTerminal(state())) plan_.local->RemoveUser();
 }
 
 uint32_t Transfer::OnBulkDone(uint32_t bytes) {
@@ -57,15 +79,33 @@ void Transfer::OnFinalDone(uint32_t bytes) {
   Finish(TransferState::kDone, absl::OkStatus());
 }
 
-void Transfer::MakeOp(uint32_t index, bool final, transport::WriteOp* op) const {
-  const uint64_t begin = uint64_t{index} * plan_.slice_size;
-  const uint64_t length = std::min<uint64_t>(plan_.slice_size, plan_.spec.length - begin);
+void Transfer::OnReadDone() {
+  // Published before Finish, so a client that saw the transfer done also
+  // finds the event on its region watch.
+  if (!IsTerminal(state())) {
+    memory::LandedEvent event{notice_.offset, notice_.length, plan_.peer->node_id(), plan_.id, 0,
+                              absl::Now()};
+    event.blocks = notice_.blocks;
+    event.bytes = notice_.bytes;
+    event.read = true;
+    plan_.local->landed().Publish(std::move(event));
+  }
+  Finish(TransferState::kDone, absl::OkStatus());
+}
+
+void Transfer::MakeOp(uint32_t index, bool final, transport::DataOp* op) const {
+  const uint32_t first = op_starts_[index];
+  const uint32_t count = op_starts_[index + 1] - first;
+  uint32_t length = 0;
+  for (uint32_t i = first; i < first + count; ++i) length += blocks_[i].length;
   op->cookie = MakeCookie(this, final);
-  op->src = plan_.src->data() + plan_.spec.src_offset + begin;
-  op->src_registration = plan_.src->registration();
-  op->dst = &plan_.dst;
-  op->dst_offset = plan_.spec.dst_offset + begin;
-  op->length = static_cast<uint32_t>(length);
+  op->kind = plan_.kind;
+  op->local_base = plan_.local->data();
+  op->local_registration = plan_.local->registration();
+  op->remote = &plan_.remote;
+  op->blocks = blocks_.data() + first;
+  op->block_count = count;
+  op->length = length;
   op->notice = final ? &notice_ : nullptr;
 }
 
@@ -92,7 +132,7 @@ bool Transfer::Finish(TransferState terminal, absl::Status error) {
     final_bytes_ = bytes_done_.load(std::memory_order_relaxed);
     observers.swap(observers_);
   }
-  plan_.src->RemoveUser();
+  plan_.local->RemoveUser();
   if (listener_ != nullptr) listener_->OnTransferFinished(*this);
   if (!observers.empty()) {
     const TransferInfo info = Info();
@@ -116,7 +156,7 @@ TransferInfo Transfer::Info() const {
   info.peer_node = plan_.peer->node_id();
   info.transport = plan_.transport;
   info.slice_size = plan_.slice_size;
-  info.slices = slices_;
+  info.slices = ops();
   info.submitted_at = submitted_at_;
   MutexLock lock(&mu_);
   info.state = state();

@@ -1,7 +1,9 @@
-// One transfer: a write of a local region range into a peer's region, cut
-// into slices. Immutable after submission except for the atomics the pollers
-// advance and its terminal outcome, which is decided exactly once (the first
-// of done / error / cancel / deadline wins) and then announced to observers.
+// One transfer: a write of blocks of a local region into a peer's region, or a
+// read of blocks of a peer's region into a local one, grouped into ops (a
+// contiguous range is a run of slice-sized blocks, one per op). Immutable
+// after submission except for the atomics the pollers advance and its
+// terminal outcome, which is decided exactly once (the first of done / error /
+// cancel / deadline wins) and then announced to observers.
 #pragma once
 
 #include <atomic>
@@ -73,12 +75,18 @@ class Transfer {
     uint64_t batch_id = 0;
     absl::Time submitted_at;  // the request's arrival; spec.timeout runs from it
     WriteSpec spec;
-    std::shared_ptr<memory::Region> src;
+    transport::OpKind kind = transport::OpKind::kWrite;
+    // Write: the source; read: the destination.
+    std::shared_ptr<memory::Region> local;
     std::shared_ptr<Peer> peer;
     std::shared_ptr<transport::Link> link;
-    transport::RemoteRegion dst;
+    // Write: the destination; read: the source.
+    transport::RemoteRegion remote;
+    // The blocks to move, each <= slice_size, adjacent ones already merged
+    // (see block_plan.h). Moved into the transfer.
+    std::vector<transport::Block> blocks;
     uint32_t slice_size = 0;
-    uint32_t home_poller = 0;  // posts the final slice
+    uint32_t home_poller = 0;  // posts a write's final op
     uint32_t lanes = 1;        // pollers 0..lanes-1 serve it
     transport::TransportKind transport = transport::TransportKind::kTcp;
   };
@@ -91,26 +99,33 @@ class Transfer {
 
   uint64_t id() const { return plan_.id; }
   const Plan& plan() const { return plan_; }
-  uint32_t slices() const { return slices_; }
+  // Ops the blocks are grouped into (TransferInfo.slices).
+  uint32_t ops() const { return static_cast<uint32_t>(op_starts_.size() - 1); }
+  uint64_t blocks() const { return blocks_.size(); }
+  uint64_t bytes() const { return bytes_; }
   absl::Time deadline() const { return deadline_; }
   TransferState state() const { return state_.load(std::memory_order_acquire); }
 
   // ---- data path (pollers) ----
-  // Slices 0..slices-2 are "bulk", claimed by any serving poller; the last is
-  // the final slice, sent by the home poller once every bulk slice is
-  // acknowledged, so its landing notice is true for the whole range.
-  uint32_t bulk_slices() const { return slices_ - 1; }
-  uint32_t ClaimBulk() { return next_slice_.fetch_add(1, std::memory_order_relaxed); }
-  bool BulkClaimedOut() const {
-    return next_slice_.load(std::memory_order_relaxed) >= bulk_slices();
-  }
-  // Returns the number of bulk slices acknowledged, this one included.
+  // A write's ops 0..ops-2 are "bulk", claimed by any serving poller; the
+  // last is the final op, sent by the home poller once every bulk op is
+  // acknowledged, so its landing notice is true for the whole transfer. A
+  // read has no final op: every op is bulk, and the transfer is done (and
+  // its landed event raised here) when the last one completes.
+  bool has_final() const { return plan_.kind == transport::OpKind::kWrite; }
+  uint32_t bulk_ops() const { return ops() - (has_final() ? 1 : 0); }
+  uint32_t ClaimBulk() { return next_op_.fetch_add(1, std::memory_order_relaxed); }
+  bool BulkClaimedOut() const { return next_op_.load(std::memory_order_relaxed) >= bulk_ops(); }
+  // Returns the number of bulk ops completed, this one included.
   uint32_t OnBulkDone(uint32_t bytes);
-  bool BulkComplete() const { return bulk_done_.load(std::memory_order_acquire) == bulk_slices(); }
+  bool BulkComplete() const { return bulk_done_.load(std::memory_order_acquire) == bulk_ops(); }
   bool TryClaimFinal() { return !final_claimed_.exchange(true, std::memory_order_acq_rel); }
   void OnFinalDone(uint32_t bytes);
-  // Fills a write op for slice `index`.
-  void MakeOp(uint32_t index, bool final, transport::WriteOp* op) const;
+  // A read's last op completed: raises the landed event on the local region
+  // and ends the transfer.
+  void OnReadDone();
+  // Fills the op for op `index` (the final op of a write when `final`).
+  void MakeOp(uint32_t index, bool final, transport::DataOp* op) const;
   // Writes posted and not yet completed. The transfer object must outlive
   // them: the table keeps it until this is 0.
   void AddInFlight(uint32_t n) { in_flight_.fetch_add(n, std::memory_order_relaxed); }
@@ -128,15 +143,20 @@ class Transfer {
   TransferInfo Info() const;
 
  private:
-  const Plan plan_;
-  const uint32_t slices_;
+  // blocks_[op_starts_[i] .. op_starts_[i+1]) make op i: with the blocks
+  // that is at most 24 + 4 bytes per block, freed with the transfer. Taken
+  // from the plan before plan_ is built, hence declared first.
+  const std::vector<transport::Block> blocks_;
+  const std::vector<uint32_t> op_starts_;
+  const uint64_t bytes_;
+  const Plan plan_;  // its `blocks` is empty (moved to blocks_)
   const absl::Time submitted_at_;
   const absl::Time deadline_;
   const transport::LandingNotice notice_;
   TransferListener* const listener_;
 
   std::atomic<TransferState> state_{TransferState::kQueued};
-  std::atomic<uint32_t> next_slice_{0};
+  std::atomic<uint32_t> next_op_{0};
   std::atomic<uint32_t> bulk_done_{0};
   std::atomic<bool> final_claimed_{false};
   std::atomic<uint64_t> bytes_done_{0};
@@ -149,8 +169,8 @@ class Transfer {
   std::vector<Observer> observers_ ABSL_GUARDED_BY(mu_);
 };
 
-// The cookie of a write op: the transfer's address, with the low bit set on
-// its final slice (Transfer objects are at least 8-byte aligned).
+// The cookie of an op: the transfer's address, with the low bit set on a
+// write's final op (Transfer objects are at least 8-byte aligned).
 inline uint64_t MakeCookie(const Transfer* t, bool final) {
   return reinterpret_cast<uint64_t>(t) | (final ? 1u : 0u);
 }

@@ -21,6 +21,12 @@ struct LandedEvent {
   uint64_t source_transfer_id = 0;
   uint64_t sequence = 0;  // set by the hub: 1, 2, ... per region
   absl::Time time;
+  // Blocks and payload bytes of the transfer; offset/length span its lowest
+  // to highest byte. 0 blocks means a transfer that did not say (1 block).
+  uint64_t blocks = 0;
+  uint64_t bytes = 0;
+  // True when this daemon read the data from source_node (a Read).
+  bool read = false;
 };
 
 class LandedWatcher {

@@ -3,10 +3,11 @@
 // A Transport serves one daemon. It owns one TransportWorker per poller; each
 // worker is driven by exactly one poller thread and owns that poller's lane of
 // every link (a QP or a TCP connection): shared-nothing on the data path.
-// Control threads create and close links; the data path only posts writes and
-// polls completions. Inbound writes from peers are validated, placed and
-// announced (landed events) by the transport itself, so nothing calls back up
-// into the engine except through CompletionSink.
+// Control threads create and close links; the data path only posts ops
+// (writes and reads of block lists) and polls completions. Inbound writes and
+// read requests from peers are validated, served and announced (landed
+// events) by the transport itself, so nothing calls back up into the engine
+// except through CompletionSink.
 #pragma once
 
 #include <atomic>
@@ -30,7 +31,7 @@ namespace xferd::transport {
 class Lane {
  public:
   virtual ~Lane() = default;
-  // Writes that can be posted right now (0 while still connecting).
+  // Ops that can be posted right now (0 while still connecting).
   virtual uint32_t credits() const = 0;
   // True once the lane (and so its link) is broken; Link::status() says why.
   virtual bool broken() const = 0;
@@ -40,8 +41,9 @@ class Lane {
 class CompletionSink {
  public:
   virtual ~CompletionSink() = default;
-  // Poller thread. Must not block; called once per posted WriteOp.
-  virtual void OnWriteDone(const WriteCompletion& completion) = 0;
+  // Poller thread. Must not block; called once per posted DataOp, in the
+  // order the lane posted them.
+  virtual void OnOpDone(const OpCompletion& completion) = 0;
 };
 
 // Counters of a link, readable from any thread.
@@ -109,9 +111,10 @@ class TransportWorker {
  public:
   virtual ~TransportWorker() = default;
 
-  // Posts up to lane.credits() writes, in order; returns how many it took.
-  // Poller thread only. Writes after a broken lane are not taken (0).
-  virtual uint32_t Post(Lane& lane, absl::Span<const WriteOp> ops) = 0;
+  // Posts up to lane.credits() ops (writes or reads), in order; returns how
+  // many it took. Poller thread only. Ops after a broken lane are not taken
+  // (0).
+  virtual uint32_t Post(Lane& lane, absl::Span<const DataOp> ops) = 0;
 
   // Makes progress: sends, receives and places inbound writes, reports
   // completions of posted writes to `sink`. Never blocks. Returns the number

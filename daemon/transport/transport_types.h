@@ -71,29 +71,59 @@ struct RemoteRegion {
   std::vector<uint32_t> rkeys;
 };
 
-// Sent with a transfer's final slice: the receiver raises a landed event for
-// the whole destination range once everything before it has landed.
+// Sent with a write transfer's final op: the receiver raises one landed event
+// for the whole transfer once everything before it has landed.
 struct LandingNotice {
   uint64_t transfer_id = 0;
-  uint64_t offset = 0;  // destination range of the whole transfer
+  // The destination span of the whole transfer, from its lowest to its
+  // highest byte (a contiguous transfer: exactly its range).
+  uint64_t offset = 0;
   uint64_t length = 0;
+  // Blocks and payload bytes of the whole transfer (bytes <= length).
+  uint64_t blocks = 0;
+  uint64_t bytes = 0;
 };
 
-// One slice to write. Pointers must stay valid until its completion.
-struct WriteOp {
-  uint64_t cookie = 0;  // returned in the completion (the engine's handle)
-  const std::byte* src = nullptr;
-  // The source region's registration with this transport (verbs: its lkeys).
-  const memory::TransportRegistration* src_registration = nullptr;
-  const RemoteRegion* dst = nullptr;
-  uint64_t dst_offset = 0;
+// One contiguous piece of a transfer: `length` bytes at `local_offset` in the
+// local region and at `remote_offset` in the peer's. A write copies local to
+// remote, a read remote to local.
+struct Block {
+  uint64_t local_offset = 0;
+  uint64_t remote_offset = 0;
   uint32_t length = 0;
-  const LandingNotice* notice = nullptr;  // set on a transfer's final slice only
+};
+// A transfer keeps one Block per (merged, slice-split) block while it runs.
+static_assert(sizeof(Block) == 24, "Block is the per-block cost of a transfer in flight");
+
+enum class OpKind : uint8_t { kWrite, kRead };
+
+// Blocks one op carries at most. Credits bound ops in flight per lane, so
+// this bounds blocks in flight too; 64 blocks of 4 KiB fill a 256 KiB op,
+// enough to amortise a TCP frame or a verbs doorbell, while a frame's block
+// table (64 x 12 bytes) and a verbs chain stay small and fixed-size.
+inline constexpr uint32_t kMaxBlocksPerOp = 64;
+
+// One unit of work for a lane: up to kMaxBlocksPerOp blocks between one
+// local region and one region of the peer. Everything pointed to must stay
+// valid until the op's completion.
+struct DataOp {
+  uint64_t cookie = 0;  // returned in the completion (the engine's handle)
+  OpKind kind = OpKind::kWrite;
+  // The local region's first byte (a read writes into it).
+  std::byte* local_base = nullptr;
+  // The local region's registration with this transport (verbs: its lkeys).
+  const memory::TransportRegistration* local_registration = nullptr;
+  const RemoteRegion* remote = nullptr;
+  const Block* blocks = nullptr;
+  uint32_t block_count = 0;  // 1..kMaxBlocksPerOp
+  uint32_t length = 0;       // sum of the blocks' lengths, <= kMaxSliceBytes
+  // Writes only, on a transfer's final op only.
+  const LandingNotice* notice = nullptr;
 };
 
-// The end of one WriteOp. `error` is null on success; otherwise it points at
-// the lane's first error (valid during the callback only).
-struct WriteCompletion {
+// The end of one DataOp. `error` is null on success; otherwise it points at
+// the lane's first error or the peer's refusal (valid during the callback).
+struct OpCompletion {
   uint64_t cookie = 0;
   uint32_t length = 0;
   const absl::Status* error = nullptr;

@@ -49,7 +49,7 @@ class FuzzLink final : public Link {
 class CountingSink final : public CompletionSink {
  public:
   explicit CountingSink(size_t writes) : done_(writes, 0) {}
-  void OnWriteDone(const WriteCompletion& completion) override {
+  void OnOpDone(const OpCompletion& completion) override {
     FUZZ_CHECK(completion.cookie < done_.size());
     ++done_[completion.cookie];
   }
@@ -93,16 +93,13 @@ void Run(const uint8_t* data, size_t size) {
   // Our own writes in flight, to a region of the fuzzing peer.
   static std::byte source[kMaxOwnWrites * kOwnWriteBytes];
   const RemoteRegion remote{7, sizeof source, 0, 0, {}};
-  const LandingNotice notice{42, 0, sizeof source};
-  std::vector<WriteOp> ops(own_writes);
+  const LandingNotice notice{42, 0, sizeof source, own_writes, own_writes * kOwnWriteBytes};
+  std::vector<Block> blocks(own_writes);
+  std::vector<DataOp> ops(own_writes);
   for (uint32_t i = 0; i < own_writes; ++i) {
-    ops[i] = WriteOp{i,
-                     source + i * kOwnWriteBytes,
-                     nullptr,
-                     &remote,
-                     i * kOwnWriteBytes,
-                     kOwnWriteBytes,
-                     i + 1 == own_writes ? &notice : nullptr};
+    blocks[i] = Block{i * kOwnWriteBytes, i * kOwnWriteBytes, kOwnWriteBytes};
+    ops[i] = DataOp{i,        OpKind::kWrite, source, nullptr, &remote, &blocks[i], 1,
+                    kOwnWriteBytes, i + 1 == own_writes ? &notice : nullptr};
   }
   FUZZ_CHECK(lane.Post(ops) == own_writes);
 

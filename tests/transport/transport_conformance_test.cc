@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -25,7 +26,7 @@ constexpr absl::Duration kTimeout = absl::Seconds(20);
 // Records completions by cookie.
 struct Recorder : CompletionSink {
   std::map<uint64_t, absl::Status> done;
-  void OnWriteDone(const WriteCompletion& c) override {
+  void OnOpDone(const OpCompletion& c) override {
     done[c.cookie] = c.error == nullptr ? absl::OkStatus() : *c.error;
   }
 };
@@ -109,12 +110,16 @@ class TransportConformanceTest : public testing::TestWithParam<TransportFactory>
                 const RemoteRegion& dst, uint64_t dst_offset, uint32_t length,
                 const LandingNotice* notice = nullptr) {
     const uint64_t cookie = next_cookie_++;
-    WriteOp op;
+    // An op's blocks must outlive it: kept until the test ends.
+    const Block* block = &blocks_.emplace_back(Block{src_offset, dst_offset, length});
+    DataOp op;
     op.cookie = cookie;
-    op.src = src.data() + src_offset;
-    op.src_registration = src.registration();
-    op.dst = &dst;
-    op.dst_offset = dst_offset;
+    op.kind = OpKind::kWrite;
+    op.local_base = src.data();
+    op.local_registration = src.registration();
+    op.remote = &dst;
+    op.blocks = block;
+    op.block_count = 1;
     op.length = length;
     op.notice = notice;
     EXPECT_TRUE(Pump([&] { return from.link->lane(lane).credits() > 0; }));
@@ -147,6 +152,7 @@ class TransportConformanceTest : public testing::TestWithParam<TransportFactory>
   Side a_{"a"};
   Side b_{"b"};
   uint64_t next_cookie_ = 8;
+  std::deque<Block> blocks_;
 };
 
 TEST_P(TransportConformanceTest, WritesLandOnEveryLane) {
@@ -181,7 +187,7 @@ TEST_P(TransportConformanceTest, NoticeRaisesLandedEvent) {
   Watcher watcher;
   ASSERT_TRUE(dst->landed().Subscribe(&watcher));
   const RemoteRegion key = b_.transport->DescribeRegion(*dst);
-  const LandingNotice notice{1234, 0, 65536};
+  const LandingNotice notice{1234, 0, 65536, 1, 65536};
   ASSERT_TRUE(WaitFor(a_, Post(a_, 0, *src, 0, key, 0, 65536, &notice)).ok());
   ASSERT_TRUE(Pump([&] { return !watcher.events.empty(); }));
   EXPECT_EQ(watcher.events[0].source_node, "a");

@@ -44,21 +44,23 @@ void TcpLane::Attach(UniqueFd fd) {
   fd_ = std::move(fd);
 }
 
-uint32_t TcpLane::Post(absl::Span<const WriteOp> ops) {
+uint32_t TcpLane::Post(absl::Span<const DataOp> ops) {
   const uint32_t n = std::min<uint32_t>(credits(), static_cast<uint32_t>(ops.size()));
   for (uint32_t i = 0; i < n; ++i) {
-    const WriteOp& op = ops[i];
+    const DataOp& op = ops[i];
+    XFERD_DCHECK(op.kind == OpKind::kWrite && op.block_count == 1);
+    const Block& block = op.blocks[0];
     const uint64_t seq = ++posted_;
     TxSlot& s = slot(seq);
     s.cookie = op.cookie;
-    s.payload = op.src;
+    s.payload = op.local_base + block.local_offset;
     s.payload_len = op.length;
     FrameHeader header;
     header.type = FrameType::kWrite;
     header.flags = op.notice != nullptr ? kFlagNotice : 0;
-    header.word = op.dst->region_id;
+    header.word = op.remote->region_id;
     header.length = op.length;
-    header.offset = op.dst_offset;
+    header.offset = block.remote_offset;
     header.seq = seq;
     EncodeHeader(header, s.header);
     s.header_len = kHeaderBytes;
@@ -326,7 +328,7 @@ absl::Status TcpLane::HandleAck(uint64_t seq, CompletionSink& sink) {
   while (acked_ < seq) {
     const TxSlot& s = slot(++acked_);
     bytes += s.payload_len;
-    sink.OnWriteDone(WriteCompletion{s.cookie, s.payload_len, nullptr});
+    sink.OnOpDone(OpCompletion{s.cookie, s.payload_len, nullptr});
   }
   link_.counters().bytes_sent.fetch_add(bytes, std::memory_order_relaxed);
   return absl::OkStatus();
@@ -344,7 +346,7 @@ absl::Status TcpLane::HandleNack(CompletionSink& sink) {
       code == absl::StatusCode::kOk ? absl::StatusCode::kUnknown : code,
       absl::StrCat("peer ", link_.peer().node_id, " refused the write: ", rx_nack_text_));
   const TxSlot& s = slot(++acked_);
-  sink.OnWriteDone(WriteCompletion{s.cookie, s.payload_len, &error});
+  sink.OnOpDone(OpCompletion{s.cookie, s.payload_len, &error});
   return absl::OkStatus();
 }
 
@@ -383,7 +385,7 @@ void TcpLane::Detach(const absl::Status& error, CompletionSink& sink) {
   (void)Fail(error);
   while (acked_ < posted_) {
     const TxSlot& s = slot(++acked_);
-    sink.OnWriteDone(WriteCompletion{s.cookie, s.payload_len, &error});
+    sink.OnOpDone(OpCompletion{s.cookie, s.payload_len, &error});
   }
   sent_ = posted_;
   send_offset_ = 0;

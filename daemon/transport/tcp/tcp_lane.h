@@ -41,7 +41,7 @@ class TcpLane final : public Lane {
   bool attached() const { return fd_.valid(); }
   int fd() const { return fd_.get(); }
   // Queues up to credits() frames and starts sending them.
-  uint32_t Post(absl::Span<const WriteOp> ops);
+  uint32_t Post(absl::Span<const DataOp> ops);
   // Reads and handles frames until the socket is drained (or a fairness
   // budget is spent), then sends the acknowledgements. `scratch` holds the
   // bytes of refused writes. A non-OK status breaks the lane.

@@ -109,7 +109,7 @@ void TcpWorker::AfterLaneIo(TcpLane& lane) {
   lane.writable_armed = lane.wants_writable();
 }
 
-uint32_t TcpWorker::Post(Lane& lane, absl::Span<const WriteOp> ops) {
+uint32_t TcpWorker::Post(Lane& lane, absl::Span<const DataOp> ops) {
   auto& tcp_lane = static_cast<TcpLane&>(lane);
   const uint32_t taken = tcp_lane.Post(ops);
   if (taken > 0) AfterLaneIo(tcp_lane);

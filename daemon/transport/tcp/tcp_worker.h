@@ -22,7 +22,7 @@ class TcpWorker final : public TransportWorker {
   static absl::StatusOr<std::unique_ptr<TcpWorker>> Create();
   ~TcpWorker() override;
 
-  uint32_t Post(Lane& lane, absl::Span<const WriteOp> ops) override;
+  uint32_t Post(Lane& lane, absl::Span<const DataOp> ops) override;
   uint32_t Poll(CompletionSink& sink) override;
   int wait_fd() const override { return epoll_.get(); }
   bool PrepareToSleep() override { return !inbox_pending_.load(std::memory_order_acquire); }

@@ -49,10 +49,14 @@ absl::Status CompletionError(const ibv_wc& wc, const std::string& peer) {
 
 }  // namespace
 
-uint32_t VerbsLane::Post(absl::Span<const WriteOp> ops) {
+uint32_t VerbsLane::Post(absl::Span<const DataOp> ops) {
   chain_ = 0;
   uint32_t taken = 0;
-  while (taken < ops.size() && taken < kMaxOpsPerPost && credits() > 0) {
+  // Until the verbs data path carries many-block ops and reads, it takes
+  // single-block writes only: their work requests fit kMaxWrsPerOp. An op
+  // it does not take fails its transfer (the poller reports the refusal).
+  while (taken < ops.size() && taken < kMaxOpsPerPost && credits() > 0 &&
+         ops[taken].kind == OpKind::kWrite && ops[taken].block_count == 1) {
     AppendOp(ops[taken]);
     ++taken;
   }
@@ -80,9 +84,9 @@ uint32_t VerbsLane::Post(absl::Span<const WriteOp> ops) {
   return ops_posted;
 }
 
-void VerbsLane::AppendOp(const WriteOp& op) {
-  const RemoteRegion& dst = *op.dst;
-  const auto& src = static_cast<const VerbsRegistration&>(*op.src_registration);
+void VerbsLane::AppendOp(const DataOp& op) {
+  const RemoteRegion& dst = *op.remote;
+  const auto& src = static_cast<const VerbsRegistration&>(*op.local_registration);
   uint32_t imm = 0;
   if (op.notice != nullptr) {
     // The record goes first on this QP; RC places it before the
@@ -96,10 +100,11 @@ void VerbsLane::AppendOp(const WriteOp& op) {
   }
   // Cut the slice where it crosses a memory-registration chunk on either
   // side: each piece needs a single lkey and a single rkey.
-  uint64_t src_offset = static_cast<uint64_t>(op.src - src.base());
-  uint64_t dst_offset = op.dst_offset;
+  const Block& block = op.blocks[0];
+  uint64_t src_offset = block.local_offset;
+  uint64_t dst_offset = block.remote_offset;
   const uint64_t dst_chunk = dst.mr_chunk_bytes;
-  uint32_t left = op.length;
+  uint32_t left = block.length;
   while (left > 0) {
     uint64_t n = std::min<uint64_t>(left, src.chunk_bytes() - src_offset % src.chunk_bytes());
     n = std::min<uint64_t>(n, dst_chunk - dst_offset % dst_chunk);
@@ -116,7 +121,7 @@ void VerbsLane::AppendOp(const WriteOp& op) {
 
 void VerbsLane::AppendWr(ibv_wr_opcode opcode, uint64_t local, uint32_t length, uint32_t lkey,
                          uint64_t remote, uint32_t rkey, uint32_t imm, bool ends_op,
-                         const WriteOp* op) {
+                         const DataOp* op) {
   const uint64_t seq = ++posted_;
   SendSlot& slot = slots_[seq % sq_depth_];
   slot.cookie = op != nullptr ? op->cookie : 0;
@@ -165,7 +170,7 @@ void VerbsLane::Retire(uint64_t through, const absl::Status* error, CompletionSi
     const SendSlot& slot = slots_[++retired_ % sq_depth_];
     if (!slot.ends_op) continue;
     if (error == nullptr) bytes += slot.length;
-    sink.OnWriteDone(WriteCompletion{slot.cookie, slot.length, error});
+    sink.OnOpDone(OpCompletion{slot.cookie, slot.length, error});
   }
   if (bytes > 0) link_.counters().bytes_sent.fetch_add(bytes, std::memory_order_relaxed);
 }
@@ -203,7 +208,7 @@ void VerbsLane::Land(uint32_t slot, const memory::RegionRegistry& regions) {
                                                record.notice.transfer_id, 0, absl::Now()});
 }
 
-uint32_t VerbsWorker::Post(Lane& lane, absl::Span<const WriteOp> ops) {
+uint32_t VerbsWorker::Post(Lane& lane, absl::Span<const DataOp> ops) {
   return static_cast<VerbsLane&>(lane).Post(ops);
 }
 

@@ -53,7 +53,7 @@ class VerbsLane final : public Lane {
   Link& link() { return link_; }
 
   // ---- poller thread ----
-  uint32_t Post(absl::Span<const WriteOp> ops);
+  uint32_t Post(absl::Span<const DataOp> ops);
   void OnSendCompletion(const ibv_wc& wc, CompletionSink& sink);
   void OnRecvCompletion(const ibv_wc& wc, const memory::RegionRegistry& regions);
   // Moves the QP to ERR so everything outstanding flushes; drained() turns
@@ -74,9 +74,9 @@ class VerbsLane final : public Lane {
   };
 
   // Appends the work requests of one op to the chain (credits() > 0 checked).
-  void AppendOp(const WriteOp& op);
+  void AppendOp(const DataOp& op);
   void AppendWr(ibv_wr_opcode opcode, uint64_t local, uint32_t length, uint32_t lkey,
-                uint64_t remote, uint32_t rkey, uint32_t imm, bool ends_op, const WriteOp* op);
+                uint64_t remote, uint32_t rkey, uint32_t imm, bool ends_op, const DataOp* op);
   void Retire(uint64_t through_seq, const absl::Status* error, CompletionSink& sink);
   absl::Status PostReceives(uint32_t count);
   // Validates the peer's notice record in `slot` and raises its landed event.

@@ -27,7 +27,7 @@ class VerbsWorker final : public TransportWorker {
   // Releases the QPs still in the table before the CQ goes.
   ~VerbsWorker() override;
 
-  uint32_t Post(Lane& lane, absl::Span<const WriteOp> ops) override;
+  uint32_t Post(Lane& lane, absl::Span<const DataOp> ops) override;
   uint32_t Poll(CompletionSink& sink) override;
   int wait_fd() const override { return epoll_.get(); }
   bool PrepareToSleep() override;

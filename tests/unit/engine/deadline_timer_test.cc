@@ -18,7 +18,8 @@ std::shared_ptr<Transfer> WithTimeout(absl::Duration timeout) {
   plan.submitted_at = absl::Now();
   plan.spec.length = 4096;
   plan.spec.timeout = timeout;
-  plan.src = region;
+  plan.local = region;
+  plan.blocks = {transport::Block{0, 0, 4096}};
   auto link = std::make_shared<NullLink>();
   plan.peer = std::make_shared<Peer>(NodeIdentity{"peer", 1, "x"}, true, link,
                                      transport::TransportKind::kTcp, "");

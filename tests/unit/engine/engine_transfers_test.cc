@@ -76,9 +76,10 @@ TEST_F(EngineTransfersTest, FinalSliceIsPostedAfterEveryOther) {
   ASSERT_EQ(h_.Wait((*submitted)[0]).state, TransferState::kDone);
   const auto posted = a_->transport->posted();
   ASSERT_EQ(posted.size(), 64u);
-  for (size_t i = 0; i + 1 < posted.size(); ++i) EXPECT_EQ(posted[i].notice, nullptr) << i;
-  ASSERT_NE(posted.back().notice, nullptr);
-  EXPECT_EQ(posted.back().dst_offset, 63u * 4096);
+  for (size_t i = 0; i + 1 < posted.size(); ++i) EXPECT_FALSE(posted[i].notice) << i;
+  ASSERT_TRUE(posted.back().notice);
+  ASSERT_EQ(posted.back().blocks.size(), 1u);
+  EXPECT_EQ(posted.back().blocks[0].remote_offset, 63u * 4096);
 }
 
 TEST_F(EngineTransfersTest, SingleSliceWrite) {

@@ -48,7 +48,7 @@ class FakeTransport::Worker final : public transport::TransportWorker {
   explicit Worker(FakeTransport& owner)
       : owner_(owner), wake_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
 
-  uint32_t Post(transport::Lane& lane, absl::Span<const transport::WriteOp> ops) override {
+  uint32_t Post(transport::Lane& lane, absl::Span<const transport::DataOp> ops) override {
     auto& fake = static_cast<FakeLane&>(lane);
     const uint32_t n = std::min<uint32_t>(fake.credits(), static_cast<uint32_t>(ops.size()));
     for (uint32_t i = 0; i < n; ++i) {
@@ -68,7 +68,7 @@ class FakeTransport::Worker final : public transport::TransportWorker {
       --lane->in_flight;
       const absl::Status status = lane->broken() ? lane->link_.status() : Deliver(*lane, op);
       if (status.ok()) lane->link_.counters().bytes_sent.fetch_add(op.length);
-      sink.OnWriteDone({op.cookie, op.length, status.ok() ? nullptr : &status});
+      sink.OnOpDone({op.cookie, op.length, status.ok() ? nullptr : &status});
       ++handled;
     }
     return handled;
@@ -78,27 +78,49 @@ class FakeTransport::Worker final : public transport::TransportWorker {
   bool PrepareToSleep() override { return pending_.empty(); }
 
  private:
-  // What a receiving daemon checks before it places a write.
-  absl::Status Deliver(FakeLane& lane, const transport::WriteOp& op) {
+  // What a receiving daemon checks before it places a write or serves a
+  // read: every block of the op, before any byte moves.
+  absl::Status Deliver(FakeLane& lane, const transport::DataOp& op) {
     FakeTransport* peer = owner_.fabric_.Find(lane.link_.peer().node_id);
     if (peer == nullptr) return absl::UnavailableError("peer gone");
-    std::shared_ptr<memory::Region> region = peer->regions().FindById(op.dst->region_id);
+    std::shared_ptr<memory::Region> region = peer->regions().FindById(op.remote->region_id);
     if (region == nullptr) return absl::NotFoundError("region id not registered");
-    if (!region->access().remote_write) return absl::PermissionDeniedError("no remote write");
-    absl::Status range = region->CheckRange(op.dst_offset, op.length, "destination");
-    if (!range.ok()) return range;
-    std::memcpy(region->data() + op.dst_offset, op.src, op.length);
+    const bool write = op.kind == transport::OpKind::kWrite;
+    if (write && !region->access().remote_write) {
+      return absl::PermissionDeniedError("no remote write");
+    }
+    if (!write && !region->access().remote_read) {
+      return absl::PermissionDeniedError("no remote read");
+    }
+    for (uint32_t i = 0; i < op.block_count; ++i) {
+      const transport::Block& b = op.blocks[i];
+      absl::Status range =
+          region->CheckRange(b.remote_offset, b.length, write ? "destination" : "source");
+      if (!range.ok()) return range;
+    }
+    for (uint32_t i = 0; i < op.block_count; ++i) {
+      const transport::Block& b = op.blocks[i];
+      std::byte* remote = region->data() + b.remote_offset;
+      std::byte* local = op.local_base + b.local_offset;
+      if (write) {
+        std::memcpy(remote, local, b.length);
+      } else {
+        std::memcpy(local, remote, b.length);
+      }
+    }
     if (op.notice != nullptr) {
-      region->landed().Publish(memory::LandedEvent{op.notice->offset, op.notice->length,
-                                                   owner_.node(), op.notice->transfer_id, 0,
-                                                   absl::Now()});
+      memory::LandedEvent event{op.notice->offset, op.notice->length, owner_.node(),
+                                op.notice->transfer_id, 0, absl::Now()};
+      event.blocks = op.notice->blocks;
+      event.bytes = op.notice->bytes;
+      region->landed().Publish(std::move(event));
     }
     return absl::OkStatus();
   }
 
   FakeTransport& owner_;
   UniqueFd wake_;
-  std::deque<std::pair<FakeLane*, transport::WriteOp>> pending_;
+  std::deque<std::pair<FakeLane*, transport::DataOp>> pending_;
 };
 
 void FakeFabric::Add(const std::string& node, FakeTransport* transport) {
@@ -159,14 +181,16 @@ void FakeTransport::Shutdown() {
   }
 }
 
-std::vector<transport::WriteOp> FakeTransport::posted() const {
+std::vector<PostedOp> FakeTransport::posted() const {
   MutexLock lock(&mu_);
   return posted_;
 }
 
-void FakeTransport::Record(const transport::WriteOp& op) {
+void FakeTransport::Record(const transport::DataOp& op) {
+  PostedOp copy{op.kind, op.length, op.notice != nullptr,
+                std::vector<transport::Block>(op.blocks, op.blocks + op.block_count)};
   MutexLock lock(&mu_);
-  posted_.push_back(op);
+  posted_.push_back(std::move(copy));
 }
 
 }  // namespace xferd::testing

@@ -1,6 +1,6 @@
 // An in-process Transport for engine unit tests: writes are copied straight
-// into the peer fabric member's registered region (with the same checks a
-// real receiver makes), completions come from Poll on the poller thread, and
+// into the peer fabric member's registered region, and reads straight out of
+// it (with the same checks a real peer makes), completions come from Poll on the poller thread, and
 // a test can hold completions back to model a stalled peer. NullLink is a
 // link that carries nothing, for tests of a Transfer or Peer alone.
 #pragma once
@@ -34,6 +34,14 @@ struct NullLink : transport::Link {
 };
 
 class FakeTransport;
+
+// A copy of a posted op (the op's own pointers die with its transfer).
+struct PostedOp {
+  transport::OpKind kind = transport::OpKind::kWrite;
+  uint32_t length = 0;
+  bool notice = false;
+  std::vector<transport::Block> blocks;
+};
 
 // Connects fake transports by node id.
 class FakeFabric {
@@ -70,15 +78,15 @@ class FakeTransport final : public transport::Transport {
       const memory::Region& region) override;
   void Shutdown() override;
 
-  // Test controls: while held, posted writes do not complete.
+  // Test controls: while held, posted ops do not complete.
   void HoldCompletions(bool hold) { hold_.store(hold); }
   // Every op posted, in order (for ordering checks). Thread-safe.
-  std::vector<transport::WriteOp> posted() const;
+  std::vector<PostedOp> posted() const;
 
   const std::string& node() const { return node_; }
   const memory::RegionRegistry& regions() const { return regions_; }
   bool held() const { return hold_.load(); }
-  void Record(const transport::WriteOp& op);
+  void Record(const transport::DataOp& op);
 
  private:
   class Worker;
@@ -90,7 +98,7 @@ class FakeTransport final : public transport::Transport {
   std::vector<std::unique_ptr<Worker>> workers_;
   std::atomic<bool> hold_{false};
   mutable Mutex mu_;
-  std::vector<transport::WriteOp> posted_;
+  std::vector<PostedOp> posted_;
   std::vector<std::weak_ptr<transport::Link>> links_;
 };
 

@@ -21,7 +21,8 @@ class TransferTableTest : public ::testing::Test, public TransferListener {
     plan.id = table_.NextId();
     plan.batch_id = batch;
     plan.spec.length = 4096;
-    plan.src = region_;
+    plan.local = region_;
+    plan.blocks = {transport::Block{0, 0, 4096}};
     plan.peer = peer_;
     plan.link = peer_->link();
     plan.slice_size = 4096;

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <thread>
 
+#include "daemon/engine/block_plan.h"
 #include "daemon/engine/peer.h"
 #include "tests/unit/engine/fake_transport.h"
 
@@ -32,13 +33,14 @@ class TransferTest : public ::testing::Test {
     plan.spec.length = length;
     plan.spec.src_offset = 100;
     plan.spec.dst_offset = 1000;
-    plan.src = region_;
+    plan.local = region_;
     auto link = std::make_shared<NullLink>();
     plan.peer = std::make_shared<Peer>(NodeIdentity{"peer", 1, "x"}, true, link,
                                        transport::TransportKind::kTcp, "");
     plan.link = link;
-    plan.dst = transport::RemoteRegion{9, 1 << 20, 0, 0};
+    plan.remote = transport::RemoteRegion{9, 1 << 20, 0, 0};
     plan.slice_size = slice;
+    AppendSplit(100, 1000, length, slice, &plan.blocks);
     return std::make_shared<Transfer>(plan, &listener_);
   }
   std::shared_ptr<memory::Region> region_;
@@ -47,16 +49,21 @@ class TransferTest : public ::testing::Test {
 
 TEST_F(TransferTest, SlicesAndOps) {
   auto t = Make(10000, 4096);
-  EXPECT_EQ(t->slices(), 3u);
-  EXPECT_EQ(t->bulk_slices(), 2u);
-  transport::WriteOp op;
+  EXPECT_EQ(t->ops(), 3u);
+  EXPECT_EQ(t->bulk_ops(), 2u);
+  transport::DataOp op;
   t->MakeOp(2, true, &op);
+  EXPECT_EQ(op.kind, transport::OpKind::kWrite);
   EXPECT_EQ(op.length, 10000u - 8192u);
-  EXPECT_EQ(op.dst_offset, 1000u + 8192u);
-  EXPECT_EQ(op.src, region_->data() + 100 + 8192);
+  ASSERT_EQ(op.block_count, 1u);
+  EXPECT_EQ(op.blocks[0].remote_offset, 1000u + 8192u);
+  EXPECT_EQ(op.blocks[0].local_offset, 100u + 8192u);
+  EXPECT_EQ(op.local_base, region_->data());
   ASSERT_NE(op.notice, nullptr);
   EXPECT_EQ(op.notice->offset, 1000u);
   EXPECT_EQ(op.notice->length, 10000u);
+  EXPECT_EQ(op.notice->blocks, 3u);
+  EXPECT_EQ(op.notice->bytes, 10000u);
   EXPECT_EQ(CookieTransfer(op.cookie), t.get());
   EXPECT_TRUE(CookieIsFinal(op.cookie));
   t->MakeOp(0, false, &op);
