@@ -58,6 +58,15 @@ class Binaries:
             sys.path.insert(0, self.python_zip)
 
 
+def guest_start(bazel_bin: str, prefix: str) -> "tuple[Binaries, Children, str]":
+    """Inside the VM: the build's binaries (with `import xferd` ready), the
+    children registry and a fresh work directory under /tmp."""
+    bins = Binaries(bazel_bin)
+    bins.check()
+    bins.import_client()
+    return bins, Children(), tempfile.mkdtemp(prefix=prefix, dir="/tmp")
+
+
 def build(skip: bool, bazel_bin: Optional[str]) -> Binaries:
     """Builds TARGETS with --config=opt (-c opt) and returns their paths."""
     if not skip:
@@ -241,6 +250,29 @@ class Daemon:
         shutil.rmtree(self.shm_dir, ignore_errors=True)
         if code != 0:
             log(f"xferd {self.name} exited with {code}:\n{self.log_tail()}")
+
+
+class VerbsPair:
+    """Daemons a and b on the VM's rxe0 (verbs, RDMA required), a client to
+    each, a connected to b (`peer`, and a's `info`)."""
+
+    def __init__(self, children: Children, bins: Binaries, workdir: str) -> None:
+        import xferd
+        from xferd.v1 import xferd_pb2
+        self.pb = xferd_pb2
+        self.a = Daemon(children, bins.xferd, workdir, "a", "verbs")
+        self.b = Daemon(children, bins.xferd, workdir, "b", "verbs")
+        self.ca, self.cb = xferd.Client(self.a.target), xferd.Client(self.b.target)
+        self.peer = self.ca.connect_peer(self.b.address)
+        self.info = self.ca.node_info()
+        log(f"xferd a -> b connected: transport {self.peer.transport}, device "
+            f"{self.peer.device}, lanes {self.peer.lanes}")
+
+    def close(self) -> None:
+        self.ca.close()
+        self.cb.close()
+        self.a.stop()
+        self.b.stop()
 
 
 # ----------------------------------------------------------------- timing --

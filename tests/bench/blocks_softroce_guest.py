@@ -23,7 +23,6 @@ import platform
 import random
 import statistics
 import sys
-import tempfile
 import time
 from array import array
 from typing import Any, Dict, List, Sequence, Tuple
@@ -72,21 +71,13 @@ def mismatches(src: memoryview, dst: memoryview, size: int, src_offsets: Sequenc
     return sum(1 for s, d in zip(src_offsets, dst_offsets) if src[s:s + size] != dst[d:d + size])
 
 
-class Pair:
-    """Daemons a and b on rxe0 (verbs, RDMA required), a connected to b. SHM
-    regions: a's `src` (random bytes) and `back`; b's `dst`, which a writes
-    into and then reads from."""
+class Pair(benchlib.VerbsPair):
+    """The verbs pair with SHM regions: a's `src` (random bytes) and `back`;
+    b's `dst`, which a writes into and then reads from."""
 
     def __init__(self, children: benchlib.Children, bins: benchlib.Binaries,
                  workdir: str) -> None:
-        import xferd
-        from xferd.v1 import xferd_pb2
-        self.pb = xferd_pb2
-        self.a = benchlib.Daemon(children, bins.xferd, workdir, "a", "verbs")
-        self.b = benchlib.Daemon(children, bins.xferd, workdir, "b", "verbs")
-        self.ca, self.cb = xferd.Client(self.a.target), xferd.Client(self.b.target)
-        self.peer = self.ca.connect_peer(self.b.address)
-        self.info = self.ca.node_info()
+        super().__init__(children, bins, workdir)
         self.src = self.ca.register_region("src", REGION, backing="shm").buffer
         self.back = self.ca.register_region("back", REGION, backing="shm").buffer
         self.dst = self.cb.register_region("dst", REGION, backing="shm", remote_write=True,
@@ -120,10 +111,7 @@ class Pair:
     def close(self) -> None:
         for mapping in (self.src, self.back, self.dst):
             mapping.release()
-        self.ca.close()
-        self.cb.close()
-        self.a.stop()
-        self.b.stop()
+        super().close()
 
 
 def rounds(perf: Perftest, pair: Pair, reps: int) -> Dict[Tuple[str, int], Dict[str, List[float]]]:
@@ -175,11 +163,7 @@ def report(results: Dict[Tuple[str, int], Dict[str, List[float]]], pair: Pair,
 
 def main() -> int:
     args = parse_args()
-    bins = benchlib.Binaries(args.bazel_bin)
-    bins.check()
-    bins.import_client()
-    children = benchlib.Children()
-    workdir = tempfile.mkdtemp(prefix="xfbb", dir="/tmp")
+    bins, children, workdir = benchlib.guest_start(args.bazel_bin, "xfbb")
     started = time.monotonic()
     try:
         perf = Perftest(children, workdir)

@@ -18,7 +18,8 @@ std::vector<TransportFactory> AllTransportFactories() {
                          if (!transport.ok()) return transport.status();
                          return std::unique_ptr<Transport>(*std::move(transport));
                        },
-                       /*refuses_per_write=*/true, /*enforces_acl_per_write=*/true});
+                       /*refuses_per_write=*/true, /*enforces_acl_per_write=*/true,
+                       /*carries_block_lists=*/false});
   // Real verbs on whatever device this machine has (Soft-RoCE in the VM
   // suite); skipped where there is none.
   factories.push_back(
@@ -41,7 +42,8 @@ std::vector<TransportFactory> AllTransportFactories() {
                          if (!transport.ok()) return transport.status();
                          return std::unique_ptr<Transport>(*std::move(transport));
                        },
-                       /*refuses_per_write=*/false, /*enforces_acl_per_write=*/false});
+                       /*refuses_per_write=*/false, /*enforces_acl_per_write=*/false,
+                       /*carries_block_lists=*/true});
   return factories;
 }
 

@@ -52,7 +52,8 @@ absl::Status VerbsLink::Build(uint32_t lanes) {
     detached_.assign(lanes, false);
   }
   for (uint32_t i = 0; i < lanes; ++i) {
-    lanes_.push_back(std::make_unique<VerbsLane>(*this, *workers_[i], settings_.ops_depth));
+    lanes_.push_back(std::make_unique<VerbsLane>(*this, *workers_[i], settings_.ops_depth,
+                                                 settings_.send_depth));
     lane_count_.store(i + 1, std::memory_order_release);
     RETURN_IF_ERROR(
         lanes_.back()->Create(context_->pd.get(), settings_.path.port, settings_.max_inline));

@@ -23,6 +23,7 @@ class VerbsWorker;
 struct VerbsLinkSettings {
   QpPath path;
   uint32_t ops_depth = 64;
+  uint32_t send_depth = 64 * kSendWrsPerOp;  // work requests per send queue
   uint32_t max_inline = 64;
   // What this side offers in the handshake (1..255): RDMA READs a queue pair
   // may have outstanding, and may serve at once.

@@ -24,8 +24,16 @@ absl::StatusOr<std::unique_ptr<VerbsTransport>> VerbsTransport::Create(
         "): xferd needs RDMA READ; use another device or the tcp transport"));
   }
   auto transport = std::unique_ptr<VerbsTransport>(new VerbsTransport(options, context));
+  const uint32_t send_depth = transport->link_settings_.send_depth;
+  if (send_depth < kMaxWrsPerOp) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("RDMA device ", port.device, " allows ", context->attr.max_qp_wr,
+                     " work requests per queue pair; xferd needs at least ", kMaxWrsPerOp,
+                     " (one op of ", kMaxBlocksPerOp, " blocks)"));
+  }
   for (uint32_t i = 0; i < options.pollers; ++i) {
-    ASSIGN_OR_RETURN(auto worker, VerbsWorker::Create(context, options.cq_entries, regions));
+    ASSIGN_OR_RETURN(auto worker,
+                     VerbsWorker::Create(context, options.cq_entries, send_depth, regions));
     transport->workers_.push_back(std::move(worker));
   }
   transport->async_ = std::make_unique<AsyncEventThread>(
@@ -48,6 +56,11 @@ VerbsTransport::VerbsTransport(const VerbsTransportOptions& options,
   link_settings_.path.timeout = options.qp_timeout;
   link_settings_.path.retry_count = options.retry_count;
   link_settings_.ops_depth = options.lane_depth;
+  // Room for the worst case of one op at least, within what the device allows.
+  const uint64_t send_depth =
+      std::max<uint64_t>(uint64_t{options.lane_depth} * kSendWrsPerOp, kMaxWrsPerOp);
+  link_settings_.send_depth = static_cast<uint32_t>(
+      std::min<uint64_t>(send_depth, static_cast<uint64_t>(context_->attr.max_qp_wr)));
   link_settings_.max_inline = options.max_inline;
   // The handshake carries 8 bits of each, as ibv_qp_attr does.
   const auto depth = [&](int device_limit) {

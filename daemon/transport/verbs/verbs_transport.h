@@ -23,7 +23,7 @@ namespace xferd::transport::verbs {
 
 struct VerbsTransportOptions {
   uint32_t pollers = 2;
-  uint32_t lane_depth = 64;  // write ops in flight per lane
+  uint32_t lane_depth = 64;  // ops in flight per lane
   uint8_t qp_timeout = 14;
   uint8_t retry_count = 3;
   // Regions larger than this are registered as several MRs, in parallel.
