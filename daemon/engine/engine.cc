@@ -210,13 +210,13 @@ void Engine::OnTransferFinished(const Transfer& transfer) {
   }
   // The peer no longer knows the region: forget its key before the next write.
   if (info.error.code() == absl::StatusCode::kNotFound) {
-    transfer.plan().peer->ForgetRegion(info.spec.dst_region);
+    transfer.plan().peer->ForgetRegion(RemoteRegionName(info.spec));
   }
   spdlog::log(info.state == TransferState::kCancelled ? spdlog::level::info : spdlog::level::warn,
-              "transfer id={} {} peer={} transport={} dst={} bytes={}/{} duration={} code={} "
+              "transfer id={} {} {} peer={} transport={} dst={} bytes={}/{} duration={} code={} "
               "error={:?}",
-              info.id, TransferStateName(info.state), info.peer_node, transport,
-              info.spec.dst_region, info.bytes_done, info.spec.length,
+              info.id, IsRead(info.spec) ? "read" : "write", TransferStateName(info.state),
+              info.peer_node, transport, info.spec.dst_region, info.bytes_done, info.spec.length,
               absl::FormatDuration(duration), absl::StatusCodeToString(info.error.code()),
               info.error.message());
 }

@@ -21,6 +21,7 @@
 #include "daemon/common/mutex.h"
 #include "daemon/engine/control_executor.h"
 #include "daemon/engine/deadline_timer.h"
+#include "daemon/engine/layouts.h"
 #include "daemon/engine/peer.h"
 #include "daemon/engine/peer_rpc.h"
 #include "daemon/engine/poller.h"
@@ -114,9 +115,19 @@ class Engine final : public TransferListener {
   absl::Status OnGoodbye(const std::string& node_id, uint64_t incarnation,
                          const std::string& reason);
 
+  // ---- prepared layouts (any thread) ----
+  // Registers a layout. A local region's layout is checked against the
+  // region now (OUT_OF_RANGE naming the block); a peer's is checked against
+  // the region's size when a transfer uses it. Errors: INVALID_ARGUMENT,
+  // ALREADY_EXISTS, NOT_FOUND (region or peer).
+  absl::StatusOr<std::shared_ptr<const Layout>> PrepareLayout(Layout layout);
+  absl::Status DeleteLayout(const std::string& name);
+  std::vector<std::shared_ptr<const Layout>> ListLayouts() const { return layouts_.List(); }
+
   // ---- transfers (any thread) ----
-  // Validates all writes (all or nothing), then queues them. `done` runs
-  // once they are queued or refused. batch: give them a batch id.
+  // Validates all writes and reads (all or nothing), then queues them.
+  // `done` runs once they are queued or refused. batch: give them a batch
+  // id.
   void Submit(std::vector<WriteSpec> writes, bool batch,
               Callback<std::vector<std::shared_ptr<Transfer>>> done);
   // The transfer while it is still kept whole (to watch it); null once only
@@ -164,11 +175,18 @@ class Engine final : public TransferListener {
   // Tells the peers that resolved the region to forget it, then calls `then`.
   void NotifyInvalidated(uint32_t region_id, const std::string& name, std::function<void()> then);
 
+  // engine_layouts.cc: looks up the layouts a spec names and fills in its
+  // region names from them.
+  absl::Status BindLayouts(WriteSpec& spec) const;
+
   // engine_transfers.cc
-  absl::Status CheckSource(const WriteSpec& write) const;
+  absl::Status CheckLocal(const WriteSpec& spec) const;
   absl::Status ReconnectBroken(const std::vector<WriteSpec>& writes, absl::Time deadline);
   absl::Status ResolveMissing(const std::vector<WriteSpec>& writes, absl::Time deadline);
   absl::StatusOr<Transfer::Plan> Plan(const WriteSpec& spec) const;
+  absl::StatusOr<ResolvedRegion> CheckRemote(const WriteSpec& spec, const Peer& peer) const;
+  absl::Status PlanMany(const WriteSpec& spec, const Peer& peer, uint64_t remote_size,
+                        Transfer::Plan* plan) const;
   absl::StatusOr<std::vector<std::shared_ptr<Transfer>>> Admit(std::vector<WriteSpec> writes,
                                                                bool batch,
                                                                absl::Time submitted_at);
@@ -184,6 +202,7 @@ class Engine final : public TransferListener {
 
   TransferTable table_;
   PeerDirectory peers_;
+  LayoutRegistry layouts_;
   std::unique_ptr<PollerPool> pollers_;
   DeadlineTimer deadlines_;
   ControlExecutor executor_;

@@ -22,6 +22,30 @@ absl::Status ForWrite(const absl::Status& status, size_t index, size_t count) {
   return absl::Status(status.code(), absl::StrCat("write #", index, ": ", status.message()));
 }
 
+// Planning a request of this many blocks or more logs its cost at info.
+constexpr uint64_t kLogPlanBlocks = 65536;
+
+// The spec a transfer keeps: everything but the block arrays, which
+// planning turned into the transfer's blocks (history must stay small).
+WriteSpec Summarize(const WriteSpec& w) {
+  WriteSpec s;
+  s.direction = w.direction;
+  s.src_region = w.src_region;
+  s.src_offset = w.src_offset;
+  s.peer = w.peer;
+  s.dst_region = w.dst_region;
+  s.dst_offset = w.dst_offset;
+  s.length = w.length;
+  s.slice_size = w.slice_size;
+  s.timeout = w.timeout;
+  s.label = w.label;
+  s.blocks.form = w.blocks.form;
+  s.blocks.src_layout = w.blocks.src_layout;
+  s.blocks.dst_layout = w.blocks.dst_layout;
+  s.request_blocks = w.request_blocks;
+  return s;
+}
+
 }  // namespace
 
 void Engine::Submit(std::vector<WriteSpec> writes, bool batch,
@@ -41,10 +65,11 @@ void Engine::Submit(std::vector<WriteSpec> writes, bool batch,
         absl::StrCat("batch of ", writes.size(), " writes; at most ", kMaxBatch, " per batch")));
     return;
   }
-  // What can be checked here is checked first: a bad source is reported as
-  // such, without waiting on (or blaming) the peer.
+  // What can be checked here is checked first: a bad local side is reported
+  // as such, without waiting on (or blaming) the peer.
   for (size_t i = 0; i < writes.size(); ++i) {
-    absl::Status local = CheckSource(writes[i]);
+    absl::Status local = BindLayouts(writes[i]);
+    if (local.ok()) local = CheckLocal(writes[i]);
     if (local.ok() && peers_.Find(writes[i].peer) == nullptr) {
       local = absl::NotFoundError(absl::StrCat("no peer '", writes[i].peer,
                                                "' (by node id or address): connect it first "
@@ -58,7 +83,7 @@ void Engine::Submit(std::vector<WriteSpec> writes, bool batch,
   bool ready = true;
   for (const WriteSpec& w : writes) {
     std::shared_ptr<Peer> peer = peers_.Find(w.peer);
-    if (peer->link()->broken() || !peer->CachedRegion(w.dst_region)) ready = false;
+    if (peer->link()->broken() || !peer->CachedRegion(RemoteRegionName(w))) ready = false;
   }
   if (ready) {  // the common case: validate and queue right here
     done(Admit(std::move(writes), batch, submitted_at));
@@ -99,14 +124,25 @@ absl::Status Engine::ReconnectBroken(const std::vector<WriteSpec>& writes, absl:
   return absl::OkStatus();
 }
 
-absl::Status Engine::CheckSource(const WriteSpec& w) const {
-  std::shared_ptr<memory::Region> src = regions_.Find(w.src_region);
-  if (src == nullptr) {
-    return absl::NotFoundError(
-        absl::StrCat("source region '", w.src_region, "' is not registered on this daemon"));
+absl::Status Engine::CheckLocal(const WriteSpec& w) const {
+  const char* role = IsRead(w) ? "destination" : "source";
+  std::shared_ptr<memory::Region> local = regions_.Find(LocalRegion(w));
+  if (local == nullptr) {
+    return absl::NotFoundError(absl::StrCat(role, " region '", LocalRegion(w),
+                                            "' is not registered on this daemon"));
   }
-  if (w.length == 0) return absl::InvalidArgumentError("length is 0: nothing to write");
-  return src->CheckRange(w.src_offset, w.length, "source");
+  if (w.blocks.form != BlockSpec::Form::kRange) {
+    if (w.src_offset != 0 || w.dst_offset != 0 || w.length != 0) {
+      return absl::InvalidArgumentError(
+          "src_offset, dst_offset and length must be 0 with blocks (the blocks say it all)");
+    }
+    return w.blocks.CheckShape();  // each block is checked when planned
+  }
+  if (w.length == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("length is 0: nothing to ", IsRead(w) ? "read" : "write"));
+  }
+  return local->CheckRange(IsRead(w) ? w.dst_offset : w.src_offset, w.length, role);
 }
 
 absl::Status Engine::ResolveMissing(const std::vector<WriteSpec>& writes, absl::Time deadline) {
@@ -114,14 +150,16 @@ absl::Status Engine::ResolveMissing(const std::vector<WriteSpec>& writes, absl::
   for (size_t i = 0; i < writes.size(); ++i) {
     const WriteSpec& w = writes[i];
     std::shared_ptr<Peer> peer = peers_.Find(w.peer);
-    if (peer == nullptr || peer->link()->broken() || peer->CachedRegion(w.dst_region)) continue;
-    if (!asked.insert({peer->node_id(), w.dst_region}).second) continue;
+    const std::string& name = RemoteRegionName(w);
+    if (peer == nullptr || peer->link()->broken() || peer->CachedRegion(name)) continue;
+    if (!asked.insert({peer->node_id(), name}).second) continue;
     absl::StatusOr<ResolvedRegion> region =
-        rpc_.ResolveRegion(peer->node().address, self_, w.dst_region, deadline);
+        rpc_.ResolveRegion(peer->node().address, self_, name, deadline);
     if (!region.ok()) {
       return ForWrite(absl::Status(region.status().code(),
-                                   absl::StrCat("destination region '", w.dst_region, "' on peer '",
-                                                peer->node_id(), "': ", region.status().message())),
+                                   absl::StrCat(IsRead(w) ? "source" : "destination", " region '",
+                                                name, "' on peer '", peer->node_id(),
+                                                "': ", region.status().message())),
                       i, writes.size());
     }
     if (absl::Status s = transport_.CheckRemoteRegion(region->key); !s.ok()) {
@@ -129,16 +167,17 @@ absl::Status Engine::ResolveMissing(const std::vector<WriteSpec>& writes, absl::
           absl::Status(s.code(), absl::StrCat("peer '", peer->node_id(), "': ", s.message())), i,
           writes.size());
     }
-    peer->CacheRegion(w.dst_region, *region);
+    peer->CacheRegion(name, *region);
   }
   return absl::OkStatus();
 }
 
 absl::StatusOr<Transfer::Plan> Engine::Plan(const WriteSpec& w) const {
+  RETURN_IF_ERROR(CheckLocal(w));
   Transfer::Plan plan;
-  plan.spec = w;
-  RETURN_IF_ERROR(CheckSource(w));
-  plan.local = regions_.Find(w.src_region);
+  plan.spec = Summarize(w);
+  plan.kind = w.direction;
+  plan.local = regions_.Find(LocalRegion(w));
   plan.peer = peers_.Find(w.peer);
   if (plan.peer == nullptr) {
     return absl::NotFoundError(absl::StrCat(
@@ -150,23 +189,8 @@ absl::StatusOr<Transfer::Plan> Engine::Plan(const WriteSpec& w) const {
                                                "' is disconnected (", plan.link->status().message(),
                                                "): connect it again with ConnectPeer"));
   }
-  std::optional<ResolvedRegion> dst = plan.peer->CachedRegion(w.dst_region);
-  if (!dst) {
-    return absl::UnavailableError(absl::StrCat("destination region '", w.dst_region,
-                                               "' was invalidated while submitting: retry"));
-  }
-  if (!dst->access.remote_write) {
-    return absl::PermissionDeniedError(absl::StrCat("region '", w.dst_region, "' on peer '",
-                                                    plan.peer->node_id(),
-                                                    "' does not allow remote writes"));
-  }
-  if (w.dst_offset > dst->key.size || w.length > dst->key.size - w.dst_offset) {
-    return absl::OutOfRangeError(absl::StrCat("destination range [", w.dst_offset, ", ",
-                                              w.dst_offset, "+", w.length, ") exceeds region '",
-                                              w.dst_region, "' on peer '", plan.peer->node_id(),
-                                              "' of ", dst->key.size, " bytes"));
-  }
-  plan.remote = dst->key;
+  ASSIGN_OR_RETURN(ResolvedRegion remote, CheckRemote(w, *plan.peer));
+  plan.remote = remote.key;
   const uint64_t slice = w.slice_size == 0 ? config_.slice_size : w.slice_size;
   if (slice < kMinSlice || slice > transport::kMaxSliceBytes) {
     return absl::InvalidArgumentError(
@@ -176,10 +200,69 @@ absl::StatusOr<Transfer::Plan> Engine::Plan(const WriteSpec& w) const {
     return absl::InvalidArgumentError("timeout must be positive (leave it unset for none)");
   }
   plan.slice_size = static_cast<uint32_t>(slice);
-  AppendSplit(w.src_offset, w.dst_offset, w.length, plan.slice_size, &plan.blocks);
+  if (w.blocks.form == BlockSpec::Form::kRange) {
+    const uint64_t local = IsRead(w) ? w.dst_offset : w.src_offset;
+    const uint64_t remote_offset = IsRead(w) ? w.src_offset : w.dst_offset;
+    AppendSplit(local, remote_offset, w.length, plan.slice_size, &plan.blocks);
+  } else {
+    RETURN_IF_ERROR(PlanMany(w, *plan.peer, plan.remote.size, &plan));
+  }
   plan.lanes = plan.link->lane_count();
   plan.transport = transport_.kind();
   return plan;
+}
+
+// The peer's region as resolved: allows this direction, and (for a range)
+// contains it. Blocks are checked one by one when planned.
+absl::StatusOr<ResolvedRegion> Engine::CheckRemote(const WriteSpec& w, const Peer& peer) const {
+  const std::string& name = RemoteRegionName(w);
+  std::optional<ResolvedRegion> remote = peer.CachedRegion(name);
+  if (!remote) {
+    return absl::UnavailableError(
+        absl::StrCat("region '", name, "' was invalidated while submitting: retry"));
+  }
+  if (IsRead(w) && !remote->access.remote_read) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "region '", name, "' on peer '", peer.node_id(),
+        "' does not allow remote reads: register it there with remote_read"));
+  }
+  if (!IsRead(w) && !remote->access.remote_write) {
+    return absl::PermissionDeniedError(absl::StrCat("region '", name, "' on peer '",
+                                                    peer.node_id(),
+                                                    "' does not allow remote writes"));
+  }
+  const uint64_t offset = IsRead(w) ? w.src_offset : w.dst_offset;
+  const uint64_t size = remote->key.size;
+  if (w.blocks.form == BlockSpec::Form::kRange && (offset > size || w.length > size - offset)) {
+    return absl::OutOfRangeError(absl::StrCat(
+        IsRead(w) ? "source" : "destination", " range [", offset, ", ", offset, "+", w.length,
+        ") exceeds region '", name, "' on peer '", peer.node_id(), "' of ", size, " bytes"));
+  }
+  return *std::move(remote);
+}
+
+// Expands and checks a many-block request into plan->blocks, and records
+// its block count and bytes in the spec the transfer keeps.
+absl::Status Engine::PlanMany(const WriteSpec& w, const Peer& peer, uint64_t remote_size,
+                              Transfer::Plan* plan) const {
+  const absl::Time start = absl::Now();
+  const RegionSide local{LocalRegion(w), "", plan->local->size()};
+  const RegionSide remote{RemoteRegionName(w), peer.node_id(), remote_size};
+  ASSIGN_OR_RETURN(plan->blocks, PlanBlocks(w.blocks, IsRead(w) ? remote : local,
+                                            IsRead(w) ? local : remote, !IsRead(w),
+                                            plan->slice_size));
+  uint64_t bytes = 0;
+  for (const transport::Block& b : plan->blocks) bytes += b.length;
+  plan->spec.length = bytes;
+  plan->spec.request_blocks = w.blocks.count();
+  const absl::Duration took = absl::Now() - start;
+  const double ns_per_block = absl::ToDoubleNanoseconds(took) / w.blocks.count();
+  if (w.blocks.count() >= kLogPlanBlocks) {
+    spdlog::info("planned {} blocks ({} after merging) bytes={} in {} ({:.1f} ns/block)",
+                 w.blocks.count(), plan->blocks.size(), bytes, absl::FormatDuration(took),
+                 ns_per_block);
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<std::shared_ptr<Transfer>>> Engine::Admit(std::vector<WriteSpec> writes,
@@ -208,9 +291,11 @@ absl::StatusOr<std::vector<std::shared_ptr<Transfer>>> Engine::Admit(std::vector
   for (const std::shared_ptr<Transfer>& t : transfers) {
     const Transfer::Plan& p = t->plan();
     spdlog::debug(
-        "transfer id={} queued peer={} transport={} src={}+{} dst={}+{} bytes={} ops={}",
-        t->id(), p.peer->node_id(), transport::TransportKindName(p.transport), p.spec.src_region,
-        p.spec.src_offset, p.spec.dst_region, p.spec.dst_offset, p.spec.length, t->ops());
+        "transfer id={} queued {} peer={} transport={} src={}+{} dst={}+{} bytes={} blocks={} "
+        "ops={}",
+        t->id(), IsRead(p.spec) ? "read" : "write", p.peer->node_id(),
+        transport::TransportKindName(p.transport), p.spec.src_region, p.spec.src_offset,
+        p.spec.dst_region, p.spec.dst_offset, p.spec.length, t->blocks(), t->ops());
     if (t->deadline() != absl::InfiniteFuture()) deadlines_.Add(t);
     Launch(t);
   }

@@ -17,6 +17,7 @@
 #include "absl/status/status.h"
 #include "daemon/common/mutex.h"
 #include "absl/time/time.h"
+#include "daemon/engine/block_spec.h"
 #include "daemon/memory/region.h"
 #include "daemon/transport/transport.h"
 
@@ -29,20 +30,36 @@ enum class TransferState : uint8_t { kQueued, kRunning, kDone, kFailed, kCancell
 inline bool IsTerminal(TransferState s) { return s >= TransferState::kDone; }
 const char* TransferStateName(TransferState state);
 
-// A write as the client asked for it (already in domain types).
+// A write or read as the client asked for it (already in domain types). A
+// write copies the local src_region to the peer's dst_region; a read copies
+// the peer's src_region to the local dst_region.
 struct WriteSpec {
+  transport::OpKind direction = transport::OpKind::kWrite;
   std::string src_region;
   uint64_t src_offset = 0;
   std::string peer;  // node id or address
   std::string dst_region;
   uint64_t dst_offset = 0;
-  uint64_t length = 0;
+  uint64_t length = 0;  // many blocks: their total, set at planning
+  // Many blocks instead of the range above. Planning expands the arrays and
+  // the transfer keeps only their form and count (request_blocks).
+  BlockSpec blocks;
+  uint64_t request_blocks = 1;
   uint64_t slice_size = 0;                            // 0: the daemon's default
   absl::Duration timeout = absl::InfiniteDuration();  // from submission
   std::string label;
 };
 
 // A consistent copy of a transfer's state for replies.
+inline bool IsRead(const WriteSpec& spec) { return spec.direction == transport::OpKind::kRead; }
+// The region on this daemon and the one on the peer.
+inline const std::string& LocalRegion(const WriteSpec& s) {
+  return IsRead(s) ? s.dst_region : s.src_region;
+}
+inline const std::string& RemoteRegionName(const WriteSpec& s) {
+  return IsRead(s) ? s.src_region : s.dst_region;
+}
+
 struct TransferInfo {
   uint64_t id = 0;
   uint64_t batch_id = 0;

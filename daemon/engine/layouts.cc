@@ -1,0 +1,39 @@
+#include "daemon/engine/layouts.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace xferd::engine {
+
+absl::Status LayoutRegistry::Add(std::shared_ptr<const Layout> layout) {
+  MutexLock lock(&mu_);
+  const std::string name = layout->name;
+  if (!layouts_.emplace(name, std::move(layout)).second) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("a layout named '", name, "' exists: delete it first or pick another name"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LayoutRegistry::Remove(const std::string& name) {
+  MutexLock lock(&mu_);
+  if (layouts_.erase(name) == 0) {
+    return absl::NotFoundError(absl::StrCat("no layout named '", name, "'"));
+  }
+  return absl::OkStatus();
+}
+
+std::shared_ptr<const Layout> LayoutRegistry::Find(const std::string& name) const {
+  MutexLock lock(&mu_);
+  auto it = layouts_.find(name);
+  return it == layouts_.end() ? nullptr : it->second;
+}
+
+std::vector<std::shared_ptr<const Layout>> LayoutRegistry::List() const {
+  MutexLock lock(&mu_);
+  std::vector<std::shared_ptr<const Layout>> out;
+  out.reserve(layouts_.size());
+  for (const auto& [name, layout] : layouts_) out.push_back(layout);
+  return out;
+}
+
+}  // namespace xferd::engine
