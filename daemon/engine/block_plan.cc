@@ -76,11 +76,11 @@ absl::Status ForEachBlock(const BlockSpec& s, Fn&& fn) {
 absl::Status CheckSide(uint64_t block, const char* role, uint64_t offset, uint64_t length,
                        const RegionSide& side) {
   if (offset <= side.size && length <= side.size - offset) return absl::OkStatus();
-  return absl::OutOfRangeError(absl::StrCat(
-      "block #", block, ": ", role, " range [", offset, ", ", offset, "+", length,
-      ") exceeds region '", side.name, "'",
-      side.peer.empty() ? "" : absl::StrCat(" on peer '", side.peer, "'"), " of ", side.size,
-      " bytes"));
+  return absl::OutOfRangeError(
+      absl::StrCat("block #", block, ": ", role, " range [", offset, ", ", offset, "+", length,
+                   ") exceeds region '", side.name, "'",
+                   side.peer.empty() ? "" : absl::StrCat(" on peer '", side.peer, "'"), " of ",
+                   side.size, " bytes"));
 }
 
 // The error for two destination blocks sharing byte `byte`: a second pass

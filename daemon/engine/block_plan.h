@@ -29,8 +29,8 @@ struct RegionSide {
 // naming the request's block number.
 absl::StatusOr<std::vector<transport::Block>> PlanBlocks(const BlockSpec& spec,
                                                          const RegionSide& src,
-                                                         const RegionSide& dst,
-                                                         bool src_is_local, uint32_t slice);
+                                                         const RegionSide& dst, bool src_is_local,
+                                                         uint32_t slice);
 
 // Appends `length` bytes from `local` (local region) and `remote` (the
 // peer's) as blocks of at most `slice` bytes. `slice` > 0.

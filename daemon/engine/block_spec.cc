@@ -13,17 +13,17 @@ uint64_t SaturatingAdd(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UIN
 absl::Status CheckCount(uint64_t count) {
   if (count == 0) return absl::InvalidArgumentError("no blocks given: a request needs at least 1");
   if (count > kMaxRequestBlocks) {
-    return absl::InvalidArgumentError(absl::StrCat(count, " blocks in one request; at most ",
-                                                   kMaxRequestBlocks, ": split it"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(count, " blocks in one request; at most ", kMaxRequestBlocks, ": split it"));
   }
   return absl::OkStatus();
 }
 
 absl::Status CheckList(const BlockSpec& s) {
   if (s.dst_offsets.size() != s.src_offsets.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "blocks.list: ", s.src_offsets.size(), " src_offsets but ", s.dst_offsets.size(),
-        " dst_offsets: give one of each per block"));
+    return absl::InvalidArgumentError(absl::StrCat("blocks.list: ", s.src_offsets.size(),
+                                                   " src_offsets but ", s.dst_offsets.size(),
+                                                   " dst_offsets: give one of each per block"));
   }
   if (!s.lengths.empty() && s.lengths.size() != s.src_offsets.size()) {
     return absl::InvalidArgumentError(absl::StrCat("blocks.list: ", s.lengths.size(),
@@ -40,9 +40,9 @@ absl::Status CheckList(const BlockSpec& s) {
 
 absl::Status CheckLayouts(const BlockSpec& s) {
   if (s.src_indices.size() != s.dst_indices.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("blocks.layout: ", s.src_indices.size(), " src_indices but ",
-                     s.dst_indices.size(), " dst_indices: give one of each per block"));
+    return absl::InvalidArgumentError(absl::StrCat("blocks.layout: ", s.src_indices.size(),
+                                                   " src_indices but ", s.dst_indices.size(),
+                                                   " dst_indices: give one of each per block"));
   }
   if (s.src_layout_ref == nullptr || s.dst_layout_ref == nullptr) {
     return absl::InvalidArgumentError("blocks.layout: both src_layout and dst_layout are needed");
@@ -59,8 +59,8 @@ absl::Status CheckLayouts(const BlockSpec& s) {
 bool ValidLayoutName(absl::string_view name) {
   if (name.empty() || name.size() > 64) return false;
   return std::all_of(name.begin(), name.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '.' || c == '_' || c == '-';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '_' || c == '-';
   });
 }
 
@@ -105,8 +105,8 @@ absl::Status BlockSpec::CheckShape() const {
     case Form::kStrided:
       for (size_t r = 0; r < runs.size(); ++r) {
         if (runs[r].count == 0 || runs[r].block_length == 0) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "blocks.strided run #", r, ": count and block_length must both be > 0"));
+          return absl::InvalidArgumentError(
+              absl::StrCat("blocks.strided run #", r, ": count and block_length must both be > 0"));
         }
       }
       break;
@@ -156,14 +156,13 @@ absl::Status BlockSpec::Append(BlockSpec more) {
 
 absl::Status CheckLayoutShape(const Layout& l) {
   if (!ValidLayoutName(l.name)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "layout name '", l.name, "' must be 1-64 characters from [A-Za-z0-9._-]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("layout name '", l.name, "' must be 1-64 characters from [A-Za-z0-9._-]"));
   }
   if (l.region.empty()) return absl::InvalidArgumentError("layout needs a region");
   if (l.block_length == 0) return absl::InvalidArgumentError("layout block_length must be > 0");
   if (!l.offsets.empty() && (l.count != 0 || l.start != 0 || l.stride != 0)) {
-    return absl::InvalidArgumentError(
-        "layout: give offsets, or start/stride/count, not both");
+    return absl::InvalidArgumentError("layout: give offsets, or start/stride/count, not both");
   }
   if (l.offsets.empty() && l.count == 0) {
     return absl::InvalidArgumentError("layout has no blocks: give offsets or count > 0");

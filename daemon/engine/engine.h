@@ -188,8 +188,7 @@ class Engine final : public TransferListener {
   absl::Status PlanMany(const WriteSpec& spec, const Peer& peer, uint64_t remote_size,
                         Transfer::Plan* plan) const;
   absl::StatusOr<std::vector<std::shared_ptr<Transfer>>> Admit(std::vector<WriteSpec> writes,
-                                                               bool batch,
-                                                               absl::Time submitted_at);
+                                                               bool batch, absl::Time submitted_at);
   void Launch(const std::shared_ptr<Transfer>& transfer);
   uint32_t CancelWhere(const std::function<bool(const Transfer&)>& match,
                        const absl::Status& reason);

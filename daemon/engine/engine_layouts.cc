@@ -15,14 +15,13 @@ absl::Status CheckLayoutInRegion(const Layout& l, uint64_t size) {
         l.offsets.empty() ? static_cast<unsigned __int128>(k) * l.stride + l.start : l.offsets[k];
     const uint64_t offset = wide > UINT64_MAX ? UINT64_MAX : static_cast<uint64_t>(wide);
     if (offset > size || l.block_length > size - offset) {
-      return absl::OutOfRangeError(absl::StrCat("layout '", l.name, "' block #", k, ": range [",
-                                                offset, ", ", offset, "+", l.block_length,
-                                                ") exceeds region '", l.region, "' of ", size,
-                                                " bytes"));
+      return absl::OutOfRangeError(
+          absl::StrCat("layout '", l.name, "' block #", k, ": range [", offset, ", ", offset, "+",
+                       l.block_length, ") exceeds region '", l.region, "' of ", size, " bytes"));
     }
   }
-  return absl::OutOfRangeError(absl::StrCat("layout '", l.name, "' exceeds region '", l.region,
-                                            "' of ", size, " bytes"));
+  return absl::OutOfRangeError(
+      absl::StrCat("layout '", l.name, "' exceeds region '", l.region, "' of ", size, " bytes"));
 }
 
 // Fills `region` from the layout, or checks that the request names the same.
@@ -30,9 +29,9 @@ absl::Status BindRegion(std::string* region, const Layout& layout, const char* f
   if (region->empty()) {
     *region = layout.region;
   } else if (*region != layout.region) {
-    return absl::InvalidArgumentError(absl::StrCat(field, " '", *region, "' but layout '",
-                                                   layout.name, "' is of region '", layout.region,
-                                                   "': leave ", field, " empty or make them agree"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, " '", *region, "' but layout '", layout.name, "' is of region '",
+                     layout.region, "': leave ", field, " empty or make them agree"));
   }
   return absl::OkStatus();
 }
@@ -51,8 +50,8 @@ absl::StatusOr<std::shared_ptr<const Layout>> Engine::PrepareLayout(Layout layou
   } else {
     std::shared_ptr<Peer> peer = peers_.Find(layout.peer);
     if (peer == nullptr) {
-      return absl::NotFoundError(absl::StrCat("no peer '", layout.peer,
-                                              "' (by node id or address): connect it first"));
+      return absl::NotFoundError(
+          absl::StrCat("no peer '", layout.peer, "' (by node id or address): connect it first"));
     }
     layout.peer = peer->node_id();
   }
@@ -70,26 +69,27 @@ absl::Status Engine::BindLayouts(WriteSpec& w) const {
   if (b.form != BlockSpec::Form::kLayout) return absl::OkStatus();
   b.src_layout_ref = layouts_.Find(b.src_layout);
   b.dst_layout_ref = layouts_.Find(b.dst_layout);
-  for (const auto& [name, ref] : {std::pair{&b.src_layout, &b.src_layout_ref},
-                                  std::pair{&b.dst_layout, &b.dst_layout_ref}}) {
+  for (const auto& [name, ref] :
+       {std::pair{&b.src_layout, &b.src_layout_ref}, std::pair{&b.dst_layout, &b.dst_layout_ref}}) {
     if (*ref == nullptr) {
-      return absl::NotFoundError(absl::StrCat("no layout named '", *name,
-                                              "': prepare it with PrepareLayout"));
+      return absl::NotFoundError(
+          absl::StrCat("no layout named '", *name, "': prepare it with PrepareLayout"));
     }
   }
   // The peer's side must be a layout of that peer, the local side a local one.
   const Layout& local = IsRead(w) ? *b.dst_layout_ref : *b.src_layout_ref;
   const Layout& remote = IsRead(w) ? *b.src_layout_ref : *b.dst_layout_ref;
   if (!local.peer.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("layout '", local.name, "' is of peer '",
-                                                   local.peer, "' but names the local side of this ",
-                                                   IsRead(w) ? "read" : "write"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("layout '", local.name, "' is of peer '", local.peer,
+                     "' but names the local side of this ", IsRead(w) ? "read" : "write"));
   }
   std::shared_ptr<Peer> peer = peers_.Find(w.peer);
   if (remote.peer.empty() || peer == nullptr || peer->node_id() != remote.peer) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "layout '", remote.name, "' is ", remote.peer.empty() ? "local" : "of peer '" + remote.peer + "'",
-        " but names the side on peer '", w.peer, "': prepare it with that peer"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("layout '", remote.name, "' is ",
+                     remote.peer.empty() ? "local" : "of peer '" + remote.peer + "'",
+                     " but names the side on peer '", w.peer, "': prepare it with that peer"));
   }
   if (absl::Status s = BindRegion(&w.src_region, *b.src_layout_ref, "src_region"); !s.ok()) {
     return s;

@@ -89,20 +89,20 @@ void Engine::Submit(std::vector<WriteSpec> writes, bool batch,
     done(Admit(std::move(writes), batch, submitted_at));
     return;
   }
-  executor_.Run([this, writes = std::move(writes), batch, submitted_at,
-                 done = std::move(done)]() mutable {
-    // No write may wait on its peer past its own deadline (a partition).
-    absl::Duration budget = kResolveTimeout;
-    for (const WriteSpec& w : writes) budget = std::min(budget, w.timeout);
-    const absl::Time deadline = submitted_at + budget;
-    absl::Status status = ReconnectBroken(writes, deadline);
-    if (status.ok()) status = ResolveMissing(writes, deadline);
-    if (!status.ok()) {
-      done(status);
-      return;
-    }
-    done(Admit(std::move(writes), batch, submitted_at));
-  });
+  executor_.Run(
+      [this, writes = std::move(writes), batch, submitted_at, done = std::move(done)]() mutable {
+        // No write may wait on its peer past its own deadline (a partition).
+        absl::Duration budget = kResolveTimeout;
+        for (const WriteSpec& w : writes) budget = std::min(budget, w.timeout);
+        const absl::Time deadline = submitted_at + budget;
+        absl::Status status = ReconnectBroken(writes, deadline);
+        if (status.ok()) status = ResolveMissing(writes, deadline);
+        if (!status.ok()) {
+          done(status);
+          return;
+        }
+        done(Admit(std::move(writes), batch, submitted_at));
+      });
 }
 
 // A peer whose link broke (a fault, a restart) is connected again by a new
@@ -128,8 +128,8 @@ absl::Status Engine::CheckLocal(const WriteSpec& w) const {
   const char* role = IsRead(w) ? "destination" : "source";
   std::shared_ptr<memory::Region> local = regions_.Find(LocalRegion(w));
   if (local == nullptr) {
-    return absl::NotFoundError(absl::StrCat(role, " region '", LocalRegion(w),
-                                            "' is not registered on this daemon"));
+    return absl::NotFoundError(
+        absl::StrCat(role, " region '", LocalRegion(w), "' is not registered on this daemon"));
   }
   if (w.blocks.form != BlockSpec::Form::kRange) {
     if (w.src_offset != 0 || w.dst_offset != 0 || w.length != 0) {
@@ -222,13 +222,12 @@ absl::StatusOr<ResolvedRegion> Engine::CheckRemote(const WriteSpec& w, const Pee
         absl::StrCat("region '", name, "' was invalidated while submitting: retry"));
   }
   if (IsRead(w) && !remote->access.remote_read) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        "region '", name, "' on peer '", peer.node_id(),
-        "' does not allow remote reads: register it there with remote_read"));
+    return absl::PermissionDeniedError(
+        absl::StrCat("region '", name, "' on peer '", peer.node_id(),
+                     "' does not allow remote reads: register it there with remote_read"));
   }
   if (!IsRead(w) && !remote->access.remote_write) {
-    return absl::PermissionDeniedError(absl::StrCat("region '", name, "' on peer '",
-                                                    peer.node_id(),
+    return absl::PermissionDeniedError(absl::StrCat("region '", name, "' on peer '", peer.node_id(),
                                                     "' does not allow remote writes"));
   }
   const uint64_t offset = IsRead(w) ? w.src_offset : w.dst_offset;
@@ -248,9 +247,9 @@ absl::Status Engine::PlanMany(const WriteSpec& w, const Peer& peer, uint64_t rem
   const absl::Time start = absl::Now();
   const RegionSide local{LocalRegion(w), "", plan->local->size()};
   const RegionSide remote{RemoteRegionName(w), peer.node_id(), remote_size};
-  ASSIGN_OR_RETURN(plan->blocks, PlanBlocks(w.blocks, IsRead(w) ? remote : local,
-                                            IsRead(w) ? local : remote, !IsRead(w),
-                                            plan->slice_size));
+  ASSIGN_OR_RETURN(plan->blocks,
+                   PlanBlocks(w.blocks, IsRead(w) ? remote : local, IsRead(w) ? local : remote,
+                              !IsRead(w), plan->slice_size));
   uint64_t bytes = 0;
   for (const transport::Block& b : plan->blocks) bytes += b.length;
   plan->spec.length = bytes;

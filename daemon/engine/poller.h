@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "daemon/common/mutex.h"
 #include "absl/time/time.h"
+#include "daemon/common/mutex.h"
 #include "daemon/common/unique_fd.h"
 #include "daemon/engine/transfer.h"
 #include "daemon/transport/transport.h"

@@ -15,8 +15,8 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
-#include "daemon/common/mutex.h"
 #include "absl/time/time.h"
+#include "daemon/common/mutex.h"
 #include "daemon/engine/block_spec.h"
 #include "daemon/memory/region.h"
 #include "daemon/transport/transport.h"

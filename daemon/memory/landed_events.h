@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "daemon/common/mutex.h"
 #include "absl/time/time.h"
+#include "daemon/common/mutex.h"
 
 namespace xferd::memory {
 

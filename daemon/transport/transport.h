@@ -19,9 +19,9 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "daemon/common/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "daemon/common/mutex.h"
 #include "daemon/memory/region_registry.h"
 #include "daemon/transport/transport_types.h"
 

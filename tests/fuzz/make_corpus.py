@@ -11,17 +11,33 @@ import subprocess
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "tests/fuzz/corpus"
 
-MAGIC = 0x31524658  # "XFR1"
-HELLO, HELLO_ACK, WRITE, ACK, NACK = 1, 2, 3, 4, 5
+MAGIC = 0x32524658  # "XFR2"
+HELLO, HELLO_ACK, WRITE, ACK, NACK, READ_REQ, READ_RESP = 1, 2, 3, 4, 5, 6, 7
 NOTICE_MAGIC = 0x4E465258  # "XRFN"
 
 
-def header(ftype, flags=0, word=0, length=0, offset=0, seq=0):
-    return struct.pack("<IBBHIIQQ", MAGIC, ftype, flags, 0, word, length, offset, seq)
+def header(ftype, flags=0, word=0, length=0, seq=0, blocks=0):
+    return struct.pack("<IBBHIIQQ", MAGIC, ftype, flags, blocks, word, length, 0, seq)
 
 
-def notice(transfer_id, offset, length):
-    return struct.pack("<QQQ", transfer_id, offset, length)
+def notice(transfer_id, offset, length, blocks=1, nbytes=None):
+    return struct.pack("<QQQQQ", transfer_id, offset, length, blocks,
+                       length if nbytes is None else nbytes)
+
+
+def table(*entries):
+    return b"".join(struct.pack("<QI", offset, length) for offset, length in entries)
+
+
+def write_frame(region, seq, entries, payload, flags=0, note=b""):
+    length = sum(n for _, n in entries)
+    return (header(WRITE, flags, region, length, seq, len(entries)) + note + table(*entries) +
+            payload)
+
+
+def read_req(region, seq, entries):
+    length = sum(n for _, n in entries)
+    return header(READ_REQ, 0, region, length, seq, len(entries)) + table(*entries)
 
 
 def write(name, data):
@@ -38,35 +54,45 @@ def encode(message, text):
 
 
 def tcp_frame():
-    write("tcp_frame_fuzzer/write", header(WRITE, 0, 1, 4096, 0, 1))
-    write("tcp_frame_fuzzer/write_notice",
-          header(WRITE, 1, 1, 100, 8, 2) + notice(9, 0, 108))
+    write("tcp_frame_fuzzer/write", header(WRITE, 0, 1, 4096, 1, 1))
+    write("tcp_frame_fuzzer/write_notice", header(WRITE, 1, 1, 100, 2, 3) + notice(9, 0, 108))
+    write("tcp_frame_fuzzer/read_req", header(READ_REQ, 0, 1, 8192, 3, 64))
+    write("tcp_frame_fuzzer/read_resp", header(READ_RESP, 0, 0, 8192, 3))
     write("tcp_frame_fuzzer/hello", header(HELLO, 0, 0, 16) + b"T" * 16)
     write("tcp_frame_fuzzer/hello_ack", header(HELLO_ACK))
     write("tcp_frame_fuzzer/ack", header(ACK, seq=7))
-    write("tcp_frame_fuzzer/nack", header(NACK, 0, 11, 5, 0, 3) + b"range")
-    write("tcp_frame_fuzzer/bad_magic", b"XFR2" + header(ACK)[4:])
+    write("tcp_frame_fuzzer/nack", header(NACK, 0, 11, 5, 3) + b"range")
+    write("tcp_frame_fuzzer/bad_magic", b"XFR3" + header(ACK)[4:])
+    write("tcp_frame_fuzzer/protocol_1", b"XFR1" + header(ACK)[4:])
 
 
 def tcp_lane():
     # byte 0: our writes in flight; byte 1: delivery chunk (1 + 16 * n bytes).
     payload = bytes(range(256)) * 2
-    w = header(WRITE, 0, 1, 512, 1000, 1) + payload
-    wn = header(WRITE, 1, 1, 64, 0, 2) + notice(5, 0, 1064) + payload[:64]
+    w = write_frame(1, 1, [(1000, 256), (3000, 256)], payload)
+    wn = write_frame(1, 2, [(0, 64)], payload[:64], 1, notice(5, 0, 3256, 3, 576))
     write("tcp_lane_fuzzer/write_then_notice", b"\x00\xff" + w + wn)
     write("tcp_lane_fuzzer/write_bytewise", b"\x00\x00" + w)
-    # Refused writes: past the end, read-only region, ACL, unknown region.
-    refused = (header(WRITE, 0, 1, 200, 65436 - 100, 1) + b"x" * 200 +
-               header(WRITE, 0, 2, 16, 0, 2) + b"y" * 16 +
-               header(WRITE, 0, 3, 16, 0, 3) + b"z" * 16 +
-               header(WRITE, 0, 99, 16, 0, 4) + b"w" * 16)
+    # Refused writes: a block past the end, read-only region, ACL, unknown
+    # region, blocks that do not add up to the frame's length.
+    refused = (write_frame(1, 1, [(0, 100), (65436 - 100, 200)], b"x" * 300) +
+               write_frame(2, 2, [(0, 16)], b"y" * 16) +
+               write_frame(3, 3, [(0, 16)], b"z" * 16) +
+               write_frame(99, 4, [(0, 16)], b"w" * 16) +
+               header(WRITE, 0, 1, 20, 5, 1) + table((0, 16)) + b"v" * 20)
     write("tcp_lane_fuzzer/refused_writes", b"\x00\x03" + refused)
+    # Reads the lane serves (or refuses) from its regions.
+    reads = (read_req(1, 1, [(0, 64), (4096, 64)]) + read_req(2, 2, [(0, 16)]) +
+             read_req(1, 3, [(65436, 1)]))
+    write("tcp_lane_fuzzer/read_requests", b"\x00\x10" + reads)
     # Acknowledgements of our own writes.
     write("tcp_lane_fuzzer/ack_all", b"\x04\x10" + header(ACK, seq=4))
     write("tcp_lane_fuzzer/ack_then_nack",
-          b"\x03\x10" + header(ACK, seq=1) + header(NACK, 0, 11, 6, 0, 2) + b"denied" +
+          b"\x03\x10" + header(ACK, seq=1) + header(NACK, 0, 11, 6, 2) + b"denied" +
           header(ACK, seq=3))
-    write("tcp_lane_fuzzer/out_of_sequence", b"\x00\x10" + header(WRITE, 0, 1, 8, 0, 5) + b"8" * 8)
+    write("tcp_lane_fuzzer/read_resp_for_a_write",
+          b"\x02\x10" + header(READ_RESP, 0, 0, 64, 1) + b"r" * 64)
+    write("tcp_lane_fuzzer/out_of_sequence", b"\x00\x10" + write_frame(1, 5, [(0, 8)], b"8" * 8))
     write("tcp_lane_fuzzer/hello_on_lane", b"\x01\x10" + header(HELLO, 0, 0, 16) + b"T" * 16)
 
 

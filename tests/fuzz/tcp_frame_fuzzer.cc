@@ -1,5 +1,5 @@
 // Fuzzes the TCP transport's frame codec (tcp_frame.h): DecodeHeader on any
-// 32 bytes, and DecodeNotice on the 24 after them. A header that decodes must
+// 32 bytes, and DecodeNotice on the 40 after them. A header that decodes must
 // encode back to exactly the same bytes, and satisfy the per-type limits the
 // receiver relies on (payload and NACK lengths).
 #include <cstdint>
@@ -20,8 +20,15 @@ void CheckHeader(const uint8_t* in) {
   FUZZ_CHECK(std::memcmp(in, again, kHeaderBytes) == 0);
   switch (header.type) {
     case FrameType::kWrite:
+    case FrameType::kReadReq:
       FUZZ_CHECK(header.length >= 1 && header.length <= kMaxSliceBytes);
+      FUZZ_CHECK(header.blocks >= 1 && header.blocks <= kMaxBlocksPerOp);
       FUZZ_CHECK((header.flags & ~kFlagNotice) == 0);
+      FUZZ_CHECK(header.type == FrameType::kWrite || header.flags == 0);
+      break;
+    case FrameType::kReadResp:
+      FUZZ_CHECK(header.length >= 1 && header.length <= kMaxSliceBytes);
+      FUZZ_CHECK(header.blocks == 0 && header.flags == 0);
       break;
     case FrameType::kNack:
       FUZZ_CHECK(header.length <= kMaxNackMessage);

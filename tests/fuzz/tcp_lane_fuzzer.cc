@@ -98,8 +98,9 @@ void Run(const uint8_t* data, size_t size) {
   std::vector<DataOp> ops(own_writes);
   for (uint32_t i = 0; i < own_writes; ++i) {
     blocks[i] = Block{i * kOwnWriteBytes, i * kOwnWriteBytes, kOwnWriteBytes};
-    ops[i] = DataOp{i,        OpKind::kWrite, source, nullptr, &remote, &blocks[i], 1,
-                    kOwnWriteBytes, i + 1 == own_writes ? &notice : nullptr};
+    ops[i] = DataOp{i,       OpKind::kWrite, source,
+                    nullptr, &remote,        &blocks[i],
+                    1,       kOwnWriteBytes, i + 1 == own_writes ? &notice : nullptr};
   }
   FUZZ_CHECK(lane.Post(ops) == own_writes);
 

@@ -4,6 +4,7 @@
 // cannot run here (verbs without an RDMA device) is skipped, not faked.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <deque>
 #include <functional>
@@ -89,20 +90,26 @@ class TransportConformanceTest : public testing::TestWithParam<TransportFactory>
   }
 
   std::shared_ptr<memory::Region> Register(Side& side, const std::string& name, uint64_t size,
-                                           bool remote_write, std::vector<std::string> acl = {}) {
+                                           bool remote_write, std::vector<std::string> acl = {},
+                                           bool remote_read = false) {
     memory::RegionSpec spec;
     spec.name = name;
     spec.size = size;
     spec.access.remote_write = remote_write;
+    spec.access.remote_read = remote_read;
     spec.allowed_peers = std::move(acl);
     auto region = side.regions->Register(spec, side.transport.get());
     EXPECT_TRUE(region.ok()) << region.status();
     return *region;
   }
 
+  // Every 8-byte word gets a value of its own (a hash of its offset), so a
+  // block that lands in another block's place shows: a short-period pattern
+  // would repeat in every 4 KiB block.
   static void Fill(memory::Region& region, uint8_t seed) {
-    for (uint64_t i = 0; i < region.size(); ++i) {
-      region.data()[i] = static_cast<std::byte>((i * 131 + seed) & 0xff);
+    for (uint64_t i = 0; i < region.size(); i += 8) {
+      const uint64_t word = (i + seed + 1) * 0x9E3779B97F4A7C15ull;
+      std::memcpy(region.data() + i, &word, std::min<uint64_t>(8, region.size() - i));
     }
   }
 
@@ -128,49 +135,49 @@ class TransportConformanceTest : public testing::TestWithParam<TransportFactory>
     return cookie;
   }
 
-  // Posts one op of `blocks` (kept until the test ends) on `lane` of `from`,
-  // waiting for credits; returns its cookie. A write copies `local` into
-  // `remote`, a read the other way.
-  uint64_t PostBlocks(Side& from, uint32_t lane, OpKind kind, memory::Region& local,
-                      const RemoteRegion& remote, std::vector<Block> blocks,
+  // Posts one op of `blocks` (kept until the test ends) on `lane` of `from`.
+  uint64_t PostBlocks(Side& from, uint32_t lane, OpKind kind, const memory::Region& local,
+                      const RemoteRegion& remote, const std::vector<Block>& blocks,
                       const LandingNotice* notice = nullptr) {
-    EXPECT_TRUE(GetParam().carries_block_lists) << "tests skip it first (NoBlockLists)";
-    const std::vector<Block>& kept = block_lists_.emplace_back(std::move(blocks));
+    const uint64_t cookie = next_cookie_++;
     DataOp op;
-    op.cookie = next_cookie_++;
+    for (const Block& b : blocks) op.length += b.length;
+    op.cookie = cookie;
     op.kind = kind;
     op.local_base = local.data();
     op.local_registration = local.registration();
     op.remote = &remote;
-    op.blocks = kept.data();
-    op.block_count = static_cast<uint32_t>(kept.size());
-    for (const Block& b : kept) op.length += b.length;
+    op.blocks = op_blocks_.emplace_back(blocks).data();
+    op.block_count = static_cast<uint32_t>(blocks.size());
     op.notice = notice;
     EXPECT_TRUE(Pump([&] { return from.link->lane(lane).credits() > 0; }));
     EXPECT_EQ(from.transport->worker(lane).Post(from.link->lane(lane), {&op, 1}), 1u);
-    return op.cookie;
+    return cookie;
   }
 
-  bool NoBlockLists() const { return !GetParam().carries_block_lists; }
-
-  std::shared_ptr<memory::Region> RegisterReadable(Side& side, const std::string& name,
-                                                   uint64_t size, bool remote_read) {
-    memory::RegionSpec spec;
-    spec.name = name;
-    spec.size = size;
-    spec.access.remote_write = true;
-    spec.access.remote_read = remote_read;
-    auto region = side.regions->Register(spec, side.transport.get());
-    EXPECT_TRUE(region.ok()) << region.status();
-    return *region;
-  }
-
-  // Every 8-byte word gets a value of its own, so a block that lands in
-  // another block's place shows (a short-period pattern would not).
-  static void FillUnique(memory::Region& region, uint64_t seed) {
-    for (uint64_t i = 0; i + 8 <= region.size(); i += 8) {
-      const uint64_t word = (i + seed) * 0x9E3779B97F4A7C15ull;
-      std::memcpy(region.data() + i, &word, 8);
+  // Moves every 4 KiB block of `from` to a random permutation of `to`'s
+  // blocks, kMaxBlocksPerOp blocks per op, and checks every byte. A write
+  // when `from` is on side a, a read (a pulls from b) otherwise.
+  void MovePermuted(OpKind kind, const memory::Region& from, const memory::Region& to,
+                    const RemoteRegion& remote) {
+    const uint64_t count = from.size() / 4096;
+    std::vector<uint64_t> perm(count);
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), std::mt19937_64(count));
+    const memory::Region& local = kind == OpKind::kWrite ? from : to;
+    std::vector<uint64_t> cookies;
+    for (uint64_t first = 0; first < count; first += kMaxBlocksPerOp) {
+      std::vector<Block> blocks;
+      for (uint64_t i = first; i < std::min<uint64_t>(count, first + kMaxBlocksPerOp); ++i) {
+        // Block i: from's block i, to's block perm[i].
+        const uint64_t f = i * 4096, t = perm[i] * 4096;
+        blocks.push_back(kind == OpKind::kWrite ? Block{f, t, 4096} : Block{t, f, 4096});
+      }
+      cookies.push_back(PostBlocks(a_, cookies.size() % kPollers, kind, local, remote, blocks));
+    }
+    for (uint64_t c : cookies) ASSERT_TRUE(WaitFor(a_, c).ok());
+    for (uint64_t i = 0; i < count; ++i) {
+      ASSERT_EQ(std::memcmp(from.data() + i * 4096, to.data() + perm[i] * 4096, 4096), 0) << i;
     }
   }
 
@@ -212,22 +219,8 @@ class TransportConformanceTest : public testing::TestWithParam<TransportFactory>
   Side b_{"b"};
   uint64_t next_cookie_ = 8;
   std::deque<Block> blocks_;
-  std::deque<std::vector<Block>> block_lists_;
+  std::deque<std::vector<Block>> op_blocks_;  // each op's blocks, contiguous
 };
-
-// `count` blocks of `size` bytes: block i of slot src[i] to slot dst[i],
-// both random permutations of the first `count` slots.
-std::vector<Block> Shuffled(uint32_t count, uint32_t size, uint32_t seed) {
-  std::vector<uint64_t> src(count), dst(count);
-  std::iota(src.begin(), src.end(), 0);
-  std::iota(dst.begin(), dst.end(), 0);
-  std::mt19937 rng(seed);
-  std::shuffle(src.begin(), src.end(), rng);
-  std::shuffle(dst.begin(), dst.end(), rng);
-  std::vector<Block> blocks;
-  for (uint32_t i = 0; i < count; ++i) blocks.push_back(Block{src[i] * size, dst[i] * size, size});
-  return blocks;
-}
 
 TEST_P(TransportConformanceTest, WritesLandOnEveryLane) {
   auto src = Register(a_, "src", 3 << 20, false);
@@ -271,6 +264,50 @@ TEST_P(TransportConformanceTest, NoticeRaisesLandedEvent) {
   EXPECT_EQ(std::memcmp(src->data(), dst->data(), 65536), 0);
   EXPECT_EQ(b_.link->counters().bytes_received.load(), 65536u);
   dst->landed().Unsubscribe(&watcher);
+}
+
+void ExpectRefused(TransportConformanceTest* test, const absl::Status& status,
+                   absl::StatusCode tcp_code);
+
+TEST_P(TransportConformanceTest, ManyBlockWritesOfAPermutation) {
+  auto src = Register(a_, "src", 2 << 20, false);
+  auto dst = Register(b_, "dst", 2 << 20, true);
+  Fill(*src, 13);
+  MovePermuted(OpKind::kWrite, *src, *dst, b_.transport->DescribeRegion(*dst));
+}
+
+// Verbs posts far more RDMA READs than its queue pairs may have outstanding
+// (max_rd_atomic 2 in these tests): the NIC holds back the rest.
+TEST_P(TransportConformanceTest, ManyBlockReadsOfAPermutation) {
+  auto src = Register(b_, "src", 2 << 20, false, {}, /*remote_read=*/true);
+  auto dst = Register(a_, "dst", 2 << 20, false);
+  Fill(*src, 17);
+  MovePermuted(OpKind::kRead, *src, *dst, b_.transport->DescribeRegion(*src));
+  EXPECT_EQ(a_.link->counters().bytes_received.load(), 2u << 20);
+}
+
+TEST_P(TransportConformanceTest, RefusedBlockFrameWritesNothing) {
+  auto src = Register(a_, "src", 65536, false);
+  auto dst = Register(b_, "dst", 65536, true);
+  Fill(*src, 23);
+  const RemoteRegion key = b_.transport->DescribeRegion(*dst);
+  // The last block runs past the end: the whole op is refused.
+  const std::vector<Block> blocks = {{0, 0, 4096}, {4096, 8192, 4096}, {8192, 65536 - 100, 200}};
+  ExpectRefused(this, WaitFor(a_, PostBlocks(a_, 0, OpKind::kWrite, *src, key, blocks)),
+                absl::StatusCode::kOutOfRange);
+  EXPECT_TRUE(
+      std::all_of(dst->data(), dst->data() + 65536, [](std::byte b) { return b == std::byte{0}; }));
+}
+
+TEST_P(TransportConformanceTest, ReadWithoutRemoteReadReadsNothing) {
+  auto mine = Register(a_, "mine", 65536, false);
+  auto theirs = Register(b_, "theirs", 65536, true);  // remote_write only
+  Fill(*theirs, 29);
+  const RemoteRegion key = b_.transport->DescribeRegion(*theirs);
+  ExpectRefused(this, WaitFor(a_, PostBlocks(a_, 0, OpKind::kRead, *mine, key, {{0, 0, 4096}})),
+                absl::StatusCode::kPermissionDenied);
+  EXPECT_TRUE(std::all_of(mine->data(), mine->data() + 65536,
+                          [](std::byte b) { return b == std::byte{0}; }));
 }
 
 TEST_P(TransportConformanceTest, ManySmallWritesStayWithinCredits) {
@@ -404,15 +441,14 @@ TEST_P(TransportConformanceTest, PeerGoingAwayFailsWrites) {
   ExpectPeerCannotWrite(a_, key, *src);
 }
 
-// Blocks cut by memory-registration chunks (verbs: 16 MiB in these tests)
-// on one side, the other, and both, in one op each way.
+// Blocks cut by memory-registration chunks (verbs: 16 MiB, the least, in
+// these tests) on one side, the other, and both, in one op each way.
 TEST_P(TransportConformanceTest, BlocksCrossingRegistrationChunks) {
-  if (NoBlockLists()) GTEST_SKIP() << GetParam().name << " carries no block lists yet";
   constexpr uint64_t kMiB = 1 << 20;
-  auto a_buf = RegisterReadable(a_, "abuf", 40 * kMiB, true);
-  auto b_buf = RegisterReadable(b_, "bbuf", 40 * kMiB, true);
-  FillUnique(*a_buf, 13);
-  FillUnique(*b_buf, 29);
+  auto a_buf = Register(a_, "abuf", 40 * kMiB, true);
+  auto b_buf = Register(b_, "bbuf", 40 * kMiB, true, {}, /*remote_read=*/true);
+  Fill(*a_buf, 13);
+  Fill(*b_buf, 29);
   const RemoteRegion key = b_.transport->DescribeRegion(*b_buf);
   const std::vector<Block> out = {
       {16 * kMiB - 3000, 1 * kMiB, 70000},       // crosses a chunk here only
@@ -428,39 +464,11 @@ TEST_P(TransportConformanceTest, BlocksCrossingRegistrationChunks) {
   ExpectBlocksEqual(*a_buf, *b_buf, in);
 }
 
-// Thousands of 4 KiB blocks in random order, written and read back with as
-// many ops in flight as the lanes take. Verbs keeps more RDMA READs posted
-// than the queue pairs may have outstanding (2 in these tests): the device
-// holds back the rest, and every byte still lands.
-TEST_P(TransportConformanceTest, ManyBlocksInFlightBothWays) {
-  if (NoBlockLists()) GTEST_SKIP() << GetParam().name << " carries no block lists yet";
-  constexpr uint32_t kBlocks = 4096, kSize = 4096;
-  auto src = RegisterReadable(a_, "src", kBlocks * kSize, false);
-  auto back = RegisterReadable(a_, "back", kBlocks * kSize, false);
-  auto dst = RegisterReadable(b_, "dst", kBlocks * kSize, true);
-  FillUnique(*src, 17);
-  const RemoteRegion key = b_.transport->DescribeRegion(*dst);
-  for (OpKind kind : {OpKind::kWrite, OpKind::kRead}) {
-    const std::vector<Block> blocks = Shuffled(kBlocks, kSize, kind == OpKind::kWrite ? 1 : 2);
-    memory::Region& local = kind == OpKind::kWrite ? *src : *back;
-    std::vector<uint64_t> cookies;
-    for (uint32_t first = 0; first < kBlocks; first += kMaxBlocksPerOp) {
-      const uint32_t lane = (first / kMaxBlocksPerOp) % kPollers;
-      cookies.push_back(
-          PostBlocks(a_, lane, kind, local, key,
-                     {blocks.begin() + first, blocks.begin() + first + kMaxBlocksPerOp}));
-    }
-    for (uint64_t c : cookies) ASSERT_TRUE(WaitFor(a_, c).ok());
-    ExpectBlocksEqual(local, *dst, blocks);
-  }
-}
-
 // One landed event for a many-block write, with its block count and payload.
 TEST_P(TransportConformanceTest, NoticeOfManyBlocks) {
-  if (NoBlockLists()) GTEST_SKIP() << GetParam().name << " carries no block lists yet";
   auto src = Register(a_, "src", 1 << 20, false);
   auto dst = Register(b_, "dst", 1 << 20, true);
-  FillUnique(*src, 23);
+  Fill(*src, 23);
   Watcher watcher;
   ASSERT_TRUE(dst->landed().Subscribe(&watcher));
   const std::vector<Block> blocks = {{0, 8192, 4096}, {65536, 500000, 100}, {4096, 900000, 7}};
@@ -475,21 +483,6 @@ TEST_P(TransportConformanceTest, NoticeOfManyBlocks) {
   EXPECT_EQ(watcher.events[0].bytes, 4203u);
   ExpectBlocksEqual(*src, *dst, blocks);
   dst->landed().Unsubscribe(&watcher);
-}
-
-// A region without remote_read is never read, and the reader's memory stays
-// as it was. TCP refuses the op (PERMISSION_DENIED); an RDMA NIC refuses it
-// as a remote access error that breaks the queue pair.
-TEST_P(TransportConformanceTest, RefusesReadWithoutRemoteRead) {
-  if (NoBlockLists()) GTEST_SKIP() << GetParam().name << " carries no block lists yet";
-  auto local = Register(a_, "local", 8192, false);
-  auto secret = RegisterReadable(b_, "secret", 8192, false);
-  FillUnique(*secret, 31);
-  const RemoteRegion key = b_.transport->DescribeRegion(*secret);
-  const absl::Status status = WaitFor(
-      a_, PostBlocks(a_, 0, OpKind::kRead, *local, key, {{0, 0, 4096}, {4096, 4096, 4096}}));
-  ExpectRefused(this, status, absl::StatusCode::kPermissionDenied);
-  for (uint64_t i = 0; i < 8192; ++i) ASSERT_EQ(local->data()[i], std::byte{0});
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, TransportConformanceTest,

@@ -18,8 +18,7 @@ std::vector<TransportFactory> AllTransportFactories() {
                          if (!transport.ok()) return transport.status();
                          return std::unique_ptr<Transport>(*std::move(transport));
                        },
-                       /*refuses_per_write=*/true, /*enforces_acl_per_write=*/true,
-                       /*carries_block_lists=*/false});
+                       /*refuses_per_write=*/true, /*enforces_acl_per_write=*/true});
   // Real verbs on whatever device this machine has (Soft-RoCE in the VM
   // suite); skipped where there is none.
   factories.push_back(
@@ -42,8 +41,7 @@ std::vector<TransportFactory> AllTransportFactories() {
                          if (!transport.ok()) return transport.status();
                          return std::unique_ptr<Transport>(*std::move(transport));
                        },
-                       /*refuses_per_write=*/false, /*enforces_acl_per_write=*/false,
-                       /*carries_block_lists=*/true});
+                       /*refuses_per_write=*/false, /*enforces_acl_per_write=*/false});
   return factories;
 }
 

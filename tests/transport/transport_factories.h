@@ -25,9 +25,6 @@ struct TransportFactory {
   // The receiver checks the region ACL on every write (TCP); otherwise only
   // when handing out keys.
   bool enforces_acl_per_write = true;
-  // Ops of many blocks and reads (DataOp with block_count > 1 or kRead) work;
-  // the tests of them skip a transport that does not carry them yet.
-  bool carries_block_lists = true;
 };
 
 std::vector<TransportFactory> AllTransportFactories();

@@ -1,14 +1,21 @@
-// Wire format of the TCP transport's data connections. Every frame starts
-// with a fixed 32-byte little-endian header; WRITE frames may carry a 24-byte
-// landing notice and then their payload, which the receiver reads straight
-// into the destination region. Decoding validates everything a peer controls.
+// Wire format of the TCP transport's data connections (protocol 2). Every
+// frame starts with a fixed 32-byte little-endian header. WRITE frames carry
+// an optional 40-byte landing notice, a block table and the blocks' payload,
+// which the receiver reads straight into the destination region; READ_REQ
+// frames carry a block table, answered by a READ_RESP whose payload is those
+// blocks in order. Decoding validates everything a peer controls.
 //
-//   0 u32 magic "XFR1"   4 u8 type   5 u8 flags   6 u16 reserved (0)
-//   8 u32 word: WRITE region id | HELLO lane index | NACK status code
-//  12 u32 length: WRITE payload | HELLO token | NACK message bytes
-//  16 u64 offset: WRITE destination offset in the region
-//  24 u64 seq: WRITE sequence number on this lane; ACK: highest acknowledged
-//              (cumulative); NACK: the refused WRITE
+//   0 u32 magic "XFR2"   4 u8 type   5 u8 flags
+//   6 u16 blocks: WRITE / READ_REQ entries in the block table (1..64), else 0
+//   8 u32 word: WRITE / READ_REQ region id | HELLO lane index | NACK status code
+//  12 u32 length: WRITE / READ_REQ / READ_RESP payload bytes | HELLO token |
+//                 NACK message bytes
+//  16 u64 reserved (0)
+//  24 u64 seq: WRITE / READ_REQ sequence number on this lane (one space for
+//              both); ACK: highest WRITE acknowledged (cumulative); NACK and
+//              READ_RESP: the refused or answered frame
+//
+// A block table entry is 12 bytes: u64 offset in the region, u32 length.
 #pragma once
 
 #include <cstddef>
@@ -19,9 +26,13 @@
 
 namespace xferd::transport::tcp {
 
-inline constexpr uint32_t kFrameMagic = 0x31524658;  // "XFR1" read as little-endian
+inline constexpr uint32_t kFrameMagic = 0x32524658;  // "XFR2" read as little-endian
+// Protocol 1 (one range per WRITE, no reads): refused with a clear message.
+inline constexpr uint32_t kFrameMagicV1 = 0x31524658;
 inline constexpr size_t kHeaderBytes = 32;
-inline constexpr size_t kNoticeBytes = 24;
+inline constexpr size_t kNoticeBytes = 40;
+inline constexpr size_t kBlockEntryBytes = 12;
+inline constexpr size_t kMaxTableBytes = kMaxBlocksPerOp * kBlockEntryBytes;
 inline constexpr size_t kTokenBytes = 16;
 // NACK messages are for humans; anything longer is a protocol error.
 inline constexpr uint32_t kMaxNackMessage = 1024;
@@ -29,9 +40,11 @@ inline constexpr uint32_t kMaxNackMessage = 1024;
 enum class FrameType : uint8_t {
   kHello = 1,     // initiator -> responder: attach this connection to lane `word`
   kHelloAck = 2,  // responder -> initiator: attached
-  kWrite = 3,     // payload for region `word` at `offset`
+  kWrite = 3,     // blocks of region `word`: table, then payload
   kAck = 4,       // every WRITE up to `seq` has landed
-  kNack = 5,      // WRITE `seq` was refused: status `word`, message follows
+  kNack = 5,      // WRITE or READ_REQ `seq` was refused: status `word`, message follows
+  kReadReq = 6,   // send me these blocks of region `word`
+  kReadResp = 7,  // the payload READ_REQ `seq` asked for
 };
 
 inline constexpr uint8_t kFlagNotice = 0x1;  // WRITE: a landing notice follows
@@ -39,19 +52,23 @@ inline constexpr uint8_t kFlagNotice = 0x1;  // WRITE: a landing notice follows
 struct FrameHeader {
   FrameType type = FrameType::kWrite;
   uint8_t flags = 0;
+  uint16_t blocks = 0;
   uint32_t word = 0;
   uint32_t length = 0;
-  uint64_t offset = 0;
   uint64_t seq = 0;
 };
 
 void EncodeHeader(const FrameHeader& header, uint8_t out[kHeaderBytes]);
 
-// Validates magic, type, flags, reserved bits and per-type length limits.
-// INVALID_ARGUMENT describes the first violation. Never reads past 32 bytes.
+// Validates magic, type, flags, block count, reserved bits and per-type
+// length limits. INVALID_ARGUMENT describes the first violation. Never reads
+// past 32 bytes.
 absl::Status DecodeHeader(const uint8_t in[kHeaderBytes], FrameHeader* header);
 
 void EncodeNotice(const LandingNotice& notice, uint8_t out[kNoticeBytes]);
 LandingNotice DecodeNotice(const uint8_t in[kNoticeBytes]);
+
+void EncodeBlockEntry(uint64_t offset, uint32_t length, uint8_t out[kBlockEntryBytes]);
+void DecodeBlockEntry(const uint8_t in[kBlockEntryBytes], uint64_t* offset, uint32_t* length);
 
 }  // namespace xferd::transport::tcp

@@ -1,3 +1,5 @@
+// TcpLane, transmit side: our frames, our answers to the peer's frames, and
+// the socket writes that carry both.
 #include "daemon/transport/tcp/tcp_lane.h"
 
 #include <sys/socket.h>
@@ -14,23 +16,23 @@
 namespace xferd::transport::tcp {
 namespace {
 
-// iovecs per writev: enough to batch a lane's worth of small frames.
-constexpr size_t kMaxIov = 64;
-// Frames handled per OnReadable call before yielding to other lanes, so one
-// busy peer cannot starve the rest of a poller's lanes.
-constexpr uint32_t kReadBudgetFrames = 256;
-// Control bytes (ACK/NACK) owed to a peer that does not read them; beyond
-// this the peer is misbehaving and the lane is dropped.
-constexpr size_t kMaxControlBacklog = 1 << 20;
+// iovecs per sendmsg: a few frames of kMaxBlocksPerOp blocks each (the
+// kernel's limit, IOV_MAX, is 1024).
+constexpr size_t kMaxIov = 512;
+static_assert(kMaxIov >= 2 * (kMaxBlocksPerOp + 1), "a frame and an answer fit one sendmsg");
 
 bool WouldBlock(int err) { return err == EAGAIN || err == EWOULDBLOCK || err == EINTR; }
 
 }  // namespace
 
 TcpLane::TcpLane(Link& link, const memory::RegionRegistry& regions, uint32_t depth)
-    : link_(link), regions_(regions), tx_ring_(depth) {
-  control_.reserve(4096);
-}
+    : link_(link),
+      regions_(regions),
+      tx_ring_(depth),
+      // The peer has at most its own depth of frames in flight, each earning
+      // at most one answer, and ACKs coalesce: a peer that overflows this
+      // does not read what we send.
+      answers_(2 * size_t{depth} + 8) {}
 
 TcpLane::~TcpLane() = default;
 
@@ -48,25 +50,31 @@ uint32_t TcpLane::Post(absl::Span<const DataOp> ops) {
   const uint32_t n = std::min<uint32_t>(credits(), static_cast<uint32_t>(ops.size()));
   for (uint32_t i = 0; i < n; ++i) {
     const DataOp& op = ops[i];
-    XFERD_DCHECK(op.kind == OpKind::kWrite && op.block_count == 1);
-    const Block& block = op.blocks[0];
+    XFERD_DCHECK(op.block_count >= 1 && op.block_count <= kMaxBlocksPerOp);
     const uint64_t seq = ++posted_;
     TxSlot& s = slot(seq);
     s.cookie = op.cookie;
-    s.payload = op.local_base + block.local_offset;
+    s.kind = op.kind;
     s.payload_len = op.length;
+    s.local_base = op.local_base;
+    s.blocks = op.blocks;
+    s.block_count = op.block_count;
     FrameHeader header;
-    header.type = FrameType::kWrite;
+    header.type = op.kind == OpKind::kWrite ? FrameType::kWrite : FrameType::kReadReq;
     header.flags = op.notice != nullptr ? kFlagNotice : 0;
+    header.blocks = static_cast<uint16_t>(op.block_count);
     header.word = op.remote->region_id;
     header.length = op.length;
-    header.offset = block.remote_offset;
     header.seq = seq;
     EncodeHeader(header, s.header);
     s.header_len = kHeaderBytes;
     if (op.notice != nullptr) {
-      EncodeNotice(*op.notice, s.header + kHeaderBytes);
+      EncodeNotice(*op.notice, s.header + s.header_len);
       s.header_len += kNoticeBytes;
+    }
+    for (uint32_t b = 0; b < op.block_count; ++b) {
+      EncodeBlockEntry(op.blocks[b].remote_offset, op.blocks[b].length, s.header + s.header_len);
+      s.header_len += kBlockEntryBytes;
     }
   }
   if (n > 0) {
@@ -76,33 +84,74 @@ uint32_t TcpLane::Post(absl::Span<const DataOp> ops) {
   return n;
 }
 
-// Order on the wire: the rest of a half-sent frame, then control frames (which
-// may only go between frames), then the following frames.
+size_t TcpLane::WireBytes(const TxSlot& s) {
+  return s.header_len + (s.kind == OpKind::kWrite ? s.payload_len : 0);
+}
+
+size_t TcpLane::WireBytes(const Answer& a) {
+  size_t bytes = a.len;
+  for (uint32_t i = 0; i < a.payload_iovs; ++i) bytes += a.payload[i].iov_len;
+  return bytes;
+}
+
+// The iovecs of frame `s` from byte `offset` on: header, then each block's
+// payload straight from the region. Returns how many it wrote.
+size_t TcpLane::AddFrameIov(const TxSlot& s, size_t offset, iovec* iov) const {
+  size_t count = 0;
+  if (offset < s.header_len) {
+    iov[count++] = {const_cast<uint8_t*>(s.header) + offset, s.header_len - offset};
+    offset = s.header_len;
+  }
+  if (s.kind != OpKind::kWrite) return count;
+  size_t skip = offset - s.header_len;
+  for (uint32_t b = 0; b < s.block_count; ++b) {
+    const Block& block = s.blocks[b];
+    if (skip >= block.length) {
+      skip -= block.length;
+      continue;
+    }
+    iov[count++] = {s.local_base + block.local_offset + skip, block.length - skip};
+    skip = 0;
+  }
+  return count;
+}
+
+// Order on the wire: the rest of a half-sent frame, then answers (which go
+// only between frames), then the following frames.
 size_t TcpLane::BuildIov(iovec* iov, size_t max_iov) {
   size_t count = 0;
   uint64_t seq = sent_ + 1;
-  auto add_frame = [&](uint64_t frame_seq, size_t offset) {
-    TxSlot& s = slot(frame_seq);
-    if (offset < s.header_len) {
-      iov[count++] = {s.header + offset, s.header_len - offset};
-      offset = s.header_len;
+  if (send_offset_ > 0) count += AddFrameIov(slot(seq++), send_offset_, iov);
+  for (uint64_t a = answers_sent_ + 1; a <= answers_queued_; ++a) {
+    const Answer& answer = answers_[a % answers_.size()];
+    if (count + 1 + answer.payload_iovs > max_iov) return count;
+    size_t skip = a == answers_sent_ + 1 ? answer_offset_ : 0;
+    if (skip < answer.len) {
+      iov[count++] = {const_cast<uint8_t*>(answer.bytes) + skip, answer.len - skip};
+      skip = 0;
+    } else {
+      skip -= answer.len;
     }
-    iov[count++] = {const_cast<std::byte*>(s.payload) + (offset - s.header_len),
-                    s.payload_len - (offset - s.header_len)};
-  };
-  if (send_offset_ > 0) add_frame(seq++, send_offset_);
-  if (control_sent_ < control_.size()) {
-    iov[count++] = {control_.data() + control_sent_, control_.size() - control_sent_};
+    for (uint32_t i = 0; i < answer.payload_iovs; ++i) {
+      const iovec& p = answer.payload[i];
+      if (skip >= p.iov_len) {
+        skip -= p.iov_len;
+        continue;
+      }
+      iov[count++] = {static_cast<std::byte*>(p.iov_base) + skip, p.iov_len - skip};
+      skip = 0;
+    }
   }
-  while (seq <= posted_ && count + 2 <= max_iov) add_frame(seq++, 0);
+  while (seq <= posted_ && count + 1 + slot(seq).block_count <= max_iov) {
+    count += AddFrameIov(slot(seq++), 0, iov + count);
+  }
   return count;
 }
 
 // Advances the send cursors over `bytes` just written, in BuildIov's order.
 void TcpLane::Consume(size_t bytes) {
   auto consume_frame = [&]() -> bool {
-    const TxSlot& s = slot(sent_ + 1);
-    const size_t left = s.header_len + s.payload_len - send_offset_;
+    const size_t left = WireBytes(slot(sent_ + 1)) - send_offset_;
     if (bytes < left) {
       send_offset_ += bytes;
       bytes = 0;
@@ -114,13 +163,17 @@ void TcpLane::Consume(size_t bytes) {
     return true;
   };
   if (send_offset_ > 0 && !consume_frame()) return;
-  if (control_sent_ < control_.size()) {
-    const size_t take = std::min(bytes, control_.size() - control_sent_);
-    control_sent_ += take;
-    bytes -= take;
-    if (control_sent_ < control_.size()) return;
-    control_.clear();
-    control_sent_ = 0;
+  while (answers_sent_ < answers_queued_) {
+    Answer& answer = answers_[(answers_sent_ + 1) % answers_.size()];
+    const size_t left = WireBytes(answer) - answer_offset_;
+    if (bytes < left) {
+      answer_offset_ += bytes;
+      return;
+    }
+    bytes -= left;
+    answer_offset_ = 0;
+    answer.region.reset();  // its payload is on the wire
+    ++answers_sent_;
   }
   while (bytes > 0 && sent_ < posted_ && consume_frame()) {
   }
@@ -151,229 +204,77 @@ absl::Status TcpLane::Flush() {
   }
 }
 
-absl::Status TcpLane::ProtocolError(absl::string_view what) const {
-  return absl::UnavailableError(
-      absl::StrCat("protocol error on lane from ", link_.peer().node_id, ": ", what));
-}
-
-absl::Status TcpLane::OnReadable(CompletionSink& sink, absl::Span<std::byte> scratch,
-                                 uint32_t* events) {
-  if (!fd_.valid() || !error_.ok()) return error_;
-  absl::Status status;
-  uint32_t frames = 0;
-  while (status.ok() && frames < kReadBudgetFrames) {
-    ssize_t n = 0;
-    switch (rx_state_) {
-      case RxState::kHeader:
-      case RxState::kNotice: {
-        const size_t want =
-            kHeaderBytes + (rx_state_ == RxState::kNotice ? kNoticeBytes : 0) - rx_have_;
-        if (want > 0) n = ::recv(fd_.get(), rx_header_ + rx_have_, want, 0);
-        if (n > 0) rx_have_ += static_cast<size_t>(n);
-        if (want == 0 || static_cast<size_t>(n) == want) {
-          ++frames;
-          status = OnHeader(sink);
-          continue;
-        }
-        break;
-      }
-      case RxState::kPayload: {
-        // The payload goes straight into the region; the next frame's header
-        // comes in with it when available, saving a syscall per frame.
-        iovec iov[2] = {{rx_dst_, rx_left_}, {rx_header_, kHeaderBytes}};
-        n = ::readv(fd_.get(), iov, 2);
-        if (n <= 0) break;
-        const size_t got = static_cast<size_t>(n);
-        if (got < rx_left_) {
-          rx_dst_ += got;
-          rx_left_ -= static_cast<uint32_t>(got);
-          continue;
-        }
-        rx_have_ = got - rx_left_;
-        rx_left_ = 0;
-        FinishWritePayload();
-        continue;
-      }
-      case RxState::kDiscard: {
-        n = ::recv(fd_.get(), scratch.data(), std::min<size_t>(rx_left_, scratch.size()), 0);
-        if (n <= 0) break;
-        rx_left_ -= static_cast<uint32_t>(n);
-        if (rx_left_ == 0) rx_state_ = RxState::kHeader;
-        continue;
-      }
-      case RxState::kNackText: {
-        const size_t want = rx_frame_.length - rx_nack_text_.size();
-        char buf[kMaxNackMessage];
-        if (want > 0) n = ::recv(fd_.get(), buf, want, 0);
-        if (n > 0) rx_nack_text_.append(buf, static_cast<size_t>(n));
-        if (rx_nack_text_.size() == rx_frame_.length) {
-          status = HandleNack(sink);
-          continue;
-        }
-        break;
-      }
-    }
-    if (n == 0) {
-      status = absl::UnavailableError(
-          absl::StrCat("peer ", link_.peer().node_id, " closed the data connection"));
-    } else if (n < 0 && !WouldBlock(errno)) {
-      status = absl::UnavailableError(absl::StrCat("lane to ", link_.peer().node_id,
-                                                   " failed: receive: ", std::strerror(errno)));
-    } else {
-      break;  // drained
-    }
-  }
-  *events += frames;
-  if (!status.ok()) return Fail(std::move(status));
-  QueueAck();
-  if (control_.size() > kMaxControlBacklog) {
-    return Fail(ProtocolError("peer does not read its acknowledgements"));
-  }
-  return Flush();
-}
-
-absl::Status TcpLane::OnHeader(CompletionSink& sink) {
-  if (rx_state_ == RxState::kNotice) {  // header decoded earlier, notice now complete
-    StartWritePayload();
-    return absl::OkStatus();
-  }
-  if (absl::Status s = DecodeHeader(rx_header_, &rx_frame_); !s.ok()) {
-    return ProtocolError(s.message());
-  }
-  rx_have_ = 0;
-  switch (rx_frame_.type) {
-    case FrameType::kWrite:
-      if (rx_frame_.seq != rx_last_seq_ + 1) return ProtocolError("WRITE out of sequence");
-      rx_last_seq_ = rx_frame_.seq;
-      if (rx_frame_.flags & kFlagNotice) {
-        rx_state_ = RxState::kNotice;
-        rx_have_ = kHeaderBytes;  // the header stays in place; the notice follows it
-        return absl::OkStatus();
-      }
-      StartWritePayload();
-      return absl::OkStatus();
-    case FrameType::kAck:
-      return HandleAck(rx_frame_.seq, sink);
-    case FrameType::kNack:
-      rx_nack_text_.clear();
-      rx_state_ = RxState::kNackText;
-      if (rx_frame_.length == 0) return HandleNack(sink);
-      return absl::OkStatus();
-    default:
-      return ProtocolError("unexpected HELLO on an attached lane");
-  }
-}
-
-// Validates an inbound WRITE against the region it names; accepted payload is
-// received into the region, refused payload is drained and NACKed.
-void TcpLane::StartWritePayload() {
-  rx_have_ = 0;
-  const FrameHeader& f = rx_frame_;
-  std::shared_ptr<memory::Region> region = regions_.FindById(f.word);
-  absl::Status verdict;
-  if (region == nullptr) {
-    verdict = absl::NotFoundError(absl::StrCat(
-        "region id ", f.word, " is not registered (deregistered since it was resolved?)"));
-  } else if (!region->PeerAllowed(link_.peer().node_id)) {
-    verdict = absl::PermissionDeniedError(absl::StrCat(
-        "node '", link_.peer().node_id, "' is not in the ACL of region '", region->name(), "'"));
-  } else if (!region->access().remote_write) {
-    verdict = absl::PermissionDeniedError(
-        absl::StrCat("region '", region->name(), "' does not allow remote writes"));
-  } else {
-    verdict = region->CheckRange(f.offset, f.length, "destination");
-  }
-  if (!verdict.ok()) {
-    link_.counters().writes_rejected.fetch_add(1, std::memory_order_relaxed);
-    SPDLOG_DEBUG("refused WRITE seq={} from {}: {}", f.seq, link_.peer().node_id,
-                 verdict.message());
-    QueueNack(f.seq, verdict);
-    rx_left_ = f.length;
-    rx_state_ = RxState::kDiscard;
-    return;
-  }
-  rx_has_notice_ = (f.flags & kFlagNotice) != 0;
-  if (rx_has_notice_) rx_notice_ = DecodeNotice(rx_header_ + kHeaderBytes);
-  rx_dst_ = region->data() + f.offset;
-  rx_left_ = f.length;
-  rx_region_ = std::move(region);
-  rx_state_ = RxState::kPayload;
-}
-
-void TcpLane::FinishWritePayload() {
-  link_.counters().bytes_received.fetch_add(rx_frame_.length, std::memory_order_relaxed);
-  ack_pending_ = rx_frame_.seq;
-  // Frames of one lane land in order, and the sender sends a transfer's final
-  // (notice-carrying) slice only after all its other slices were
-  // acknowledged: once this payload is in place, the whole range has landed.
-  if (rx_has_notice_) {
-    if (rx_region_->CheckRange(rx_notice_.offset, rx_notice_.length, "landed").ok()) {
-      rx_region_->landed().Publish(memory::LandedEvent{rx_notice_.offset, rx_notice_.length,
-                                                       link_.peer().node_id, rx_notice_.transfer_id,
-                                                       0, absl::Now()});
-    } else {
-      link_.counters().writes_rejected.fetch_add(1, std::memory_order_relaxed);
-    }
-  }
-  rx_region_.reset();
-  rx_state_ = RxState::kHeader;
-}
-
-absl::Status TcpLane::HandleAck(uint64_t seq, CompletionSink& sink) {
-  if (seq <= acked_ || seq > sent_) {
-    return ProtocolError(
-        absl::StrCat("ACK ", seq, " outside the unacknowledged range (", acked_, ", ", sent_, "]"));
-  }
-  uint64_t bytes = 0;
-  while (acked_ < seq) {
-    const TxSlot& s = slot(++acked_);
-    bytes += s.payload_len;
-    sink.OnOpDone(OpCompletion{s.cookie, s.payload_len, nullptr});
-  }
-  link_.counters().bytes_sent.fetch_add(bytes, std::memory_order_relaxed);
-  return absl::OkStatus();
-}
-
-absl::Status TcpLane::HandleNack(CompletionSink& sink) {
-  rx_state_ = RxState::kHeader;
-  // The peer acknowledges every earlier frame before it refuses one.
-  if (rx_frame_.seq != acked_ + 1 || rx_frame_.seq > sent_) {
-    return ProtocolError(
-        absl::StrCat("NACK ", rx_frame_.seq, " is not the oldest write in flight"));
-  }
-  const auto code = static_cast<absl::StatusCode>(rx_frame_.word);
-  const absl::Status error(
-      code == absl::StatusCode::kOk ? absl::StatusCode::kUnknown : code,
-      absl::StrCat("peer ", link_.peer().node_id, " refused the write: ", rx_nack_text_));
-  const TxSlot& s = slot(++acked_);
-  sink.OnOpDone(OpCompletion{s.cookie, s.payload_len, &error});
-  return absl::OkStatus();
+// A free answer slot, or null when the peer does not read its answers.
+TcpLane::Answer* TcpLane::NewAnswer() {
+  if (answers_queued_ - answers_sent_ >= answers_.size()) return nullptr;
+  Answer& a = answers_[++answers_queued_ % answers_.size()];
+  a.len = 0;
+  a.payload_iovs = 0;
+  a.region.reset();
+  return &a;
 }
 
 void TcpLane::QueueAck() {
   if (ack_pending_ == ack_sent_) return;
+  Answer* a = NewAnswer();
+  if (a == nullptr) {
+    (void)Fail(ProtocolError("peer does not read its acknowledgements"));
+    return;
+  }
   FrameHeader ack;
   ack.type = FrameType::kAck;
   ack.seq = ack_pending_;
-  uint8_t bytes[kHeaderBytes];
-  EncodeHeader(ack, bytes);
-  control_.append(reinterpret_cast<const char*>(bytes), kHeaderBytes);
+  EncodeHeader(ack, a->bytes);
+  a->len = kHeaderBytes;
   ack_sent_ = ack_pending_;
 }
 
 void TcpLane::QueueNack(uint64_t seq, const absl::Status& why) {
-  QueueAck();  // everything before the refused frame is acknowledged first
-  ack_pending_ = ack_sent_ = seq;
+  QueueAck();  // every WRITE before the refused frame is acknowledged first
+  Answer* a = NewAnswer();
+  if (a == nullptr) {
+    (void)Fail(ProtocolError("peer does not read its acknowledgements"));
+    return;
+  }
   const absl::string_view text = why.message().substr(0, kMaxNackMessage);
   FrameHeader nack;
   nack.type = FrameType::kNack;
   nack.word = static_cast<uint32_t>(why.code());
   nack.length = static_cast<uint32_t>(text.size());
   nack.seq = seq;
-  uint8_t bytes[kHeaderBytes];
-  EncodeHeader(nack, bytes);
-  control_.append(reinterpret_cast<const char*>(bytes), kHeaderBytes);
-  control_.append(text.data(), text.size());
+  EncodeHeader(nack, a->bytes);
+  std::memcpy(a->bytes + kHeaderBytes, text.data(), text.size());
+  a->len = static_cast<uint32_t>(kHeaderBytes + text.size());
+}
+
+// Answers READ_REQ rx_frame_ (validated) with the blocks of its table,
+// straight from `region`, which the answer keeps until sent.
+void TcpLane::AnswerRead(const std::shared_ptr<memory::Region>& region) {
+  QueueAck();  // answers stay in the order of the frames they answer
+  Answer* a = NewAnswer();
+  if (a == nullptr) {
+    (void)Fail(ProtocolError("peer does not read its answers"));
+    return;
+  }
+  FrameHeader resp;
+  resp.type = FrameType::kReadResp;
+  resp.length = rx_frame_.length;
+  resp.seq = rx_frame_.seq;
+  EncodeHeader(resp, a->bytes);
+  a->len = kHeaderBytes;
+  a->region = region;
+  for (uint32_t b = 0; b < rx_frame_.blocks; ++b) {
+    uint64_t offset;
+    uint32_t length;
+    DecodeBlockEntry(rx_header_ + kHeaderBytes + b * kBlockEntryBytes, &offset, &length);
+    a->payload[a->payload_iovs++] = {region->data() + offset, length};
+  }
+  link_.counters().bytes_sent.fetch_add(rx_frame_.length, std::memory_order_relaxed);
+}
+
+absl::Status TcpLane::ProtocolError(absl::string_view what) const {
+  return absl::UnavailableError(
+      absl::StrCat("protocol error on lane from ", link_.peer().node_id, ": ", what));
 }
 
 absl::Status TcpLane::Fail(absl::Status error) {
@@ -389,8 +290,9 @@ void TcpLane::Detach(const absl::Status& error, CompletionSink& sink) {
   }
   sent_ = posted_;
   send_offset_ = 0;
-  control_.clear();
-  control_sent_ = 0;
+  for (Answer& a : answers_) a.region.reset();
+  answers_sent_ = answers_queued_;
+  answer_offset_ = 0;
   rx_region_.reset();
   fd_.reset();
 }

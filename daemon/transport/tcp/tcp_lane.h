@@ -1,9 +1,9 @@
 // One TCP data connection to a peer, owned by one poller thread. It carries
-// both directions, like an RC queue pair: our WRITE frames and the peer's
-// acknowledgements of them, and the peer's WRITE frames and our
-// acknowledgements. Outbound payload is sent straight from region memory
-// (writev); inbound payload is validated, then received straight into the
-// destination region (readv): no staging copies.
+// both directions, like an RC queue pair: our WRITE and READ_REQ frames and
+// the peer's answers (ACK, NACK, READ_RESP), and the peer's frames and our
+// answers. Payload moves straight between the socket and region memory with
+// vectored I/O (sendmsg / readv over the blocks): no staging copies, no
+// allocation and no per-block syscall.
 #pragma once
 
 #include <sys/uio.h>
@@ -40,37 +40,65 @@ class TcpLane final : public Lane {
   void Attach(UniqueFd fd);
   bool attached() const { return fd_.valid(); }
   int fd() const { return fd_.get(); }
-  // Queues up to credits() frames and starts sending them.
+  // Queues up to credits() ops as frames and starts sending them. The ops'
+  // blocks and memory stay valid until their completion.
   uint32_t Post(absl::Span<const DataOp> ops);
   // Reads and handles frames until the socket is drained (or a fairness
-  // budget is spent), then sends the acknowledgements. `scratch` holds the
-  // bytes of refused writes. A non-OK status breaks the lane.
+  // budget is spent), then sends the answers. `scratch` holds the bytes of
+  // refused writes. A non-OK status breaks the lane.
   absl::Status OnReadable(CompletionSink& sink, absl::Span<std::byte> scratch, uint32_t* events);
   // Sends as much queued data as the socket takes.
   absl::Status Flush();
   bool wants_writable() const { return wants_writable_; }
   // Whether the worker currently asks epoll for EPOLLOUT on this lane.
   bool writable_armed = false;
-  // Fails every write in flight with `error`, closes the socket.
+  // Fails every op in flight with `error`, closes the socket.
   void Detach(const absl::Status& error, CompletionSink& sink);
 
  private:
+  // One of our frames: header, notice and block table, then (WRITE) the
+  // blocks' payload from region memory. A READ's payload comes back into
+  // the same blocks.
   struct TxSlot {
     uint64_t cookie = 0;
-    const std::byte* payload = nullptr;
-    uint32_t payload_len = 0;
+    OpKind kind = OpKind::kWrite;
+    uint32_t payload_len = 0;  // WRITE: bytes sent; READ: bytes asked for
     uint32_t header_len = 0;
-    uint8_t header[kHeaderBytes + kNoticeBytes];
+    std::byte* local_base = nullptr;
+    const Block* blocks = nullptr;
+    uint32_t block_count = 0;
+    uint8_t header[kHeaderBytes + kNoticeBytes + kMaxTableBytes];
   };
-  enum class RxState { kHeader, kNotice, kPayload, kDiscard, kNackText };
+  // One of our answers to the peer (ACK, NACK or READ_RESP), sent between
+  // our frames, in order. A READ_RESP's payload is sent straight from the
+  // region, which the answer keeps alive until it is sent.
+  struct Answer {
+    uint32_t len = 0;  // of bytes
+    uint8_t bytes[kHeaderBytes + kMaxNackMessage];
+    std::shared_ptr<memory::Region> region;
+    uint32_t payload_iovs = 0;
+    iovec payload[kMaxBlocksPerOp];
+  };
+  enum class RxState { kHeader, kTable, kPayload, kDiscard, kNackText };
 
   TxSlot& slot(uint64_t seq) { return tx_ring_[seq % tx_ring_.size()]; }
+  static size_t WireBytes(const TxSlot& s);
+  static size_t WireBytes(const Answer& a);
+  size_t AddFrameIov(const TxSlot& s, size_t offset, iovec* iov) const;
   size_t BuildIov(iovec* iov, size_t max_iov);
   void Consume(size_t bytes);
+  Answer* NewAnswer();
 
+  // tcp_lane_rx.cc
+  absl::Status ReceiveOnce(CompletionSink& sink, absl::Span<std::byte> scratch, uint32_t* frames,
+                           ssize_t* n);
   absl::Status OnHeader(CompletionSink& sink);
-  void StartWritePayload();
-  void FinishWritePayload();
+  absl::Status OnTable();
+  absl::Status CheckInbound(std::shared_ptr<memory::Region>* region);
+  absl::Status StartReadResponse();
+  absl::Status ReceivePayload(CompletionSink& sink, ssize_t* n);
+  void FinishPayload(CompletionSink& sink);
+  void AnswerRead(const std::shared_ptr<memory::Region>& region);
   absl::Status HandleAck(uint64_t seq, CompletionSink& sink);
   absl::Status HandleNack(CompletionSink& sink);
   void QueueAck();
@@ -89,23 +117,32 @@ class TcpLane final : public Lane {
   uint64_t sent_ = 0;
   uint64_t acked_ = 0;
   size_t send_offset_ = 0;  // bytes of frame sent_+1 already written
-  // ACK/NACK frames for the peer, sent between our frames.
-  std::string control_;
-  size_t control_sent_ = 0;
+  // Answers for the peer, in (answers_sent_, answers_queued_]; the first
+  // one partly sent by answer_offset_ bytes.
+  std::vector<Answer> answers_;
+  uint64_t answers_queued_ = 0;
+  uint64_t answers_sent_ = 0;
+  size_t answer_offset_ = 0;
   bool wants_writable_ = false;
 
   // ---- receive ----
   RxState rx_state_ = RxState::kHeader;
-  uint8_t rx_header_[kHeaderBytes + kNoticeBytes];
+  // Header, notice and block table of the frame being received.
+  uint8_t rx_header_[kHeaderBytes + kNoticeBytes + kMaxTableBytes];
   size_t rx_have_ = 0;
+  size_t rx_want_ = kHeaderBytes;
   FrameHeader rx_frame_;
   std::shared_ptr<memory::Region> rx_region_;
-  std::byte* rx_dst_ = nullptr;
+  // Payload being received: rx_iov_[rx_iov_next_ .. rx_iov_count_) still to fill.
+  iovec rx_iov_[kMaxBlocksPerOp + 1];
+  uint32_t rx_iov_next_ = 0;
+  uint32_t rx_iov_count_ = 0;
   uint32_t rx_left_ = 0;
+  bool rx_is_read_resp_ = false;
   bool rx_has_notice_ = false;
   LandingNotice rx_notice_;
   std::string rx_nack_text_;
-  uint64_t rx_last_seq_ = 0;  // last inbound WRITE seen (must increase by one)
+  uint64_t rx_last_seq_ = 0;  // last inbound WRITE / READ_REQ (must increase by one)
   uint64_t ack_pending_ = 0;  // highest landed inbound WRITE not yet acknowledged
   uint64_t ack_sent_ = 0;
 };

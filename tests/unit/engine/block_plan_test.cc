@@ -78,7 +78,8 @@ TEST(BlockPlanTest, ZeroLengthBlockIsRefused) {
   s.lengths = {10, 0};
   auto blocks = Plan(s);
   EXPECT_EQ(blocks.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(blocks.status().message(), "block #1: length is 0: every block must be at least 1 byte");
+  EXPECT_EQ(blocks.status().message(),
+            "block #1: length is 0: every block must be at least 1 byte");
 }
 
 TEST(BlockPlanTest, OverlappingDestinationsNameBothBlocks) {

@@ -72,14 +72,14 @@ class EngineBlocksTest : public ::testing::Test {
   static void ExpectPermuted(const memory::Region& src, const memory::Region& dst,
                              const std::vector<uint64_t>& dst_block) {
     for (uint64_t i = 0; i < kBlocks; ++i) {
-      ASSERT_EQ(std::memcmp(src.data() + i * kBlock, dst.data() + dst_block[i] * kBlock, kBlock),
-                0)
+      ASSERT_EQ(std::memcmp(src.data() + i * kBlock, dst.data() + dst_block[i] * kBlock, kBlock), 0)
           << "block " << i;
     }
   }
 
   static bool AllZero(const memory::Region& r) {
-    return std::all_of(r.data(), r.data() + r.size(), [](std::byte b) { return b == std::byte{0}; });
+    return std::all_of(r.data(), r.data() + r.size(),
+                       [](std::byte b) { return b == std::byte{0}; });
   }
 
   EngineHarness h_{[] {

@@ -109,8 +109,9 @@ class FakeTransport::Worker final : public transport::TransportWorker {
       }
     }
     if (op.notice != nullptr) {
-      memory::LandedEvent event{op.notice->offset, op.notice->length, owner_.node(),
-                                op.notice->transfer_id, 0, absl::Now()};
+      memory::LandedEvent event{
+          op.notice->offset, op.notice->length, owner_.node(), op.notice->transfer_id, 0,
+          absl::Now()};
       event.blocks = op.notice->blocks;
       event.bytes = op.notice->bytes;
       region->landed().Publish(std::move(event));

@@ -12,9 +12,9 @@ FrameHeader Write(uint32_t length) {
   h.type = FrameType::kWrite;
   h.flags = kFlagNotice;
   h.word = 42;
+  h.blocks = 3;
   h.length = length;
-  h.offset = 0x1122334455667788ull;
-  h.seq = 99;
+  h.seq = 0x1122334455667788ull;
   return h;
 }
 
@@ -27,17 +27,18 @@ TEST(TcpFrameTest, RoundTripsEveryField) {
   EXPECT_EQ(decoded.flags, kFlagNotice);
   EXPECT_EQ(decoded.word, 42u);
   EXPECT_EQ(decoded.length, 4096u);
-  EXPECT_EQ(decoded.offset, 0x1122334455667788ull);
-  EXPECT_EQ(decoded.seq, 99u);
+  EXPECT_EQ(decoded.blocks, 3u);
+  EXPECT_EQ(decoded.seq, 0x1122334455667788ull);
 }
 
 TEST(TcpFrameTest, WireIsLittleEndian) {
   uint8_t bytes[kHeaderBytes];
   EncodeHeader(Write(1), bytes);
-  EXPECT_EQ(std::memcmp(bytes, "XFR1", 4), 0);
+  EXPECT_EQ(std::memcmp(bytes, "XFR2", 4), 0);
+  EXPECT_EQ(bytes[6], 3);
   EXPECT_EQ(bytes[8], 42);
-  EXPECT_EQ(bytes[16], 0x88);
-  EXPECT_EQ(bytes[23], 0x11);
+  EXPECT_EQ(bytes[24], 0x88);
+  EXPECT_EQ(bytes[31], 0x11);
 }
 
 TEST(TcpFrameTest, RejectsWhatAPeerCouldGetWrong) {
@@ -60,11 +61,21 @@ TEST(TcpFrameTest, RejectsWhatAPeerCouldGetWrong) {
   bytes[5] = 0x80;  // flags
   EXPECT_FALSE(DecodeHeader(bytes, &out).ok());
   EncodeHeader(Write(1), bytes);
-  bytes[6] = 1;  // reserved
+  bytes[16] = 1;  // reserved
   EXPECT_FALSE(DecodeHeader(bytes, &out).ok());
+  FrameHeader w = Write(1);
+  w.blocks = 0;  // a WRITE needs a block table
+  EncodeHeader(w, bytes);
+  EXPECT_FALSE(DecodeHeader(bytes, &out).ok());
+  w.blocks = kMaxBlocksPerOp + 1;
+  EncodeHeader(w, bytes);
+  EXPECT_FALSE(DecodeHeader(bytes, &out).ok());
+  std::memcpy(bytes, "XFR1", 4);  // protocol 1
+  EXPECT_NE(DecodeHeader(bytes, &out).message().find("protocol 1"), absl::string_view::npos);
 
   FrameHeader ack;
   ack.type = FrameType::kAck;
+  ack.blocks = 0;
   ack.flags = kFlagNotice;  // only WRITE may carry a notice
   EncodeHeader(ack, bytes);
   EXPECT_FALSE(DecodeHeader(bytes, &out).ok());
@@ -88,11 +99,23 @@ TEST(TcpFrameTest, RejectsWhatAPeerCouldGetWrong) {
 
 TEST(TcpFrameTest, NoticeRoundTrip) {
   uint8_t bytes[kNoticeBytes];
-  EncodeNotice(LandingNotice{7, 1ull << 40, 12345}, bytes);
+  EncodeNotice(LandingNotice{7, 1ull << 40, 12345, 9, 12000}, bytes);
   const LandingNotice n = DecodeNotice(bytes);
   EXPECT_EQ(n.transfer_id, 7u);
   EXPECT_EQ(n.offset, 1ull << 40);
   EXPECT_EQ(n.length, 12345u);
+  EXPECT_EQ(n.blocks, 9u);
+  EXPECT_EQ(n.bytes, 12000u);
+}
+
+TEST(TcpFrameTest, BlockEntryRoundTrip) {
+  uint8_t bytes[kBlockEntryBytes];
+  EncodeBlockEntry(1ull << 50, 4096, bytes);
+  uint64_t offset;
+  uint32_t length;
+  DecodeBlockEntry(bytes, &offset, &length);
+  EXPECT_EQ(offset, 1ull << 50);
+  EXPECT_EQ(length, 4096u);
 }
 
 }  // namespace
