@@ -18,11 +18,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "daemon/base/status_macros.h"
+#include "daemon/base/units.h"
 #include "daemon/common/config.h"
+#include "daemon/common/host_port.h"
 #include "daemon/common/log.h"
 #include "daemon/common/logging.h"
-#include "daemon/common/status_macros.h"
-#include "daemon/common/units.h"
 #include "daemon/engine/engine.h"
 #include "daemon/memory/region_registry.h"
 #include "daemon/metrics/daemon_metrics.h"
@@ -32,7 +33,6 @@
 #include "daemon/service/security.h"
 #include "daemon/service/server.h"
 #include "daemon/service/xferd_service.h"
-#include "daemon/transport/tcp/tcp_socket.h"
 #include "daemon/transport/transport_factory.h"
 
 namespace xferd {
@@ -139,12 +139,10 @@ uint64_t RandomIncarnation() {
 // with a wildcard host replaced by the host name.
 std::string AdvertisedAddress(const Config& config, int port) {
   if (!config.server.advertise.empty()) return config.server.advertise;
-  absl::StatusOr<transport::tcp::HostPort> listen =
-      transport::tcp::ParseHostPort(config.server.listen);
+  absl::StatusOr<HostPort> listen = ParseHostPort(config.server.listen);
   std::string host = listen.ok() ? listen->host : "";
   if (host.empty() || host == "0.0.0.0" || host == "::") host = Hostname();
-  if (host.find(':') != std::string::npos) host = absl::StrCat("[", host, "]");
-  return absl::StrCat(host, ":", port);
+  return FormatHostPort({host, static_cast<uint16_t>(port)});
 }
 
 void WriteReadyFile(const std::string& path, const engine::NodeIdentity& self, int port,

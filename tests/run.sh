@@ -6,6 +6,8 @@
 #   1. bazel test //...   unit tests, the transport conformance suite (TCP
 #                         here; verbs skips without a device), and the C++ and
 #                         Python integration suites over TCP on loopback;
+#                         first, tests/lint/layering_test.sh checks that Bazel
+#                         refuses dependencies against the layering;
 #   2. bazel test --config=asan //...   the same under AddressSanitizer,
 #                         LeakSanitizer and UBSan (gcc; daemons included);
 #   3. bazel test --config=tsan //...   the same under ThreadSanitizer (unit
@@ -52,7 +54,14 @@ stage() {
 }
 
 stage "standalone" tests/lint/standalone.sh
-stage "bazel test //..." bazel test //... --test_output=errors
+# Both run even if the first fails; either failing fails the stage.
+layering_and_tests() {
+  local rc=0
+  tests/lint/layering_test.sh || rc=1
+  bazel test //... --test_output=errors || rc=1
+  return "$rc"
+}
+stage "bazel test //..." layering_and_tests
 if [ "${XFERD_SKIP_SANITIZERS:-0}" = 1 ]; then
   say "skipping the sanitizer and fuzzing stages (XFERD_SKIP_SANITIZERS=1)"
 else

@@ -4,8 +4,8 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/base/units.h"
 #include "client/cpp/format.h"
-#include "daemon/common/units.h"
 
 namespace xferd::client {
 

@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/base/units.h"
 #include "client/cpp/commands.h"
 #include "client/cpp/format.h"
-#include "daemon/common/units.h"
 
 namespace xferd::client {
 namespace {

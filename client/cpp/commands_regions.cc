@@ -9,10 +9,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "daemon/base/status_macros.h"
+#include "daemon/base/units.h"
 #include "client/cpp/commands.h"
 #include "client/cpp/format.h"
-#include "daemon/common/status_macros.h"
-#include "daemon/common/units.h"
 
 namespace xferd::client {
 namespace {

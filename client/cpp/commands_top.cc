@@ -12,9 +12,9 @@
 #include <string>
 
 #include "absl/time/clock.h"
+#include "daemon/base/status_macros.h"
 #include "client/cpp/commands.h"
 #include "client/cpp/top_view.h"
-#include "daemon/common/status_macros.h"
 
 namespace xferd::client {
 namespace {

@@ -8,11 +8,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "daemon/base/status_macros.h"
+#include "daemon/base/units.h"
 #include "client/cpp/commands.h"
 #include "client/cpp/format.h"
 #include "client/cpp/progress_bar.h"
-#include "daemon/common/status_macros.h"
-#include "daemon/common/units.h"
 
 namespace xferd::client {
 namespace {

@@ -10,7 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "daemon/common/units.h"
+#include "daemon/base/units.h"
 
 namespace xferd::client {
 

@@ -3,8 +3,8 @@
 #include <algorithm>
 
 #include "absl/strings/str_format.h"
+#include "daemon/base/units.h"
 #include "client/cpp/format.h"
-#include "daemon/common/units.h"
 
 namespace xferd::client {
 namespace {

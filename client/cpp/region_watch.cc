@@ -4,8 +4,8 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "daemon/base/mutex.h"
 #include "client/cpp/xferd_client.h"
-#include "daemon/common/mutex.h"
 
 namespace xferd::client {
 namespace {

@@ -10,10 +10,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "daemon/base/status_macros.h"
+#include "daemon/base/units.h"
 #include "client/cpp/format.h"
 #include "client/cpp/progress_bar.h"
-#include "daemon/common/status_macros.h"
-#include "daemon/common/units.h"
 
 namespace xferd::client {
 namespace {

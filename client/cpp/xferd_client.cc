@@ -29,6 +29,67 @@ absl::StatusOr<std::string> ReadPem(const std::string& path, const char* what) {
   return text.str();
 }
 
+// Bytes one block costs in its form's arrays.
+size_t BytesPerBlock(const v1::Blocks& b) {
+  switch (b.form_case()) {
+    case v1::Blocks::kList:
+      return b.list().lengths().empty() ? 16 : 24;
+    case v1::Blocks::kLayout:
+      return 8;
+    default:
+      return 48;  // a strided run per "block"
+  }
+}
+
+size_t Count(const v1::Blocks& b) {
+  switch (b.form_case()) {
+    case v1::Blocks::kList:
+      return b.list().src_offsets().size() / 8;
+    case v1::Blocks::kLayout:
+      return b.layout().src_indices().size() / 4;
+    case v1::Blocks::kStrided:
+      return static_cast<size_t>(b.strided().runs_size());
+    default:
+      return 0;
+  }
+}
+
+// Blocks [first, first + n) of `b` (runs, for the strided form), as blocks
+// of the same form. Layout names go in the first chunk only.
+v1::Blocks Slice(const v1::Blocks& b, size_t first, size_t n) {
+  v1::Blocks out;
+  switch (b.form_case()) {
+    case v1::Blocks::kList: {
+      const v1::BlockList& l = b.list();
+      v1::BlockList* o = out.mutable_list();
+      o->set_src_offsets(l.src_offsets().substr(first * 8, n * 8));
+      o->set_dst_offsets(l.dst_offsets().substr(first * 8, n * 8));
+      if (!l.lengths().empty()) o->set_lengths(l.lengths().substr(first * 8, n * 8));
+      o->set_block_length(l.block_length());
+      break;
+    }
+    case v1::Blocks::kLayout: {
+      const v1::LayoutBlocks& l = b.layout();
+      v1::LayoutBlocks* o = out.mutable_layout();
+      if (first == 0) {
+        o->set_src_layout(l.src_layout());
+        o->set_dst_layout(l.dst_layout());
+      }
+      o->set_src_indices(l.src_indices().substr(first * 4, n * 4));
+      o->set_dst_indices(l.dst_indices().substr(first * 4, n * 4));
+      break;
+    }
+    case v1::Blocks::kStrided:
+      for (size_t i = first; i < first + n; ++i) {
+        *out.mutable_strided()->add_runs() = b.strided().runs(static_cast<int>(i));
+      }
+      break;
+    default:
+      break;
+  }
+  return out;
+}
+
 }  // namespace
 
 absl::Status FromGrpcStatus(const grpc::Status& status) {
@@ -240,6 +301,78 @@ absl::StatusOr<v1::Stats> Client::GetStats() {
 
 absl::StatusOr<v1::ListDevicesResponse> Client::ListDevices() {
   return Call(&v1::Xferd::Stub::ListDevices, v1::ListDevicesRequest(), options_.rpc_timeout);
+}
+
+// ------------------------------------------------- reads, blocks, layouts --
+
+absl::StatusOr<v1::Transfer> Client::Read(const v1::ReadRequest& request) {
+  v1::WriteRequest bound;  // the same deadline rule as a write
+  if (request.has_timeout()) *bound.mutable_timeout() = request.timeout();
+  return Call(&v1::Xferd::Stub::Read, request, WaitingCallTimeout(request.wait(), &bound));
+}
+
+absl::StatusOr<v1::Transfer> Client::WriteBlocks(const v1::WriteRequest& request) {
+  if (request.ByteSizeLong() <= kMaxMessageBytes) return Write(request);
+  v1::TransferChunk first;
+  *first.mutable_write() = request;
+  first.mutable_write()->clear_blocks();
+  return Stream(std::move(first), request.blocks(), WaitingCallTimeout(request.wait(), &request));
+}
+
+absl::StatusOr<v1::Transfer> Client::ReadBlocks(const v1::ReadRequest& request) {
+  if (request.ByteSizeLong() <= kMaxMessageBytes) return Read(request);
+  v1::TransferChunk first;
+  *first.mutable_read() = request;
+  first.mutable_read()->clear_blocks();
+  v1::WriteRequest bound;
+  if (request.has_timeout()) *bound.mutable_timeout() = request.timeout();
+  return Stream(std::move(first), request.blocks(), WaitingCallTimeout(request.wait(), &bound));
+}
+
+absl::StatusOr<v1::Transfer> Client::Stream(v1::TransferChunk first, const v1::Blocks& blocks,
+                                            absl::Duration timeout) {
+  grpc::ClientContext context;
+  if (timeout != absl::InfiniteDuration()) {
+    context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  }
+  v1::Transfer response;
+  std::unique_ptr<grpc::ClientWriter<v1::TransferChunk>> writer =
+      stub_->SubmitStream(&context, &response);
+  const size_t per_chunk = std::max<size_t>(1, kMaxMessageBytes / BytesPerBlock(blocks));
+  const size_t count = Count(blocks);
+  bool sent = true;
+  for (size_t i = 0; sent && i < count; i += per_chunk) {
+    v1::Blocks part = Slice(blocks, i, std::min(per_chunk, count - i));
+    if (i == 0) {
+      v1::Blocks* into = first.has_write() ? first.mutable_write()->mutable_blocks()
+                                           : first.mutable_read()->mutable_blocks();
+      *into = std::move(part);
+      sent = writer->Write(first);
+    } else {
+      v1::TransferChunk more;
+      *more.mutable_more_blocks() = std::move(part);
+      sent = writer->Write(more);
+    }
+  }
+  // A failed Write means the daemon ended the call: Finish says why.
+  writer->WritesDone();
+  const grpc::Status status = writer->Finish();
+  if (!status.ok()) return FromGrpcStatus(status);
+  return response;
+}
+
+absl::StatusOr<v1::Layout> Client::PrepareLayout(const v1::PrepareLayoutRequest& request) {
+  return Call(&v1::Xferd::Stub::PrepareLayout, request, options_.rpc_timeout);
+}
+
+absl::StatusOr<v1::DeleteLayoutResponse> Client::DeleteLayout(const std::string& name) {
+  v1::DeleteLayoutRequest request;
+  request.set_name(name);
+  return Call(&v1::Xferd::Stub::DeleteLayout, request, options_.rpc_timeout);
+}
+
+absl::StatusOr<v1::ListLayoutsResponse> Client::ListLayouts() {
+  return Call(&v1::Xferd::Stub::ListLayouts, v1::ListLayoutsRequest(), options_.rpc_timeout);
 }
 
 }  // namespace xferd::client

@@ -88,6 +88,19 @@ class Client {
   // Queues the write (or, with request.wait, returns once it has ended).
   absl::StatusOr<v1::Transfer> Write(const v1::WriteRequest& request);
   absl::StatusOr<v1::SubmitBatchResponse> SubmitBatch(const v1::SubmitBatchRequest& request);
+  absl::StatusOr<v1::Transfer> Read(const v1::ReadRequest& request);
+  // A write or read with any number of blocks: sent
+  // as one message when it fits kMaxMessageBytes, otherwise streamed
+  // (SubmitStream) in chunks of about that size. One transfer either way.
+  // Errors: the daemon's (the first failing block is named).
+  absl::StatusOr<v1::Transfer> WriteBlocks(const v1::WriteRequest& request);
+  absl::StatusOr<v1::Transfer> ReadBlocks(const v1::ReadRequest& request);
+  static constexpr size_t kMaxMessageBytes = 1 << 20;
+
+  // ---- prepared layouts ----
+  absl::StatusOr<v1::Layout> PrepareLayout(const v1::PrepareLayoutRequest& request);
+  absl::StatusOr<v1::DeleteLayoutResponse> DeleteLayout(const std::string& name);
+  absl::StatusOr<v1::ListLayoutsResponse> ListLayouts();
   absl::StatusOr<v1::Transfer> GetTransfer(uint64_t id);
   absl::StatusOr<v1::ListTransfersResponse> ListTransfers(
       const v1::ListTransfersRequest& request = {});
@@ -114,6 +127,9 @@ class Client {
                                 const Request& request, absl::Duration timeout);
   // Deadline for a write or batch that may wait for its transfers to end.
   absl::Duration WaitingCallTimeout(bool wait, const v1::WriteRequest* bounded_by) const;
+  // Streams `first` (a write or read without blocks) and `blocks` in chunks.
+  absl::StatusOr<v1::Transfer> Stream(v1::TransferChunk first, const v1::Blocks& blocks,
+                                      absl::Duration timeout);
 
   const std::string target_;
   const std::shared_ptr<grpc::Channel> channel_;

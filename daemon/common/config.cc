@@ -15,8 +15,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "daemon/common/status_macros.h"
-#include "daemon/common/units.h"
+#include "daemon/base/status_macros.h"
+#include "daemon/base/units.h"
+#include "daemon/common/host_port.h"
 
 namespace xferd {
 namespace {
@@ -348,7 +349,7 @@ absl::Status Validate(const Config& c) {
   if (c.transport.require_rdma && c.transport.kind == TransportChoice::kTcp) {
     return InvalidKey("transport.require_rdma", "is true but transport.kind is \"tcp\"");
   }
-  if (!c.metrics.listen.empty() && c.metrics.listen.find(':') == std::string::npos) {
+  if (!c.metrics.listen.empty() && !ParseHostPort(c.metrics.listen).ok()) {
     return InvalidKey("metrics.listen",
                       "must be host:port, e.g. \"127.0.0.1:9300\" (\"\" disables)");
   }

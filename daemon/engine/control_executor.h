@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "daemon/common/mutex.h"
+#include "daemon/base/mutex.h"
 
 namespace xferd::engine {
 

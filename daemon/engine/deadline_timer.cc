@@ -3,7 +3,7 @@
 #include <pthread.h>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/common/units.h"
+#include "daemon/base/units.h"
 
 namespace xferd::engine {
 

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "daemon/common/mutex.h"
 #include "absl/time/time.h"
+#include "daemon/base/mutex.h"
 #include "daemon/engine/transfer.h"
 
 namespace xferd::engine {

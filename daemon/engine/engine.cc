@@ -3,9 +3,9 @@
 #include "daemon/engine/engine.h"
 
 #include "absl/strings/str_cat.h"
+#include "daemon/base/status_macros.h"
 #include "daemon/common/check.h"
 #include "daemon/common/log.h"
-#include "daemon/common/status_macros.h"
 
 namespace xferd::engine {
 namespace {

@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,9 +17,10 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "daemon/base/mutex.h"
 #include "daemon/common/config.h"
-#include "daemon/common/mutex.h"
 #include "daemon/engine/control_executor.h"
 #include "daemon/engine/deadline_timer.h"
 #include "daemon/engine/layouts.h"
@@ -82,9 +84,17 @@ class Engine final : public TransferListener {
 
   // Valid once ready(): fixed by SetIdentity and never changed after.
   const NodeIdentity& self() const { return self_; }
-  transport::Transport& transport() { return transport_; }
-  memory::RegionRegistry& regions() { return regions_; }
   const EngineConfig& config() const { return config_; }
+  // What the service and metrics report of the transport (any thread): its
+  // kind, the RDMA device and port in use ("rxe0:1"; empty and none on TCP).
+  transport::TransportKind transport_kind() const { return transport_.kind(); }
+  std::string transport_device() const { return transport_.device(); }
+  std::optional<transport::RdmaPortInUse> rdma_port() const { return transport_.rdma_port(); }
+  // The local regions (any thread): the one named `name` (null if none), all.
+  std::shared_ptr<memory::Region> FindRegion(absl::string_view name) const {
+    return regions_.Find(name);
+  }
+  std::vector<std::shared_ptr<memory::Region>> ListRegions() const { return regions_.List(); }
   // The node id may default to "host:port" and the address peers call back
   // is known only once the gRPC server has bound: main sets both here, once,
   // and the engine then accepts peers (before that they get UNAVAILABLE).

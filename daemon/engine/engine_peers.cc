@@ -2,8 +2,8 @@
 // peers, invalidation and goodbye notices, disconnects.
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
+#include "daemon/base/status_macros.h"
 #include "daemon/common/log.h"
-#include "daemon/common/status_macros.h"
 #include "daemon/engine/engine.h"
 
 namespace xferd::engine {

@@ -2,9 +2,9 @@
 // regions, admission, launch on the pollers, cancel and listing.
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "daemon/base/status_macros.h"
+#include "daemon/base/units.h"
 #include "daemon/common/log.h"
-#include "daemon/common/status_macros.h"
-#include "daemon/common/units.h"
 #include "daemon/engine/block_plan.h"
 #include "daemon/engine/engine.h"
 

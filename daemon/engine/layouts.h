@@ -10,7 +10,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
-#include "daemon/common/mutex.h"
+#include "daemon/base/mutex.h"
 #include "daemon/engine/block_spec.h"
 
 namespace xferd::engine {

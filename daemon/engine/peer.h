@@ -10,8 +10,8 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
-#include "daemon/common/mutex.h"
 #include "absl/time/time.h"
+#include "daemon/base/mutex.h"
 #include "daemon/engine/peer_rpc.h"
 #include "daemon/transport/transport.h"
 

@@ -13,7 +13,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/time/time.h"
-#include "daemon/common/mutex.h"
+#include "daemon/base/mutex.h"
 #include "daemon/common/unique_fd.h"
 #include "daemon/engine/transfer.h"
 #include "daemon/transport/transport.h"

@@ -16,7 +16,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "daemon/common/mutex.h"
+#include "daemon/base/mutex.h"
 #include "daemon/engine/block_spec.h"
 #include "daemon/memory/region.h"
 #include "daemon/transport/transport.h"

@@ -10,7 +10,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/time/time.h"
-#include "daemon/common/mutex.h"
+#include "daemon/base/mutex.h"
 
 namespace xferd::memory {
 

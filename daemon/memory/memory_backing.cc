@@ -10,8 +10,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "daemon/common/status_macros.h"
-#include "daemon/common/units.h"
+#include "daemon/base/status_macros.h"
+#include "daemon/base/units.h"
 
 namespace xferd::memory {
 namespace {
@@ -139,8 +139,9 @@ absl::StatusOr<uint64_t> OpenFile(const BackingSpec& spec, UniqueFd& fd, bool* r
   if (!fd.valid()) {
     absl::Status s = ErrnoStatus(errno, absl::StrCat("cannot open ", spec.file_path));
     if (errno == ENOENT) {
-      return absl::NotFoundError(absl::StrCat(
-          s.message(), spec.create ? " (its directory does not exist)" : " (set create to make it)"));
+      return absl::NotFoundError(absl::StrCat(s.message(), spec.create
+                                                               ? " (its directory does not exist)"
+                                                               : " (set create to make it)"));
     }
     return s;
   }

@@ -2,8 +2,8 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "daemon/common/status_macros.h"
-#include "daemon/common/units.h"
+#include "daemon/base/status_macros.h"
+#include "daemon/base/units.h"
 
 namespace xferd::memory {
 

@@ -204,7 +204,7 @@ std::vector<MetricFamily> DaemonMetrics::Collect() const {
          "Always 1: the xferd version, and the transport this daemon uses for every peer (tcp "
          "on an RDMA host means it fell back: see xferctl info).",
          MetricType::Gauge, 1,
-         {{"version", version_}, {"transport", KindLabel(engine_.transport().kind())}});
+         {{"version", version_}, {"transport", KindLabel(engine_.transport_kind())}});
   // Before the per-transfer families: it creates their series for new peers.
   CollectEngine(&out);
   for (MetricFamily& family : registry_.Collect()) out.push_back(std::move(family));
@@ -241,7 +241,7 @@ void DaemonMetrics::RecordTransfer(const engine::TransferInfo& info) {
 
 void DaemonMetrics::CollectEngine(Families* out) const {
   const EngineStats stats = engine_.Stats();
-  const transport::TransportKind kind = engine_.transport().kind();
+  const transport::TransportKind kind = engine_.transport_kind();
   {
     // Every peer's transfer series exist from its first contact, at zero, so
     // the first failure shows in increase() and rate().

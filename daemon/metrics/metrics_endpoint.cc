@@ -11,8 +11,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "daemon/common/check.h"
+#include "daemon/common/host_port.h"
 #include "daemon/common/log.h"
-#include "daemon/transport/tcp/tcp_socket.h"
 
 namespace xferd::metrics {
 namespace {
@@ -76,24 +76,21 @@ int BeginRequest(mg_connection* conn) {
 }
 
 // civetweb's listening_ports entry for `where`.
-absl::StatusOr<std::string> PortSpec(const transport::tcp::HostPort& where) {
+absl::StatusOr<std::string> PortSpec(const HostPort& where) {
   if (where.host.empty()) return absl::StrCat(where.port);  // every IPv4 address
-  if (absl::StrContains(where.host, ':')) {
-    if (mg_check_feature(kCivetwebIpv6) == 0) {
-      return absl::InvalidArgumentError(
-          "metrics.listen: IPv6 addresses are not supported (Debian's civetweb, the endpoint's "
-          "HTTP server, is built without IPv6); use an IPv4 address or a host name");
-    }
-    return absl::StrCat("[", where.host, "]:", where.port);
+  if (absl::StrContains(where.host, ':') && mg_check_feature(kCivetwebIpv6) == 0) {
+    return absl::InvalidArgumentError(
+        "metrics.listen: IPv6 addresses are not supported (Debian's civetweb, the endpoint's "
+        "HTTP server, is built without IPv6); use an IPv4 address or a host name");
   }
-  return absl::StrCat(where.host, ":", where.port);
+  return FormatHostPort(where);
 }
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
     const std::string& listen, std::weak_ptr<prometheus::Collectable> collectable) {
-  absl::StatusOr<transport::tcp::HostPort> where = transport::tcp::ParseHostPort(listen);
+  absl::StatusOr<HostPort> where = ParseHostPort(listen);
   if (!where.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("metrics.listen: ", where.status().message()));
   }
@@ -122,10 +119,8 @@ absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
   const std::vector<int> ports = exposer->GetListeningPorts();
   XFERD_CHECK(ports.size() == 1);
   const auto port = static_cast<uint16_t>(ports[0]);
-  const std::string host =
-      absl::StrContains(where->host, ':') ? absl::StrCat("[", where->host, "]") : where->host;
   return std::unique_ptr<MetricsEndpoint>(
-      new MetricsEndpoint(std::move(exposer), absl::StrCat(host, ":", port), port));
+      new MetricsEndpoint(std::move(exposer), FormatHostPort({where->host, port}), port));
 }
 
 MetricsEndpoint::MetricsEndpoint(std::unique_ptr<prometheus::Exposer> exposer, std::string address,

@@ -1,7 +1,7 @@
 #include "daemon/service/peer_client.h"
 
 #include "absl/strings/str_cat.h"
-#include "daemon/common/status_macros.h"
+#include "daemon/base/status_macros.h"
 #include "daemon/service/peer_convert.h"
 #include "daemon/service/status_convert.h"
 

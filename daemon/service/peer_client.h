@@ -11,7 +11,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
-#include "daemon/common/mutex.h"
+#include "daemon/base/mutex.h"
 #include "daemon/engine/peer_rpc.h"
 #include "daemon/service/peer_auth.h"
 #include "xferd/v1/peer.grpc.pb.h"

@@ -105,27 +105,10 @@ void ToProto(const memory::LandedEvent& event, const std::string& region, v1::Re
   out->set_source_transfer_id(event.source_transfer_id);
   out->set_sequence(event.sequence);
   ToProto(event.time, out->mutable_time());
-}
-
-absl::StatusOr<engine::WriteSpec> FromProto(const v1::WriteRequest& r) {
-  engine::WriteSpec spec;
-  spec.src_region = r.src_region();
-  spec.src_offset = r.src_offset();
-  spec.peer = r.peer();
-  spec.dst_region = r.dst_region();
-  spec.dst_offset = r.dst_offset();
-  spec.length = r.length();
-  spec.slice_size = r.slice_size();
-  spec.label = r.label();
-  if (r.has_timeout()) {
-    absl::StatusOr<absl::Duration> timeout = FromProto(r.timeout(), "timeout");
-    if (!timeout.ok()) return timeout.status();
-    spec.timeout = *timeout;
-  }
-  if (spec.src_region.empty() || spec.dst_region.empty() || spec.peer.empty()) {
-    return absl::InvalidArgumentError("src_region, peer and dst_region are required");
-  }
-  return spec;
+  // A transport that does not count blocks reported one contiguous range.
+  out->set_blocks(event.blocks == 0 ? 1 : event.blocks);
+  out->set_bytes(event.blocks == 0 ? event.length : event.bytes);
+  out->set_read(event.read);
 }
 
 namespace {
@@ -178,6 +161,9 @@ void ToProto(const engine::TransferInfo& info, v1::Transfer* out) {
   if (engine::IsTerminal(info.state)) ToProto(info.finished_at, out->mutable_finished_at());
   out->set_batch_id(info.batch_id);
   out->set_label(info.spec.label);
+  out->set_direction(engine::IsRead(info.spec) ? v1::Transfer::DIRECTION_READ
+                                               : v1::Transfer::DIRECTION_WRITE);
+  out->set_blocks(info.spec.request_blocks);
 }
 
 void ToProto(const engine::PeerInfo& info, v1::Peer* out) {

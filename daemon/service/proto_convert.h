@@ -28,7 +28,6 @@ absl::StatusOr<memory::RegionSpec> FromProto(const v1::RegisterRegionRequest& re
 void ToProto(const memory::Region& region, transport::TransportKind transport, v1::Region* out);
 void ToProto(const memory::LandedEvent& event, const std::string& region, v1::RegionEvent* out);
 
-absl::StatusOr<engine::WriteSpec> FromProto(const v1::WriteRequest& request);
 void ToProto(const engine::TransferInfo& info, v1::Transfer* out);
 void ToProto(const engine::PeerInfo& info, v1::Peer* out);
 // `in_use`: the port and GID the daemon's transport uses, if verbs.

@@ -10,7 +10,7 @@
 #include <memory>
 
 #include "absl/base/thread_annotations.h"
-#include "daemon/common/mutex.h"
+#include "daemon/base/mutex.h"
 #include "daemon/memory/region.h"
 #include "xferd/v1/xferd.pb.h"
 

@@ -4,8 +4,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "daemon/base/status_macros.h"
 #include "daemon/common/log.h"
-#include "daemon/common/status_macros.h"
 #include "daemon/service/tls.h"
 
 namespace xferd::service {

@@ -12,7 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "daemon/common/status_macros.h"
+#include "daemon/base/status_macros.h"
 #include "daemon/service/peer_auth.h"
 
 namespace xferd::service {

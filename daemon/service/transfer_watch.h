@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "daemon/common/mutex.h"
 #include "absl/time/time.h"
+#include "daemon/base/mutex.h"
 #include "daemon/engine/transfer.h"
 #include "xferd/v1/xferd.pb.h"
 

@@ -6,22 +6,24 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/common/process_stats.h"
+#include "daemon/service/blocks_convert.h"
 #include "daemon/service/proto_convert.h"
 #include "daemon/service/region_watch.h"
 #include "daemon/service/status_convert.h"
-#include "daemon/transport/transport_factory.h"
+#include "daemon/transport/verbs/device.h"
 
 namespace xferd::service {
-namespace {
-
-constexpr absl::Duration kDefaultConnectTimeout = absl::Seconds(10);
-constexpr absl::Duration kDefaultWatchInterval = absl::Milliseconds(100);
 
 grpc::ServerUnaryReactor* Reply(grpc::CallbackServerContext* context, const absl::Status& status) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(ToGrpc(status));
   return reactor;
 }
+
+namespace {
+
+constexpr absl::Duration kDefaultConnectTimeout = absl::Seconds(10);
+constexpr absl::Duration kDefaultWatchInterval = absl::Milliseconds(100);
 
 template <typename T>
 grpc::ServerWriteReactor<T>* FailStream(const absl::Status& status) {
@@ -48,7 +50,7 @@ grpc::ServerUnaryReactor* XferdServiceImpl::RegisterRegion(grpc::CallbackServerC
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   engine_.RegisterRegion(*std::move(spec), [this, reactor, response](
                                                absl::StatusOr<std::shared_ptr<memory::Region>> r) {
-    if (r.ok()) ToProto(**r, engine_.transport().kind(), response);
+    if (r.ok()) ToProto(**r, engine_.transport_kind(), response);
     reactor->Finish(ToGrpc(r.status()));
   });
   return reactor;
@@ -72,15 +74,15 @@ grpc::ServerUnaryReactor* XferdServiceImpl::DeregisterRegion(
 grpc::ServerUnaryReactor* XferdServiceImpl::ListRegions(grpc::CallbackServerContext* context,
                                                         const v1::ListRegionsRequest*,
                                                         v1::ListRegionsResponse* response) {
-  for (const auto& region : engine_.regions().List()) {
-    ToProto(*region, engine_.transport().kind(), response->add_regions());
+  for (const auto& region : engine_.ListRegions()) {
+    ToProto(*region, engine_.transport_kind(), response->add_regions());
   }
   return Reply(context, absl::OkStatus());
 }
 
 grpc::ServerWriteReactor<v1::RegionEvent>* XferdServiceImpl::WatchRegion(
     grpc::CallbackServerContext*, const v1::WatchRegionRequest* request) {
-  std::shared_ptr<memory::Region> region = engine_.regions().Find(request->name());
+  std::shared_ptr<memory::Region> region = engine_.FindRegion(request->name());
   if (region == nullptr) {
     return FailStream<v1::RegionEvent>(
         absl::NotFoundError(absl::StrCat("no region named '", request->name(), "'")));
@@ -126,23 +128,24 @@ grpc::ServerUnaryReactor* XferdServiceImpl::DisconnectPeer(grpc::CallbackServerC
 // -------------------------------------------------------------- transfers --
 
 void XferdServiceImpl::SubmitAndReply(
-    std::vector<engine::WriteSpec> writes, bool batch, bool wait, grpc::ServerUnaryReactor* reactor,
+    std::vector<engine::WriteSpec> writes, bool batch, bool wait,
+    std::function<void(const grpc::Status&)> finish,
     std::function<void(const std::vector<engine::TransferInfo>&)> fill) {
   engine_.Submit(
       std::move(writes), batch,
-      [reactor, wait, fill = std::move(fill)](
+      [finish = std::move(finish), wait, fill = std::move(fill)](
           absl::StatusOr<std::vector<std::shared_ptr<engine::Transfer>>> submitted) mutable {
         if (!submitted.ok()) {
-          reactor->Finish(ToGrpc(submitted.status()));
+          finish(ToGrpc(submitted.status()));
           return;
         }
         auto transfers =
             std::make_shared<std::vector<std::shared_ptr<engine::Transfer>>>(*std::move(submitted));
-        auto reply = [reactor, transfers, fill] {
+        auto reply = [finish, transfers, fill] {
           std::vector<engine::TransferInfo> infos;
           for (const auto& t : *transfers) infos.push_back(t->Info());
           fill(infos);
-          reactor->Finish(grpc::Status::OK);
+          finish(grpc::Status::OK);
         };
         if (!wait) {
           reply();
@@ -168,7 +171,7 @@ grpc::ServerUnaryReactor* XferdServiceImpl::Write(grpc::CallbackServerContext* c
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   std::vector<engine::WriteSpec> writes;
   writes.push_back(*std::move(spec));
-  SubmitAndReply(std::move(writes), /*batch=*/false, request->wait(), reactor,
+  SubmitAndReply(std::move(writes), /*batch=*/false, request->wait(), FinishWith(reactor),
                  [response](const std::vector<engine::TransferInfo>& infos) {
                    ToProto(infos.front(), response);
                  });
@@ -189,7 +192,7 @@ grpc::ServerUnaryReactor* XferdServiceImpl::SubmitBatch(grpc::CallbackServerCont
     writes.push_back(*std::move(spec));
   }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  SubmitAndReply(std::move(writes), /*batch=*/true, request->wait(), reactor,
+  SubmitAndReply(std::move(writes), /*batch=*/true, request->wait(), FinishWith(reactor),
                  [response](const std::vector<engine::TransferInfo>& infos) {
                    response->set_batch_id(infos.front().batch_id);
                    for (const auto& info : infos) ToProto(info, response->add_transfers());
@@ -266,8 +269,8 @@ grpc::ServerUnaryReactor* XferdServiceImpl::GetNodeInfo(grpc::CallbackServerCont
     response->set_grpc_address(engine_.self().address);
   }
   response->set_version(node_.version);
-  response->set_transport(ToProto(engine_.transport().kind()));
-  response->set_device(engine_.transport().device());
+  response->set_transport(ToProto(engine_.transport_kind()));
+  response->set_device(engine_.transport_device());
   response->set_transport_reason(node_.transport_reason);
   response->set_unix_socket(node_.unix_socket);
   response->set_pollers(engine_.config().pollers);
@@ -282,15 +285,16 @@ grpc::ServerUnaryReactor* XferdServiceImpl::GetStats(grpc::CallbackServerContext
                                                      const v1::GetStatsRequest*,
                                                      v1::Stats* response) {
   ToProto(engine_.Stats(), ReadProcessStats(), absl::Now() - node_.started_at,
-          engine_.transport().kind(), response);
+          engine_.transport_kind(), response);
   return Reply(context, absl::OkStatus());
 }
 
 grpc::ServerUnaryReactor* XferdServiceImpl::ListDevices(grpc::CallbackServerContext* context,
                                                         const v1::ListDevicesRequest*,
                                                         v1::ListDevicesResponse* response) {
-  absl::StatusOr<std::vector<transport::verbs::DeviceInfo>> devices = transport::ListRdmaDevices();
-  if (devices.ok()) ToProto(*devices, engine_.transport().rdma_port(), response);
+  absl::StatusOr<std::vector<transport::verbs::DeviceInfo>> devices =
+      transport::verbs::QueryDevices();
+  if (devices.ok()) ToProto(*devices, engine_.rdma_port(), response);
   return Reply(context, devices.status());
 }
 

@@ -51,6 +51,20 @@ class XferdServiceImpl final : public v1::Xferd::CallbackService {
 
   grpc::ServerUnaryReactor* Write(grpc::CallbackServerContext* context,
                                   const v1::WriteRequest* request, v1::Transfer* response) override;
+  // xferd_blocks.cc
+  grpc::ServerUnaryReactor* Read(grpc::CallbackServerContext* context,
+                                 const v1::ReadRequest* request, v1::Transfer* response) override;
+  grpc::ServerReadReactor<v1::TransferChunk>* SubmitStream(grpc::CallbackServerContext* context,
+                                                           v1::Transfer* response) override;
+  grpc::ServerUnaryReactor* PrepareLayout(grpc::CallbackServerContext* context,
+                                          const v1::PrepareLayoutRequest* request,
+                                          v1::Layout* response) override;
+  grpc::ServerUnaryReactor* DeleteLayout(grpc::CallbackServerContext* context,
+                                         const v1::DeleteLayoutRequest* request,
+                                         v1::DeleteLayoutResponse* response) override;
+  grpc::ServerUnaryReactor* ListLayouts(grpc::CallbackServerContext* context,
+                                        const v1::ListLayoutsRequest* request,
+                                        v1::ListLayoutsResponse* response) override;
   grpc::ServerUnaryReactor* SubmitBatch(grpc::CallbackServerContext* context,
                                         const v1::SubmitBatchRequest* request,
                                         v1::SubmitBatchResponse* response) override;
@@ -77,15 +91,22 @@ class XferdServiceImpl final : public v1::Xferd::CallbackService {
                                         v1::ListDevicesResponse* response) override;
 
  private:
-  // Submits writes and replies through `reactor` when they are queued or,
-  // with wait, when all have ended. `fill` writes the reply.
+  friend class SubmitStreamReactor;
+  // Submits writes and reads, and replies through `finish` when they are
+  // queued or, with wait, when all have ended. `fill` writes the reply.
   void SubmitAndReply(std::vector<engine::WriteSpec> writes, bool batch, bool wait,
-                      grpc::ServerUnaryReactor* reactor,
+                      std::function<void(const grpc::Status&)> finish,
                       std::function<void(const std::vector<engine::TransferInfo>&)> fill);
+  static std::function<void(const grpc::Status&)> FinishWith(grpc::ServerUnaryReactor* reactor) {
+    return [reactor](const grpc::Status& status) { reactor->Finish(status); };
+  }
 
   engine::Engine& engine_;
   NodeDescription node_;
   WatchTicker ticker_;
 };
+
+// Finishes a unary call at once with `status` (gRPC thread).
+grpc::ServerUnaryReactor* Reply(grpc::CallbackServerContext* context, const absl::Status& status);
 
 }  // namespace xferd::service

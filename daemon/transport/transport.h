@@ -21,7 +21,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
-#include "daemon/common/mutex.h"
+#include "daemon/base/mutex.h"
 #include "daemon/memory/region_registry.h"
 #include "daemon/transport/transport_types.h"
 

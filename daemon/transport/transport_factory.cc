@@ -1,8 +1,9 @@
 #include "daemon/transport/transport_factory.h"
 
 #include "absl/strings/str_cat.h"
-#include "daemon/common/status_macros.h"
+#include "daemon/base/status_macros.h"
 #include "daemon/transport/tcp/tcp_transport.h"
+#include "daemon/transport/verbs/device.h"
 #include "daemon/transport/verbs/verbs_transport.h"
 
 namespace xferd::transport {
@@ -66,7 +67,5 @@ absl::StatusOr<TransportChoiceResult> CreateTransport(const Config& config,
       std::move(transport),
       absl::StrCat("auto: no usable RDMA device (", verbs.status().message(), "); using tcp")};
 }
-
-absl::StatusOr<std::vector<verbs::DeviceInfo>> ListRdmaDevices() { return verbs::QueryDevices(); }
 
 }  // namespace xferd::transport

@@ -10,7 +10,6 @@
 #include "daemon/common/config.h"
 #include "daemon/memory/region_registry.h"
 #include "daemon/transport/transport.h"
-#include "daemon/transport/verbs/device.h"
 
 namespace xferd::transport {
 
@@ -24,8 +23,5 @@ struct TransportChoiceResult {
 // but no usable RDMA device exists; other errors from building the transport.
 absl::StatusOr<TransportChoiceResult> CreateTransport(const Config& config,
                                                       const memory::RegionRegistry& regions);
-
-// Every RDMA device, port and GID this host has (empty without RDMA).
-absl::StatusOr<std::vector<verbs::DeviceInfo>> ListRdmaDevices();
 
 }  // namespace xferd::transport

@@ -6,6 +6,9 @@
 //           channel (N writes in flight): transfers/s and latency percentiles.
 //   verify  fills an SHM source region with a pattern, writes it into an SHM
 //           region of a peer, and compares checksums of both mappings.
+//   blocks  many-block requests: `count` blocks of `block` bytes in random
+//           order, written (or read back) as one transfer per request, in a
+//           loop; blocks/s, bytes/s and the client's submission time.
 // A program, not a test: it asserts nothing about speed. Exit 1 on an error.
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -16,8 +19,10 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <random>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -215,6 +220,110 @@ absl::Status RunVerify(client::Client& src_client, const VerifyArgs& v) {
   return (*dst_client)->DeregisterRegion(dst_name).status();
 }
 
+struct BlocksArgs {
+  std::string peer_target, peer;
+  uint64_t block = 4096;
+  uint64_t count = 4096;
+  uint64_t requests = 8;
+  bool read = false;
+  bool no_wait = false;  // submission cost only: reply once queued
+};
+
+// count blocks: local block i <-> peer block perm[i], one request.
+v1::Blocks Permuted(uint64_t count, uint64_t block, uint64_t seed) {
+  std::vector<uint64_t> perm(count);
+  for (uint64_t i = 0; i < count; ++i) perm[i] = i;
+  std::mt19937_64 rng(seed);
+  std::shuffle(perm.begin(), perm.end(), rng);
+  std::string src(count * 8, '\0'), dst(count * 8, '\0');
+  for (uint64_t i = 0; i < count; ++i) {
+    const uint64_t s = i * block, d = perm[i] * block;
+    std::memcpy(src.data() + i * 8, &s, 8);  // x86-64: little-endian already
+    std::memcpy(dst.data() + i * 8, &d, 8);
+  }
+  v1::Blocks blocks;
+  blocks.mutable_list()->set_src_offsets(std::move(src));
+  blocks.mutable_list()->set_dst_offsets(std::move(dst));
+  blocks.mutable_list()->set_block_length(block);
+  return blocks;
+}
+
+absl::Status RunBlocks(client::Client& local, const BlocksArgs& b) {
+  absl::StatusOr<std::unique_ptr<client::Client>> remote =
+      client::Client::Connect(b.peer_target, kConnectTimeout);
+  if (!remote.ok()) return remote.status();
+  const uint64_t size = b.block * b.count;
+  for (auto [c, name, remote_access] : {std::tuple{&local, "bench_blocks_local", false},
+                                        std::tuple{remote->get(), "bench_blocks_peer", true}}) {
+    v1::RegisterRegionRequest r;
+    r.set_name(name);
+    r.set_size(size);
+    r.mutable_access()->set_remote_write(remote_access);
+    r.mutable_access()->set_remote_read(remote_access);
+    if (absl::Status s = c->RegisterRegion(r).status(); !s.ok()) return s;
+  }
+  double submit_s = 0;
+  const auto begin = Clock::now();
+  for (uint64_t k = 0; k < b.requests; ++k) {
+    v1::Blocks blocks = Permuted(b.count, b.block, k + 1);
+    const auto start = Clock::now();
+    absl::StatusOr<v1::Transfer> done;
+    if (b.read) {
+      v1::ReadRequest r;
+      r.set_peer(b.peer);
+      r.set_src_region("bench_blocks_peer");
+      r.set_dst_region("bench_blocks_local");
+      r.set_wait(!b.no_wait);
+      // The list names src (peer) -> dst (local): swap the arrays.
+      v1::BlockList* l = blocks.mutable_list();
+      std::string src = l->src_offsets();
+      l->set_src_offsets(l->dst_offsets());
+      l->set_dst_offsets(std::move(src));
+      *r.mutable_blocks() = std::move(blocks);
+      done = local.ReadBlocks(r);
+    } else {
+      v1::WriteRequest w;
+      w.set_src_region("bench_blocks_local");
+      w.set_peer(b.peer);
+      w.set_dst_region("bench_blocks_peer");
+      w.set_wait(!b.no_wait);
+      *w.mutable_blocks() = std::move(blocks);
+      done = local.WriteBlocks(w);
+    }
+    submit_s += std::chrono::duration<double>(Clock::now() - start).count();
+    if (!done.ok()) return done.status();
+    if (!b.no_wait) {
+      if (absl::Status s = client::TransferOutcome(*done); !s.ok()) return s;
+    } else if (absl::Status s = local.WaitTransfer(done->id()).status(); !s.ok()) {
+      return s;
+    }
+  }
+  const double seconds = std::chrono::duration<double>(Clock::now() - begin).count();
+  const double blocks = static_cast<double>(b.count * b.requests);
+  std::printf(
+      "{\"mode\": \"blocks\", \"direction\": \"%s\", \"block\": %llu, \"count\": %llu, "
+      "\"requests\": %llu, \"seconds\": %.4f, \"blocks_per_s\": %.1f, \"gbps\": %.4f, "
+      "\"submit_ms\": %.3f}\n",
+      b.read ? "read" : "write", static_cast<unsigned long long>(b.block),
+      static_cast<unsigned long long>(b.count), static_cast<unsigned long long>(b.requests),
+      seconds, blocks / seconds, blocks * static_cast<double>(b.block) / seconds / 1e9,
+      submit_s * 1000 / static_cast<double>(b.requests));
+  if (absl::Status s = local.DeregisterRegion("bench_blocks_local").status(); !s.ok()) return s;
+  return (*remote)->DeregisterRegion("bench_blocks_peer").status();
+}
+
+CLI::App* AddBlocks(CLI::App& app, BlocksArgs* b) {
+  CLI::App* sub = app.add_subcommand("blocks", "many-block requests in random order");
+  sub->add_option("--peer-target", b->peer_target)->required();
+  sub->add_option("--peer", b->peer)->required();
+  sub->add_option("--block", b->block, "bytes per block");
+  sub->add_option("--count", b->count, "blocks per request");
+  sub->add_option("--requests", b->requests, "requests, one after the other");
+  sub->add_flag("--read", b->read, "read the blocks from the peer instead of writing them");
+  sub->add_flag("--no-wait", b->no_wait, "time the submission alone (then wait)");
+  return sub;
+}
+
 int Main(int argc, char** argv) {
   CLI::App app{"bench_client: C++ client figures for tests/bench (one JSON line per run)"};
   app.require_subcommand(1);
@@ -243,6 +352,8 @@ int Main(int argc, char** argv) {
   verify->add_option("--size", v.size);
   verify->add_option("--slice", v.slice);
   verify->add_option("--seed", v.seed);
+  BlocksArgs b;
+  CLI::App* blocks = AddBlocks(app, &b);
   CLI11_PARSE(app, argc, argv);
 
   absl::StatusOr<std::unique_ptr<client::Client>> client =
@@ -251,6 +362,7 @@ int Main(int argc, char** argv) {
   if (status.ok() && rpc->parsed()) status = RunRpc(**client, loop);
   if (status.ok() && write->parsed()) status = RunWrites(**client, loop, w);
   if (status.ok() && verify->parsed()) status = RunVerify(**client, v);
+  if (status.ok() && blocks->parsed()) status = RunBlocks(**client, b);
   std::fflush(stdout);
   if (!status.ok()) {
     std::fprintf(stderr, "bench_client: %s\n", status.ToString().c_str());

@@ -12,8 +12,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "daemon/common/mutex.h"
 #include "absl/time/time.h"
+#include "daemon/base/mutex.h"
 #include "daemon/common/unique_fd.h"
 #include "daemon/transport/tcp/tcp_socket.h"
 

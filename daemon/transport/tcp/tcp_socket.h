@@ -6,19 +6,11 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "daemon/common/host_port.h"
 #include "daemon/common/unique_fd.h"
 
 namespace xferd::transport::tcp {
-
-struct HostPort {
-  std::string host;
-  uint16_t port = 0;
-};
-
-// "127.0.0.1:7300", "[::1]:0", "localhost:7300". INVALID_ARGUMENT otherwise.
-absl::StatusOr<HostPort> ParseHostPort(absl::string_view address);
 
 // A listening socket (SO_REUSEADDR, close-on-exec, non-blocking).
 absl::StatusOr<UniqueFd> Listen(const HostPort& where, int backlog);

@@ -5,8 +5,8 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/base/status_macros.h"
 #include "daemon/common/log.h"
-#include "daemon/common/status_macros.h"
 #include "daemon/transport/tcp/tcp_frame.h"
 
 namespace xferd::transport::tcp {

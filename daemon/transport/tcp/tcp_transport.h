@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "daemon/common/mutex.h"
+#include "daemon/base/mutex.h"
 #include "daemon/transport/tcp/tcp_acceptor.h"
 #include "daemon/transport/tcp/tcp_link.h"
 #include "daemon/transport/tcp/tcp_socket.h"

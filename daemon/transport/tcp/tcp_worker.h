@@ -10,7 +10,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "daemon/common/mutex.h"
+#include "daemon/base/mutex.h"
 #include "daemon/common/unique_fd.h"
 #include "daemon/transport/tcp/tcp_lane.h"
 #include "daemon/transport/transport.h"

@@ -6,8 +6,8 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/base/status_macros.h"
 #include "daemon/common/check.h"
-#include "daemon/common/status_macros.h"
 #include "daemon/transport/verbs/verbs_worker.h"
 
 namespace xferd::transport::verbs {

@@ -4,8 +4,8 @@
 #include <cerrno>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/base/status_macros.h"
 #include "daemon/common/log.h"
-#include "daemon/common/status_macros.h"
 #include "daemon/transport/verbs/verbs_worker.h"
 
 namespace xferd::transport::verbs {

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "daemon/common/mutex.h"
+#include "daemon/base/mutex.h"
 #include "daemon/transport/transport.h"
 #include "daemon/transport/verbs/queue_pair.h"
 #include "daemon/transport/verbs/verbs_context.h"

@@ -6,8 +6,8 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/common/mutex.h"
-#include "daemon/common/units.h"
+#include "daemon/base/mutex.h"
+#include "daemon/base/units.h"
 
 namespace xferd::transport::verbs {
 

@@ -3,8 +3,8 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/base/status_macros.h"
 #include "daemon/common/log.h"
-#include "daemon/common/status_macros.h"
 #include "daemon/transport/verbs/verbs_registration.h"
 
 namespace xferd::transport::verbs {

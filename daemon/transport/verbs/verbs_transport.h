@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "daemon/common/mutex.h"
+#include "daemon/base/mutex.h"
 #include "daemon/transport/transport.h"
 #include "daemon/transport/verbs/async_events.h"
 #include "daemon/transport/verbs/device.h"

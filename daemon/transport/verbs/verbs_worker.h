@@ -10,7 +10,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "daemon/common/mutex.h"
+#include "daemon/base/mutex.h"
 #include "daemon/common/unique_fd.h"
 #include "daemon/memory/region_registry.h"
 #include "daemon/transport/transport.h"

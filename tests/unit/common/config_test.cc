@@ -172,10 +172,12 @@ TEST(ConfigTest, MetricsEndpointIsOffByDefaultAndChecked) {
   absl::Status typo = ParseConfig("[metrics]\nport = 9300\n", "<test>").status();
   EXPECT_NE(typo.message().find("unknown config key 'metrics.port'"), absl::string_view::npos)
       << typo;
-  on->metrics.listen = "9300";
-  absl::Status bad = Validate(*on);
-  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(bad.message().find("metrics.listen"), absl::string_view::npos) << bad;
+  for (const char* address : {"9300", "127.0.0.1:99999", "[::1]9300"}) {
+    on->metrics.listen = address;
+    absl::Status bad = Validate(*on);
+    EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument) << address;
+    EXPECT_NE(bad.message().find("metrics.listen"), absl::string_view::npos) << bad;
+  }
 }
 
 }  // namespace

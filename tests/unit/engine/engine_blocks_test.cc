@@ -20,16 +20,6 @@ constexpr uint64_t kRegion = 4 << 20;
 constexpr uint64_t kBlock = 4096;
 constexpr uint64_t kBlocks = kRegion / kBlock;
 
-struct Watcher : memory::LandedWatcher {
-  std::vector<memory::LandedEvent> events;
-  Mutex mu;
-  void OnLanded(const memory::LandedEvent& e) override {
-    MutexLock lock(&mu);
-    events.push_back(e);
-  }
-  void OnRegionClosed() override {}
-};
-
 class EngineBlocksTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -96,7 +86,7 @@ class EngineBlocksTest : public ::testing::Test {
 
 TEST_F(EngineBlocksTest, PermutedWriteLandsEveryByteWithOneEvent) {
   Fill(*local_, 3);
-  Watcher watcher;
+  LandedRecorder watcher;
   remote_->landed().Subscribe(&watcher);
   std::vector<uint64_t> perm;
   auto submitted = h_.Submit(*a_, {Permuted(OpKind::kWrite, &perm)});
@@ -120,7 +110,7 @@ TEST_F(EngineBlocksTest, PermutedWriteLandsEveryByteWithOneEvent) {
 
 TEST_F(EngineBlocksTest, PermutedReadPlacesEveryByteAndRaisesALocalEvent) {
   Fill(*remote_, 5);
-  Watcher watcher;
+  LandedRecorder watcher;
   local_->landed().Subscribe(&watcher);
   std::vector<uint64_t> perm;
   auto submitted = h_.Submit(*a_, {Permuted(OpKind::kRead, &perm)});

@@ -98,4 +98,16 @@ engine::WriteSpec Spec(const std::string& src, const std::string& peer, const st
                        uint64_t length, uint64_t src_offset = 0, uint64_t dst_offset = 0);
 void Fill(memory::Region& region, uint8_t seed);
 
+// Records a region's landed events (unsubscribe before reading `events`:
+// the hub calls in under its own lock).
+struct LandedRecorder : memory::LandedWatcher {
+  std::vector<memory::LandedEvent> events;
+  Mutex mu;
+  void OnLanded(const memory::LandedEvent& e) override {
+    MutexLock lock(&mu);
+    events.push_back(e);
+  }
+  void OnRegionClosed() override {}
+};
+
 }  // namespace xferd::testing

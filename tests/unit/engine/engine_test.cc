@@ -1,6 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <string>
 #include <tuple>
+#include <vector>
 
 #include "tests/unit/engine/engine_harness.h"
 
@@ -8,6 +11,29 @@ namespace xferd::testing {
 namespace {
 
 using engine::TransferState;
+
+// The service reports regions and the transport through these, never
+// through the registry or the transport themselves.
+TEST(EngineTest, AnswersWhatTheServiceReports) {
+  EngineHarness h;
+  Node& a = h.Add("a");
+  std::shared_ptr<memory::Region> src = h.RegisterOrDie(a, "src", 8192, false);
+  std::shared_ptr<memory::Region> dst = h.RegisterOrDie(a, "dst", 4096, true);
+  EXPECT_EQ(a.engine->FindRegion("src"), src);
+  EXPECT_EQ(a.engine->FindRegion("dst"), dst);
+  EXPECT_EQ(a.engine->FindRegion("nope"), nullptr);
+  std::vector<std::string> names;
+  for (const auto& region : a.engine->ListRegions()) names.push_back(region->name());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"dst", "src"}));
+  ASSERT_TRUE(a.engine->DeregisterRegion("src", false).ok());
+  EXPECT_EQ(a.engine->FindRegion("src"), nullptr);
+  EXPECT_EQ(a.engine->ListRegions().size(), 1u);
+  // FakeTransport stands in for TCP: no device, no RDMA port.
+  EXPECT_EQ(a.engine->transport_kind(), transport::TransportKind::kTcp);
+  EXPECT_EQ(a.engine->transport_device(), "");
+  EXPECT_FALSE(a.engine->rdma_port().has_value());
+}
 
 TEST(EngineTest, DeregisterRefusesBusyRegionsAndForceCancels) {
   EngineHarness h;

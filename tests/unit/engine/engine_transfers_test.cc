@@ -39,18 +39,8 @@ class EngineTransfersTest : public ::testing::Test {
   std::shared_ptr<memory::Region> src_, dst_;
 };
 
-struct Watcher : memory::LandedWatcher {
-  std::vector<memory::LandedEvent> events;
-  Mutex mu;
-  void OnLanded(const memory::LandedEvent& e) override {
-    MutexLock lock(&mu);
-    events.push_back(e);
-  }
-  void OnRegionClosed() override {}
-};
-
 TEST_F(EngineTransfersTest, MultiSliceWriteLandsWithOneLandedEvent) {
-  Watcher watcher;
+  LandedRecorder watcher;
   dst_->landed().Subscribe(&watcher);
   auto submitted = h_.Submit(*a_, {Spec("src", "b", "dst", 100001, 7, 300)});
   ASSERT_TRUE(submitted.ok()) << submitted.status();

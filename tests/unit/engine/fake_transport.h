@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "daemon/common/mutex.h"
+#include "daemon/base/mutex.h"
 #include "daemon/common/unique_fd.h"
 #include "daemon/memory/region_registry.h"
 #include "daemon/transport/transport.h"

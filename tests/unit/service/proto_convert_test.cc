@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "daemon/service/blocks_convert.h"
 #include "daemon/service/status_convert.h"
 
 namespace xferd::service {
@@ -45,6 +46,27 @@ TEST(ProtoConvertTest, WriteRequestDurations) {
   w.clear_timeout();
   w.clear_peer();
   EXPECT_EQ(FromProto(w).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ProtoConvertTest, PackedBlocksAreLittleEndianAndWhole) {
+  v1::ReadRequest r;
+  r.set_peer("b");
+  r.set_src_region("s");
+  r.set_dst_region("d");
+  const std::string src("\x01\0\0\0\0\0\0\0\0\x01\0\0\0\0\0\0", 16);  // 1, 256
+  r.mutable_blocks()->mutable_list()->set_src_offsets(src);
+  r.mutable_blocks()->mutable_list()->set_dst_offsets(src);
+  r.mutable_blocks()->mutable_list()->set_block_length(4);
+  auto spec = FromProto(r);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->direction, transport::OpKind::kRead);
+  EXPECT_EQ(spec->blocks.src_offsets, (std::vector<uint64_t>{1, 256}));
+  r.mutable_blocks()->mutable_list()->set_dst_offsets(src.substr(0, 12));
+  EXPECT_EQ(FromProto(r).status().message(),
+            "blocks.list.dst_offsets is 12 bytes: not a multiple of 8 (one little-endian uint64 "
+            "per block, e.g. numpy .astype('<u8').tobytes())");
+  r.mutable_blocks()->clear_list();
+  EXPECT_EQ(FromProto(r).status().message(), "blocks has no form: set list, strided or layout");
 }
 
 TEST(ProtoConvertTest, TransferInfoCarriesTransportAndError) {

@@ -8,20 +8,6 @@
 namespace xferd::transport::tcp {
 namespace {
 
-TEST(TcpSocketTest, ParseHostPort) {
-  auto v4 = ParseHostPort("127.0.0.1:7300");
-  ASSERT_TRUE(v4.ok());
-  EXPECT_EQ(v4->host, "127.0.0.1");
-  EXPECT_EQ(v4->port, 7300);
-  auto v6 = ParseHostPort("[::1]:0");
-  ASSERT_TRUE(v6.ok());
-  EXPECT_EQ(v6->host, "::1");
-  EXPECT_EQ(v6->port, 0);
-  for (const char* bad : {"nohost", "host:", "host:99999", "[::1]7300", "[::1", "h:p"}) {
-    EXPECT_FALSE(ParseHostPort(bad).ok()) << bad;
-  }
-}
-
 TEST(TcpSocketTest, ListenDialExchange) {
   auto listener = Listen(HostPort{"127.0.0.1", 0}, 4);
   ASSERT_TRUE(listener.ok()) << listener.status();

@@ -1,4 +1,4 @@
-#include "daemon/common/units.h"
+#include "daemon/base/units.h"
 
 #include <gtest/gtest.h>
 
