@@ -44,6 +44,8 @@ void ToProto(const transport::LinkEndpoints& e, v1::LinkEndpoints* out) {
   out->set_notice_ring_addr(e.notice_ring_addr);
   out->set_notice_ring_rkey(e.notice_ring_rkey);
   out->set_notice_ring_slots(e.notice_ring_slots);
+  out->set_max_rd_atomic(e.max_rd_atomic);
+  out->set_max_dest_rd_atomic(e.max_dest_rd_atomic);
 }
 
 absl::StatusOr<transport::LinkEndpoints> FromProto(const v1::LinkEndpoints& p) {
@@ -85,6 +87,15 @@ absl::StatusOr<transport::LinkEndpoints> FromProto(const v1::LinkEndpoints& p) {
     if (p.notice_ring_slots() == 0 || p.notice_ring_slots() > (1u << 16)) {
       return absl::InvalidArgumentError("malformed notice ring in handshake");
     }
+    // ibv_qp_attr holds both in 8 bits; 0 would leave RDMA READs waiting forever.
+    if (p.max_rd_atomic() == 0 || p.max_rd_atomic() > 255 || p.max_dest_rd_atomic() == 0 ||
+        p.max_dest_rd_atomic() > 255) {
+      return absl::InvalidArgumentError(absl::StrCat("handshake offers max_rd_atomic ",
+                                                     p.max_rd_atomic(), " and max_dest_rd_atomic ",
+                                                     p.max_dest_rd_atomic(), "; expected 1..255"));
+    }
+    e.max_rd_atomic = p.max_rd_atomic();
+    e.max_dest_rd_atomic = p.max_dest_rd_atomic();
     // Refused rather than ignored: the peer would believe we use it.
     if (p.has_tcp()) return absl::InvalidArgumentError("verbs handshake carries a TCP endpoint");
   } else if (p.queue_pairs_size() != 0) {

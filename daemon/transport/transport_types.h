@@ -52,6 +52,10 @@ struct LinkEndpoints {
   uint64_t notice_ring_addr = 0;               // verbs
   uint32_t notice_ring_rkey = 0;
   uint32_t notice_ring_slots = 0;
+  // Verbs: RDMA READs one queue pair may have outstanding as the requester,
+  // and serves at once as the responder (1..255; see peer.proto).
+  uint32_t max_rd_atomic = 0;
+  uint32_t max_dest_rd_atomic = 0;
 };
 
 // What a writer needs to name a peer's region: learnt through ResolveRegion.

@@ -62,6 +62,15 @@ class Binaries:
             sys.path.insert(0, self.python_zip)
 
 
+def guest_start(bazel_bin: str, prefix: str) -> "tuple[Binaries, Children, str]":
+    """Inside the VM: the build's binaries (with `import xferd` ready), the
+    children registry and a fresh work directory under /tmp."""
+    bins = Binaries(bazel_bin)
+    bins.check()
+    bins.import_client()
+    return bins, Children(), tempfile.mkdtemp(prefix=prefix, dir="/tmp")
+
+
 def build(skip: bool, bazel_bin: Optional[str]) -> Binaries:
     """Builds TARGETS with --config=opt (-c opt) and returns their paths."""
     if not skip:
@@ -73,6 +82,30 @@ def build(skip: bool, bazel_bin: Optional[str]) -> Binaries:
     binaries = Binaries(bazel_bin)
     binaries.check()
     return binaries
+
+
+def run_guest_in_vm(guest: str, bins: Binaries, extra: Sequence[str], timeout: int,
+                    json_out: Optional[str]) -> int:
+    """Boots the Soft-RoCE VM once (tests/softroce/vm_run.sh) and runs the
+    guest script `guest` (a path in the repository) there with `extra`
+    arguments; its report streams to our stdout. The JSON summary it leaves
+    is copied to `json_out`. Returns the guest's exit status (125: the VM
+    failed)."""
+    with tempfile.TemporaryDirectory(prefix="softroce-bench-") as results:
+        summary = os.path.join(results, "summary.json")
+        cmd = [os.path.join(REPO, "tests", "softroce", "vm_run.sh"), "-t", str(timeout),
+               "--rw", results, "-C", REPO, "--", PYTHON, guest, "--bazel-bin", bins.bazel_bin,
+               "--json-out", summary, *extra]
+        log(" ".join(cmd))
+        # vm_run.sh streams the guest's output to our stdout and stops its own
+        # qemu on SIGTERM; it is our only child, and our signals go to it.
+        vm = subprocess.Popen(cmd, stdin=subprocess.DEVNULL)
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(sig, lambda signum, _frame: vm.send_signal(signal.SIGTERM))
+        status = vm.wait()
+        if json_out and os.path.exists(summary):
+            shutil.copyfile(summary, json_out)
+    return status
 
 
 # -------------------------------------------------------------- processes --
@@ -188,6 +221,29 @@ def stop_daemon(daemon: daemons.Daemon) -> None:
         daemon.stop()
     except AssertionError as e:
         log(f"xferd {daemon.name}: {e}")
+
+
+class VerbsPair:
+    """Daemons a and b on the VM's rxe0 (verbs, RDMA required), a client to
+    each, a connected to b (`peer`, and a's `info`)."""
+
+    def __init__(self, children: Children, bins: Binaries, workdir: str) -> None:
+        import xferd
+        from xferd.v1 import xferd_pb2
+        self.pb = xferd_pb2
+        self.a = start_daemon(children, bins.xferd, workdir, "a", "verbs")
+        self.b = start_daemon(children, bins.xferd, workdir, "b", "verbs")
+        self.ca, self.cb = xferd.Client(self.a.target), xferd.Client(self.b.target)
+        self.peer = self.ca.connect_peer(self.b.address)
+        self.info = self.ca.node_info()
+        log(f"xferd a -> b connected: transport {self.peer.transport}, device "
+            f"{self.peer.device}, lanes {self.peer.lanes}")
+
+    def close(self) -> None:
+        self.ca.close()
+        self.cb.close()
+        stop_daemon(self.a)
+        stop_daemon(self.b)
 
 
 # ----------------------------------------------------------------- timing --

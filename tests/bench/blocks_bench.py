@@ -133,8 +133,8 @@ def main() -> None:
     workdir = tempfile.mkdtemp(prefix="blocks-bench-")
     children.dirs.append(workdir)
     try:
-        a = benchlib.Daemon(children, bins.xferd, workdir, "a", "tcp")
-        b = benchlib.Daemon(children, bins.xferd, workdir, "b", "tcp")
+        a = benchlib.start_daemon(children, bins.xferd, workdir, "a", "tcp")
+        b = benchlib.start_daemon(children, bins.xferd, workdir, "b", "tcp")
         ca, cb = xferd.Client(a.target), xferd.Client(b.target)
         ca.connect_peer(b.address)
         bulk_size = 256 * 1024 * 1024 if args.quick else GiB

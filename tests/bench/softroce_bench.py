@@ -9,7 +9,10 @@ then boots the Soft-RoCE VM once (tests/softroce/vm_run.sh) and runs
 tests/bench/softroce_guest.py there: ib_write_bw (64 KiB and 1 MiB messages)
 and ib_write_lat (4 KiB) on rxe0, then two xferd daemons with --transport
 verbs --require-rdma: 64 MiB writes at 64 KiB and 1 MiB slices, one
-checksummed write, and the latency of a 4 KiB write. The guest's report (a
+checksummed write, and the latency of a 4 KiB write. With --blocks it runs
+blocks_bench's VM part instead (tests/bench/blocks_softroce_guest.py:
+requests of 4 KiB and 64 KiB blocks in random order, written and read,
+beside ib_write_bw / ib_read_bw -q 2 with post lists). The guest's report (a
 table, then one JSON line) streams to stdout; the JSON line is also left in
 the file --json-out names. Exit status: the guest's (125: the VM failed).
 """
@@ -18,10 +21,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
-import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib  # noqa: E402
@@ -32,32 +32,19 @@ def main() -> int:
     p.add_argument("--quick", action="store_true", help="short run: fewer, smaller runs")
     p.add_argument("--no-build", action="store_true", help="use the existing --config=opt build")
     p.add_argument("--bazel-bin", help="bazel-bin of an optimized build (default: bazel info)")
-    p.add_argument("--reps", type=int, help="rounds of ib_write_bw + xferd (default 5, quick 2)")
+    p.add_argument("--reps", type=int, help="rounds of reference + xferd (default 5, quick 2; "
+                                            "--blocks: 3, quick 1)")
     p.add_argument("-t", "--timeout", type=int, default=900, help="VM timeout, boot included")
     p.add_argument("--json-out", help="also write the JSON summary line to this file")
+    p.add_argument("--blocks", action="store_true",
+                   help="blocks_bench's VM part instead: many-block writes and reads beside "
+                        "ib_write_bw / ib_read_bw (tests/bench/blocks_softroce_guest.py)")
     args = p.parse_args()
     bins = benchlib.build(args.no_build, args.bazel_bin)
-    with tempfile.TemporaryDirectory(prefix="softroce-bench-") as results:
-        guest = [benchlib.PYTHON, "tests/bench/softroce_guest.py", "--bazel-bin", bins.bazel_bin,
-                 "--json-out", os.path.join(results, "summary.json")]
-        if args.quick:
-            guest.append("--quick")
-        if args.reps:
-            guest += ["--reps", str(args.reps)]
-        cmd = [os.path.join(benchlib.REPO, "tests", "softroce", "vm_run.sh"), "-t",
-               str(args.timeout), "--rw", results, "-C", benchlib.REPO, "--", *guest]
-        benchlib.log(" ".join(cmd))
-        # vm_run.sh streams the guest's output to our stdout and stops its own
-        # qemu on SIGTERM; it is our only child, and our signals go to it.
-        vm = subprocess.Popen(cmd, stdin=subprocess.DEVNULL)
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            signal.signal(sig, lambda signum, _frame: vm.send_signal(signal.SIGTERM))
-        status = vm.wait()
-        summary = os.path.join(results, "summary.json")
-        if args.json_out and os.path.exists(summary):
-            with open(summary) as src, open(args.json_out, "w") as dst:
-                dst.write(src.read())
-    return status
+    guest = "blocks_softroce_guest.py" if args.blocks else "softroce_guest.py"
+    extra = (["--quick"] if args.quick else []) + (["--reps", str(args.reps)] if args.reps else [])
+    return benchlib.run_guest_in_vm(os.path.join("tests", "bench", guest), bins, extra,
+                                    args.timeout, args.json_out)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,6 @@ import platform
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from typing import Any, Dict, List, Sequence
 
@@ -104,22 +103,12 @@ def daemon_side_us(transfer: Any) -> float:
     return (transfer.finished_at.ToNanoseconds() - start) / 1e3
 
 
-class Pair:
-    """Daemons a and b on rxe0 (verbs, RDMA required), a connected to b,
-    with a 64 MiB source region on a and destination on b."""
+class Pair(benchlib.VerbsPair):
+    """The verbs pair with a 64 MiB source region on a and destination on b."""
 
     def __init__(self, children: benchlib.Children, bins: benchlib.Binaries,
                  workdir: str) -> None:
-        import xferd
-        from xferd.v1 import xferd_pb2
-        self.pb = xferd_pb2
-        self.a = benchlib.start_daemon(children, bins.xferd, workdir, "a", "verbs")
-        self.b = benchlib.start_daemon(children, bins.xferd, workdir, "b", "verbs")
-        self.ca, self.cb = xferd.Client(self.a.target), xferd.Client(self.b.target)
-        self.peer = self.ca.connect_peer(self.b.address)
-        self.info = self.ca.node_info()
-        benchlib.log(f"xferd a -> b connected: transport {self.peer.transport}, device "
-                     f"{self.peer.device}, lanes {self.peer.lanes}")
+        super().__init__(children, bins, workdir)
         self.ca.register_region("src", TRANSFER)
         self.cb.register_region("dst", TRANSFER, remote_write=True)
         self.write(TRANSFER)  # warm-up: resolves the destination region
@@ -138,11 +127,6 @@ class Pair:
         self.write(TRANSFER, slice_size)
         return TRANSFER / (time.perf_counter() - start) / MiB
 
-    def close(self) -> None:
-        self.ca.close()
-        self.cb.close()
-        benchlib.stop_daemon(self.a)
-        benchlib.stop_daemon(self.b)
 
 
 def bandwidth_rounds(perf: Perftest, pair: Pair, args: argparse.Namespace) -> Dict[str, Any]:
@@ -250,11 +234,7 @@ def report(bw: Dict[str, Any], lat: Dict[str, Any], checked: Dict[str, Any],
 
 def main() -> int:
     args = parse_args()
-    bins = benchlib.Binaries(args.bazel_bin)
-    bins.check()
-    bins.import_client()
-    children = benchlib.Children()
-    workdir = tempfile.mkdtemp(prefix="xfb", dir="/tmp")
+    bins, children, workdir = benchlib.guest_start(args.bazel_bin, "xfb")
     started = time.monotonic()
     try:
         perf = Perftest(children, workdir)

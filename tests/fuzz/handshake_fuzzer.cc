@@ -18,7 +18,8 @@ bool SameEndpoints(const transport::LinkEndpoints& a, const transport::LinkEndpo
   if (a.kind != b.kind || a.lanes != b.lanes || a.queue_pairs.size() != b.queue_pairs.size() ||
       a.tcp.host != b.tcp.host || a.tcp.port != b.tcp.port ||
       a.tcp.session_token != b.tcp.session_token || a.notice_ring_addr != b.notice_ring_addr ||
-      a.notice_ring_rkey != b.notice_ring_rkey || a.notice_ring_slots != b.notice_ring_slots) {
+      a.notice_ring_rkey != b.notice_ring_rkey || a.notice_ring_slots != b.notice_ring_slots ||
+      a.max_rd_atomic != b.max_rd_atomic || a.max_dest_rd_atomic != b.max_dest_rd_atomic) {
     return false;
   }
   for (size_t i = 0; i < a.queue_pairs.size(); ++i) {
@@ -44,6 +45,9 @@ void Check(const v1::NodeIdentity& node, const v1::LinkEndpoints& endpoints) {
   if (e.kind == transport::TransportKind::kVerbs) {
     FUZZ_CHECK(e.queue_pairs.size() == e.lanes);
     FUZZ_CHECK(e.notice_ring_slots >= 1 && e.notice_ring_slots <= (1u << 16));
+    // Both go into 8-bit QP attributes; 0 would stall every RDMA READ.
+    FUZZ_CHECK(e.max_rd_atomic >= 1 && e.max_rd_atomic <= 255);
+    FUZZ_CHECK(e.max_dest_rd_atomic >= 1 && e.max_dest_rd_atomic <= 255);
     for (const transport::QueuePairEndpoint& qp : e.queue_pairs) {
       FUZZ_CHECK(qp.qpn <= 0xffffff && qp.psn <= 0xffffff);
       FUZZ_CHECK(qp.mtu >= 256 && qp.mtu <= 4096 && (qp.mtu & (qp.mtu - 1)) == 0);

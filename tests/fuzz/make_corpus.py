@@ -97,14 +97,18 @@ def tcp_lane():
 
 
 def notice_record():
-    rec = lambda region, tid, off, length: struct.pack("<IIQQQ", NOTICE_MAGIC, region, tid,
-                                                       off, length)
+    def rec(region, tid, off, length, blocks=1, payload=None):
+        return struct.pack("<IIQQQQQ", NOTICE_MAGIC, region, tid, off, length, blocks,
+                           length if payload is None else payload)
     write("notice_record_fuzzer/whole_region", rec(1, 1, 0, 65436))
     write("notice_record_fuzzer/tail", rec(1, 2, 65000, 436))
     write("notice_record_fuzzer/past_end", rec(1, 3, 65000, 437))
     write("notice_record_fuzzer/read_only", rec(2, 4, 0, 16))
     write("notice_record_fuzzer/acl", rec(3, 5, 0, 16))
     write("notice_record_fuzzer/wrap", rec(1, 6, 2**64 - 8, 16))
+    write("notice_record_fuzzer/blocks", rec(1, 7, 4096, 60000, 12, 49152))
+    write("notice_record_fuzzer/more_bytes_than_span", rec(1, 8, 0, 4096, 2, 8192))
+    write("notice_record_fuzzer/more_blocks_than_bytes", rec(1, 9, 0, 4096, 5000, 4096))
 
 
 QP = """queue_pairs {{ qpn: {qpn} psn: 4660 lid: 0
@@ -118,7 +122,8 @@ def handshake():
            'port: 7301 session_token: "0123456789abcdef" } }')
     verbs = ("endpoints { transport: TRANSPORT_KIND_VERBS lanes: 2 " +
              QP.format(qpn=17) + " " + QP.format(qpn=18) +
-             " notice_ring_addr: 140000000000 notice_ring_rkey: 77 notice_ring_slots: 256 }")
+             " notice_ring_addr: 140000000000 notice_ring_rkey: 77 notice_ring_slots: 256"
+             " max_rd_atomic: 16 max_dest_rd_atomic: 128 }")
     for kind, endpoints in (("tcp", tcp), ("verbs", verbs)):
         write(f"handshake_fuzzer/request_{kind}",
               encode("HandshakeRequest", f"version: PROTOCOL_VERSION_1 caller {{ {node} }} "

@@ -1,8 +1,8 @@
 // Fuzzes the verbs transport's landing-notice records (notice_record.h): the
-// 32 bytes a peer RDMA-writes into our notice ring. A record that decodes
+// 48 bytes a peer RDMA-writes into our notice ring. A record that decodes
 // must encode back to the same bytes; its validation against the region
-// registry (AcceptNotice) may only accept a range inside a region this peer
-// may write.
+// registry (AcceptNotice) may only accept a span inside a region this peer
+// may write, holding the payload it claims.
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -30,6 +30,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(regions.Writable(*region));
     FUZZ_CHECK(record.notice.length > 0 && record.notice.offset < region->size() &&
                record.notice.length <= region->size() - record.notice.offset);
+    FUZZ_CHECK(record.notice.blocks >= 1 && record.notice.blocks <= record.notice.bytes &&
+               record.notice.bytes <= record.notice.length);
   }
   return 0;
 }

@@ -35,6 +35,9 @@ std::vector<TransportFactory> AllTransportFactories() {
                          options.lane_depth = 16;
                          // Small MR chunks so slices cross chunk boundaries in these tests.
                          options.mr_chunk = verbs::kMinMrChunk;
+                         // Two RDMA READs in flight per queue pair, far fewer than the
+                         // blocks the read tests keep in flight: the bound must bite.
+                         options.max_rd_atomic = 2;
                          auto transport = verbs::VerbsTransport::Create(options, *port, regions);
                          if (!transport.ok()) return transport.status();
                          return std::unique_ptr<Transport>(*std::move(transport));

@@ -19,8 +19,6 @@ ibv_mtu MtuEnum(uint32_t bytes) {
 
 // Receiver-not-ready NAK delay requested from the peer: 12 = 0.64 ms.
 constexpr uint8_t kMinRnrTimer = 12;
-// One outstanding RDMA READ/atomic each way (reserved for the Read operation).
-constexpr uint8_t kMaxRdAtomic = 1;
 
 }  // namespace
 
@@ -66,7 +64,7 @@ absl::Status ModifyToRtr(ibv_qp* qp, const QpPath& path, const QueuePairEndpoint
   attr.path_mtu = MtuEnum(std::min(path.mtu, remote.mtu));
   attr.dest_qp_num = remote.qpn;
   attr.rq_psn = remote.psn;
-  attr.max_dest_rd_atomic = kMaxRdAtomic;
+  attr.max_dest_rd_atomic = path.max_dest_rd_atomic;
   attr.min_rnr_timer = kMinRnrTimer;
   attr.ah_attr.port_num = path.port;
   attr.ah_attr.dlid = remote.lid;
@@ -98,7 +96,7 @@ absl::Status ModifyToRts(ibv_qp* qp, const QpPath& path, uint32_t local_psn) {
   attr.retry_cnt = path.retry_count;
   attr.rnr_retry = path.rnr_retry;
   attr.sq_psn = local_psn;
-  attr.max_rd_atomic = kMaxRdAtomic;
+  attr.max_rd_atomic = path.max_rd_atomic;
   const int rc = ibv_modify_qp(qp, &attr,
                                IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
                                    IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);

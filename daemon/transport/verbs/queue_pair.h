@@ -29,6 +29,10 @@ struct QpPath {
   // Receiver-not-ready retries; 7 means "retry forever": a live peer reposts
   // its receives, a dead one is caught by the retry count and the deadline.
   uint8_t rnr_retry = 7;
+  // RDMA READs outstanding as the requester (RTS) and served at once as the
+  // responder (RTR): what the handshake negotiated for this link.
+  uint8_t max_rd_atomic = 1;
+  uint8_t max_dest_rd_atomic = 1;
 };
 
 // Creates an RC QP on `cq` (send and receive). `context` is stored in
@@ -36,7 +40,7 @@ struct QpPath {
 absl::StatusOr<IbvQp> CreateRcQp(ibv_pd* pd, ibv_cq* cq, const QpCaps& caps, void* context,
                                  uint32_t* granted_inline);
 
-// RESET -> INIT, allowing remote writes (and reads, for the Read operation).
+// RESET -> INIT, allowing remote writes and reads (the MRs say which regions allow what).
 absl::Status ModifyToInit(ibv_qp* qp, uint8_t port);
 // INIT -> RTR towards `remote`.
 absl::Status ModifyToRtr(ibv_qp* qp, const QpPath& path, const QueuePairEndpoint& remote);

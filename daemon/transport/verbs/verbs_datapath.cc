@@ -1,11 +1,13 @@
-// The verbs data path: posting chained RDMA WRITEs, retiring completions,
-// and receiving the landing notices of peers' WRITE_WITH_IMM. Runs on one
+// The verbs data path: posting ops as chained RDMA WRITEs and READs (one
+// work request per block), retiring completions, and receiving the landing
+// notices of peers' WRITE_WITH_IMM. Runs on one
 // poller thread per worker; no allocation, no locks, no logging above trace.
 #include <arpa/inet.h>
 
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/common/check.h"
 #include "daemon/common/log.h"
 #include "daemon/transport/verbs/notice_record.h"
 #include "daemon/transport/verbs/verbs_lane.h"
@@ -17,7 +19,7 @@ namespace {
 
 // The first failed completion of a queue pair, as the status every write
 // still in flight on its link reports.
-absl::Status CompletionError(const ibv_wc& wc, const std::string& peer) {
+absl::Status CompletionError(const ibv_wc& wc, const std::string& peer, bool read) {
   const std::string what = absl::StrCat(ibv_wc_status_str(wc.status), " (vendor error 0x",
                                         absl::Hex(wc.vendor_err), ")");
   switch (wc.status) {
@@ -27,9 +29,9 @@ absl::Status CompletionError(const ibv_wc& wc, const std::string& peer) {
     // the precise reason from the peer.
     case IBV_WC_REM_ACCESS_ERR:
       return absl::UnavailableError(absl::StrCat(
-          "peer ", peer, " refused the RDMA write (", what,
-          "): its region was deregistered, the range is outside it, or the peer exited; "
-          "the link is reset"));
+          "peer ", peer, " refused the RDMA ", read ? "read" : "write", " (", what,
+          "): its region was deregistered, the range is outside it, ",
+          read ? "it does not allow remote reads, " : "", "or the peer exited; the link is reset"));
     case IBV_WC_RETRY_EXC_ERR:
       return absl::UnavailableError(absl::StrCat("peer ", peer, " does not answer (", what,
                                                  "): it died or the network is down"));
@@ -52,13 +54,12 @@ absl::Status CompletionError(const ibv_wc& wc, const std::string& peer) {
 uint32_t VerbsLane::Post(absl::Span<const DataOp> ops) {
   chain_ = 0;
   uint32_t taken = 0;
-  // Until the verbs data path carries many-block ops and reads, it takes
-  // single-block writes only: their work requests fit kMaxWrsPerOp. An op
-  // it does not take fails its transfer (the poller reports the refusal).
-  while (taken < ops.size() && taken < kMaxOpsPerPost && credits() > 0 &&
-         ops[taken].kind == OpKind::kWrite && ops[taken].block_count == 1) {
+  // credits() counts the requests appended so far: the chain never outgrows
+  // the send queue (nor the worker's chain arrays, as large as it).
+  while (taken < ops.size() && credits() > 0) {
     AppendOp(ops[taken]);
     ++taken;
+    ++ops_in_flight_;
   }
   if (chain_ == 0) return 0;
   for (uint32_t i = 0; i + 1 < chain_; ++i) wrs_[i].next = &wrs_[i + 1];
@@ -80,53 +81,62 @@ uint32_t VerbsLane::Post(absl::Span<const DataOp> ops) {
     if (slots_[(first_seq + k) % sq_depth_].ends_op) ++ops_posted;
   }
   posted_ = first_seq + went_out - 1;
+  ops_in_flight_ -= taken - ops_posted;
   link_.Close(VerbsError(absl::StrCat("ibv_post_send to ", link_.peer().node_id), rc));
   return ops_posted;
 }
 
 void VerbsLane::AppendOp(const DataOp& op) {
-  const RemoteRegion& dst = *op.remote;
-  const auto& src = static_cast<const VerbsRegistration&>(*op.local_registration);
+  // More blocks would break credits()' promise; none would report nothing.
+  XFERD_CHECK(op.block_count >= 1 && op.block_count <= kMaxBlocksPerOp);
   uint32_t imm = 0;
   if (op.notice != nullptr) {
     // The record goes first on this QP; RC places it before the
     // WRITE_WITH_IMM that names its slot.
     imm = next_notice_++ % kNoticeSlots;
     uint8_t* record = notices_.outgoing + imm * kNoticeRecordBytes;
-    EncodeNoticeRecord(NoticeRecord{dst.region_id, *op.notice}, record);
+    EncodeNoticeRecord(NoticeRecord{op.remote->region_id, *op.notice}, record);
     AppendWr(IBV_WR_RDMA_WRITE, reinterpret_cast<uint64_t>(record), kNoticeRecordBytes,
              notices_.outgoing_lkey, notices_.remote_addr + imm * kNoticeRecordBytes,
-             notices_.remote_rkey, 0, /*ends_op=*/false, nullptr);
+             notices_.remote_rkey, nullptr);
   }
-  // Cut the slice where it crosses a memory-registration chunk on either
-  // side: each piece needs a single lkey and a single rkey.
-  const Block& block = op.blocks[0];
-  uint64_t src_offset = block.local_offset;
-  uint64_t dst_offset = block.remote_offset;
-  const uint64_t dst_chunk = dst.mr_chunk_bytes;
+  for (uint32_t b = 0; b < op.block_count; ++b) AppendBlock(op, op.blocks[b]);
+  // The op's last request reports it; a write's notice rides on it.
+  slots_[posted_ % sq_depth_].ends_op = true;
+  if (op.notice != nullptr) {
+    ibv_send_wr& last = wrs_[chain_ - 1];
+    last.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+    last.imm_data = htonl(imm);
+  }
+}
+
+void VerbsLane::AppendBlock(const DataOp& op, const Block& block) {
+  const RemoteRegion& remote = *op.remote;
+  const auto& local = static_cast<const VerbsRegistration&>(*op.local_registration);
+  const ibv_wr_opcode opcode = op.kind == OpKind::kRead ? IBV_WR_RDMA_READ : IBV_WR_RDMA_WRITE;
+  uint64_t local_offset = block.local_offset;
+  uint64_t remote_offset = block.remote_offset;
   uint32_t left = block.length;
   while (left > 0) {
-    uint64_t n = std::min<uint64_t>(left, src.chunk_bytes() - src_offset % src.chunk_bytes());
-    n = std::min<uint64_t>(n, dst_chunk - dst_offset % dst_chunk);
-    const bool last = n == left;
-    AppendWr(last && op.notice != nullptr ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE,
-             reinterpret_cast<uint64_t>(src.base() + src_offset), static_cast<uint32_t>(n),
-             src.lkey_at(src_offset), dst.addr + dst_offset, dst.rkeys[dst_offset / dst_chunk], imm,
-             last, &op);
-    src_offset += n;
-    dst_offset += n;
+    uint64_t n = std::min<uint64_t>(left, local.chunk_bytes() - local_offset % local.chunk_bytes());
+    n = std::min<uint64_t>(n, remote.mr_chunk_bytes - remote_offset % remote.mr_chunk_bytes);
+    AppendWr(opcode, reinterpret_cast<uint64_t>(local.base() + local_offset),
+             static_cast<uint32_t>(n), local.lkey_at(local_offset), remote.addr + remote_offset,
+             remote.rkeys[remote_offset / remote.mr_chunk_bytes], &op);
+    local_offset += n;
+    remote_offset += n;
     left -= static_cast<uint32_t>(n);
   }
 }
 
-void VerbsLane::AppendWr(ibv_wr_opcode opcode, uint64_t local, uint32_t length, uint32_t lkey,
-                         uint64_t remote, uint32_t rkey, uint32_t imm, bool ends_op,
-                         const DataOp* op) {
+ibv_send_wr& VerbsLane::AppendWr(ibv_wr_opcode opcode, uint64_t local, uint32_t length,
+                                 uint32_t lkey, uint64_t remote, uint32_t rkey, const DataOp* op) {
   const uint64_t seq = ++posted_;
   SendSlot& slot = slots_[seq % sq_depth_];
   slot.cookie = op != nullptr ? op->cookie : 0;
   slot.length = op != nullptr ? op->length : 0;
-  slot.ends_op = ends_op;
+  slot.ends_op = false;
+  slot.read = opcode == IBV_WR_RDMA_READ;
   ibv_sge& sge = sges_[chain_];
   sge.addr = local;
   sge.length = length;
@@ -137,15 +147,16 @@ void VerbsLane::AppendWr(ibv_wr_opcode opcode, uint64_t local, uint32_t length, 
   wr.sg_list = &sge;
   wr.num_sge = 1;
   wr.opcode = opcode;
-  // Small payloads travel inside the work request: no DMA read of them.
-  if (length <= max_inline_) wr.send_flags |= IBV_SEND_INLINE;
+  // Small writes travel inside the work request: no DMA read of them. (A
+  // read's data comes back from the peer: nothing to inline.)
+  if (!slot.read && length <= max_inline_) wr.send_flags |= IBV_SEND_INLINE;
   if (++unsignaled_ >= kSignalInterval) {
     wr.send_flags |= IBV_SEND_SIGNALED;
     unsignaled_ = 0;
   }
   wr.wr.rdma.remote_addr = remote;
   wr.wr.rdma.rkey = rkey;
-  if (opcode == IBV_WR_RDMA_WRITE_WITH_IMM) wr.imm_data = htonl(imm);
+  return wr;
 }
 
 void VerbsLane::OnSendCompletion(const ibv_wc& wc, CompletionSink& sink) {
@@ -159,27 +170,33 @@ void VerbsLane::OnSendCompletion(const ibv_wc& wc, CompletionSink& sink) {
   // RC completes in order: the requests before this one succeeded.
   Retire(seq - 1, nullptr, sink);
   // The first error is what the link reports; later flushes are noise.
-  if (!link_.broken()) link_.Close(CompletionError(wc, link_.peer().node_id));
+  if (!link_.broken()) {
+    link_.Close(CompletionError(wc, link_.peer().node_id, slots_[seq % sq_depth_].read));
+  }
   const absl::Status status = link_.status();
   Retire(seq, &status, sink);
 }
 
 void VerbsLane::Retire(uint64_t through, const absl::Status* error, CompletionSink& sink) {
-  uint64_t bytes = 0;
+  uint64_t written = 0;
+  uint64_t read = 0;
   while (retired_ < through) {
     const SendSlot& slot = slots_[++retired_ % sq_depth_];
     if (!slot.ends_op) continue;
-    if (error == nullptr) bytes += slot.length;
+    --ops_in_flight_;
+    if (error == nullptr) (slot.read ? read : written) += slot.length;
     sink.OnOpDone(OpCompletion{slot.cookie, slot.length, error});
   }
-  if (bytes > 0) link_.counters().bytes_sent.fetch_add(bytes, std::memory_order_relaxed);
+  // Reads bring the peer's bytes here: they count as received.
+  if (written > 0) link_.counters().bytes_sent.fetch_add(written, std::memory_order_relaxed);
+  if (read > 0) link_.counters().bytes_received.fetch_add(read, std::memory_order_relaxed);
 }
 
 void VerbsLane::OnRecvCompletion(const ibv_wc& wc, const memory::RegionRegistry& regions) {
   --recvs_posted_;
   if (wc.status != IBV_WC_SUCCESS) {
     if (wc.status != IBV_WC_WR_FLUSH_ERR && !link_.broken()) {
-      link_.Close(CompletionError(wc, link_.peer().node_id));
+      link_.Close(CompletionError(wc, link_.peer().node_id, /*read=*/false));
     }
     return;
   }
@@ -203,9 +220,12 @@ void VerbsLane::Land(uint32_t slot, const memory::RegionRegistry& regions) {
     SPDLOG_DEBUG("ignored a malformed landing notice from {} (slot {})", peer, slot);
     return;
   }
-  link_.counters().bytes_received.fetch_add(record.notice.length, std::memory_order_relaxed);
-  region->landed().Publish(memory::LandedEvent{record.notice.offset, record.notice.length, peer,
-                                               record.notice.transfer_id, 0, absl::Now()});
+  const LandingNotice& n = record.notice;
+  link_.counters().bytes_received.fetch_add(n.bytes, std::memory_order_relaxed);
+  memory::LandedEvent event{n.offset, n.length, peer, n.transfer_id, 0, absl::Now()};
+  event.blocks = n.blocks;
+  event.bytes = n.bytes;
+  region->landed().Publish(event);
 }
 
 uint32_t VerbsWorker::Post(Lane& lane, absl::Span<const DataOp> ops) {

@@ -3,8 +3,11 @@
 
 #include <sys/random.h>
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "daemon/base/status_macros.h"
+#include "daemon/common/check.h"
 #include "daemon/transport/verbs/verbs_worker.h"
 
 namespace xferd::transport::verbs {
@@ -19,20 +22,26 @@ uint32_t RandomPsn() {
 
 }  // namespace
 
-VerbsLane::VerbsLane(Link& link, VerbsWorker& worker, uint32_t ops_depth)
+VerbsLane::VerbsLane(Link& link, VerbsWorker& worker, uint32_t ops_depth, uint32_t send_depth)
     : link_(link),
       worker_(worker),
       ops_depth_(ops_depth),
-      sq_depth_(ops_depth * kMaxWrsPerOp),
+      sq_depth_(send_depth),
       psn_(RandomPsn()),
-      slots_(sq_depth_) {}
+      slots_(sq_depth_),
+      wrs_(worker.chain_wrs()),
+      sges_(worker.chain_sges()) {
+  XFERD_CHECK(send_depth >= kMaxWrsPerOp && send_depth <= worker.chain_capacity());
+}
 
 VerbsLane::~VerbsLane() = default;
 
 uint32_t VerbsLane::credits() const {
   if (!active_.load(std::memory_order_acquire) || broken() || draining_) return 0;
-  // Every op may need kMaxWrsPerOp work requests; promise only what fits.
-  return static_cast<uint32_t>(sq_depth_ - (posted_ - retired_)) / kMaxWrsPerOp;
+  // Every op may need kMaxWrsPerOp work requests; promise only what surely
+  // fits, so the send queue never overflows however many blocks ops carry.
+  const uint32_t free_wrs = sq_depth_ - static_cast<uint32_t>(posted_ - retired_);
+  return std::min(ops_depth_ - ops_in_flight_, free_wrs / kMaxWrsPerOp);
 }
 
 absl::Status VerbsLane::Create(ibv_pd* pd, uint8_t port, uint32_t max_inline) {

@@ -1,8 +1,9 @@
-// One RC queue pair to a peer, owned by one poller thread. Posting chains
-// the write ops' work requests into one ibv_post_send, signals selectively,
-// and keeps a slot per work request so each op's completion (or its first
-// error) is reported exactly once. Receives of WRITE_WITH_IMM carry the
-// peer's landing notices.
+// One RC queue pair to a peer, owned by one poller thread. Posting turns
+// each op into one work request per block (RDMA WRITE, or RDMA READ into
+// the local region), chains all of a call's requests into one
+// ibv_post_send, signals selectively, and keeps a slot per work request so
+// each op's completion (or its first error) is reported exactly once.
+// Receives of WRITE_WITH_IMM carry the peer's landing notices.
 #pragma once
 
 #include <array>
@@ -34,8 +35,9 @@ struct NoticeArea {
 
 class VerbsLane final : public Lane {
  public:
-  // `ops_depth`: write ops in flight at most.
-  VerbsLane(Link& link, VerbsWorker& worker, uint32_t ops_depth);
+  // `ops_depth`: ops in flight at most; `send_depth`: the send queue's work
+  // requests (>= kMaxWrsPerOp, <= the worker's chain capacity).
+  VerbsLane(Link& link, VerbsWorker& worker, uint32_t ops_depth, uint32_t send_depth);
   ~VerbsLane() override;
 
   uint32_t credits() const override;
@@ -71,12 +73,16 @@ class VerbsLane final : public Lane {
     uint64_t cookie = 0;
     uint32_t length = 0;
     bool ends_op = false;  // the op's last work request: report it
+    bool read = false;     // an RDMA READ (for the error message)
   };
 
   // Appends the work requests of one op to the chain (credits() > 0 checked).
   void AppendOp(const DataOp& op);
-  void AppendWr(ibv_wr_opcode opcode, uint64_t local, uint32_t length, uint32_t lkey,
-                uint64_t remote, uint32_t rkey, uint32_t imm, bool ends_op, const DataOp* op);
+  // One block, cut where it crosses an MR chunk on either side.
+  void AppendBlock(const DataOp& op, const Block& block);
+  // The next request of the chain; its slot is marked as not ending an op.
+  ibv_send_wr& AppendWr(ibv_wr_opcode opcode, uint64_t local, uint32_t length, uint32_t lkey,
+                        uint64_t remote, uint32_t rkey, const DataOp* op);
   void Retire(uint64_t through_seq, const absl::Status* error, CompletionSink& sink);
   absl::Status PostReceives(uint32_t count);
   // Validates the peer's notice record in `slot` and raises its landed event.
@@ -85,8 +91,8 @@ class VerbsLane final : public Lane {
   Link& link_;
   VerbsWorker& worker_;
   const uint32_t ops_depth_;
-  const uint32_t sq_depth_;
-  const uint32_t psn_;  // our initial packet sequence number
+  const uint32_t sq_depth_;  // work requests
+  const uint32_t psn_;       // our initial packet sequence number
   uint32_t index_ = 0;
   bool in_table_ = false;
   uint32_t max_inline_ = 0;
@@ -98,14 +104,16 @@ class VerbsLane final : public Lane {
   std::vector<SendSlot> slots_;
   uint64_t posted_ = 0;
   uint64_t retired_ = 0;
+  uint32_t ops_in_flight_ = 0;
   uint32_t unsignaled_ = 0;
   uint32_t next_notice_ = 0;
   uint32_t recvs_posted_ = 0;
   uint32_t recvs_to_repost_ = 0;
   bool draining_ = false;
-  // The chain being built by Post (preallocated: no allocation per post).
-  ibv_send_wr wrs_[kMaxWrsPerPost];
-  ibv_sge sges_[kMaxWrsPerPost];
+  // The chain being built by Post, in the worker's preallocated arrays (its
+  // lanes post one at a time, on its thread): no allocation per post.
+  ibv_send_wr* const wrs_;
+  ibv_sge* const sges_;
   uint32_t chain_ = 0;
 };
 

@@ -1,5 +1,6 @@
 #include "daemon/transport/verbs/verbs_link.h"
 
+#include <algorithm>
 #include <cerrno>
 
 #include "absl/strings/str_cat.h"
@@ -51,7 +52,8 @@ absl::Status VerbsLink::Build(uint32_t lanes) {
     detached_.assign(lanes, false);
   }
   for (uint32_t i = 0; i < lanes; ++i) {
-    lanes_.push_back(std::make_unique<VerbsLane>(*this, *workers_[i], settings_.ops_depth));
+    lanes_.push_back(std::make_unique<VerbsLane>(*this, *workers_[i], settings_.ops_depth,
+                                                 settings_.send_depth));
     lane_count_.store(i + 1, std::memory_order_release);
     RETURN_IF_ERROR(
         lanes_.back()->Create(context_->pd.get(), settings_.path.port, settings_.max_inline));
@@ -70,6 +72,8 @@ void VerbsLink::Describe(LinkEndpoints* out) const {
   out->notice_ring_addr = reinterpret_cast<uint64_t>(ring_.get());
   out->notice_ring_rkey = ring_in_mr_->rkey;
   out->notice_ring_slots = kNoticeSlots;
+  out->max_rd_atomic = settings_.max_rd_atomic;
+  out->max_dest_rd_atomic = settings_.max_dest_rd_atomic;
 }
 
 absl::Status VerbsLink::Activate(const LinkEndpoints& remote) {
@@ -79,13 +83,21 @@ absl::Status VerbsLink::Activate(const LinkEndpoints& remote) {
                      " transport but this daemon uses verbs: configure the same on both"));
   }
   if (remote.lanes == 0 || remote.lanes > lanes_.size() ||
-      remote.queue_pairs.size() != remote.lanes || remote.notice_ring_slots != kNoticeSlots) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("peer ", peer().node_id, " answered with ", remote.lanes, " lanes (",
-                     remote.queue_pairs.size(), " queue pairs, ", remote.notice_ring_slots,
-                     " notice slots); this daemon offered ", lanes_.size(), " lanes and ",
-                     kNoticeSlots, " slots"));
+      remote.queue_pairs.size() != remote.lanes || remote.notice_ring_slots != kNoticeSlots ||
+      remote.max_rd_atomic == 0 || remote.max_dest_rd_atomic == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "peer ", peer().node_id, " answered with ", remote.lanes, " lanes (",
+        remote.queue_pairs.size(), " queue pairs, ", remote.notice_ring_slots,
+        " notice slots, RDMA READ depths ", remote.max_rd_atomic, "/", remote.max_dest_rd_atomic,
+        "); this daemon offered ", lanes_.size(), " lanes and ", kNoticeSlots, " slots"));
   }
+  // Each direction gets what both ends allow: our reads may not outnumber
+  // the responder resources of the peer's queue pair, and the reverse.
+  QpPath path = settings_.path;
+  path.max_rd_atomic =
+      static_cast<uint8_t>(std::min<uint32_t>(settings_.max_rd_atomic, remote.max_dest_rd_atomic));
+  path.max_dest_rd_atomic =
+      static_cast<uint8_t>(std::min<uint32_t>(settings_.max_dest_rd_atomic, remote.max_rd_atomic));
   // The peer has fewer pollers: our extra lanes go.
   for (uint32_t i = remote.lanes; i < lanes_.size(); ++i) Detach(i);
   lane_count_.store(remote.lanes, std::memory_order_release);
@@ -97,7 +109,6 @@ absl::Status VerbsLink::Activate(const LinkEndpoints& remote) {
     area.outgoing_lkey = ring_out_mr_->lkey;
     area.remote_addr = remote.notice_ring_addr + i * kLaneRingBytes;
     area.remote_rkey = remote.notice_ring_rkey;
-    QpPath path = settings_.path;
     RETURN_IF_ERROR(lanes_[i]->Activate(path, remote.queue_pairs[i], area));
   }
   active_.store(true, std::memory_order_release);

@@ -23,7 +23,12 @@ class VerbsWorker;
 struct VerbsLinkSettings {
   QpPath path;
   uint32_t ops_depth = 64;
+  uint32_t send_depth = 64 * kSendWrsPerOp;  // work requests per send queue
   uint32_t max_inline = 64;
+  // What this side offers in the handshake (1..255): RDMA READs a queue pair
+  // may have outstanding, and may serve at once.
+  uint8_t max_rd_atomic = 1;
+  uint8_t max_dest_rd_atomic = 1;
 };
 
 class VerbsLink final : public Link, public std::enable_shared_from_this<VerbsLink> {

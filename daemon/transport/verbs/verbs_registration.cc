@@ -11,8 +11,11 @@
 
 namespace xferd::transport::verbs {
 
-int VerbsRegistration::AccessFlags(const memory::Access& access) {
+int VerbsRegistration::AccessFlags(const memory::Access& access, bool local_write) {
   int flags = 0;
+  // Our RDMA READs land in the region. Only a read-only file mapping lacks
+  // it: the kernel would refuse to pin it for writing.
+  if (local_write) flags |= IBV_ACCESS_LOCAL_WRITE;
   // The NIC writes into the region: local write must be granted with it.
   if (access.remote_write) flags |= IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
   if (access.remote_read) flags |= IBV_ACCESS_REMOTE_READ;
@@ -21,12 +24,12 @@ int VerbsRegistration::AccessFlags(const memory::Access& access) {
 
 absl::StatusOr<std::unique_ptr<VerbsRegistration>> VerbsRegistration::Create(
     std::shared_ptr<VerbsContext> context, std::byte* base, uint64_t size,
-    const memory::Access& access, uint64_t chunk, int threads,
+    const memory::Access& access, bool local_write, uint64_t chunk, int threads,
     std::shared_ptr<std::atomic<int64_t>> open_mrs) {
   ibv_pd* pd = context->pd.get();
   chunk = std::max<uint64_t>(chunk, 4096);
   const size_t count = static_cast<size_t>((size + chunk - 1) / chunk);
-  const int flags = AccessFlags(access);
+  const int flags = AccessFlags(access, local_write);
   std::vector<IbvMr> mrs(count);
   std::atomic<size_t> next{0};
   Mutex mu;

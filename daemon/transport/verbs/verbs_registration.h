@@ -1,6 +1,7 @@
-// A region's RDMA memory registration. The region is registered with exactly
-// the access it allows (remote write and/or read, nothing for a local-only
-// source). Large regions are registered as several MRs of `chunk` bytes, by
+// A region's RDMA memory registration. Peers get exactly the access the
+// region allows (remote write and/or read, nothing for a local-only source);
+// our own NIC may write any writable region (RDMA READs land there). Large
+// regions are registered as several MRs of `chunk` bytes, by
 // several threads at once: pinning is what makes registration slow, and it
 // parallelizes.
 #pragma once
@@ -24,9 +25,10 @@ class VerbsRegistration final : public memory::TransportRegistration {
   // the MRs alive (for stats); it is shared with the transport.
   // The registration holds `context`: its MRs must go before the PD does,
   // whatever outlives what.
+  // `local_write`: the mapping is writable, so reads may land in it.
   static absl::StatusOr<std::unique_ptr<VerbsRegistration>> Create(
       std::shared_ptr<VerbsContext> context, std::byte* base, uint64_t size,
-      const memory::Access& access, uint64_t chunk, int threads,
+      const memory::Access& access, bool local_write, uint64_t chunk, int threads,
       std::shared_ptr<std::atomic<int64_t>> open_mrs);
   ~VerbsRegistration() override;
 
@@ -39,7 +41,7 @@ class VerbsRegistration final : public memory::TransportRegistration {
   size_t mr_count() const { return mrs_.size(); }
 
   // The ibv access flags for a region's access.
-  static int AccessFlags(const memory::Access& access);
+  static int AccessFlags(const memory::Access& access, bool local_write);
 
  private:
   VerbsRegistration(std::shared_ptr<VerbsContext> context, std::byte* base, uint64_t size,

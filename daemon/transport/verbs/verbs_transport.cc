@@ -17,15 +17,31 @@ absl::StatusOr<std::unique_ptr<VerbsTransport>> VerbsTransport::Create(
         absl::StrCat("transport.verbs_mr_chunk must be at least ", kMinMrChunk, " bytes"));
   }
   ASSIGN_OR_RETURN(std::shared_ptr<VerbsContext> context, VerbsContext::Open(port));
+  if (context->attr.max_qp_init_rd_atom <= 0 || context->attr.max_qp_rd_atom <= 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "RDMA device ", port.device, " allows no outstanding RDMA READ (max_qp_init_rd_atom ",
+        context->attr.max_qp_init_rd_atom, ", max_qp_rd_atom ", context->attr.max_qp_rd_atom,
+        "): xferd needs RDMA READ; use another device or the tcp transport"));
+  }
   auto transport = std::unique_ptr<VerbsTransport>(new VerbsTransport(options, context));
+  const uint32_t send_depth = transport->link_settings_.send_depth;
+  if (send_depth < kMaxWrsPerOp) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("RDMA device ", port.device, " allows ", context->attr.max_qp_wr,
+                     " work requests per queue pair; xferd needs at least ", kMaxWrsPerOp,
+                     " (one op of ", kMaxBlocksPerOp, " blocks)"));
+  }
   for (uint32_t i = 0; i < options.pollers; ++i) {
-    ASSIGN_OR_RETURN(auto worker, VerbsWorker::Create(context, options.cq_entries, regions));
+    ASSIGN_OR_RETURN(auto worker,
+                     VerbsWorker::Create(context, options.cq_entries, send_depth, regions));
     transport->workers_.push_back(std::move(worker));
   }
   transport->async_ = std::make_unique<AsyncEventThread>(
       context, [t = transport.get()](absl::Status reason) { t->CloseAll(reason); });
-  spdlog::info("verbs transport: {} ({} pollers, {} write ops per lane)", port.description,
-               options.pollers, options.lane_depth);
+  spdlog::info(
+      "verbs transport: {} ({} pollers, {} ops per lane, RDMA READs per queue pair: {} out, {} in)",
+      port.description, options.pollers, options.lane_depth,
+      transport->link_settings_.max_rd_atomic, transport->link_settings_.max_dest_rd_atomic);
   return transport;
 }
 
@@ -40,7 +56,20 @@ VerbsTransport::VerbsTransport(const VerbsTransportOptions& options,
   link_settings_.path.timeout = options.qp_timeout;
   link_settings_.path.retry_count = options.retry_count;
   link_settings_.ops_depth = options.lane_depth;
+  // Room for the worst case of one op at least, within what the device allows.
+  const uint64_t send_depth =
+      std::max<uint64_t>(uint64_t{options.lane_depth} * kSendWrsPerOp, kMaxWrsPerOp);
+  link_settings_.send_depth = static_cast<uint32_t>(
+      std::min<uint64_t>(send_depth, static_cast<uint64_t>(context_->attr.max_qp_wr)));
   link_settings_.max_inline = options.max_inline;
+  // The handshake carries 8 bits of each, as ibv_qp_attr does.
+  const auto depth = [&](int device_limit) {
+    uint32_t d = std::min<uint32_t>(static_cast<uint32_t>(device_limit), 255);
+    if (options.max_rd_atomic != 0) d = std::min(d, options.max_rd_atomic);
+    return static_cast<uint8_t>(std::max<uint32_t>(d, 1));
+  };
+  link_settings_.max_rd_atomic = depth(context_->attr.max_qp_init_rd_atom);
+  link_settings_.max_dest_rd_atomic = depth(context_->attr.max_qp_rd_atom);
 }
 
 VerbsTransport::~VerbsTransport() { Shutdown(); }
@@ -105,9 +134,9 @@ absl::Status VerbsTransport::CheckRemoteRegion(const RemoteRegion& r) const {
 
 absl::StatusOr<std::unique_ptr<memory::TransportRegistration>> VerbsTransport::RegisterMemory(
     const memory::Region& region) {
-  absl::StatusOr<std::unique_ptr<VerbsRegistration>> registration =
-      VerbsRegistration::Create(context_, region.data(), region.size(), region.access(),
-                                options_.mr_chunk, options_.registration_threads, registrations_);
+  absl::StatusOr<std::unique_ptr<VerbsRegistration>> registration = VerbsRegistration::Create(
+      context_, region.data(), region.size(), region.access(), !region.backing().read_only(),
+      options_.mr_chunk, options_.registration_threads, registrations_);
   if (!registration.ok() && region.backing().read_only()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "cannot register file region '", region.name(),

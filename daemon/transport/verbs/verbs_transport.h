@@ -23,7 +23,7 @@ namespace xferd::transport::verbs {
 
 struct VerbsTransportOptions {
   uint32_t pollers = 2;
-  uint32_t lane_depth = 64;  // write ops in flight per lane
+  uint32_t lane_depth = 64;  // ops in flight per lane
   uint8_t qp_timeout = 14;
   uint8_t retry_count = 3;
   // Regions larger than this are registered as several MRs, in parallel.
@@ -31,6 +31,10 @@ struct VerbsTransportOptions {
   int registration_threads = 4;
   uint32_t cq_entries = 65536;
   uint32_t max_inline = 64;
+  // Caps the RDMA READs a queue pair has outstanding (and serves) below the
+  // device's limits; 0 = the device's limits. Tests use it to make the
+  // bound bite.
+  uint32_t max_rd_atomic = 0;
 };
 
 class VerbsTransport final : public Transport {

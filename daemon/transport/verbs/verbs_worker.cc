@@ -15,9 +15,10 @@
 namespace xferd::transport::verbs {
 
 absl::StatusOr<std::unique_ptr<VerbsWorker>> VerbsWorker::Create(
-    std::shared_ptr<VerbsContext> context, uint32_t cq_entries,
+    std::shared_ptr<VerbsContext> context, uint32_t cq_entries, uint32_t chain_capacity,
     const memory::RegionRegistry& regions) {
-  auto worker = std::unique_ptr<VerbsWorker>(new VerbsWorker(std::move(context), regions));
+  auto worker =
+      std::unique_ptr<VerbsWorker>(new VerbsWorker(std::move(context), chain_capacity, regions));
   ibv_context* ctx = worker->context_->context.get();
   worker->channel_.reset(ibv_create_comp_channel(ctx));
   if (worker->channel_ == nullptr) return VerbsError("ibv_create_comp_channel", errno);
@@ -51,9 +52,13 @@ absl::StatusOr<std::unique_ptr<VerbsWorker>> VerbsWorker::Create(
   return worker;
 }
 
-VerbsWorker::VerbsWorker(std::shared_ptr<VerbsContext> context,
+VerbsWorker::VerbsWorker(std::shared_ptr<VerbsContext> context, uint32_t chain_capacity,
                          const memory::RegionRegistry& regions)
-    : context_(std::move(context)), regions_(regions), table_(kMaxLanesPerWorker) {
+    : context_(std::move(context)),
+      regions_(regions),
+      table_(kMaxLanesPerWorker),
+      chain_wrs_(chain_capacity),
+      chain_sges_(chain_capacity) {
   MutexLock lock(&mu_);
   reserved_.assign(kMaxLanesPerWorker, 0);
   for (uint32_t i = kMaxLanesPerWorker; i > 0; --i) free_slots_.push_back(i - 1);

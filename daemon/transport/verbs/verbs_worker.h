@@ -21,8 +21,11 @@ namespace xferd::transport::verbs {
 
 class VerbsWorker final : public TransportWorker {
  public:
+  // `chain_capacity`: work requests one post may chain (the deepest send
+  // queue of any lane).
   static absl::StatusOr<std::unique_ptr<VerbsWorker>> Create(std::shared_ptr<VerbsContext> context,
                                                              uint32_t cq_entries,
+                                                             uint32_t chain_capacity,
                                                              const memory::RegionRegistry& regions);
   // Releases the QPs still in the table before the CQ goes.
   ~VerbsWorker() override;
@@ -33,6 +36,11 @@ class VerbsWorker final : public TransportWorker {
   bool PrepareToSleep() override;
 
   ibv_cq* cq() const { return cq_.get(); }
+  // The chain a lane builds while posting, shared by this worker's lanes:
+  // they post one at a time, on this worker's thread.
+  ibv_send_wr* chain_wrs() { return chain_wrs_.data(); }
+  ibv_sge* chain_sges() { return chain_sges_.data(); }
+  uint32_t chain_capacity() const { return static_cast<uint32_t>(chain_wrs_.size()); }
 
   // Control thread: enters a lane (its QP about to be created) in the table
   // and reserves `cq_entries` completions for it. RESOURCE_EXHAUSTED when the
@@ -50,7 +58,8 @@ class VerbsWorker final : public TransportWorker {
     std::shared_ptr<Link> keep_alive;
   };
 
-  VerbsWorker(std::shared_ptr<VerbsContext> context, const memory::RegionRegistry& regions);
+  VerbsWorker(std::shared_ptr<VerbsContext> context, uint32_t chain_capacity,
+              const memory::RegionRegistry& regions);
   void DrainInbox();
   void ReapDrained();
   void ConsumeChannelEvents();
@@ -63,6 +72,8 @@ class VerbsWorker final : public TransportWorker {
   UniqueFd wake_;   // eventfd: the inbox has work
   UniqueFd epoll_;  // the channel fd and wake_: what a sleeping poller waits on
   std::vector<std::atomic<VerbsLane*>> table_;
+  std::vector<ibv_send_wr> chain_wrs_;
+  std::vector<ibv_sge> chain_sges_;
 
   Mutex mu_;
   std::vector<uint32_t> free_slots_ ABSL_GUARDED_BY(mu_);

@@ -18,6 +18,8 @@ v1::LinkEndpoints VerbsEndpoints(int lanes) {
     qp->set_mtu(1024);
   }
   e.set_notice_ring_slots(64);
+  e.set_max_rd_atomic(16);
+  e.set_max_dest_rd_atomic(128);
   return e;
 }
 
@@ -28,6 +30,8 @@ TEST(PeerConvertTest, RoundTripsVerbsEndpoints) {
   ASSERT_EQ(parsed->queue_pairs.size(), 2u);
   EXPECT_EQ(parsed->queue_pairs[1].qpn, 101u);
   EXPECT_EQ(parsed->queue_pairs[0].gid[15], 1);
+  EXPECT_EQ(parsed->max_rd_atomic, 16u);
+  EXPECT_EQ(parsed->max_dest_rd_atomic, 128u);
   v1::LinkEndpoints back;
   ToProto(*parsed, &back);
   EXPECT_EQ(back.SerializeAsString(), VerbsEndpoints(2).SerializeAsString());
@@ -66,6 +70,14 @@ TEST(PeerConvertTest, RejectsMalformedEndpoints) {
   v1::LinkEndpoints no_ring = VerbsEndpoints(1);
   no_ring.set_notice_ring_slots(0);
   bad.push_back(no_ring);
+  for (uint32_t bad_depth : {0u, 256u}) {
+    v1::LinkEndpoints reads_out = VerbsEndpoints(1);
+    reads_out.set_max_rd_atomic(bad_depth);
+    bad.push_back(reads_out);
+    v1::LinkEndpoints reads_in = VerbsEndpoints(1);
+    reads_in.set_max_dest_rd_atomic(bad_depth);
+    bad.push_back(reads_in);
+  }
   v1::LinkEndpoints unknown;
   unknown.set_lanes(1);
   bad.push_back(unknown);  // no transport
