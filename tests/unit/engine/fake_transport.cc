@@ -151,8 +151,7 @@ absl::StatusOr<std::shared_ptr<transport::Link>> FakeTransport::CreateLink(
     transport::LinkEndpoints* local) {
   local->lanes = pollers_;
   auto link = std::make_shared<FakeLink>(transport::PeerIdentity{}, pollers_, depth_);
-  MutexLock lock(&mu_);
-  links_.push_back(link);
+  links_.Add(link);
   return std::shared_ptr<transport::Link>(link);
 }
 
@@ -161,8 +160,7 @@ absl::StatusOr<std::shared_ptr<transport::Link>> FakeTransport::AcceptLink(
     transport::LinkEndpoints* local) {
   local->lanes = std::min(pollers_, remote.lanes);
   auto link = std::make_shared<FakeLink>(peer, local->lanes, depth_);
-  MutexLock lock(&mu_);
-  links_.push_back(link);
+  links_.Add(link);
   return std::shared_ptr<transport::Link>(link);
 }
 
@@ -175,12 +173,7 @@ absl::StatusOr<std::unique_ptr<memory::TransportRegistration>> FakeTransport::Re
   return std::make_unique<NoKeys>();
 }
 
-void FakeTransport::Shutdown() {
-  MutexLock lock(&mu_);
-  for (auto& weak : links_) {
-    if (auto link = weak.lock()) link->Close(absl::UnavailableError("transport shut down"));
-  }
-}
+void FakeTransport::Shutdown() { links_.CloseAll(absl::UnavailableError("transport shut down")); }
 
 std::vector<PostedOp> FakeTransport::posted() const {
   MutexLock lock(&mu_);

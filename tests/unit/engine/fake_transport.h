@@ -16,6 +16,7 @@
 #include "daemon/base/mutex.h"
 #include "daemon/common/unique_fd.h"
 #include "daemon/memory/region_registry.h"
+#include "daemon/transport/link_set.h"
 #include "daemon/transport/transport.h"
 
 namespace xferd::testing {
@@ -99,7 +100,7 @@ class FakeTransport final : public transport::Transport {
   std::atomic<bool> hold_{false};
   mutable Mutex mu_;
   std::vector<PostedOp> posted_;
-  std::vector<std::weak_ptr<transport::Link>> links_;
+  transport::LinkSet links_;
 };
 
 }  // namespace xferd::testing
