@@ -5,6 +5,8 @@
 
 #include <thread>
 
+#include "absl/strings/str_cat.h"
+
 namespace xferd::transport::tcp {
 namespace {
 
@@ -56,8 +58,33 @@ TEST(TcpSocketTest, DialRefusedIsUnavailable) {
   ASSERT_TRUE(listener.ok());
   const uint16_t port = *LocalPort(listener->get());
   listener->reset();  // nobody listens there now
-  EXPECT_EQ(Dial(HostPort{"127.0.0.1", port}, absl::Now() + absl::Seconds(2)).status().code(),
-            absl::StatusCode::kUnavailable);
+  const absl::Status refused =
+      Dial(HostPort{"127.0.0.1", port}, absl::Now() + absl::Seconds(2)).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(refused.message().find(absl::StrCat("connect to 127.0.0.1:", port)),
+            absl::string_view::npos)
+      << refused;
+}
+
+TEST(TcpSocketTest, ListenOnABusyPortSaysWhere) {
+  auto first = Listen(HostPort{"127.0.0.1", 0}, 1);
+  ASSERT_TRUE(first.ok()) << first.status();
+  const uint16_t port = *LocalPort(first->get());
+  const absl::Status busy = Listen(HostPort{"127.0.0.1", port}, 1).status();
+  EXPECT_EQ(busy.code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(busy.message().find(absl::StrCat("cannot listen on 127.0.0.1:", port)),
+            absl::string_view::npos)
+      << busy;
+}
+
+TEST(TcpSocketTest, DialReachesAListenerBehindAName) {
+  // "localhost" may resolve to ::1 before 127.0.0.1: a refused address must
+  // not end the dial while another one is left.
+  auto listener = Listen(HostPort{"127.0.0.1", 0}, 1);
+  ASSERT_TRUE(listener.ok()) << listener.status();
+  auto client =
+      Dial(HostPort{"localhost", *LocalPort(listener->get())}, absl::Now() + absl::Seconds(5));
+  EXPECT_TRUE(client.ok()) << client.status();
 }
 
 }  // namespace
