@@ -83,21 +83,40 @@ ConsumerRun Consume(WakeInbox<T>& inbox, Pass pass, Owed owed) {
   return run;
 }
 
+// The producer side: round i waits until the consumer has taken round i - 1
+// (`taken()`), so that each wake finds it on its way to sleep, pauses, then
+// runs `act(i)`. Stops and joins when destroyed.
+class Producer {
+ public:
+  template <typename Taken, typename Act>
+  Producer(Taken taken, Act act)
+      : thread_([this, taken, act] {
+          std::minstd_rand rng(1);
+          for (uint32_t i = 1; i <= kRounds && !stop_.load(); ++i) {
+            AwaitTurn([&] { return taken() == i - 1 || stop_.load(); });
+            RandomPause(rng, kProducerPause);
+            act(i);
+          }
+        }) {}
+  ~Producer() {
+    stop_.store(true);
+    thread_.join();
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
 TEST(WakeInboxTest, NoPushIsLostBetweenThePassAndTheSleep) {
   auto inbox = MakeInbox<uint32_t>(4);
   std::atomic<uint32_t> consumed{0};
   std::atomic<uint32_t> pushed{0};
-  std::atomic<bool> stop{false};
-  std::thread producer([&] {
-    std::minstd_rand rng(1);
-    for (uint32_t i = 1; i <= kRounds && !stop.load(); ++i) {
-      // One command at a time: each one finds the consumer on its way to sleep.
-      AwaitTurn([&] { return consumed.load() == i - 1 || stop.load(); });
-      RandomPause(rng, kProducerPause);
-      EXPECT_TRUE(inbox->Push(i));
-      pushed.store(i);
-    }
-  });
+  Producer producer([&] { return consumed.load(); },
+                    [&](uint32_t i) {
+                      EXPECT_TRUE(inbox->Push(i));
+                      pushed.store(i);
+                    });
   uint32_t expected = 1;
   const ConsumerRun run = Consume(
       *inbox,
@@ -109,10 +128,8 @@ TEST(WakeInboxTest, NoPushIsLostBetweenThePassAndTheSleep) {
         return expected > kRounds;
       },
       [&] { return pushed.load() >= expected; });
-  stop.store(true);
-  producer.join();
   EXPECT_EQ(run.failure, "") << "waiting for command " << expected << " of " << kRounds;
-  // The race was run, not skipped: most rounds end in a real sleep.
+  // The race was run, not skipped: many rounds end in a real sleep.
   EXPECT_GT(run.sleeps, kRounds / 100);
 }
 
@@ -120,27 +137,19 @@ TEST(WakeInboxTest, NoBareWakeIsLostBetweenThePassAndTheSleep) {
   auto inbox = MakeInbox<int>(1);
   std::atomic<uint32_t> round{0};  // published by the producer before each wake
   std::atomic<uint32_t> seen{0};
-  std::atomic<bool> stop{false};
-  std::thread producer([&] {
-    std::minstd_rand rng(2);
-    for (uint32_t i = 1; i <= kRounds && !stop.load(); ++i) {
-      AwaitTurn([&] { return seen.load() == i - 1 || stop.load(); });
-      RandomPause(rng, kProducerPause);
-      round.store(i, std::memory_order_relaxed);
-      inbox->Wake();
-    }
-  });
+  Producer producer([&] { return seen.load(); },
+                    [&](uint32_t i) {
+                      round.store(i, std::memory_order_relaxed);
+                      inbox->Wake();
+                    });
   const ConsumerRun run = Consume(
       *inbox,
       [&] {
         EXPECT_EQ(inbox->Drain([](int&) {}), 0u);
-        const uint32_t now = round.load(std::memory_order_relaxed);
-        if (now != seen.load()) seen.store(now);
-        return now == kRounds;
+        seen.store(round.load(std::memory_order_relaxed));
+        return seen.load() == kRounds;
       },
       [&] { return round.load() > seen.load(); });
-  stop.store(true);
-  producer.join();
   EXPECT_EQ(run.failure, "") << "waiting for wake " << seen.load() + 1 << " of " << kRounds;
   EXPECT_GT(run.sleeps, kRounds / 100);
 }

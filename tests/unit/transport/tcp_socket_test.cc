@@ -10,6 +10,12 @@
 namespace xferd::transport::tcp {
 namespace {
 
+// Socket errors are UNAVAILABLE and name what failed and where.
+void ExpectUnavailableSaying(const absl::StatusOr<UniqueFd>& result, const std::string& text) {
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kUnavailable) << result.status();
+  EXPECT_NE(result.status().message().find(text), absl::string_view::npos) << result.status();
+}
+
 TEST(TcpSocketTest, ListenDialExchange) {
   auto listener = Listen(HostPort{"127.0.0.1", 0}, 4);
   ASSERT_TRUE(listener.ok()) << listener.status();
@@ -58,23 +64,16 @@ TEST(TcpSocketTest, DialRefusedIsUnavailable) {
   ASSERT_TRUE(listener.ok());
   const uint16_t port = *LocalPort(listener->get());
   listener->reset();  // nobody listens there now
-  const absl::Status refused =
-      Dial(HostPort{"127.0.0.1", port}, absl::Now() + absl::Seconds(2)).status();
-  EXPECT_EQ(refused.code(), absl::StatusCode::kUnavailable);
-  EXPECT_NE(refused.message().find(absl::StrCat("connect to 127.0.0.1:", port)),
-            absl::string_view::npos)
-      << refused;
+  ExpectUnavailableSaying(Dial(HostPort{"127.0.0.1", port}, absl::Now() + absl::Seconds(2)),
+                          absl::StrCat("connect to 127.0.0.1:", port));
 }
 
 TEST(TcpSocketTest, ListenOnABusyPortSaysWhere) {
   auto first = Listen(HostPort{"127.0.0.1", 0}, 1);
   ASSERT_TRUE(first.ok()) << first.status();
   const uint16_t port = *LocalPort(first->get());
-  const absl::Status busy = Listen(HostPort{"127.0.0.1", port}, 1).status();
-  EXPECT_EQ(busy.code(), absl::StatusCode::kUnavailable);
-  EXPECT_NE(busy.message().find(absl::StrCat("cannot listen on 127.0.0.1:", port)),
-            absl::string_view::npos)
-      << busy;
+  ExpectUnavailableSaying(Listen(HostPort{"127.0.0.1", port}, 1),
+                          absl::StrCat("cannot listen on 127.0.0.1:", port));
 }
 
 TEST(TcpSocketTest, DialReachesAListenerBehindAName) {
