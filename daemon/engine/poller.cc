@@ -3,14 +3,12 @@
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
-#include <sys/eventfd.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
-#include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/base/status_macros.h"
 #include "daemon/common/check.h"
 
 namespace xferd::engine {
@@ -25,12 +23,10 @@ using Clock = std::chrono::steady_clock;
 }  // namespace
 
 Poller::Poller(uint32_t index, transport::TransportWorker& worker, const PollerOptions& options,
-               PollerPool& pool, UniqueFd wake_fd)
-    : index_(index), worker_(worker), options_(options), pool_(pool), wake_fd_(std::move(wake_fd)) {
-  // Sized once: a transfer is in at most one of these at a time per poller,
-  // and the engine admits at most max_transfers.
-  inbox_.reserve(options_.max_transfers);
-  incoming_.reserve(options_.max_transfers);
+               PollerPool& pool, std::unique_ptr<TransferInbox> inbox)
+    : index_(index), worker_(worker), options_(options), pool_(pool), inbox_(std::move(inbox)) {
+  // Sized once, like the inbox: a transfer is in at most one of them at a
+  // time per poller, and the engine admits at most max_transfers.
   active_.reserve(options_.max_transfers);
 }
 
@@ -47,39 +43,23 @@ void Poller::Start() {
 void Poller::Stop() {
   if (!thread_.joinable()) return;
   stop_.store(true);
-  const uint64_t one = 1;
-  (void)!::write(wake_fd_.get(), &one, sizeof(one));
+  inbox_->Wake();
   thread_.join();
   active_.clear();
-  MutexLock lock(&inbox_mu_);
-  inbox_.clear();
+  inbox_->Drain([](std::shared_ptr<Transfer>&) {});  // the thread is gone: drop what it left
 }
 
 void Poller::Submit(std::shared_ptr<Transfer> transfer) {
-  {
-    MutexLock lock(&inbox_mu_);
-    XFERD_CHECK(inbox_.size() < inbox_.capacity());  // the engine's admission bounds it
-    inbox_.push_back(std::move(transfer));
-    inbox_nonempty_.store(true);
-  }
-  Wake();
+  XFERD_CHECK(inbox_->Push(std::move(transfer)));  // the engine's admission bounds it
 }
 
-void Poller::Wake() {
-  // Pairs with Sleep(): it sets sleeping_ and then re-checks wake_pending_,
-  // so either it sees the wake or this sees it sleeping (all seq_cst).
-  wake_pending_.store(true);
-  if (sleeping_.load()) {
-    const uint64_t one = 1;
-    (void)!::write(wake_fd_.get(), &one, sizeof(one));
-  }
-}
+void Poller::Wake() { inbox_->Wake(); }
 
 PollerStats Poller::stats() const {
   PollerStats stats;
   stats.sleeps = sleeps_.load(std::memory_order_relaxed);
   stats.asleep = absl::Nanoseconds(asleep_ns_.load(std::memory_order_relaxed));
-  stats.sleeping = sleeping_.load(std::memory_order_relaxed);
+  stats.sleeping = inbox_->sleeping();
   stats.active_transfers = active_count_.load(std::memory_order_relaxed);
   return stats;
 }
@@ -88,12 +68,9 @@ void Poller::Run() {
   const auto spin = std::chrono::nanoseconds(absl::ToInt64Nanoseconds(options_.spin));
   auto last_work = Clock::now();
   while (!stop_.load(std::memory_order_relaxed)) {
-    uint32_t work = 0;
-    // Wakes up to here are seen by this pass (the exchange acquires what the
-    // waker did before Wake()); later ones stop the next Sleep(). A wake the
-    // relaxed load misses stays set for Sleep() to see.
-    if (wake_pending_.load(std::memory_order_relaxed)) wake_pending_.exchange(false);
-    if (inbox_nonempty_.load(std::memory_order_relaxed)) work += DrainInbox();
+    // Wakes up to here are seen by this pass; later ones stop the next Sleep().
+    uint32_t work = static_cast<uint32_t>(inbox_->Drain(
+        [this](std::shared_ptr<Transfer>& transfer) { active_.push_back(std::move(transfer)); }));
     work += ServiceTransfers();
     work += worker_.Poll(*this);
     const auto now = Clock::now();
@@ -109,19 +86,6 @@ void Poller::Run() {
       sched_yield();
     }
   }
-}
-
-uint32_t Poller::DrainInbox() {
-  {
-    MutexLock lock(&inbox_mu_);
-    incoming_.swap(inbox_);
-    inbox_nonempty_.store(false);
-  }
-  const uint32_t n = static_cast<uint32_t>(incoming_.size());
-  for (auto& transfer : incoming_) active_.push_back(std::move(transfer));
-  incoming_.clear();
-  active_count_.store(static_cast<uint32_t>(active_.size()), std::memory_order_relaxed);
-  return n;
 }
 
 uint32_t Poller::ServiceTransfers() {
@@ -216,20 +180,12 @@ void Poller::OnOpDone(const transport::OpCompletion& c) {
 }
 
 void Poller::Sleep() {
-  sleeping_.store(true);
-  if (wake_pending_.load() || inbox_nonempty_.load() || stop_.load() || !worker_.PrepareToSleep()) {
-    sleeping_.store(false);
-    return;
-  }
+  // The inbox last: its true commits to the poll (and the next pass ends it).
+  if (stop_.load() || !worker_.PrepareToSleep() || !inbox_->PrepareToSleep()) return;
   sleeps_.fetch_add(1, std::memory_order_relaxed);
   const auto start = Clock::now();
-  pollfd fds[2] = {{worker_.wait_fd(), POLLIN, 0}, {wake_fd_.get(), POLLIN, 0}};
+  pollfd fds[2] = {{worker_.wait_fd(), POLLIN, 0}, {inbox_->fd(), POLLIN, 0}};
   while (::poll(fds, 2, -1) < 0 && errno == EINTR) {
-  }
-  sleeping_.store(false);
-  if (fds[1].revents & POLLIN) {
-    uint64_t count;
-    (void)!::read(wake_fd_.get(), &count, sizeof(count));
   }
   asleep_ns_.fetch_add(
       std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count(),
@@ -241,12 +197,10 @@ absl::StatusOr<std::unique_ptr<PollerPool>> PollerPool::Create(transport::Transp
                                                                const PollerOptions& options) {
   auto pool = std::unique_ptr<PollerPool>(new PollerPool());
   for (uint32_t i = 0; i < count; ++i) {
-    UniqueFd wake(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-    if (!wake.valid()) {
-      return absl::ResourceExhaustedError(absl::StrCat("eventfd: ", std::strerror(errno)));
-    }
+    ASSIGN_OR_RETURN(std::unique_ptr<TransferInbox> inbox,
+                     TransferInbox::Create(options.max_transfers));
     pool->pollers_.push_back(
-        std::make_unique<Poller>(i, transport.worker(i), options, *pool, std::move(wake)));
+        std::make_unique<Poller>(i, transport.worker(i), options, *pool, std::move(inbox)));
   }
   return pool;
 }

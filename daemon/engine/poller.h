@@ -2,7 +2,7 @@
 // the transfers handed to it. It claims ops, posts them in batches while
 // its lanes have credits, and turns completions into transfer progress.
 // Idle pollers spin for a short while, then sleep on the worker's fd and their
-// own wake eventfd, so an idle daemon uses no CPU.
+// inbox's, so an idle daemon uses no CPU.
 #pragma once
 
 #include <atomic>
@@ -11,10 +11,8 @@
 #include <thread>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/time/time.h"
-#include "daemon/base/mutex.h"
-#include "daemon/common/unique_fd.h"
+#include "daemon/common/wake_inbox.h"
 #include "daemon/engine/transfer.h"
 #include "daemon/transport/transport.h"
 
@@ -37,10 +35,13 @@ struct PollerStats {
   uint32_t active_transfers = 0;
 };
 
+// Transfers handed to a poller; sized to PollerOptions::max_transfers.
+using TransferInbox = WakeInbox<std::shared_ptr<Transfer>>;
+
 class Poller final : public transport::CompletionSink {
  public:
   Poller(uint32_t index, transport::TransportWorker& worker, const PollerOptions& options,
-         PollerPool& pool, UniqueFd wake_fd);
+         PollerPool& pool, std::unique_ptr<TransferInbox> inbox);
   ~Poller() override;
 
   void Start();
@@ -62,7 +63,6 @@ class Poller final : public transport::CompletionSink {
 
  private:
   void Run();
-  uint32_t DrainInbox();
   uint32_t ServiceTransfers();
   // Posts what it can for `transfer`; false once this poller is done with it.
   bool ServiceOne(Transfer& transfer, uint32_t* posted);
@@ -72,20 +72,13 @@ class Poller final : public transport::CompletionSink {
   transport::TransportWorker& worker_;
   const PollerOptions options_;
   PollerPool& pool_;
-  UniqueFd wake_fd_;
-
-  Mutex inbox_mu_;
-  std::vector<std::shared_ptr<Transfer>> inbox_ ABSL_GUARDED_BY(inbox_mu_);
-  std::atomic<bool> inbox_nonempty_{false};
-  std::atomic<bool> sleeping_{false};
-  // Set by Wake(), cleared at the start of each pass: a wake that lands
-  // between a pass and Sleep() makes Sleep() return at once.
-  std::atomic<bool> wake_pending_{false};
+  // Submit() and Wake() go through it; a wake between a pass and Sleep()
+  // makes Sleep() return at once (see WakeSignal).
+  const std::unique_ptr<TransferInbox> inbox_;
   std::atomic<bool> stop_{false};
 
   // Poller thread only.
   std::vector<std::shared_ptr<Transfer>> active_;
-  std::vector<std::shared_ptr<Transfer>> incoming_;
   size_t next_start_ = 0;  // round-robin start in active_
 
   std::atomic<uint64_t> sleeps_{0};
@@ -97,7 +90,7 @@ class Poller final : public transport::CompletionSink {
 // The engine's pollers; poller i drives transport worker i.
 class PollerPool {
  public:
-  // UNAVAILABLE/RESOURCE_EXHAUSTED if eventfds cannot be made.
+  // RESOURCE_EXHAUSTED if eventfds cannot be made.
   static absl::StatusOr<std::unique_ptr<PollerPool>> Create(transport::Transport& transport,
                                                             uint32_t count,
                                                             const PollerOptions& options);

@@ -11,7 +11,9 @@
 
 #include <cerrno>
 #include <cstring>
+#include <memory>
 
+#include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
 
 namespace xferd::transport::tcp {
@@ -21,7 +23,12 @@ absl::Status SysError(absl::string_view what, int err) {
   return absl::UnavailableError(absl::StrCat(what, ": ", std::strerror(err)));
 }
 
-absl::StatusOr<addrinfo*> Resolve(const HostPort& where, bool passive) {
+// Resolves `where` and gives each of its addresses, in order, a fresh
+// close-on-exec, non-blocking stream socket and `use`, until `use` returns OK:
+// that socket is the result. Otherwise the last error.
+absl::StatusOr<UniqueFd> OpenFirstAddress(
+    const HostPort& where, bool passive,
+    absl::FunctionRef<absl::Status(int fd, const addrinfo& address)> use) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -34,7 +41,19 @@ absl::StatusOr<addrinfo*> Resolve(const HostPort& where, bool passive) {
     return absl::UnavailableError(
         absl::StrCat("cannot resolve '", where.host, "': ", gai_strerror(rc)));
   }
-  return result;
+  const std::unique_ptr<addrinfo, void (*)(addrinfo*)> addresses(result, &freeaddrinfo);
+  absl::Status last =
+      absl::UnavailableError(absl::StrCat("'", where.host, "' resolves to no address"));
+  for (const addrinfo* ai = addresses.get(); ai != nullptr; ai = ai->ai_next) {
+    UniqueFd fd(::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    if (!fd.valid()) {
+      last = SysError("socket", errno);
+      continue;
+    }
+    last = use(fd.get(), *ai);
+    if (last.ok()) return fd;
+  }
+  return last;
 }
 
 // Waits until fd is ready for `events` or the deadline passes.
@@ -52,26 +71,14 @@ absl::Status WaitFor(int fd, short events, absl::Time deadline) {
 }  // namespace
 
 absl::StatusOr<UniqueFd> Listen(const HostPort& where, int backlog) {
-  absl::StatusOr<addrinfo*> addrs = Resolve(where, /*passive=*/true);
-  if (!addrs.ok()) return addrs.status();
-  absl::Status last = absl::UnavailableError("no address to listen on");
-  for (addrinfo* ai = *addrs; ai != nullptr; ai = ai->ai_next) {
-    UniqueFd fd(::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-    if (!fd.valid()) {
-      last = SysError("socket", errno);
-      continue;
-    }
+  return OpenFirstAddress(where, /*passive=*/true, [&](int fd, const addrinfo& ai) {
     const int one = 1;
-    ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (::bind(fd.get(), ai->ai_addr, ai->ai_addrlen) != 0 || ::listen(fd.get(), backlog) != 0) {
-      last = SysError(absl::StrCat("cannot listen on ", where.host, ":", where.port), errno);
-      continue;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (::bind(fd, ai.ai_addr, ai.ai_addrlen) != 0 || ::listen(fd, backlog) != 0) {
+      return SysError(absl::StrCat("cannot listen on ", where.host, ":", where.port), errno);
     }
-    freeaddrinfo(*addrs);
-    return fd;
-  }
-  freeaddrinfo(*addrs);
-  return last;
+    return absl::OkStatus();
+  });
 }
 
 absl::StatusOr<uint16_t> LocalPort(int fd) {
@@ -103,36 +110,19 @@ std::string PeerAddress(int fd) {
 }
 
 absl::StatusOr<UniqueFd> Dial(const HostPort& where, absl::Time deadline) {
-  absl::StatusOr<addrinfo*> addrs = Resolve(where, /*passive=*/false);
-  if (!addrs.ok()) return addrs.status();
-  absl::Status last = absl::UnavailableError("no address to connect to");
-  for (addrinfo* ai = *addrs; ai != nullptr; ai = ai->ai_next) {
-    UniqueFd fd(::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-    if (!fd.valid()) {
-      last = SysError("socket", errno);
-      continue;
+  const std::string what = absl::StrCat("connect to ", where.host, ":", where.port);
+  return OpenFirstAddress(where, /*passive=*/false, [&](int fd, const addrinfo& ai) {
+    if (::connect(fd, ai.ai_addr, ai.ai_addrlen) != 0 && errno != EINPROGRESS) {
+      return SysError(what, errno);
     }
-    if (::connect(fd.get(), ai->ai_addr, ai->ai_addrlen) != 0 && errno != EINPROGRESS) {
-      last = SysError(absl::StrCat("connect to ", where.host, ":", where.port), errno);
-      continue;
-    }
-    if (absl::Status s = WaitFor(fd.get(), POLLOUT, deadline); !s.ok()) {
-      last = absl::Status(
-          s.code(), absl::StrCat("connect to ", where.host, ":", where.port, ": ", s.message()));
-      continue;
+    if (absl::Status s = WaitFor(fd, POLLOUT, deadline); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat(what, ": ", s.message()));
     }
     int err = 0;
     socklen_t len = sizeof(err);
-    ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
-    if (err != 0) {
-      last = SysError(absl::StrCat("connect to ", where.host, ":", where.port), err);
-      continue;
-    }
-    freeaddrinfo(*addrs);
-    return fd;
-  }
-  freeaddrinfo(*addrs);
-  return last;
+    ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+    return err == 0 ? absl::OkStatus() : SysError(what, err);
+  });
 }
 
 absl::Status SendExactly(int fd, const void* data, size_t len, absl::Time deadline) {

@@ -2,8 +2,6 @@
 
 #include <sys/random.h>
 
-#include <algorithm>
-
 #include "absl/strings/str_cat.h"
 #include "daemon/base/status_macros.h"
 #include "daemon/common/log.h"
@@ -59,11 +57,7 @@ std::shared_ptr<TcpLink> TcpTransport::NewLink(const PeerIdentity& peer, uint32_
   for (uint32_t i = 0; i < lanes; ++i) workers.push_back(workers_[i].get());
   auto link = std::make_shared<TcpLink>(peer, std::move(workers), regions_, lanes,
                                         options_.lane_depth, options_.socket);
-  MutexLock lock(&mu_);
-  links_.erase(std::remove_if(links_.begin(), links_.end(),
-                              [](const std::weak_ptr<TcpLink>& l) { return l.expired(); }),
-               links_.end());
-  links_.push_back(link);
+  links_.Add(link);
   return link;
 }
 
@@ -77,13 +71,8 @@ absl::StatusOr<std::shared_ptr<Link>> TcpTransport::CreateLink(LinkEndpoints* lo
 absl::StatusOr<std::shared_ptr<Link>> TcpTransport::AcceptLink(const PeerIdentity& peer,
                                                                const LinkEndpoints& remote,
                                                                LinkEndpoints* local) {
-  if (remote.kind != TransportKind::kTcp) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("peer ", peer.node_id, " uses the ", TransportKindName(remote.kind),
-                     " transport but this daemon uses tcp: configure the same transport on both"));
-  }
-  if (remote.lanes == 0) return absl::InvalidArgumentError("peer offered 0 lanes");
-  const uint32_t lanes = std::min(options_.pollers, remote.lanes);
+  ASSIGN_OR_RETURN(const uint32_t lanes,
+                   AcceptedLanes(TransportKind::kTcp, options_.pollers, peer, remote));
   ASSIGN_OR_RETURN(std::string token, RandomToken());
   std::shared_ptr<TcpLink> link = NewLink(peer, lanes);
   acceptor_->Expect(token, link, lanes, absl::Now() + options_.connect_timeout);
@@ -110,15 +99,7 @@ absl::StatusOr<std::unique_ptr<memory::TransportRegistration>> TcpTransport::Reg
 
 void TcpTransport::Shutdown() {
   if (acceptor_ != nullptr) acceptor_->Stop();
-  std::vector<std::shared_ptr<TcpLink>> links;
-  {
-    MutexLock lock(&mu_);
-    for (auto& weak : links_) {
-      if (auto link = weak.lock()) links.push_back(std::move(link));
-    }
-    links_.clear();
-  }
-  for (auto& link : links) link->Close(absl::UnavailableError("daemon is shutting down"));
+  links_.CloseAll(absl::UnavailableError("daemon is shutting down"));
 }
 
 }  // namespace xferd::transport::tcp

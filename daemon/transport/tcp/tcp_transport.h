@@ -9,8 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
-#include "daemon/base/mutex.h"
+#include "daemon/transport/link_set.h"
 #include "daemon/transport/tcp/tcp_acceptor.h"
 #include "daemon/transport/tcp/tcp_link.h"
 #include "daemon/transport/tcp/tcp_socket.h"
@@ -67,10 +66,7 @@ class TcpTransport final : public Transport {
   std::vector<std::unique_ptr<TcpWorker>> workers_;
   std::unique_ptr<TcpAcceptor> acceptor_;
   std::string advertise_host_;
-
-  Mutex mu_;
-  // Every link made, to close them all at shutdown.
-  std::vector<std::weak_ptr<TcpLink>> links_ ABSL_GUARDED_BY(mu_);
+  LinkSet links_;  // to close them all at shutdown
 };
 
 }  // namespace xferd::transport::tcp

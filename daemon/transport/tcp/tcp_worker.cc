@@ -1,14 +1,14 @@
 #include "daemon/transport/tcp/tcp_worker.h"
 
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/base/status_macros.h"
+#include "daemon/common/check.h"
 #include "daemon/common/log.h"
 
 namespace xferd::transport::tcp {
@@ -23,33 +23,27 @@ constexpr size_t kScratchBytes = 64 << 10;
 
 absl::StatusOr<std::unique_ptr<TcpWorker>> TcpWorker::Create() {
   UniqueFd epoll(::epoll_create1(EPOLL_CLOEXEC));
-  UniqueFd wake(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-  if (!epoll.valid() || !wake.valid()) {
-    return absl::ResourceExhaustedError(absl::StrCat("epoll/eventfd: ", std::strerror(errno)));
+  if (!epoll.valid()) {
+    return absl::ResourceExhaustedError(absl::StrCat("epoll_create1: ", std::strerror(errno)));
   }
+  // Commands come from control threads, one attach and one detach per lane.
+  ASSIGN_OR_RETURN(std::unique_ptr<Inbox> inbox, Inbox::Create(Inbox::kUnbounded));
   epoll_event ev{};
   ev.events = EPOLLIN;
-  ev.data.ptr = nullptr;  // the wake eventfd is the only entry without a lane
-  if (::epoll_ctl(epoll.get(), EPOLL_CTL_ADD, wake.get(), &ev) != 0) {
+  ev.data.ptr = nullptr;  // the inbox's eventfd is the only entry without a lane
+  if (::epoll_ctl(epoll.get(), EPOLL_CTL_ADD, inbox->fd(), &ev) != 0) {
     return absl::InternalError(absl::StrCat("epoll_ctl: ", std::strerror(errno)));
   }
-  return std::unique_ptr<TcpWorker>(new TcpWorker(std::move(epoll), std::move(wake)));
+  return std::unique_ptr<TcpWorker>(new TcpWorker(std::move(epoll), std::move(inbox)));
 }
 
-TcpWorker::TcpWorker(UniqueFd epoll, UniqueFd wake)
-    : epoll_(std::move(epoll)), wake_(std::move(wake)), scratch_(kScratchBytes) {}
+TcpWorker::TcpWorker(UniqueFd epoll, std::unique_ptr<Inbox> inbox)
+    : epoll_(std::move(epoll)), inbox_(std::move(inbox)), scratch_(kScratchBytes) {}
 
 TcpWorker::~TcpWorker() = default;
 
 void TcpWorker::Enqueue(Command command) {
-  {
-    MutexLock lock(&mu_);
-    inbox_.push_back(std::move(command));
-    inbox_pending_.store(true, std::memory_order_release);
-  }
-  const uint64_t one = 1;
-  // The eventfd makes a sleeping poller's epoll fd readable.
-  (void)!::write(wake_.get(), &one, sizeof(one));
+  XFERD_CHECK(inbox_->Push(std::move(command)));  // unbounded
 }
 
 void TcpWorker::RequestAttach(std::shared_ptr<Link> keep_alive, TcpLane* lane, UniqueFd fd) {
@@ -60,39 +54,29 @@ void TcpWorker::RequestDetach(std::shared_ptr<Link> keep_alive, TcpLane* lane) {
   Enqueue(Command{false, std::move(keep_alive), lane, UniqueFd()});
 }
 
-void TcpWorker::DrainInbox(CompletionSink& sink) {
-  {
-    MutexLock lock(&mu_);
-    draining_.swap(inbox_);
-    inbox_pending_.store(false, std::memory_order_release);
-  }
-  uint64_t count;
-  (void)!::read(wake_.get(), &count, sizeof(count));
-  for (Command& c : draining_) {
-    if (c.attach) {
-      if (c.keep_alive->broken()) continue;  // closed while connecting: fd closes here
-      c.lane->Attach(std::move(c.fd));
-      epoll_event ev{};
-      ev.events = EPOLLIN | EPOLLRDHUP;
-      ev.data.ptr = c.lane;
-      if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, c.lane->fd(), &ev) != 0) {
-        c.keep_alive->Close(absl::InternalError(absl::StrCat("epoll_ctl: ", std::strerror(errno))));
-      }
-      attached_.push_back(Attached{c.lane, std::move(c.keep_alive)});
-      attached_count_.store(static_cast<uint32_t>(attached_.size()), std::memory_order_relaxed);
-      continue;
+void TcpWorker::Apply(Command& c, CompletionSink& sink) {
+  if (c.attach) {
+    if (c.keep_alive->broken()) return;  // closed while connecting: fd closes with the command
+    c.lane->Attach(std::move(c.fd));
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLRDHUP;
+    ev.data.ptr = c.lane;
+    if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, c.lane->fd(), &ev) != 0) {
+      c.keep_alive->Close(absl::InternalError(absl::StrCat("epoll_ctl: ", std::strerror(errno))));
     }
-    auto it = std::find_if(attached_.begin(), attached_.end(),
-                           [&](const Attached& a) { return a.lane == c.lane; });
-    if (c.lane->attached()) ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, c.lane->fd(), nullptr);
-    c.lane->Detach(c.keep_alive->status(), sink);
-    if (it != attached_.end()) {
-      *it = std::move(attached_.back());
-      attached_.pop_back();
-    }
+    attached_.push_back(Attached{c.lane, std::move(c.keep_alive)});
     attached_count_.store(static_cast<uint32_t>(attached_.size()), std::memory_order_relaxed);
+    return;
   }
-  draining_.clear();
+  auto it = std::find_if(attached_.begin(), attached_.end(),
+                         [&](const Attached& a) { return a.lane == c.lane; });
+  if (c.lane->attached()) ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, c.lane->fd(), nullptr);
+  c.lane->Detach(c.keep_alive->status(), sink);
+  if (it != attached_.end()) {
+    *it = std::move(attached_.back());
+    attached_.pop_back();
+  }
+  attached_count_.store(static_cast<uint32_t>(attached_.size()), std::memory_order_relaxed);
 }
 
 void TcpWorker::AfterLaneIo(TcpLane& lane) {
@@ -117,16 +101,12 @@ uint32_t TcpWorker::Post(Lane& lane, absl::Span<const DataOp> ops) {
 }
 
 uint32_t TcpWorker::Poll(CompletionSink& sink) {
-  uint32_t handled = 0;
-  if (inbox_pending_.load(std::memory_order_acquire)) {
-    DrainInbox(sink);
-    ++handled;
-  }
+  uint32_t handled = static_cast<uint32_t>(inbox_->Drain([&](Command& c) { Apply(c, sink); }));
   epoll_event events[kEpollBatch];
   const int n = ::epoll_wait(epoll_.get(), events, kEpollBatch, 0);
   for (int i = 0; i < n; ++i) {
     auto* lane = static_cast<TcpLane*>(events[i].data.ptr);
-    if (lane == nullptr || !lane->attached()) continue;  // wake eventfd: inbox next round
+    if (lane == nullptr || !lane->attached()) continue;  // the inbox's eventfd: next pass
     if (events[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
       (void)lane->OnReadable(sink, absl::MakeSpan(scratch_), &handled);
     }

@@ -8,10 +8,9 @@
 #include <memory>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "daemon/base/mutex.h"
 #include "daemon/common/unique_fd.h"
+#include "daemon/common/wake_inbox.h"
 #include "daemon/transport/tcp/tcp_lane.h"
 #include "daemon/transport/transport.h"
 
@@ -19,13 +18,14 @@ namespace xferd::transport::tcp {
 
 class TcpWorker final : public TransportWorker {
  public:
+  // RESOURCE_EXHAUSTED without descriptors for its epoll set and eventfd.
   static absl::StatusOr<std::unique_ptr<TcpWorker>> Create();
   ~TcpWorker() override;
 
   uint32_t Post(Lane& lane, absl::Span<const DataOp> ops) override;
   uint32_t Poll(CompletionSink& sink) override;
   int wait_fd() const override { return epoll_.get(); }
-  bool PrepareToSleep() override { return !inbox_pending_.load(std::memory_order_acquire); }
+  bool PrepareToSleep() override { return inbox_->PrepareToSleep(); }
 
   // Any thread. `keep_alive` owns `lane` and stays referenced while attached.
   void RequestAttach(std::shared_ptr<Link> keep_alive, TcpLane* lane, UniqueFd fd);
@@ -46,22 +46,21 @@ class TcpWorker final : public TransportWorker {
     std::shared_ptr<Link> keep_alive;
   };
 
-  TcpWorker(UniqueFd epoll, UniqueFd wake);
+  using Inbox = WakeInbox<Command>;
+
+  TcpWorker(UniqueFd epoll, std::unique_ptr<Inbox> inbox);
   void Enqueue(Command command);
-  void DrainInbox(CompletionSink& sink);
+  // Poller thread: attaches or detaches a lane as `command` says.
+  void Apply(Command& command, CompletionSink& sink);
   // After a lane did I/O: closes its link on error, tracks EPOLLOUT interest.
   void AfterLaneIo(TcpLane& lane);
 
   UniqueFd epoll_;
-  UniqueFd wake_;  // eventfd in the epoll set: the inbox has commands
-
-  Mutex mu_;
-  std::vector<Command> inbox_ ABSL_GUARDED_BY(mu_);
-  std::atomic<bool> inbox_pending_{false};
+  // Its eventfd is in the epoll set, so a sleeping poller wakes for commands.
+  const std::unique_ptr<Inbox> inbox_;
 
   // Poller thread only.
   std::vector<Attached> attached_;
-  std::vector<Command> draining_;  // reused buffer for DrainInbox
   std::vector<std::byte> scratch_;
   std::atomic<uint32_t> attached_count_{0};
 };

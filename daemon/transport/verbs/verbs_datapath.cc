@@ -233,11 +233,10 @@ uint32_t VerbsWorker::Post(Lane& lane, absl::Span<const DataOp> ops) {
 }
 
 uint32_t VerbsWorker::Poll(CompletionSink& sink) {
-  uint32_t handled = 0;
-  if (inbox_pending_.load(std::memory_order_acquire)) {
-    DrainInbox();
-    ++handled;
-  }
+  uint32_t handled = static_cast<uint32_t>(inbox_->Drain([this](Detaching& d) {
+    d.lane->BeginDrain();
+    draining_.push_back(std::move(d));  // reserved for every lane of the table
+  }));
   if (armed_) ConsumeChannelEvents();
   ibv_wc wcs[kPollBatch];
   const int n = ibv_poll_cq(cq_.get(), kPollBatch, wcs);

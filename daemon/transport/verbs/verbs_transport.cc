@@ -37,7 +37,7 @@ absl::StatusOr<std::unique_ptr<VerbsTransport>> VerbsTransport::Create(
     transport->workers_.push_back(std::move(worker));
   }
   transport->async_ = std::make_unique<AsyncEventThread>(
-      context, [t = transport.get()](absl::Status reason) { t->CloseAll(reason); });
+      context, [t = transport.get()](absl::Status reason) { t->links_.CloseAll(reason); });
   spdlog::info(
       "verbs transport: {} ({} pollers, {} ops per lane, RDMA READs per queue pair: {} out, {} in)",
       port.description, options.pollers, options.lane_depth,
@@ -84,11 +84,7 @@ absl::StatusOr<std::shared_ptr<VerbsLink>> VerbsTransport::NewLink(const PeerIde
   for (const auto& worker : workers_) workers.push_back(worker.get());
   ASSIGN_OR_RETURN(std::shared_ptr<VerbsLink> link,
                    VerbsLink::Create(context_, std::move(workers), link_settings_, peer, lanes));
-  MutexLock lock(&mu_);
-  links_.erase(std::remove_if(links_.begin(), links_.end(),
-                              [](const std::weak_ptr<VerbsLink>& l) { return l.expired(); }),
-               links_.end());
-  links_.push_back(link);
+  links_.Add(link);
   return link;
 }
 
@@ -101,14 +97,9 @@ absl::StatusOr<std::shared_ptr<Link>> VerbsTransport::CreateLink(LinkEndpoints* 
 absl::StatusOr<std::shared_ptr<Link>> VerbsTransport::AcceptLink(const PeerIdentity& peer,
                                                                  const LinkEndpoints& remote,
                                                                  LinkEndpoints* local) {
-  if (remote.kind != TransportKind::kVerbs) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "peer ", peer.node_id, " uses the ", TransportKindName(remote.kind),
-        " transport but this daemon uses verbs: configure the same transport on both"));
-  }
-  if (remote.lanes == 0) return absl::InvalidArgumentError("peer offered 0 lanes");
-  ASSIGN_OR_RETURN(std::shared_ptr<VerbsLink> link,
-                   NewLink(peer, std::min(options_.pollers, remote.lanes)));
+  ASSIGN_OR_RETURN(const uint32_t lanes,
+                   AcceptedLanes(TransportKind::kVerbs, options_.pollers, peer, remote));
+  ASSIGN_OR_RETURN(std::shared_ptr<VerbsLink> link, NewLink(peer, lanes));
   // Activate takes the first lane_count() of the initiator's queue pairs;
   // the initiator trims the rest when it sees our answer.
   LinkEndpoints matched = remote;
@@ -155,20 +146,9 @@ TransportStats VerbsTransport::stats() const {
   return stats;
 }
 
-void VerbsTransport::CloseAll(const absl::Status& reason) {
-  std::vector<std::shared_ptr<VerbsLink>> links;
-  {
-    MutexLock lock(&mu_);
-    for (auto& weak : links_) {
-      if (auto link = weak.lock()) links.push_back(std::move(link));
-    }
-  }
-  for (auto& link : links) link->Close(reason);
-}
-
 void VerbsTransport::Shutdown() {
   async_.reset();
-  CloseAll(absl::UnavailableError("daemon is shutting down"));
+  links_.CloseAll(absl::UnavailableError("daemon is shutting down"));
 }
 
 }  // namespace xferd::transport::verbs

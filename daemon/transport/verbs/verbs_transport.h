@@ -9,8 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
-#include "daemon/base/mutex.h"
+#include "daemon/transport/link_set.h"
 #include "daemon/transport/transport.h"
 #include "daemon/transport/verbs/async_events.h"
 #include "daemon/transport/verbs/device.h"
@@ -69,7 +68,6 @@ class VerbsTransport final : public Transport {
  private:
   VerbsTransport(const VerbsTransportOptions& options, std::shared_ptr<VerbsContext> context);
   absl::StatusOr<std::shared_ptr<VerbsLink>> NewLink(const PeerIdentity& peer, uint32_t lanes);
-  void CloseAll(const absl::Status& reason);
 
   const VerbsTransportOptions options_;
   const std::shared_ptr<VerbsContext> context_;
@@ -77,9 +75,8 @@ class VerbsTransport final : public Transport {
   std::vector<std::unique_ptr<VerbsWorker>> workers_;
   std::shared_ptr<std::atomic<int64_t>> registrations_ = std::make_shared<std::atomic<int64_t>>(0);
 
-  Mutex mu_;
-  std::vector<std::weak_ptr<VerbsLink>> links_ ABSL_GUARDED_BY(mu_);
-  // Last: it calls back into CloseAll, so it stops first.
+  LinkSet links_;
+  // Last: it closes links_, so it stops first.
   std::unique_ptr<AsyncEventThread> async_;
 };
 

@@ -3,13 +3,12 @@
 
 #include <fcntl.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/base/status_macros.h"
 #include "daemon/common/check.h"
 
 namespace xferd::transport::verbs {
@@ -32,12 +31,13 @@ absl::StatusOr<std::unique_ptr<VerbsWorker>> VerbsWorker::Create(
   worker->cq_.reset(
       ibv_create_cq(ctx, static_cast<int>(entries), nullptr, worker->channel_.get(), 0));
   if (worker->cq_ == nullptr) return VerbsError("ibv_create_cq", errno);
-  worker->wake_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  // Each lane in the table is detached once, so this many requests at most.
+  ASSIGN_OR_RETURN(worker->inbox_, Inbox::Create(kMaxLanesPerWorker));
   worker->epoll_.reset(::epoll_create1(EPOLL_CLOEXEC));
-  if (!worker->wake_.valid() || !worker->epoll_.valid()) {
-    return absl::ResourceExhaustedError(absl::StrCat("eventfd/epoll: ", std::strerror(errno)));
+  if (!worker->epoll_.valid()) {
+    return absl::ResourceExhaustedError(absl::StrCat("epoll_create1: ", std::strerror(errno)));
   }
-  for (int fd : {worker->channel_->fd, worker->wake_.get()}) {
+  for (int fd : {worker->channel_->fd, worker->inbox_->fd()}) {
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.fd = fd;
@@ -59,6 +59,7 @@ VerbsWorker::VerbsWorker(std::shared_ptr<VerbsContext> context, uint32_t chain_c
       table_(kMaxLanesPerWorker),
       chain_wrs_(chain_capacity),
       chain_sges_(chain_capacity) {
+  draining_.reserve(kMaxLanesPerWorker);
   MutexLock lock(&mu_);
   reserved_.assign(kMaxLanesPerWorker, 0);
   for (uint32_t i = kMaxLanesPerWorker; i > 0; --i) free_slots_.push_back(i - 1);
@@ -90,28 +91,8 @@ absl::StatusOr<uint32_t> VerbsWorker::AddLane(VerbsLane* lane, uint32_t cq_entri
 }
 
 void VerbsWorker::RequestDetach(std::shared_ptr<Link> keep_alive, VerbsLane* lane) {
-  {
-    MutexLock lock(&mu_);
-    inbox_.push_back(Detaching{lane, std::move(keep_alive)});
-    inbox_pending_.store(true, std::memory_order_release);
-  }
-  const uint64_t one = 1;
-  (void)!::write(wake_.get(), &one, sizeof(one));
-}
-
-void VerbsWorker::DrainInbox() {
-  {
-    MutexLock lock(&mu_);
-    swap_.swap(inbox_);
-    inbox_pending_.store(false, std::memory_order_release);
-  }
-  uint64_t count;
-  (void)!::read(wake_.get(), &count, sizeof(count));
-  for (Detaching& d : swap_) {
-    d.lane->BeginDrain();
-    draining_.push_back(std::move(d));
-  }
-  swap_.clear();
+  // The inbox holds kMaxLanesPerWorker: a lane in the table is detached once.
+  XFERD_CHECK(inbox_->Push(Detaching{lane, std::move(keep_alive)}));
 }
 
 void VerbsWorker::ReapDrained() {
@@ -137,13 +118,14 @@ void VerbsWorker::ReapDrained() {
 }
 
 bool VerbsWorker::PrepareToSleep() {
-  if (inbox_pending_.load(std::memory_order_acquire)) return false;
-  if (armed_) return true;
-  // Arm, then report "not yet": the poller polls the CQ once more, catching
-  // completions that arrived before the arming; later ones raise an event.
-  if (int rc = ibv_req_notify_cq(cq_.get(), 0); rc != 0) return false;
-  armed_ = true;
-  return false;
+  if (!armed_) {
+    // Arm, then report "not yet": the poller polls the CQ once more, catching
+    // completions that arrived before the arming; later ones raise an event.
+    if (int rc = ibv_req_notify_cq(cq_.get(), 0); rc != 0) return false;
+    armed_ = true;
+    return false;
+  }
+  return inbox_->PrepareToSleep();  // last: its true commits to the sleep
 }
 
 void VerbsWorker::ConsumeChannelEvents() {

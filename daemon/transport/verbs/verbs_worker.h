@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "daemon/base/mutex.h"
 #include "daemon/common/unique_fd.h"
+#include "daemon/common/wake_inbox.h"
 #include "daemon/memory/region_registry.h"
 #include "daemon/transport/transport.h"
 #include "daemon/transport/verbs/verbs_context.h"
@@ -57,10 +58,10 @@ class VerbsWorker final : public TransportWorker {
     VerbsLane* lane;
     std::shared_ptr<Link> keep_alive;
   };
+  using Inbox = WakeInbox<Detaching>;
 
   VerbsWorker(std::shared_ptr<VerbsContext> context, uint32_t chain_capacity,
               const memory::RegionRegistry& regions);
-  void DrainInbox();
   void ReapDrained();
   void ConsumeChannelEvents();
 
@@ -69,8 +70,8 @@ class VerbsWorker final : public TransportWorker {
   // Dependency order: the channel before the CQ that reports to it.
   IbvCompChannel channel_;
   IbvCq cq_;
-  UniqueFd wake_;   // eventfd: the inbox has work
-  UniqueFd epoll_;  // the channel fd and wake_: what a sleeping poller waits on
+  std::unique_ptr<Inbox> inbox_;  // lanes to detach
+  UniqueFd epoll_;  // the channel's fd and the inbox's: what a sleeping poller waits on
   std::vector<std::atomic<VerbsLane*>> table_;
   std::vector<ibv_send_wr> chain_wrs_;
   std::vector<ibv_sge> chain_sges_;
@@ -80,13 +81,10 @@ class VerbsWorker final : public TransportWorker {
   std::vector<uint32_t> reserved_ ABSL_GUARDED_BY(mu_);  // CQ entries per slot
   uint32_t cq_capacity_ ABSL_GUARDED_BY(mu_) = 0;
   uint32_t cq_reserved_ ABSL_GUARDED_BY(mu_) = 0;
-  std::vector<Detaching> inbox_ ABSL_GUARDED_BY(mu_);
-  std::atomic<bool> inbox_pending_{false};
   std::atomic<uint32_t> lanes_{0};
 
   // Poller thread only.
   std::vector<Detaching> draining_;
-  std::vector<Detaching> swap_;
   bool armed_ = false;
   uint32_t unacked_events_ = 0;
 };

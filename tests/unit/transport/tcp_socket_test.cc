@@ -5,8 +5,16 @@
 
 #include <thread>
 
+#include "absl/strings/str_cat.h"
+
 namespace xferd::transport::tcp {
 namespace {
+
+// Socket errors are UNAVAILABLE and name what failed and where.
+void ExpectUnavailableSaying(const absl::StatusOr<UniqueFd>& result, const std::string& text) {
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kUnavailable) << result.status();
+  EXPECT_NE(result.status().message().find(text), absl::string_view::npos) << result.status();
+}
 
 TEST(TcpSocketTest, ListenDialExchange) {
   auto listener = Listen(HostPort{"127.0.0.1", 0}, 4);
@@ -56,8 +64,26 @@ TEST(TcpSocketTest, DialRefusedIsUnavailable) {
   ASSERT_TRUE(listener.ok());
   const uint16_t port = *LocalPort(listener->get());
   listener->reset();  // nobody listens there now
-  EXPECT_EQ(Dial(HostPort{"127.0.0.1", port}, absl::Now() + absl::Seconds(2)).status().code(),
-            absl::StatusCode::kUnavailable);
+  ExpectUnavailableSaying(Dial(HostPort{"127.0.0.1", port}, absl::Now() + absl::Seconds(2)),
+                          absl::StrCat("connect to 127.0.0.1:", port));
+}
+
+TEST(TcpSocketTest, ListenOnABusyPortSaysWhere) {
+  auto first = Listen(HostPort{"127.0.0.1", 0}, 1);
+  ASSERT_TRUE(first.ok()) << first.status();
+  const uint16_t port = *LocalPort(first->get());
+  ExpectUnavailableSaying(Listen(HostPort{"127.0.0.1", port}, 1),
+                          absl::StrCat("cannot listen on 127.0.0.1:", port));
+}
+
+TEST(TcpSocketTest, DialReachesAListenerBehindAName) {
+  // "localhost" may resolve to ::1 before 127.0.0.1: a refused address must
+  // not end the dial while another one is left.
+  auto listener = Listen(HostPort{"127.0.0.1", 0}, 1);
+  ASSERT_TRUE(listener.ok()) << listener.status();
+  auto client =
+      Dial(HostPort{"localhost", *LocalPort(listener->get())}, absl::Now() + absl::Seconds(5));
+  EXPECT_TRUE(client.ok()) << client.status();
 }
 
 }  // namespace
