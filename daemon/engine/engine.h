@@ -167,7 +167,10 @@ class Engine final : public TransferListener {
   // (after Stop). The recorder outlives its registration.
   void SetTransferRecorder(TransferRecorder* recorder);
 
-  void OnTransferFinished(const Transfer& transfer) override;
+  // TransferListener: counts, records and forgets a vanished region's key
+  // before the outcome is visible; then files and logs it.
+  void OnTransferEnding(const Transfer& transfer, const TransferInfo& outcome) override;
+  void OnTransferFinished(const Transfer& transfer, const TransferInfo& outcome) override;
 
  private:
   Engine(const EngineConfig& config, NodeIdentity self, transport::Transport& transport,
