@@ -194,14 +194,22 @@ class Engine final : public TransferListener {
 
   // engine_transfers.cc
   absl::Status CheckLocal(const WriteSpec& spec) const;
+  // Whether every request's peer is connected and its remote key cached.
+  bool Ready(const std::vector<WriteSpec>& writes) const;
+  absl::StatusOr<std::vector<std::shared_ptr<Transfer>>> ResolveAndAdmit(
+      const std::vector<WriteSpec>& writes, bool batch, absl::Time submitted_at);
   absl::Status ReconnectBroken(const std::vector<WriteSpec>& writes, absl::Time deadline);
   absl::Status ResolveMissing(const std::vector<WriteSpec>& writes, absl::Time deadline);
-  absl::StatusOr<Transfer::Plan> Plan(const WriteSpec& spec) const;
-  absl::StatusOr<ResolvedRegion> CheckRemote(const WriteSpec& spec, const Peer& peer) const;
+  // *stale: it failed because the peer's link broke or the remote key was
+  // invalidated since resolution (resolving again may succeed).
+  absl::StatusOr<Transfer::Plan> Plan(const WriteSpec& spec, bool* stale) const;
+  absl::StatusOr<ResolvedRegion> CheckRemote(const WriteSpec& spec, const Peer& peer,
+                                             bool* stale) const;
   absl::Status PlanMany(const WriteSpec& spec, const Peer& peer, uint64_t remote_size,
                         Transfer::Plan* plan) const;
-  absl::StatusOr<std::vector<std::shared_ptr<Transfer>>> Admit(std::vector<WriteSpec> writes,
-                                                               bool batch, absl::Time submitted_at);
+  absl::StatusOr<std::vector<std::shared_ptr<Transfer>>> Admit(const std::vector<WriteSpec>& writes,
+                                                               bool batch, absl::Time submitted_at,
+                                                               bool* stale);
   void Launch(const std::shared_ptr<Transfer>& transfer);
   uint32_t CancelWhere(const std::function<bool(const Transfer&)>& match,
                        const absl::Status& reason);
