@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <future>
 #include <map>
 #include <memory>
@@ -121,16 +122,22 @@ engine::WriteSpec Spec(const std::string& src, const std::string& peer, const st
                        uint64_t length, uint64_t src_offset = 0, uint64_t dst_offset = 0);
 void Fill(memory::Region& region, uint8_t seed);
 
-// Records a region's landed events (unsubscribe before reading `events`:
-// the hub calls in under its own lock).
-struct LandedRecorder : memory::LandedWatcher {
-  std::vector<memory::LandedEvent> events;
-  Mutex mu;
-  void OnLanded(const memory::LandedEvent& e) override {
-    MutexLock lock(&mu);
-    events.push_back(e);
-  }
-  void OnRegionClosed() override {}
+// Watches a region's landed events from its construction to its destruction;
+// Take() reads those published so far (from the test's thread).
+class LandedRecorder final : public memory::LandedWatcher {
+ public:
+  explicit LandedRecorder(memory::Region& region);
+  ~LandedRecorder() override;
+  void OnLandedNews() override { ++news; }
+  // The events published since the last call, in order; FAILs the test if
+  // any were dropped.
+  std::vector<memory::LandedEvent> Take();
+
+  std::atomic<int> news{0};  // notifications so far
+
+ private:
+  memory::LandedEventHub& hub_;
+  memory::LandedEventHub::Cursor cursor_ = 0;
 };
 
 }  // namespace xferd::testing

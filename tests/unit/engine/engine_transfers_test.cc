@@ -34,8 +34,7 @@ class EngineTransfersTest : public TwoEngineTest {
 };
 
 TEST_F(EngineTransfersTest, MultiSliceWriteLandsWithOneLandedEvent) {
-  LandedRecorder watcher;
-  dst_->landed().Subscribe(&watcher);
+  LandedRecorder watcher(*dst_);
   auto submitted = h_.Submit(*a_, {Spec("src", "b", "dst", 100001, 7, 300)});
   ASSERT_TRUE(submitted.ok()) << submitted.status();
   const engine::TransferInfo info = h_.Wait((*submitted)[0]);
@@ -46,12 +45,12 @@ TEST_F(EngineTransfersTest, MultiSliceWriteLandsWithOneLandedEvent) {
   EXPECT_EQ(std::memcmp(src_->data() + 7, dst_->data() + 300, 100001), 0);
   EXPECT_EQ(dst_->data()[299], std::byte{0});
   EXPECT_EQ(dst_->data()[300 + 100001], std::byte{0});
-  dst_->landed().Unsubscribe(&watcher);  // not under watcher.mu: the hub locks before it
-  MutexLock lock(&watcher.mu);
-  ASSERT_EQ(watcher.events.size(), 1u);
-  EXPECT_EQ(watcher.events[0].offset, 300u);
-  EXPECT_EQ(watcher.events[0].length, 100001u);
-  EXPECT_EQ(watcher.events[0].source_transfer_id, info.id);
+  const std::vector<memory::LandedEvent> events = watcher.Take();
+  EXPECT_EQ(watcher.news, 1);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].offset, 300u);
+  EXPECT_EQ(events[0].length, 100001u);
+  EXPECT_EQ(events[0].source_transfer_id, info.id);
 }
 
 // A destination key invalidated between its resolution and the write's
