@@ -233,6 +233,10 @@ class Engine final : public TransferListener {
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   // Addresses being connected right now: one handshake per peer at a time.
   absl::flat_hash_set<std::string> connecting_ ABSL_GUARDED_BY(mu_);
+  // Addresses of disconnected peers whose goodbye is still on its way, by
+  // count: a new handshake with one waits for it, or the late goodbye (which
+  // names the node, not the link) would end the new link.
+  absl::flat_hash_map<std::string, int> saying_goodbye_ ABSL_GUARDED_BY(mu_);
   // Region id -> node ids that resolved it (told when it goes away).
   absl::flat_hash_map<uint32_t, absl::flat_hash_set<std::string>> resolved_by_ ABSL_GUARDED_BY(mu_);
   // Totals of links that are gone, by peer node id, so stats do not drop at

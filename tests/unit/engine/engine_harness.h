@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/time/clock.h"
 #include "daemon/common/config.h"
 #include "daemon/engine/engine.h"
 #include "tests/testing/fake_transport.h"
@@ -24,6 +25,10 @@ class InProcessPeerRpc final : public engine::PeerRpc {
  public:
   void Add(const std::string& address, engine::Engine* engine) { engines_[address] = engine; }
   void Remove(const std::string& address) { engines_.erase(address); }
+  // Goodbyes take this long to arrive (a slow network), from now on.
+  void SetGoodbyeDelay(absl::Duration delay) {
+    goodbye_delay_ms_ = absl::ToInt64Milliseconds(delay);
+  }
 
   absl::StatusOr<engine::HandshakeMessage> Handshake(const std::string& address,
                                                      const engine::HandshakeMessage& request,
@@ -48,6 +53,7 @@ class InProcessPeerRpc final : public engine::PeerRpc {
   }
   absl::Status Goodbye(const std::string& address, const engine::NodeIdentity& self,
                        const std::string& reason, absl::Time) override {
+    absl::SleepFor(absl::Milliseconds(goodbye_delay_ms_.load()));
     engine::Engine* e = Find(address);
     return e == nullptr ? absl::UnavailableError("gone")
                         : e->OnGoodbye(self.node_id, self.incarnation, reason);
@@ -59,6 +65,7 @@ class InProcessPeerRpc final : public engine::PeerRpc {
     return it == engines_.end() ? nullptr : it->second;
   }
   std::map<std::string, engine::Engine*> engines_;
+  std::atomic<int64_t> goodbye_delay_ms_{0};
 };
 
 struct Node {
