@@ -70,7 +70,7 @@ TEST(EngineInvalidationTest, InvalidationsRacingSubmissionsAreResolvedAgain) {
     }
   });
   constexpr uint64_t kWrites = 256, kPart = 4096;
-  for (int round = 0; round < 50; ++round) {
+  for (int round = 0; round < 20; ++round) {
     std::vector<engine::WriteSpec> batch;
     for (uint64_t i = 0; i < kWrites; ++i) {
       batch.push_back(Spec("src", "b", "dst", kPart, i * kPart, i * kPart));
