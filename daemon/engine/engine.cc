@@ -192,25 +192,31 @@ void Engine::SetTransferRecorder(TransferRecorder* recorder) {
   recorder_.store(recorder, std::memory_order_release);
 }
 
+void Engine::OnTransferEnding(const Transfer& transfer, const TransferInfo& outcome) {
+  table_.Count(outcome);
+  if (TransferRecorder* recorder = recorder_.load(std::memory_order_acquire)) {
+    recorder->RecordTransfer(outcome);
+  }
+  // The peer no longer knows the region: forget its key before the next write.
+  if (outcome.error.code() == absl::StatusCode::kNotFound) {
+    transfer.plan().peer->ForgetRegion(RemoteRegionName(outcome.spec));
+  }
+}
+
 // The end of a transfer's life in the log, as key=value pairs after the
 // event: done at debug (one line per transfer must not cost a write on the
-// poller at the default level), cancelled at info, failed at warn.
-void Engine::OnTransferFinished(const Transfer& transfer) {
-  table_.OnFinished(transfer);
-  const TransferInfo info = transfer.Info();
-  if (TransferRecorder* recorder = recorder_.load(std::memory_order_acquire)) {
-    recorder->RecordTransfer(info);
-  }
+// poller at the default level, nor its formatting), cancelled at info,
+// failed at warn.
+void Engine::OnTransferFinished(const Transfer&, const TransferInfo& info) {
+  table_.Retire(info.id);
+  const bool done = info.state == TransferState::kDone;
+  if (done && !spdlog::should_log(spdlog::level::debug)) return;
   const absl::Duration duration = info.finished_at - info.submitted_at;
   const absl::string_view transport = transport::TransportKindName(info.transport);
-  if (info.state == TransferState::kDone) {
+  if (done) {
     spdlog::debug("transfer id={} done peer={} transport={} bytes={} duration={}", info.id,
                   info.peer_node, transport, info.bytes_done, absl::FormatDuration(duration));
     return;
-  }
-  // The peer no longer knows the region: forget its key before the next write.
-  if (info.error.code() == absl::StatusCode::kNotFound) {
-    transfer.plan().peer->ForgetRegion(RemoteRegionName(info.spec));
   }
   spdlog::log(info.state == TransferState::kCancelled ? spdlog::level::info : spdlog::level::warn,
               "transfer id={} {} direction={} peer={} transport={} dst={} bytes={}/{} duration={} "

@@ -167,7 +167,10 @@ class Engine final : public TransferListener {
   // (after Stop). The recorder outlives its registration.
   void SetTransferRecorder(TransferRecorder* recorder);
 
-  void OnTransferFinished(const Transfer& transfer) override;
+  // TransferListener: counts, records and forgets a vanished region's key
+  // before the outcome is visible; then files and logs it.
+  void OnTransferEnding(const Transfer& transfer, const TransferInfo& outcome) override;
+  void OnTransferFinished(const Transfer& transfer, const TransferInfo& outcome) override;
 
  private:
   Engine(const EngineConfig& config, NodeIdentity self, transport::Transport& transport,
@@ -191,14 +194,22 @@ class Engine final : public TransferListener {
 
   // engine_transfers.cc
   absl::Status CheckLocal(const WriteSpec& spec) const;
+  // Whether every request's peer is connected and its remote key cached.
+  bool Ready(const std::vector<WriteSpec>& writes) const;
+  absl::StatusOr<std::vector<std::shared_ptr<Transfer>>> ResolveAndAdmit(
+      const std::vector<WriteSpec>& writes, bool batch, absl::Time submitted_at);
   absl::Status ReconnectBroken(const std::vector<WriteSpec>& writes, absl::Time deadline);
   absl::Status ResolveMissing(const std::vector<WriteSpec>& writes, absl::Time deadline);
-  absl::StatusOr<Transfer::Plan> Plan(const WriteSpec& spec) const;
-  absl::StatusOr<ResolvedRegion> CheckRemote(const WriteSpec& spec, const Peer& peer) const;
+  // *stale: it failed because the peer's link broke or the remote key was
+  // invalidated since resolution (resolving again may succeed).
+  absl::StatusOr<Transfer::Plan> Plan(const WriteSpec& spec, bool* stale) const;
+  absl::StatusOr<ResolvedRegion> CheckRemote(const WriteSpec& spec, const Peer& peer,
+                                             bool* stale) const;
   absl::Status PlanMany(const WriteSpec& spec, const Peer& peer, uint64_t remote_size,
                         Transfer::Plan* plan) const;
-  absl::StatusOr<std::vector<std::shared_ptr<Transfer>>> Admit(std::vector<WriteSpec> writes,
-                                                               bool batch, absl::Time submitted_at);
+  absl::StatusOr<std::vector<std::shared_ptr<Transfer>>> Admit(const std::vector<WriteSpec>& writes,
+                                                               bool batch, absl::Time submitted_at,
+                                                               bool* stale);
   void Launch(const std::shared_ptr<Transfer>& transfer);
   uint32_t CancelWhere(const std::function<bool(const Transfer&)>& match,
                        const absl::Status& reason);
@@ -222,6 +233,10 @@ class Engine final : public TransferListener {
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   // Addresses being connected right now: one handshake per peer at a time.
   absl::flat_hash_set<std::string> connecting_ ABSL_GUARDED_BY(mu_);
+  // Addresses of disconnected peers whose goodbye is still on its way, by
+  // count: a new handshake with one waits for it, or the late goodbye (which
+  // names the node, not the link) would end the new link.
+  absl::flat_hash_map<std::string, int> saying_goodbye_ ABSL_GUARDED_BY(mu_);
   // Region id -> node ids that resolved it (told when it goes away).
   absl::flat_hash_map<uint32_t, absl::flat_hash_set<std::string>> resolved_by_ ABSL_GUARDED_BY(mu_);
   // Totals of links that are gone, by peer node id, so stats do not drop at

@@ -30,8 +30,9 @@ absl::StatusOr<PeerInfo> Engine::ConnectNow(const std::string& address, absl::Ti
   // peer share one reconnection instead of replacing each other's links.
   {
     MutexLock lock(&mu_);
-    auto free = [this, &address]()
-                    ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !connecting_.contains(address); };
+    auto free = [this, &address]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return !connecting_.contains(address) && !saying_goodbye_.contains(address);
+    };
     if (!mu_.AwaitWithDeadline(free, deadline)) {
       return absl::DeadlineExceededError(
           absl::StrCat("another connection to ", address, " is still in progress"));
@@ -195,7 +196,10 @@ absl::StatusOr<uint32_t> Engine::DisconnectPeer(const std::string& node_or_addre
   {
     MutexLock lock(&mu_);
     peer = peers_.Remove(node_or_address);
-    if (peer != nullptr) RetireCountersLocked(*peer);
+    if (peer != nullptr) {
+      RetireCountersLocked(*peer);
+      ++saying_goodbye_[peer->node().address];
+    }
   }
   if (peer == nullptr) {
     return absl::NotFoundError(absl::StrCat("no peer '", node_or_address, "'"));
@@ -205,9 +209,11 @@ absl::StatusOr<uint32_t> Engine::DisconnectPeer(const std::string& node_or_addre
   const uint32_t failed =
       CancelWhere([&](const Transfer& t) { return t.plan().peer == peer; }, reason);
   executor_.Run([this, peer] {
-    (void)rpc_.Goodbye(peer->node().address, self_, "disconnected by its peer",
-                       absl::Now() + absl::Seconds(2));
+    const std::string& address = peer->node().address;
+    (void)rpc_.Goodbye(address, self_, "disconnected by its peer", absl::Now() + absl::Seconds(2));
     peer->link()->Close(absl::UnavailableError("disconnected on request"));
+    MutexLock lock(&mu_);
+    if (--saying_goodbye_[address] == 0) saying_goodbye_.erase(address);
   });
   spdlog::info("peer disconnected node={} failed_transfers={}", peer->node_id(), failed);
   return failed;

@@ -80,29 +80,55 @@ void Engine::Submit(std::vector<WriteSpec> writes, bool batch,
       return;
     }
   }
-  bool ready = true;
-  for (const WriteSpec& w : writes) {
-    std::shared_ptr<Peer> peer = peers_.Find(w.peer);
-    if (peer->link()->broken() || !peer->CachedRegion(RemoteRegionName(w))) ready = false;
-  }
-  if (ready) {  // the common case: validate and queue right here
-    done(Admit(std::move(writes), batch, submitted_at));
-    return;
+  if (Ready(writes)) {  // the common case: validate and queue right here
+    bool stale = false;
+    absl::StatusOr<std::vector<std::shared_ptr<Transfer>>> admitted =
+        Admit(writes, batch, submitted_at, &stale);
+    if (!stale) {
+      done(std::move(admitted));
+      return;
+    }
   }
   executor_.Run(
       [this, writes = std::move(writes), batch, submitted_at, done = std::move(done)]() mutable {
-        // No write may wait on its peer past its own deadline (a partition).
-        absl::Duration budget = kResolveTimeout;
-        for (const WriteSpec& w : writes) budget = std::min(budget, w.timeout);
-        const absl::Time deadline = submitted_at + budget;
-        absl::Status status = ReconnectBroken(writes, deadline);
-        if (status.ok()) status = ResolveMissing(writes, deadline);
-        if (!status.ok()) {
-          done(status);
-          return;
-        }
-        done(Admit(std::move(writes), batch, submitted_at));
+        done(ResolveAndAdmit(writes, batch, submitted_at));
       });
+}
+
+bool Engine::Ready(const std::vector<WriteSpec>& writes) const {
+  for (const WriteSpec& w : writes) {
+    std::shared_ptr<Peer> peer = peers_.Find(w.peer);
+    if (peer == nullptr || peer->link()->broken() || !peer->CachedRegion(RemoteRegionName(w))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// On the control executor. A peer's link may break, or a remote region's key
+// be invalidated, between resolution and admission (a region deregistered on
+// the peer just then): that is this daemon's race, not the client's, so the
+// requests are resolved again until their deadline, and the answer is the
+// peer's real one (e.g. NOT_FOUND once the region is gone).
+absl::StatusOr<std::vector<std::shared_ptr<Transfer>>> Engine::ResolveAndAdmit(
+    const std::vector<WriteSpec>& writes, bool batch, absl::Time submitted_at) {
+  // No write may wait on its peer past its own deadline (a partition).
+  absl::Duration budget = kResolveTimeout;
+  for (const WriteSpec& w : writes) budget = std::min(budget, w.timeout);
+  const absl::Time deadline = submitted_at + budget;
+  while (true) {
+    RETURN_IF_ERROR(ReconnectBroken(writes, deadline));
+    RETURN_IF_ERROR(ResolveMissing(writes, deadline));
+    bool stale = false;
+    absl::StatusOr<std::vector<std::shared_ptr<Transfer>>> admitted =
+        Admit(writes, batch, submitted_at, &stale);
+    if (!stale) return admitted;
+    if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(
+          absl::StrCat(admitted.status().message(), ", again and again until the deadline (",
+                       absl::FormatDuration(budget), "): retry later"));
+    }
+  }
 }
 
 // A peer whose link broke (a fault, a restart) is connected again by a new
@@ -172,7 +198,7 @@ absl::Status Engine::ResolveMissing(const std::vector<WriteSpec>& writes, absl::
   return absl::OkStatus();
 }
 
-absl::StatusOr<Transfer::Plan> Engine::Plan(const WriteSpec& w) const {
+absl::StatusOr<Transfer::Plan> Engine::Plan(const WriteSpec& w, bool* stale) const {
   RETURN_IF_ERROR(CheckLocal(w));
   Transfer::Plan plan;
   plan.spec = Summarize(w);
@@ -185,11 +211,12 @@ absl::StatusOr<Transfer::Plan> Engine::Plan(const WriteSpec& w) const {
   }
   plan.link = plan.peer->link();
   if (plan.link->broken()) {
+    *stale = true;
     return absl::UnavailableError(absl::StrCat("peer '", plan.peer->node_id(),
                                                "' is disconnected (", plan.link->status().message(),
                                                "): connect it again with ConnectPeer"));
   }
-  ASSIGN_OR_RETURN(ResolvedRegion remote, CheckRemote(w, *plan.peer));
+  ASSIGN_OR_RETURN(ResolvedRegion remote, CheckRemote(w, *plan.peer, stale));
   plan.remote = remote.key;
   const uint64_t slice = w.slice_size == 0 ? config_.slice_size : w.slice_size;
   if (slice < kMinSlice || slice > transport::kMaxSliceBytes) {
@@ -214,12 +241,14 @@ absl::StatusOr<Transfer::Plan> Engine::Plan(const WriteSpec& w) const {
 
 // The peer's region as resolved: allows this direction, and (for a range)
 // contains it. Blocks are checked one by one when planned.
-absl::StatusOr<ResolvedRegion> Engine::CheckRemote(const WriteSpec& w, const Peer& peer) const {
+absl::StatusOr<ResolvedRegion> Engine::CheckRemote(const WriteSpec& w, const Peer& peer,
+                                                   bool* stale) const {
   const std::string& name = RemoteRegionName(w);
   std::optional<ResolvedRegion> remote = peer.CachedRegion(name);
   if (!remote) {
-    return absl::UnavailableError(
-        absl::StrCat("region '", name, "' was invalidated while submitting: retry"));
+    *stale = true;
+    return absl::UnavailableError(absl::StrCat("region '", name, "' on peer '", peer.node_id(),
+                                               "' was invalidated while this was submitted"));
   }
   if (IsRead(w) && !remote->access.remote_read) {
     return absl::PermissionDeniedError(
@@ -264,13 +293,12 @@ absl::Status Engine::PlanMany(const WriteSpec& w, const Peer& peer, uint64_t rem
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<std::shared_ptr<Transfer>>> Engine::Admit(std::vector<WriteSpec> writes,
-                                                                     bool batch,
-                                                                     absl::Time submitted_at) {
+absl::StatusOr<std::vector<std::shared_ptr<Transfer>>> Engine::Admit(
+    const std::vector<WriteSpec>& writes, bool batch, absl::Time submitted_at, bool* stale) {
   std::vector<Transfer::Plan> plans;
   plans.reserve(writes.size());
   for (size_t i = 0; i < writes.size(); ++i) {
-    absl::StatusOr<Transfer::Plan> plan = Plan(writes[i]);
+    absl::StatusOr<Transfer::Plan> plan = Plan(writes[i], stale);
     if (!plan.ok()) return ForWrite(plan.status(), i, writes.size());
     plans.push_back(*std::move(plan));
   }

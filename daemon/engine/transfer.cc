@@ -117,28 +117,39 @@ void Transfer::MarkRunning() {
 
 bool Transfer::Finish(TransferState terminal, absl::Status error) {
   XFERD_DCHECK(IsTerminal(terminal));
+  {
+    MutexLock lock(&mu_);
+    if (ending_) {
+      // Another thread decided the outcome first; it is about to publish it.
+      mu_.Await([this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return IsTerminal(state()); });
+      return false;
+    }
+    ending_ = true;
+  }
+  TransferInfo outcome = Describe();
+  outcome.state = terminal;
+  outcome.error = std::move(error);
+  outcome.finished_at = absl::Now();
+  // Writes still in flight may be acknowledged after this; the transfer's
+  // outcome reports what was done when it ended.
+  outcome.bytes_done = bytes_done_.load(std::memory_order_relaxed);
+  // Counted, and the local region let go, before anyone can see the end: a
+  // client told "done" may look at the stats or deregister the region next.
+  plan_.local->RemoveUser();
+  if (listener_ != nullptr) listener_->OnTransferEnding(*this, outcome);
   std::vector<Observer> observers;
   {
     // The terminal state is published under mu_ with its error and time, so
     // Info() never sees one without the others.
     MutexLock lock(&mu_);
-    TransferState current = state_.load(std::memory_order_acquire);
-    do {
-      if (IsTerminal(current)) return false;
-    } while (!state_.compare_exchange_weak(current, terminal, std::memory_order_acq_rel));
-    error_ = std::move(error);
-    finished_at_ = absl::Now();
-    // Writes still in flight may be acknowledged after this; the transfer's
-    // outcome reports what was done when it ended.
-    final_bytes_ = bytes_done_.load(std::memory_order_relaxed);
+    error_ = outcome.error;
+    finished_at_ = outcome.finished_at;
+    final_bytes_ = outcome.bytes_done;
+    state_.store(terminal, std::memory_order_release);
     observers.swap(observers_);
   }
-  plan_.local->RemoveUser();
-  if (listener_ != nullptr) listener_->OnTransferFinished(*this);
-  if (!observers.empty()) {
-    const TransferInfo info = Info();
-    for (Observer& observer : observers) observer(info);
-  }
+  if (listener_ != nullptr) listener_->OnTransferFinished(*this, outcome);
+  for (Observer& observer : observers) observer(outcome);
   return true;
 }
 
@@ -150,6 +161,17 @@ bool Transfer::AddObserver(Observer observer) {
 }
 
 TransferInfo Transfer::Info() const {
+  TransferInfo info = Describe();
+  MutexLock lock(&mu_);
+  info.state = state();
+  info.bytes_done =
+      IsTerminal(info.state) ? final_bytes_ : bytes_done_.load(std::memory_order_relaxed);
+  info.error = error_;
+  info.finished_at = finished_at_;
+  return info;
+}
+
+TransferInfo Transfer::Describe() const {
   TransferInfo info;
   info.id = plan_.id;
   info.batch_id = plan_.batch_id;
@@ -159,12 +181,6 @@ TransferInfo Transfer::Info() const {
   info.slice_size = plan_.slice_size;
   info.slices = ops();
   info.submitted_at = submitted_at_;
-  MutexLock lock(&mu_);
-  info.state = state();
-  info.bytes_done =
-      IsTerminal(info.state) ? final_bytes_ : bytes_done_.load(std::memory_order_relaxed);
-  info.error = error_;
-  info.finished_at = finished_at_;
   return info;
 }
 

@@ -75,11 +75,18 @@ struct TransferInfo {
   absl::Time finished_at = absl::InfinitePast();
 };
 
-// Told when a transfer ends (the engine's bookkeeping).
+// Told when a transfer ends (the engine's bookkeeping), once, on the thread
+// that ended it, in two steps around the moment its outcome becomes visible
+// (state(), Info(), observers), so that whoever sees it ended also sees it
+// counted. `outcome` is its final snapshot. Neither may block.
 class TransferListener {
  public:
   virtual ~TransferListener() = default;
-  virtual void OnTransferFinished(const class Transfer& transfer) = 0;
+  // Before the outcome is visible: count it. Must not call into `transfer`
+  // (its Info() would still say it runs).
+  virtual void OnTransferEnding(const class Transfer& transfer, const TransferInfo& outcome) = 0;
+  // After: what depends on it being visible (history, logs).
+  virtual void OnTransferFinished(const class Transfer& transfer, const TransferInfo& outcome) = 0;
 };
 
 class Transfer {
@@ -153,6 +160,7 @@ class Transfer {
 
   // ---- outcome (any thread) ----
   // Ends the transfer unless it already ended; returns whether this call did.
+  // Either way, once it returns the outcome is visible.
   bool Finish(TransferState terminal, absl::Status error);
   // Registers an observer of the end; returns false (and does not keep it)
   // if the transfer already ended.
@@ -160,6 +168,9 @@ class Transfer {
   TransferInfo Info() const;
 
  private:
+  // The part of Info() fixed at submission.
+  TransferInfo Describe() const;
+
   // blocks_[op_starts_[i] .. op_starts_[i+1]) make op i: with the blocks
   // that is at most 24 + 4 bytes per block, freed with the transfer. Taken
   // from the plan before plan_ is built, hence declared first.
@@ -180,6 +191,8 @@ class Transfer {
   std::atomic<uint32_t> in_flight_{0};
 
   mutable Mutex mu_;
+  // The outcome is decided (by the first Finish) before it is published.
+  bool ending_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status error_ ABSL_GUARDED_BY(mu_);
   absl::Time finished_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   uint64_t final_bytes_ ABSL_GUARDED_BY(mu_) = 0;

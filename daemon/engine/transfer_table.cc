@@ -43,11 +43,10 @@ void TransferTable::Insert(std::shared_ptr<Transfer> transfer) {
   by_id_[id] = Entry{std::move(transfer), {}};
 }
 
-void TransferTable::OnFinished(const Transfer& transfer) {
-  const TransferInfo info = transfer.Info();
+void TransferTable::Count(const TransferInfo& outcome) {
   MutexLock lock(&mu_);
   --admitted_;
-  switch (info.state) {
+  switch (outcome.state) {
     case TransferState::kDone:
       ++counters_.done;
       break;
@@ -58,9 +57,13 @@ void TransferTable::OnFinished(const Transfer& transfer) {
       ++counters_.failed;
       break;
   }
-  if (!info.error.ok()) ++counters_.errors[absl::StatusCodeToString(info.error.code())];
-  finished_.push_back(info.id);
-  unswept_.push_back(info.id);
+  if (!outcome.error.ok()) ++counters_.errors[absl::StatusCodeToString(outcome.error.code())];
+}
+
+void TransferTable::Retire(uint64_t id) {
+  MutexLock lock(&mu_);
+  finished_.push_back(id);
+  unswept_.push_back(id);
   SweepLocked();
   EvictLocked();
 }

@@ -48,8 +48,12 @@ class TransferTable {
   void Unadmit(uint32_t n);
   // Adds an admitted transfer.
   void Insert(std::shared_ptr<Transfer> transfer);
-  // Bookkeeping when a transfer ends (from TransferListener).
-  void OnFinished(const Transfer& transfer);
+  // A transfer ended with `outcome`: counts it and frees its admission.
+  // Called before the outcome is visible (TransferListener::OnTransferEnding).
+  void Count(const TransferInfo& outcome);
+  // Moves an ended transfer into the history. Called once its outcome is
+  // visible (OnTransferFinished): its snapshot may be taken from then on.
+  void Retire(uint64_t id);
 
   // The transfer while it is still kept whole (to watch or cancel it).
   std::shared_ptr<Transfer> FindLive(uint64_t id) const;

@@ -1,75 +1,73 @@
-// WatchTransfer's stream: a snapshot of one transfer at most every `interval`
-// and always its terminal snapshot, after which the stream ends. A ticker
-// thread paces the snapshots; the transfer's end triggers the last one.
+// Calls that follow transfers as they run, on the watch loop, so that the
+// poller that ends a transfer only notifies them:
+// - WatchTransfer's stream: a snapshot at most every `interval` and always
+//   the terminal one, after which the stream ends;
+// - the reply of a submission with wait, sent once every transfer has ended.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
 
+#include <functional>
 #include <memory>
-#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/time/time.h"
 #include "daemon/base/mutex.h"
 #include "daemon/engine/transfer.h"
+#include "daemon/service/watch_loop.h"
+#include "daemon/service/watch_stream.h"
 #include "xferd/v1/xferd.pb.h"
 
 namespace xferd::service {
 
-class TransferWatchReactor;
-
-// State shared by a reactor and whoever pokes it (ticker, transfer observer):
-// they lock it and find `reactor` null once the reactor is gone.
-struct TransferWatchHandle {
-  Mutex mu;
-  TransferWatchReactor* reactor ABSL_GUARDED_BY(mu) = nullptr;
-};
-
-// One thread that pokes every live transfer watch every few milliseconds.
-class WatchTicker {
- public:
-  WatchTicker();
-  ~WatchTicker();
-  void Add(std::shared_ptr<TransferWatchHandle> handle);
-
- private:
-  void Loop();
-
-  Mutex mu_;
-  std::vector<std::shared_ptr<TransferWatchHandle>> handles_ ABSL_GUARDED_BY(mu_);
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread thread_;
-};
-
-class TransferWatchReactor final : public grpc::ServerWriteReactor<v1::Transfer> {
+class TransferWatchReactor final : public WatchStream<v1::Transfer> {
  public:
   // Sends the first snapshot at once. Deletes itself in OnDone.
   TransferWatchReactor(std::shared_ptr<engine::Transfer> transfer, absl::Duration interval,
-                       WatchTicker& ticker);
+                       WatchLoop& loop);
 
-  // Ticker or observer: sends a snapshot if one is due and none is in flight.
-  // Called with the handle's lock held.
-  void Poke(bool force);
-
-  void OnWriteDone(bool ok) override;
-  void OnCancel() override;
-  void OnDone() override;
+  // Watch thread: sends a snapshot if one is due (or the transfer ended).
+  absl::Time Run(absl::Time now) override;
 
  private:
-  void SendLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void FinishLocked(const grpc::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnWrittenLocked() override ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SendLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::shared_ptr<engine::Transfer> transfer_;
   const absl::Duration interval_;
-  const std::shared_ptr<TransferWatchHandle> handle_;
+  absl::Time next_ ABSL_GUARDED_BY(mu_);  // the next snapshot is due then
+};
 
-  Mutex mu_;
-  v1::Transfer snapshot_ ABSL_GUARDED_BY(mu_);
-  absl::Time next_ ABSL_GUARDED_BY(mu_);
-  bool writing_ ABSL_GUARDED_BY(mu_) = false;
-  bool sent_terminal_ ABSL_GUARDED_BY(mu_) = false;
-  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+// What a Write, Read, SubmitBatch or SubmitStream reply is made of: `fill`
+// writes the transfers' snapshots (in submission order) into the response,
+// `finish` ends the call.
+using FillReply = std::function<void(const std::vector<engine::TransferInfo>&)>;
+using FinishCall = std::function<void(const grpc::Status&)>;
+
+// Replies with the transfers' current snapshots (the caller's thread).
+void ReplyWith(const std::vector<std::shared_ptr<engine::Transfer>>& transfers,
+               const FillReply& fill, const FinishCall& finish);
+
+// The reply of a submission with wait, sent once every transfer has ended:
+// from the watch thread, not from the poller that ended the last one.
+class TransferWaiter final : public WatchTask {
+ public:
+  // Any thread but a poller (e.g. the engine's submission callback): the
+  // loop owns the waiter until it has replied.
+  static void Start(WatchLoop& loop, std::vector<std::shared_ptr<engine::Transfer>> transfers,
+                    FillReply fill, FinishCall finish);
+
+  // Watch thread: replies once every transfer has ended.
+  absl::Time Run(absl::Time now) override;
+
+ private:
+  TransferWaiter(std::vector<std::shared_ptr<engine::Transfer>> transfers, FillReply fill,
+                 FinishCall finish);
+
+  const std::vector<std::shared_ptr<engine::Transfer>> transfers_;
+  const FillReply fill_;
+  const FinishCall finish_;
 };
 
 }  // namespace xferd::service

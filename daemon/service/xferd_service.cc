@@ -2,8 +2,6 @@
 
 #include <unistd.h>
 
-#include <atomic>
-
 #include "absl/strings/str_cat.h"
 #include "daemon/common/process_stats.h"
 #include "daemon/service/blocks_convert.h"
@@ -87,7 +85,7 @@ grpc::ServerWriteReactor<v1::RegionEvent>* XferdServiceImpl::WatchRegion(
     return FailStream<v1::RegionEvent>(
         absl::NotFoundError(absl::StrCat("no region named '", request->name(), "'")));
   }
-  return new RegionWatchReactor(std::move(region));
+  return new RegionWatchReactor(std::move(region), watch_loop_);
 }
 
 // ------------------------------------------------------------------ peers --
@@ -131,36 +129,17 @@ void XferdServiceImpl::SubmitAndReply(
     std::vector<engine::WriteSpec> writes, bool batch, bool wait,
     std::function<void(const grpc::Status&)> finish,
     std::function<void(const std::vector<engine::TransferInfo>&)> fill) {
-  engine_.Submit(
-      std::move(writes), batch,
-      [finish = std::move(finish), wait, fill = std::move(fill)](
-          absl::StatusOr<std::vector<std::shared_ptr<engine::Transfer>>> submitted) mutable {
-        if (!submitted.ok()) {
-          finish(ToGrpc(submitted.status()));
-          return;
-        }
-        auto transfers =
-            std::make_shared<std::vector<std::shared_ptr<engine::Transfer>>>(*std::move(submitted));
-        auto reply = [finish, transfers, fill] {
-          std::vector<engine::TransferInfo> infos;
-          for (const auto& t : *transfers) infos.push_back(t->Info());
-          fill(infos);
-          finish(grpc::Status::OK);
-        };
-        if (!wait) {
-          reply();
-          return;
-        }
-        // Reply when the last of them ends; each observer runs exactly once,
-        // either later from the transfer's end or right here if it ended.
-        auto remaining = std::make_shared<std::atomic<size_t>>(transfers->size());
-        for (const auto& t : *transfers) {
-          auto on_end = [remaining, reply](const engine::TransferInfo&) {
-            if (remaining->fetch_sub(1) == 1) reply();
-          };
-          if (!t->AddObserver(on_end)) on_end(t->Info());
-        }
-      });
+  engine_.Submit(std::move(writes), batch,
+                 [this, finish = std::move(finish), wait, fill = std::move(fill)](
+                     absl::StatusOr<std::vector<std::shared_ptr<engine::Transfer>>> submitted) {
+                   if (!submitted.ok()) {
+                     finish(ToGrpc(submitted.status()));
+                   } else if (!wait) {
+                     ReplyWith(*submitted, fill, finish);
+                   } else {
+                     TransferWaiter::Start(watch_loop_, *std::move(submitted), fill, finish);
+                   }
+                 });
 }
 
 grpc::ServerUnaryReactor* XferdServiceImpl::Write(grpc::CallbackServerContext* context,
@@ -230,7 +209,7 @@ grpc::ServerWriteReactor<v1::Transfer>* XferdServiceImpl::WatchTransfer(
     interval = *i;
   }
   if (std::shared_ptr<engine::Transfer> t = engine_.FindTransfer(request->id())) {
-    return new TransferWatchReactor(std::move(t), interval, ticker_);
+    return new TransferWatchReactor(std::move(t), interval, watch_loop_);
   }
   // Finished and reduced to its snapshot (or unknown): one terminal message.
   absl::StatusOr<engine::TransferInfo> info = engine_.GetTransfer(request->id());

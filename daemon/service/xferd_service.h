@@ -103,7 +103,8 @@ class XferdServiceImpl final : public v1::Xferd::CallbackService {
 
   engine::Engine& engine_;
   NodeDescription node_;
-  WatchTicker ticker_;
+  // Runs the watches and waiting replies; declared last, so it stops first.
+  WatchLoop watch_loop_;
 };
 
 // Finishes a unary call at once with `status` (gRPC thread).

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <deque>
 #include <functional>
@@ -42,9 +43,8 @@ struct Side {
 };
 
 struct Watcher : memory::LandedWatcher {
-  std::vector<memory::LandedEvent> events;
-  void OnLanded(const memory::LandedEvent& e) override { events.push_back(e); }
-  void OnRegionClosed() override {}
+  std::atomic<int> news{0};
+  void OnLandedNews() override { ++news; }
 };
 
 class TransportConformanceTest : public testing::TestWithParam<TransportFactory> {
@@ -252,15 +252,22 @@ TEST_P(TransportConformanceTest, NoticeRaisesLandedEvent) {
   auto dst = Register(b_, "dst", 65536, true);
   Fill(*src, 3);
   Watcher watcher;
-  ASSERT_TRUE(dst->landed().Subscribe(&watcher));
+  memory::LandedEventHub::Cursor cursor;
+  ASSERT_TRUE(dst->landed().Subscribe(&watcher, &cursor));
   const RemoteRegion key = b_.transport->DescribeRegion(*dst);
   const LandingNotice notice{1234, 0, 65536, 1, 65536};
   ASSERT_TRUE(WaitFor(a_, Post(a_, 0, *src, 0, key, 0, 65536, &notice)).ok());
-  ASSERT_TRUE(Pump([&] { return !watcher.events.empty(); }));
-  EXPECT_EQ(watcher.events[0].source_node, "a");
-  EXPECT_EQ(watcher.events[0].source_transfer_id, 1234u);
-  EXPECT_EQ(watcher.events[0].offset, 0u);
-  EXPECT_EQ(watcher.events[0].length, 65536u);
+  ASSERT_TRUE(Pump([&] { return watcher.news > 0; }));
+  memory::LandedEvent event;
+  uint64_t dropped = 0;
+  ASSERT_EQ(dst->landed().Read(&cursor, &event, &dropped),
+            memory::LandedEventHub::ReadResult::kEvent);
+  EXPECT_EQ(event.source_node, "a");
+  EXPECT_EQ(event.source_transfer_id, 1234u);
+  EXPECT_EQ(event.offset, 0u);
+  EXPECT_EQ(event.length, 65536u);
+  EXPECT_EQ(event.sequence, 1u);
+  EXPECT_EQ(dropped, 0u);
   EXPECT_EQ(std::memcmp(src->data(), dst->data(), 65536), 0);
   EXPECT_EQ(b_.link->counters().bytes_received.load(), 65536u);
   dst->landed().Unsubscribe(&watcher);

@@ -300,7 +300,7 @@ TEST_F(ClientIntegrationTest, WatchRegionReportsLandingThenDeregistration) {
 
 // Every watcher learns of every landing, or of how many it missed: with
 // many watchers on one region the daemon writes each stream slower than
-// landings arrive, so its per-watcher queue (1024) overflows.
+// landings arrive, so they fall more than the region's 1024 kept events behind.
 TEST_F(ClientIntegrationTest, WatchRegionAccountsForEveryLanding) {
   // Stress of transport-independent logic (the watch queues): the Soft-RoCE
   // suite skips it, the TCP run covers it.

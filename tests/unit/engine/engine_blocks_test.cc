@@ -86,8 +86,7 @@ class EngineBlocksTest : public ::testing::Test {
 
 TEST_F(EngineBlocksTest, PermutedWriteLandsEveryByteWithOneEvent) {
   Fill(*local_, 3);
-  LandedRecorder watcher;
-  remote_->landed().Subscribe(&watcher);
+  LandedRecorder watcher(*remote_);
   std::vector<uint64_t> perm;
   auto submitted = h_.Submit(*a_, {Permuted(OpKind::kWrite, &perm)});
   ASSERT_TRUE(submitted.ok()) << submitted.status();
@@ -98,20 +97,18 @@ TEST_F(EngineBlocksTest, PermutedWriteLandsEveryByteWithOneEvent) {
   EXPECT_EQ(info.bytes_done, kRegion);
   EXPECT_EQ(info.slices, kBlocks / transport::kMaxBlocksPerOp);
   ExpectPermuted(*local_, *remote_, perm);
-  remote_->landed().Unsubscribe(&watcher);
-  MutexLock lock(&watcher.mu);
-  ASSERT_EQ(watcher.events.size(), 1u);
-  EXPECT_EQ(watcher.events[0].blocks, kBlocks);
-  EXPECT_EQ(watcher.events[0].bytes, kRegion);
-  EXPECT_EQ(watcher.events[0].offset, 0u);
-  EXPECT_EQ(watcher.events[0].length, kRegion);
-  EXPECT_FALSE(watcher.events[0].read);
+  const std::vector<memory::LandedEvent> events = watcher.Take();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].blocks, kBlocks);
+  EXPECT_EQ(events[0].bytes, kRegion);
+  EXPECT_EQ(events[0].offset, 0u);
+  EXPECT_EQ(events[0].length, kRegion);
+  EXPECT_FALSE(events[0].read);
 }
 
 TEST_F(EngineBlocksTest, PermutedReadPlacesEveryByteAndRaisesALocalEvent) {
   Fill(*remote_, 5);
-  LandedRecorder watcher;
-  local_->landed().Subscribe(&watcher);
+  LandedRecorder watcher(*local_);
   std::vector<uint64_t> perm;
   auto submitted = h_.Submit(*a_, {Permuted(OpKind::kRead, &perm)});
   ASSERT_TRUE(submitted.ok()) << submitted.status();
@@ -119,13 +116,12 @@ TEST_F(EngineBlocksTest, PermutedReadPlacesEveryByteAndRaisesALocalEvent) {
   ASSERT_EQ(info.state, TransferState::kDone) << info.error;
   EXPECT_EQ(info.bytes_done, kRegion);
   ExpectPermuted(*remote_, *local_, perm);
-  local_->landed().Unsubscribe(&watcher);
-  MutexLock lock(&watcher.mu);
-  ASSERT_EQ(watcher.events.size(), 1u);
-  EXPECT_TRUE(watcher.events[0].read);
-  EXPECT_EQ(watcher.events[0].source_node, "b");
-  EXPECT_EQ(watcher.events[0].blocks, kBlocks);
-  EXPECT_EQ(watcher.events[0].bytes, kRegion);
+  const std::vector<memory::LandedEvent> events = watcher.Take();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_TRUE(events[0].read);
+  EXPECT_EQ(events[0].source_node, "b");
+  EXPECT_EQ(events[0].blocks, kBlocks);
+  EXPECT_EQ(events[0].bytes, kRegion);
 }
 
 TEST_F(EngineBlocksTest, OutOfRangeBlockMovesNothing) {

@@ -1,5 +1,7 @@
 #include "tests/unit/engine/engine_harness.h"
 
+#include <gtest/gtest.h>
+
 #include <cstdlib>
 #include <cstring>
 
@@ -111,6 +113,23 @@ void Fill(memory::Region& region, uint8_t seed) {
   for (uint64_t i = 0; i < region.size(); ++i) {
     region.data()[i] = static_cast<std::byte>((i * 167 + seed) & 0xff);
   }
+}
+
+LandedRecorder::LandedRecorder(memory::Region& region) : hub_(region.landed()) {
+  if (!hub_.Subscribe(this, &cursor_)) std::abort();  // a test on a deregistered region
+}
+
+LandedRecorder::~LandedRecorder() { hub_.Unsubscribe(this); }
+
+std::vector<memory::LandedEvent> LandedRecorder::Take() {
+  std::vector<memory::LandedEvent> events;
+  memory::LandedEvent event;
+  uint64_t dropped = 0;
+  while (hub_.Read(&cursor_, &event, &dropped) == memory::LandedEventHub::ReadResult::kEvent) {
+    EXPECT_EQ(dropped, 0u) << "events were dropped before the test read them";
+    events.push_back(event);
+  }
+  return events;
 }
 
 }  // namespace xferd::testing

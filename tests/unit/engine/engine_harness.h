@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <future>
 #include <map>
 #include <memory>
@@ -12,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/time/clock.h"
 #include "daemon/common/config.h"
 #include "daemon/engine/engine.h"
 #include "tests/testing/fake_transport.h"
@@ -23,6 +25,10 @@ class InProcessPeerRpc final : public engine::PeerRpc {
  public:
   void Add(const std::string& address, engine::Engine* engine) { engines_[address] = engine; }
   void Remove(const std::string& address) { engines_.erase(address); }
+  // Goodbyes take this long to arrive (a slow network), from now on.
+  void SetGoodbyeDelay(absl::Duration delay) {
+    goodbye_delay_ms_ = absl::ToInt64Milliseconds(delay);
+  }
 
   absl::StatusOr<engine::HandshakeMessage> Handshake(const std::string& address,
                                                      const engine::HandshakeMessage& request,
@@ -47,6 +53,7 @@ class InProcessPeerRpc final : public engine::PeerRpc {
   }
   absl::Status Goodbye(const std::string& address, const engine::NodeIdentity& self,
                        const std::string& reason, absl::Time) override {
+    absl::SleepFor(absl::Milliseconds(goodbye_delay_ms_.load()));
     engine::Engine* e = Find(address);
     return e == nullptr ? absl::UnavailableError("gone")
                         : e->OnGoodbye(self.node_id, self.incarnation, reason);
@@ -58,6 +65,7 @@ class InProcessPeerRpc final : public engine::PeerRpc {
     return it == engines_.end() ? nullptr : it->second;
   }
   std::map<std::string, engine::Engine*> engines_;
+  std::atomic<int64_t> goodbye_delay_ms_{0};
 };
 
 struct Node {
@@ -121,16 +129,22 @@ engine::WriteSpec Spec(const std::string& src, const std::string& peer, const st
                        uint64_t length, uint64_t src_offset = 0, uint64_t dst_offset = 0);
 void Fill(memory::Region& region, uint8_t seed);
 
-// Records a region's landed events (unsubscribe before reading `events`:
-// the hub calls in under its own lock).
-struct LandedRecorder : memory::LandedWatcher {
-  std::vector<memory::LandedEvent> events;
-  Mutex mu;
-  void OnLanded(const memory::LandedEvent& e) override {
-    MutexLock lock(&mu);
-    events.push_back(e);
-  }
-  void OnRegionClosed() override {}
+// Watches a region's landed events from its construction to its destruction;
+// Take() reads those published so far (from the test's thread).
+class LandedRecorder final : public memory::LandedWatcher {
+ public:
+  explicit LandedRecorder(memory::Region& region);
+  ~LandedRecorder() override;
+  void OnLandedNews() override { ++news; }
+  // The events published since the last call, in order; FAILs the test if
+  // any were dropped.
+  std::vector<memory::LandedEvent> Take();
+
+  std::atomic<int> news{0};  // notifications so far
+
+ private:
+  memory::LandedEventHub& hub_;
+  memory::LandedEventHub::Cursor cursor_ = 0;
 };
 
 }  // namespace xferd::testing

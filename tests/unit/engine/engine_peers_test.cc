@@ -111,6 +111,20 @@ TEST_F(EnginePeersTest, AHandshakeFromTheSameNodeReplacesTheOldLink) {
   EXPECT_EQ(peers[0].state, PeerState::kConnected);
 }
 
+// A goodbye names the node, not the link: one still on its way when the
+// same node handshakes again must not end the new link. b disconnects a and
+// at once connects it again while its goodbye is slow to arrive.
+TEST_F(EnginePeersTest, AReconnectWaitsForTheGoodbyeOfTheLinkBefore) {
+  ASSERT_TRUE(h_.Connect(*a_, *b_).ok());
+  h_.rpc().SetGoodbyeDelay(absl::Milliseconds(200));
+  ASSERT_TRUE(b_->engine->DisconnectPeer("a").ok());
+  ASSERT_TRUE(h_.Connect(*b_, *a_).ok());
+  absl::SleepFor(absl::Milliseconds(300));  // long enough for a late goodbye to land
+  auto peers = a_->engine->ListPeers();
+  ASSERT_EQ(peers.size(), 1u);
+  EXPECT_EQ(peers[0].state, PeerState::kConnected) << "the old link's goodbye ended the new one";
+}
+
 TEST_F(EnginePeersTest, ResolutionHonoursTheAcl) {
   memory::RegionSpec spec;
   spec.name = "private";

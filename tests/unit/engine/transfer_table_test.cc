@@ -12,7 +12,12 @@ using xferd::testing::NullLink;
 
 class TransferTableTest : public ::testing::Test, public TransferListener {
  protected:
-  void OnTransferFinished(const Transfer& t) override { table_.OnFinished(t); }
+  void OnTransferEnding(const Transfer&, const TransferInfo& outcome) override {
+    table_.Count(outcome);
+  }
+  void OnTransferFinished(const Transfer&, const TransferInfo& outcome) override {
+    table_.Retire(outcome.id);
+  }
 
   std::shared_ptr<Transfer> Add(uint64_t batch = 0) {
     EXPECT_TRUE(table_.Admit(1).ok());

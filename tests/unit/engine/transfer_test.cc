@@ -5,6 +5,7 @@
 #include <atomic>
 #include <thread>
 
+#include "absl/time/clock.h"
 #include "daemon/engine/block_plan.h"
 #include "daemon/engine/peer.h"
 #include "tests/testing/fake_transport.h"
@@ -14,14 +15,24 @@ namespace {
 
 using xferd::testing::NullLink;
 
+// Counts ends, and which of them were announced after the end was visible.
 struct Counting : TransferListener {
   int finished = 0;
-  void OnTransferFinished(const Transfer&) override { ++finished; }
+  int counted_late = 0;
+  void OnTransferEnding(const Transfer& t, const TransferInfo& outcome) override {
+    if (IsTerminal(t.state()) || !IsTerminal(outcome.state)) ++counted_late;
+  }
+  void OnTransferFinished(const Transfer& t, const TransferInfo&) override {
+    EXPECT_TRUE(IsTerminal(t.state()));
+    ++finished;
+  }
 };
 
 class TransferTest : public ::testing::Test {
  protected:
-  std::shared_ptr<Transfer> Make(uint64_t length, uint32_t slice) {
+  // Told of its end: `listener`, or listener_ if null.
+  std::shared_ptr<Transfer> Make(uint64_t length, uint32_t slice,
+                                 TransferListener* listener = nullptr) {
     memory::RegionSpec spec;
     spec.name = "src";
     spec.size = 1 << 20;
@@ -41,7 +52,7 @@ class TransferTest : public ::testing::Test {
     plan.remote = transport::RemoteRegion{9, 1 << 20, 0, 0};
     plan.slice_size = slice;
     AppendSplit(100, 1000, length, slice, &plan.blocks);
-    return std::make_shared<Transfer>(plan, &listener_);
+    return std::make_shared<Transfer>(plan, listener != nullptr ? listener : &listener_);
   }
   std::shared_ptr<memory::Region> region_;
   Counting listener_;
@@ -89,6 +100,7 @@ TEST_F(TransferTest, BulkThenFinal) {
   EXPECT_EQ(t->state(), TransferState::kDone);
   EXPECT_EQ(t->Info().bytes_done, 3u * 4096);
   EXPECT_EQ(listener_.finished, 1);
+  EXPECT_EQ(listener_.counted_late, 0);
   EXPECT_EQ(region_->users(), 0u);
 }
 
@@ -107,6 +119,7 @@ TEST_F(TransferTest, FirstOutcomeWinsAndObserversRunOnce) {
   EXPECT_EQ(t->Info().error.message(), "stop");
   EXPECT_FALSE(t->AddObserver([](const TransferInfo&) {}));
   EXPECT_EQ(listener_.finished, 1);
+  EXPECT_EQ(listener_.counted_late, 0);
   EXPECT_NE(t->Info().finished_at, absl::InfinitePast());
 }
 
@@ -132,6 +145,39 @@ TEST_F(TransferTest, InfoNeverShowsAnEndWithoutItsOutcome) {
     if (seen.error.ok() || seen.finished_at == absl::InfinitePast()) ++torn;
   }
   EXPECT_EQ(torn, 0) << "snapshots showed FAILED without its error or end time";
+}
+
+// A client told a transfer ended (by its state or an observer) and then
+// asking for the counters must find it counted; and a Finish that lost the
+// race returns only once the winner's outcome is visible.
+TEST_F(TransferTest, EndsAreCountedBeforeTheyAreVisible) {
+  struct Blocking : TransferListener {
+    std::atomic<bool> entered{false}, release{false};
+    void OnTransferEnding(const Transfer& t, const TransferInfo&) override {
+      EXPECT_FALSE(IsTerminal(t.state()));
+      entered = true;
+      while (!release) std::this_thread::yield();
+    }
+    void OnTransferFinished(const Transfer&, const TransferInfo&) override {}
+  } blocking;
+  auto held = Make(4096, 4096, &blocking);
+  std::thread winner([&] { held->Finish(TransferState::kDone, absl::OkStatus()); });
+  while (!blocking.entered) std::this_thread::yield();
+  EXPECT_FALSE(IsTerminal(held->state())) << "visible before the listener counted it";
+  std::atomic<bool> loser_returned{false};
+  TransferState loser_saw{};
+  std::thread loser([&] {
+    EXPECT_FALSE(held->Finish(TransferState::kCancelled, absl::CancelledError("late")));
+    loser_saw = held->state();
+    loser_returned = true;
+  });
+  absl::SleepFor(absl::Milliseconds(20));
+  EXPECT_FALSE(loser_returned) << "the losing Finish returned before the outcome was visible";
+  blocking.release = true;
+  winner.join();
+  loser.join();
+  EXPECT_EQ(loser_saw, TransferState::kDone);
+  EXPECT_EQ(held->Info().state, TransferState::kDone);
 }
 
 TEST_F(TransferTest, TheOutcomeKeepsTheBytesDoneWhenItEnded) {

@@ -141,10 +141,10 @@ TEST(RegionRegistryTest, RemoveClosesLandedEvents) {
   auto region = *registry.Register(Anonymous("w", 4096), nullptr);
   ASSERT_TRUE(registry.Remove("w", false).ok());
   struct Nop : LandedWatcher {
-    void OnLanded(const LandedEvent&) override {}
-    void OnRegionClosed() override {}
+    void OnLandedNews() override {}
   } watcher;
-  EXPECT_FALSE(region->landed().Subscribe(&watcher));
+  LandedEventHub::Cursor cursor;
+  EXPECT_FALSE(region->landed().Subscribe(&watcher, &cursor));
 }
 
 TEST(RegionRegistryTest, LandedEventsCountRemovedRegionsToo) {
