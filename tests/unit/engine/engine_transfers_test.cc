@@ -58,14 +58,13 @@ TEST_F(EngineTransfersTest, MultiSliceWriteLandsWithOneLandedEvent) {
 // not the client's: the writes resolve again and go on, here to success as
 // the region still exists, never UNAVAILABLE "retry". Batches make the
 // window (planning every write) wide enough for invalidations to hit it.
-TEST(EngineInvalidationTest, InvalidationsRacingSubmissionsAreResolvedAgain) {
-  EngineHarness h;
-  auto [a, b] = h.AddConnectedPair();
-  const uint32_t dst_id = b->regions->Find("dst")->id();
+class EngineInvalidationTest : public TwoEngineTest {};  // room for 256 writes at once
+
+TEST_F(EngineInvalidationTest, InvalidationsRacingSubmissionsAreResolvedAgain) {
   std::atomic<bool> stop{false};
-  std::thread invalidations([&, a = a] {
+  std::thread invalidations([&] {
     while (!stop) {
-      EXPECT_TRUE(a->engine->OnRegionInvalidated("b", 1, dst_id, "dst").ok());
+      EXPECT_TRUE(a_->engine->OnRegionInvalidated("b", 1, dst_->id(), "dst").ok());
       absl::SleepFor(absl::Milliseconds(1));
     }
   });
@@ -75,9 +74,9 @@ TEST(EngineInvalidationTest, InvalidationsRacingSubmissionsAreResolvedAgain) {
     for (uint64_t i = 0; i < kWrites; ++i) {
       batch.push_back(Spec("src", "b", "dst", kPart, i * kPart, i * kPart));
     }
-    auto submitted = h.Submit(*a, std::move(batch), /*batch=*/true);
+    auto submitted = h_.Submit(*a_, std::move(batch), /*batch=*/true);
     ASSERT_TRUE(submitted.ok()) << "round " << round << ": " << submitted.status();
-    for (const auto& t : *submitted) ASSERT_EQ(h.Wait(t).state, TransferState::kDone);
+    for (const auto& t : *submitted) ASSERT_EQ(h_.Wait(t).state, TransferState::kDone);
   }
   stop = true;
   invalidations.join();
