@@ -482,17 +482,22 @@ TEST_P(TransportConformanceTest, NoticeOfManyBlocks) {
   auto dst = Register(b_, "dst", 1 << 20, true);
   Fill(*src, 23);
   Watcher watcher;
-  ASSERT_TRUE(dst->landed().Subscribe(&watcher));
+  memory::LandedEventHub::Cursor cursor;
+  ASSERT_TRUE(dst->landed().Subscribe(&watcher, &cursor));
   const std::vector<Block> blocks = {{0, 8192, 4096}, {65536, 500000, 100}, {4096, 900000, 7}};
   const LandingNotice notice{99, 8192, 900007 - 8192, 3, 4203};
   const RemoteRegion key = b_.transport->DescribeRegion(*dst);
   ASSERT_TRUE(WaitFor(a_, PostBlocks(a_, 0, OpKind::kWrite, *src, key, blocks, &notice)).ok());
-  ASSERT_TRUE(Pump([&] { return !watcher.events.empty(); }));
-  EXPECT_EQ(watcher.events[0].source_transfer_id, 99u);
-  EXPECT_EQ(watcher.events[0].offset, 8192u);
-  EXPECT_EQ(watcher.events[0].length, 900007u - 8192);
-  EXPECT_EQ(watcher.events[0].blocks, 3u);
-  EXPECT_EQ(watcher.events[0].bytes, 4203u);
+  ASSERT_TRUE(Pump([&] { return watcher.news > 0; }));
+  memory::LandedEvent event;
+  uint64_t dropped = 0;
+  ASSERT_EQ(dst->landed().Read(&cursor, &event, &dropped),
+            memory::LandedEventHub::ReadResult::kEvent);
+  EXPECT_EQ(event.source_transfer_id, 99u);
+  EXPECT_EQ(event.offset, 8192u);
+  EXPECT_EQ(event.length, 900007u - 8192);
+  EXPECT_EQ(event.blocks, 3u);
+  EXPECT_EQ(event.bytes, 4203u);
   ExpectBlocksEqual(*src, *dst, blocks);
   dst->landed().Unsubscribe(&watcher);
 }
