@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 #include <deque>
 #include <functional>
@@ -18,6 +17,7 @@
 
 #include "daemon/memory/region_registry.h"
 #include "daemon/transport/transport.h"
+#include "tests/testing/landed_recorder.h"
 #include "tests/transport/transport_factories.h"
 
 namespace xferd::transport {
@@ -42,12 +42,7 @@ struct Side {
   Recorder sink;
 };
 
-struct Watcher : memory::LandedWatcher {
-  std::atomic<int> news{0};
-  void OnLandedNews() override { ++news; }
-};
-
-class TransportConformanceTest : public testing::TestWithParam<TransportFactory> {
+class TransportConformanceTest : public ::testing::TestWithParam<TransportFactory> {
  protected:
   void SetUp() override {
     for (Side* side : {&a_, &b_}) {
@@ -251,26 +246,20 @@ TEST_P(TransportConformanceTest, NoticeRaisesLandedEvent) {
   auto src = Register(a_, "src", 65536, false);
   auto dst = Register(b_, "dst", 65536, true);
   Fill(*src, 3);
-  Watcher watcher;
-  memory::LandedEventHub::Cursor cursor;
-  ASSERT_TRUE(dst->landed().Subscribe(&watcher, &cursor));
+  xferd::testing::LandedRecorder watcher(*dst);
   const RemoteRegion key = b_.transport->DescribeRegion(*dst);
   const LandingNotice notice{1234, 0, 65536, 1, 65536};
   ASSERT_TRUE(WaitFor(a_, Post(a_, 0, *src, 0, key, 0, 65536, &notice)).ok());
   ASSERT_TRUE(Pump([&] { return watcher.news > 0; }));
-  memory::LandedEvent event;
-  uint64_t dropped = 0;
-  ASSERT_EQ(dst->landed().Read(&cursor, &event, &dropped),
-            memory::LandedEventHub::ReadResult::kEvent);
-  EXPECT_EQ(event.source_node, "a");
-  EXPECT_EQ(event.source_transfer_id, 1234u);
-  EXPECT_EQ(event.offset, 0u);
-  EXPECT_EQ(event.length, 65536u);
-  EXPECT_EQ(event.sequence, 1u);
-  EXPECT_EQ(dropped, 0u);
+  const std::vector<memory::LandedEvent> events = watcher.Take();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].source_node, "a");
+  EXPECT_EQ(events[0].source_transfer_id, 1234u);
+  EXPECT_EQ(events[0].offset, 0u);
+  EXPECT_EQ(events[0].length, 65536u);
+  EXPECT_EQ(events[0].sequence, 1u);
   EXPECT_EQ(std::memcmp(src->data(), dst->data(), 65536), 0);
   EXPECT_EQ(b_.link->counters().bytes_received.load(), 65536u);
-  dst->landed().Unsubscribe(&watcher);
 }
 
 void ExpectRefused(TransportConformanceTest* test, const absl::Status& status,
@@ -481,30 +470,25 @@ TEST_P(TransportConformanceTest, NoticeOfManyBlocks) {
   auto src = Register(a_, "src", 1 << 20, false);
   auto dst = Register(b_, "dst", 1 << 20, true);
   Fill(*src, 23);
-  Watcher watcher;
-  memory::LandedEventHub::Cursor cursor;
-  ASSERT_TRUE(dst->landed().Subscribe(&watcher, &cursor));
+  xferd::testing::LandedRecorder watcher(*dst);
   const std::vector<Block> blocks = {{0, 8192, 4096}, {65536, 500000, 100}, {4096, 900000, 7}};
   const LandingNotice notice{99, 8192, 900007 - 8192, 3, 4203};
   const RemoteRegion key = b_.transport->DescribeRegion(*dst);
   ASSERT_TRUE(WaitFor(a_, PostBlocks(a_, 0, OpKind::kWrite, *src, key, blocks, &notice)).ok());
   ASSERT_TRUE(Pump([&] { return watcher.news > 0; }));
-  memory::LandedEvent event;
-  uint64_t dropped = 0;
-  ASSERT_EQ(dst->landed().Read(&cursor, &event, &dropped),
-            memory::LandedEventHub::ReadResult::kEvent);
-  EXPECT_EQ(event.source_transfer_id, 99u);
-  EXPECT_EQ(event.offset, 8192u);
-  EXPECT_EQ(event.length, 900007u - 8192);
-  EXPECT_EQ(event.blocks, 3u);
-  EXPECT_EQ(event.bytes, 4203u);
+  const std::vector<memory::LandedEvent> events = watcher.Take();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].source_transfer_id, 99u);
+  EXPECT_EQ(events[0].offset, 8192u);
+  EXPECT_EQ(events[0].length, 900007u - 8192);
+  EXPECT_EQ(events[0].blocks, 3u);
+  EXPECT_EQ(events[0].bytes, 4203u);
   ExpectBlocksEqual(*src, *dst, blocks);
-  dst->landed().Unsubscribe(&watcher);
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, TransportConformanceTest,
-                         testing::ValuesIn(AllTransportFactories()),
-                         [](const testing::TestParamInfo<TransportFactory>& info) {
+                         ::testing::ValuesIn(AllTransportFactories()),
+                         [](const ::testing::TestParamInfo<TransportFactory>& info) {
                            return info.param.name;
                          });
 

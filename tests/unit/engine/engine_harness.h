@@ -17,6 +17,7 @@
 #include "daemon/common/config.h"
 #include "daemon/engine/engine.h"
 #include "tests/testing/fake_transport.h"
+#include "tests/testing/landed_recorder.h"
 
 namespace xferd::testing {
 
@@ -128,23 +129,5 @@ class TwoEngineTest : public ::testing::Test {
 engine::WriteSpec Spec(const std::string& src, const std::string& peer, const std::string& dst,
                        uint64_t length, uint64_t src_offset = 0, uint64_t dst_offset = 0);
 void Fill(memory::Region& region, uint8_t seed);
-
-// Watches a region's landed events from its construction to its destruction;
-// Take() reads those published so far (from the test's thread).
-class LandedRecorder final : public memory::LandedWatcher {
- public:
-  explicit LandedRecorder(memory::Region& region);
-  ~LandedRecorder() override;
-  void OnLandedNews() override { ++news; }
-  // The events published since the last call, in order; FAILs the test if
-  // any were dropped.
-  std::vector<memory::LandedEvent> Take();
-
-  std::atomic<int> news{0};  // notifications so far
-
- private:
-  memory::LandedEventHub& hub_;
-  memory::LandedEventHub::Cursor cursor_ = 0;
-};
 
 }  // namespace xferd::testing
