@@ -218,6 +218,8 @@ struct Daemon {
 absl::Status StartEngine(const Config& config, Daemon& d) {
   memory::RegistryOptions registry_options;
   registry_options.shm_dir = config.regions.shm_dir;
+  registry_options.file_confinement.dirs = config.regions.file_dirs;
+  registry_options.file_confinement.create_mode = config.regions.file_mode;
   registry_options.shm_mode = config.server.unix_socket_mode & 0666;
   registry_options.max_registered_bytes = config.regions.max_registered_bytes;
   // Unique per daemon start, also across PID namespaces that share /dev/shm
