@@ -176,7 +176,7 @@ void AddTransferCommands(CLI::App& app, Action* action) {
                  });
   transfers->add_flag("-a,--all", list->all, "include finished transfers kept in history");
   transfers->add_option("--batch", list->batch, "only the transfers of this batch");
-  transfers->add_option("--limit", list->limit, "at most this many, newest first (default 1000)");
+  transfers->add_option("--limit", list->limit, "at most this many, newest first (default: all)");
 
   auto id = std::make_shared<uint64_t>(0);
   AddCommand(app, "transfer", "show one transfer", action,

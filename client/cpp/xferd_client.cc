@@ -178,6 +178,22 @@ absl::StatusOr<Response> Client::Call(grpc::Status (v1::Xferd::Stub::*method)(gr
   return response;
 }
 
+template <typename Request, typename Response, typename Items>
+absl::StatusOr<Response> Client::AllPages(
+    grpc::Status (v1::Xferd::Stub::*method)(grpc::ClientContext*, const Request&, Response*),
+    Request request, Items* (Response::*items)(), uint32_t limit) {
+  Response all;
+  while (true) {
+    if (limit > 0) request.set_page_size(limit - static_cast<uint32_t>((all.*items)()->size()));
+    absl::StatusOr<Response> page = Call(method, request, options_.rpc_timeout);
+    if (!page.ok()) return page.status();
+    for (auto& item : *((*page).*items)()) *(all.*items)()->Add() = std::move(item);
+    const bool full = limit > 0 && static_cast<uint32_t>((all.*items)()->size()) >= limit;
+    if (page->next_page_token().empty() || full) return all;
+    request.set_page_token(page->next_page_token());
+  }
+}
+
 absl::Duration Client::WaitingCallTimeout(bool wait, const v1::WriteRequest* bounded_by) const {
   if (!wait) return options_.rpc_timeout;
   if (bounded_by == nullptr || !bounded_by->has_timeout()) return absl::InfiniteDuration();
@@ -199,7 +215,8 @@ absl::StatusOr<v1::DeregisterRegionResponse> Client::DeregisterRegion(const std:
 }
 
 absl::StatusOr<v1::ListRegionsResponse> Client::ListRegions() {
-  return Call(&v1::Xferd::Stub::ListRegions, v1::ListRegionsRequest(), options_.rpc_timeout);
+  return AllPages(&v1::Xferd::Stub::ListRegions, v1::ListRegionsRequest(),
+                  &v1::ListRegionsResponse::mutable_regions);
 }
 
 absl::StatusOr<std::unique_ptr<RegionWatch>> Client::WatchRegion(const std::string& name,
@@ -221,7 +238,8 @@ absl::StatusOr<v1::Peer> Client::ConnectPeer(const std::string& address, absl::D
 }
 
 absl::StatusOr<v1::ListPeersResponse> Client::ListPeers() {
-  return Call(&v1::Xferd::Stub::ListPeers, v1::ListPeersRequest(), options_.rpc_timeout);
+  return AllPages(&v1::Xferd::Stub::ListPeers, v1::ListPeersRequest(),
+                  &v1::ListPeersResponse::mutable_peers);
 }
 
 absl::StatusOr<v1::DisconnectPeerResponse> Client::DisconnectPeer(const std::string& peer) {
@@ -257,7 +275,10 @@ absl::StatusOr<v1::Transfer> Client::GetTransfer(uint64_t id) {
 
 absl::StatusOr<v1::ListTransfersResponse> Client::ListTransfers(
     const v1::ListTransfersRequest& request) {
-  return Call(&v1::Xferd::Stub::ListTransfers, request, options_.rpc_timeout);
+  v1::ListTransfersRequest paged = request;
+  paged.clear_limit();
+  return AllPages(&v1::Xferd::Stub::ListTransfers, paged,
+                  &v1::ListTransfersResponse::mutable_transfers, request.limit());
 }
 
 absl::StatusOr<v1::Transfer> Client::CancelTransfer(uint64_t id) {

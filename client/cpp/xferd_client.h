@@ -102,6 +102,8 @@ class Client {
   absl::StatusOr<v1::DeleteLayoutResponse> DeleteLayout(const std::string& name);
   absl::StatusOr<v1::ListLayoutsResponse> ListLayouts();
   absl::StatusOr<v1::Transfer> GetTransfer(uint64_t id);
+  // Lists page; these follow every page (ListTransfers: up to request.limit
+  // transfers if set, newest first) and return them in one response.
   absl::StatusOr<v1::ListTransfersResponse> ListTransfers(
       const v1::ListTransfersRequest& request = {});
   absl::StatusOr<v1::Transfer> CancelTransfer(uint64_t id);
@@ -125,6 +127,15 @@ class Client {
   absl::StatusOr<Response> Call(grpc::Status (v1::Xferd::Stub::*method)(grpc::ClientContext*,
                                                                         const Request&, Response*),
                                 const Request& request, absl::Duration timeout);
+  // Every page of a paged List call, merged into one response in the
+  // server's order; with `limit` > 0 at most that many items. `items` is
+  // the response's repeated field (e.g. &ListRegionsResponse::mutable_regions).
+  template <typename Request, typename Response, typename Items>
+  absl::StatusOr<Response> AllPages(grpc::Status (v1::Xferd::Stub::*method)(grpc::ClientContext*,
+                                                                            const Request&,
+                                                                            Response*),
+                                    Request request, Items* (Response::*items)(),
+                                    uint32_t limit = 0);
   // Deadline for a write or batch that may wait for its transfers to end.
   absl::Duration WaitingCallTimeout(bool wait, const v1::WriteRequest* bounded_by) const;
   // Streams `first` (a write or read without blocks) and `blocks` in chunks.

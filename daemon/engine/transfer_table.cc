@@ -134,20 +134,26 @@ std::optional<TransferInfo> TransferTable::Lookup(uint64_t id) const {
 }
 
 std::vector<TransferInfo> TransferTable::List(const TransferFilter& filter) const {
-  std::vector<TransferInfo> out;
-  {
-    MutexLock lock(&mu_);
-    for (const auto& [id, entry] : by_id_) {
-      const bool live = entry.live != nullptr;
-      const uint64_t batch = live ? entry.live->plan().batch_id : entry.done.batch_id;
-      if (filter.batch_id != 0 && batch != filter.batch_id) continue;
-      const bool finished = live ? IsTerminal(entry.live->state()) : true;
-      if (!filter.include_finished && finished) continue;
-      out.push_back(InfoOf(entry));
-    }
+  MutexLock lock(&mu_);
+  // Ids first, newest first, and snapshots of the chosen ones only: a page
+  // of 1000 out of a long history copies 1000 snapshots, not all of them.
+  std::vector<std::pair<uint64_t, const Entry*>> matches;
+  for (const auto& [id, entry] : by_id_) {
+    if (filter.before_id != 0 && id >= filter.before_id) continue;
+    const bool live = entry.live != nullptr;
+    const uint64_t batch = live ? entry.live->plan().batch_id : entry.done.batch_id;
+    if (filter.batch_id != 0 && batch != filter.batch_id) continue;
+    const bool finished = live ? IsTerminal(entry.live->state()) : true;
+    if (!filter.include_finished && finished) continue;
+    matches.emplace_back(id, &entry);
   }
-  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.id > b.id; });
-  if (filter.limit > 0 && out.size() > filter.limit) out.resize(filter.limit);
+  const size_t n = filter.limit > 0 ? std::min<size_t>(filter.limit, matches.size())
+                                    : matches.size();
+  std::partial_sort(matches.begin(), matches.begin() + n, matches.end(),
+                    [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<TransferInfo> out;
+  out.reserve(n);
+  for (size_t i = 0; i < n; ++i) out.push_back(InfoOf(*matches[i].second));
   return out;
 }
 

@@ -36,6 +36,7 @@ struct TransferFilter {
   bool include_finished = false;
   uint64_t batch_id = 0;  // 0: any
   uint32_t limit = 1000;
+  uint64_t before_id = 0;  // only ids below this (paging); 0: any
 };
 
 class TransferTable {

@@ -2,9 +2,16 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "daemon/base/status_macros.h"
 #include "daemon/common/process_stats.h"
 #include "daemon/service/blocks_convert.h"
+#include "daemon/service/page_token.h"
 #include "daemon/service/proto_convert.h"
 #include "daemon/service/region_watch.h"
 #include "daemon/service/status_convert.h"
@@ -19,6 +26,26 @@ grpc::ServerUnaryReactor* Reply(grpc::CallbackServerContext* context, const absl
 }
 
 namespace {
+
+// One page of `items` (any order) by ascending `key`, after the token's key;
+// fills next_page_token when more follow. INVALID_ARGUMENT for a bad token.
+template <typename Request, typename Item, typename KeyFn, typename AddFn>
+absl::Status FillPage(absl::string_view list, const Request& request, std::vector<Item> items,
+                      KeyFn key, AddFn add, std::string* next_page_token) {
+  ASSIGN_OR_RETURN(const std::string start, PageStart(list, request.page_token()));
+  std::sort(items.begin(), items.end(),
+            [&](const Item& a, const Item& b) { return key(a) < key(b); });
+  auto first = start.empty() ? items.begin()
+                             : std::upper_bound(items.begin(), items.end(), start,
+                                                [&](const std::string& k, const Item& item) {
+                                                  return k < key(item);
+                                                });
+  const size_t left = static_cast<size_t>(items.end() - first);
+  const size_t page = std::min<size_t>(left, PageSize(request.page_size()));
+  for (auto it = first; it != first + page; ++it) add(*it);
+  if (page < left) *next_page_token = PageToken(list, key(*(first + page - 1)));
+  return absl::OkStatus();
+}
 
 constexpr absl::Duration kDefaultConnectTimeout = absl::Seconds(10);
 constexpr absl::Duration kDefaultWatchInterval = absl::Milliseconds(100);
@@ -70,12 +97,16 @@ grpc::ServerUnaryReactor* XferdServiceImpl::DeregisterRegion(
 }
 
 grpc::ServerUnaryReactor* XferdServiceImpl::ListRegions(grpc::CallbackServerContext* context,
-                                                        const v1::ListRegionsRequest*,
+                                                        const v1::ListRegionsRequest* request,
                                                         v1::ListRegionsResponse* response) {
-  for (const auto& region : engine_.ListRegions()) {
-    ToProto(*region, engine_.transport_kind(), response->add_regions());
-  }
-  return Reply(context, absl::OkStatus());
+  std::vector<std::shared_ptr<memory::Region>> regions = engine_.ListRegions();
+  return Reply(context, FillPage(
+                            "regions", *request, std::move(regions),
+                            [](const auto& r) { return r->name(); },
+                            [&](const auto& r) {
+                              ToProto(*r, engine_.transport_kind(), response->add_regions());
+                            },
+                            response->mutable_next_page_token()));
 }
 
 grpc::ServerWriteReactor<v1::RegionEvent>* XferdServiceImpl::WatchRegion(
@@ -109,10 +140,16 @@ grpc::ServerUnaryReactor* XferdServiceImpl::ConnectPeer(grpc::CallbackServerCont
 }
 
 grpc::ServerUnaryReactor* XferdServiceImpl::ListPeers(grpc::CallbackServerContext* context,
-                                                      const v1::ListPeersRequest*,
+                                                      const v1::ListPeersRequest* request,
                                                       v1::ListPeersResponse* response) {
-  for (const engine::PeerInfo& peer : engine_.ListPeers()) ToProto(peer, response->add_peers());
-  return Reply(context, absl::OkStatus());
+  return Reply(context, FillPage(
+                            "peers", *request, engine_.ListPeers(),
+                            // A node id may show twice (an old incarnation going away).
+                            [](const engine::PeerInfo& p) {
+                              return absl::StrCat(p.node.node_id, "/", p.node.incarnation);
+                            },
+                            [&](const engine::PeerInfo& p) { ToProto(p, response->add_peers()); },
+                            response->mutable_next_page_token()));
 }
 
 grpc::ServerUnaryReactor* XferdServiceImpl::DisconnectPeer(grpc::CallbackServerContext* context,
@@ -190,13 +227,24 @@ grpc::ServerUnaryReactor* XferdServiceImpl::GetTransfer(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* XferdServiceImpl::ListTransfers(grpc::CallbackServerContext* context,
                                                           const v1::ListTransfersRequest* request,
                                                           v1::ListTransfersResponse* response) {
+  absl::StatusOr<std::string> start = PageStart("transfers", request->page_token());
   engine::TransferFilter filter;
+  if (start.ok() && !start->empty() && !absl::SimpleAtoi(*start, &filter.before_id)) {
+    start = absl::InvalidArgumentError("page_token: not a token of this list");
+  }
+  if (!start.ok()) return Reply(context, start.status());
   filter.include_finished = request->include_finished();
   filter.batch_id = request->batch_id();
-  filter.limit = request->limit() == 0 ? 1000 : request->limit();
-  for (const engine::TransferInfo& info : engine_.ListTransfers(filter)) {
-    ToProto(info, response->add_transfers());
+  // One more than the page: whether another page follows.
+  const uint32_t page = PageSize(request->page_size() != 0 ? request->page_size()
+                                                            : request->limit());
+  filter.limit = page + 1;
+  std::vector<engine::TransferInfo> infos = engine_.ListTransfers(filter);
+  if (infos.size() > page) {
+    infos.resize(page);
+    *response->mutable_next_page_token() = PageToken("transfers", absl::StrCat(infos.back().id));
   }
+  for (const engine::TransferInfo& info : infos) ToProto(info, response->add_transfers());
   return Reply(context, absl::OkStatus());
 }
 

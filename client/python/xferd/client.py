@@ -161,6 +161,20 @@ class Client:
         except grpc.RpcError as e:
             raise from_rpc_error(e) from None
 
+    def _pages(self, method: Callable[..., Any], request: Any, field: str,
+               limit: int = 0) -> List[Any]:
+        """Every page of a paged List call (up to `limit` items if > 0), in
+        the server's order."""
+        items: List[Any] = []
+        while True:
+            if limit:
+                request.page_size = limit - len(items)
+            page = self._call(method, request)
+            items.extend(getattr(page, field))
+            if not page.next_page_token or (limit and len(items) >= limit):
+                return items
+            request.page_token = page.next_page_token
+
     def _start(self, request: Union[xferd_pb2.WriteRequest, xferd_pb2.ReadRequest],
                chunks: Optional[Iterator[xferd_pb2.Blocks]] = None) -> TransferHandle:
         """Submits one transfer: Write or Read, or SubmitStream when `chunks`
@@ -241,8 +255,8 @@ class Client:
 
     def regions(self) -> List[Region]:
         """The daemon's regions, sorted by name."""
-        response = self._call(self.stub.ListRegions, xferd_pb2.ListRegionsRequest())
-        return [self._region(r) for r in response.regions]
+        return [self._region(r) for r in
+                self._pages(self.stub.ListRegions, xferd_pb2.ListRegionsRequest(), "regions")]
 
     def region(self, name: str) -> Region:
         """One region by name.
@@ -290,8 +304,8 @@ class Client:
 
     def peers(self) -> List[Peer]:
         """The peers this daemon knows, in any state."""
-        response = self._call(self.stub.ListPeers, xferd_pb2.ListPeersRequest())
-        return [Peer.from_proto(p) for p in response.peers]
+        return [Peer.from_proto(p) for p in
+                self._pages(self.stub.ListPeers, xferd_pb2.ListPeersRequest(), "peers")]
 
     def disconnect_peer(self, peer: str) -> int:
         """Closes the lanes to `peer` (node id or address); returns the number
@@ -550,11 +564,12 @@ class Client:
     def transfers(self, include_finished: bool = False, batch_id: int = 0,
                   limit: int = 0) -> List[Transfer]:
         """Transfers in flight (and finished ones with `include_finished`),
-        newest first, optionally of one batch; `limit` 0 means 1000."""
-        request = xferd_pb2.ListTransfersRequest(
-            include_finished=include_finished, batch_id=batch_id, limit=limit)
-        response = self._call(self.stub.ListTransfers, request)
-        return [Transfer.from_proto(t) for t in response.transfers]
+        newest first, optionally of one batch; at most `limit` if > 0. The
+        daemon sends them in pages; this follows every page."""
+        request = xferd_pb2.ListTransfersRequest(include_finished=include_finished,
+                                                 batch_id=batch_id)
+        return [Transfer.from_proto(t) for t in
+                self._pages(self.stub.ListTransfers, request, "transfers", limit)]
 
     def cancel(self, transfer_id: int) -> Transfer:
         """Cancels a transfer; a finished one is returned unchanged.
