@@ -232,6 +232,39 @@ expect_exit 0 "$O" "$E" -- "${A[@]}" write src b dst --layout src-pages:dst-page
 [ "$(json "$O" 'int(d["blocks"])')" = 100 ] || fail "layout write: $(cat "$O")"
 check_blocks "$DIR/layout.list" "$SRC_SHM" "$DST_SHM" >/dev/null || fail "layout blocks differ"
 
+# --- a region that keeps landed ranges, and a watcher that asks for them.
+expect_exit 0 "$O" "$E" -- "${B[@]}" regions register kept 1MiB --backing shm --remote-write \
+  --landed-ranges --json
+[ "$(json "$O" 'd["landed_ranges"]')" = True ] || fail "register --landed-ranges: $(cat "$O")"
+KEPT_SHM=$(json "$O" 'd["shm_path"]')
+expect_exit 1 "$O" "$E" -- "${B[@]}" regions watch dst --ranges
+grep -q "^xferctl: FAILED_PRECONDITION: .*register it with landed_ranges" "$E" || fail "$(cat "$E")"
+"$XFERCTL" "${B[@]}" regions watch kept --ranges --json >"$DIR/kwatch" 2>"$DIR/kwatch.err" &
+KWATCH_PID=$!
+for _ in $(seq 200); do [ -s "$DIR/kwatch" ] && break; sleep 0.05; done
+grep -q KIND_SUBSCRIBED "$DIR/kwatch" || fail "no SUBSCRIBED event: $(cat "$DIR/kwatch.err")"
+expect_exit 0 "$O" "$E" -- "${A[@]}" write src b kept --strided 0,0,4KiB,8KiB,8KiB,4 \
+  --strided 100000,4096,100,100,100,3 --json
+KEPT_ID=$(json "$O" 'd["id"]')
+printf '%s\n' "0 0 4096" "8192 8192 4096" "16384 16384 4096" "24576 24576 4096" \
+  "100000 4096 100" "100100 4196 100" "100200 4296 100" >"$DIR/kept.list"
+check_blocks "$DIR/kept.list" "$SRC_SHM" "$KEPT_SHM" >/dev/null || fail "kept blocks differ"
+expect_exit 0 "$O" "$E" -- "${B[@]}" regions deregister kept
+wait "$KWATCH_PID" || fail "regions watch --ranges failed: $(cat "$DIR/kwatch.err")"
+"$PY" - "$DIR/kwatch" "$KEPT_ID" <<'EOF2' || fail "watched ranges: $(cat "$DIR/kwatch")"
+import base64, json, struct, sys
+events = [json.loads(line) for line in open(sys.argv[1])]
+landed = [e for e in events if e["kind"] == "KIND_LANDED"]
+assert len(landed) == 1 and landed[0]["source_transfer_id"] == sys.argv[2], events
+unpack = lambda b: list(struct.unpack(f"<{len(b) // 8}Q", b))
+offsets = unpack(base64.b64decode(landed[0]["range_offsets"]))
+lengths = unpack(base64.b64decode(landed[0]["range_lengths"]))
+# Plan order; the three adjacent 100-byte blocks are one range.
+assert list(zip(offsets, lengths)) == [(0, 4096), (8192, 4096), (16384, 4096), (24576, 4096),
+                                       (4096, 300)], (offsets, lengths)
+assert landed[0]["ranges_missing"] is False and int(landed[0]["blocks"]) == 7, landed[0]
+EOF2
+
 # --- reads (pull): b's rsrc allows remote reads; a reads into its rdst.
 expect_exit 0 "$O" "$E" -- "${B[@]}" regions register rsrc 1MiB --backing shm --remote-read --json
 RSRC_SHM=$(json "$O" 'd["shm_path"]')
