@@ -2,14 +2,19 @@
 
 #include <CivetServer.h>
 #include <civetweb.h>
+#include <openssl/crypto.h>
+#include <openssl/sha.h>
 #include <prometheus/exposer.h>
 
+#include <atomic>
 #include <exception>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
 #include "daemon/common/check.h"
 #include "daemon/common/host_port.h"
 #include "daemon/common/log.h"
@@ -28,6 +33,11 @@ constexpr unsigned kCivetwebIpv6 = 8;
 constexpr char kIndex[] =
     "<html><head><title>xferd</title></head><body>"
     "<p>xferd: Prometheus metrics at <a href=\"/metrics\">/metrics</a></p></body></html>\n";
+
+// civetweb's callbacks carry no state of ours: the running endpoint's
+// security, set before its server starts and cleared after it stopped.
+std::atomic<const ScrapeSecurity*> running{nullptr};
+constexpr char kRealm[] = "realm=\"xferd metrics\"";
 
 // Set on the thread constructing the Exposer: civetweb reports why it could
 // not start through the log callback, on that thread, before it throws. The
@@ -53,14 +63,62 @@ int Reply(mg_connection* conn, int status, const char* content_type, absl::strin
     mg_response_header_add(conn, "Content-Length", absl::StrCat(body.size()).c_str(), -1);
   }
   if (status == 405) mg_response_header_add(conn, "Allow", "GET, HEAD", -1);
+  if (status == 401) {
+    const ScrapeSecurity* security = running.load();
+    if (security != nullptr && !security->basic_password.empty()) {
+      mg_response_header_add(conn, "WWW-Authenticate", absl::StrCat("Basic ", kRealm).c_str(), -1);
+    }
+    if (security != nullptr && !security->bearer_token.empty()) {
+      mg_response_header_add(conn, "WWW-Authenticate", absl::StrCat("Bearer ", kRealm).c_str(),
+                             -1);
+    }
+  }
   mg_response_header_send(conn);
   if (!head) mg_write(conn, body.data(), body.size());
   return status;
 }
 
-// Every request, before civetweb routes it: answers all but GET /metrics,
-// which goes on to prometheus-cpp's handler (return 0).
+// Equal in time independent of where they differ (and of their lengths:
+// the digests are compared).
+bool SecureEquals(absl::string_view a, absl::string_view b) {
+  unsigned char da[SHA256_DIGEST_LENGTH], db[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(a.data()), a.size(), da);
+  SHA256(reinterpret_cast<const unsigned char*>(b.data()), b.size(), db);
+  return CRYPTO_memcmp(da, db, sizeof(da)) == 0;
+}
+
+// Whether the request carries credentials `security` accepts: HTTP basic
+// auth ("Authorization: Basic base64(user:password)") or a bearer token.
+bool Authorized(const mg_connection* conn, const ScrapeSecurity& security) {
+  if (!security.auth_required()) return true;
+  const char* header = mg_get_header(conn, "Authorization");
+  if (header == nullptr) return false;
+  absl::string_view value = absl::StripAsciiWhitespace(header);
+  const size_t space = value.find(' ');
+  if (space == absl::string_view::npos) return false;
+  const absl::string_view scheme = value.substr(0, space);
+  const absl::string_view credentials = absl::StripLeadingAsciiWhitespace(value.substr(space));
+  if (!security.bearer_token.empty() && absl::EqualsIgnoreCase(scheme, "Bearer")) {
+    return SecureEquals(credentials, security.bearer_token);
+  }
+  std::string decoded;
+  if (!security.basic_password.empty() && absl::EqualsIgnoreCase(scheme, "Basic") &&
+      absl::Base64Unescape(credentials, &decoded)) {
+    return SecureEquals(decoded, absl::StrCat(security.basic_user, ":", security.basic_password));
+  }
+  return false;
+}
+
+// Every request, before civetweb routes it: refuses what lacks credentials
+// (when required), answers all but GET /metrics, which goes on to
+// prometheus-cpp's handler (return 0).
 int BeginRequest(mg_connection* conn) {
+  const ScrapeSecurity* security = running.load();
+  if (security == nullptr) return Reply(conn, 503, "text/plain", "shutting down\n", false);
+  if (!Authorized(conn, *security)) {
+    return Reply(conn, 401, "text/plain",
+                 "unauthorized: this endpoint needs basic auth or a bearer token\n", false);
+  }
   const mg_request_info* request = mg_get_request_info(conn);
   const absl::string_view method = request->request_method;
   const absl::string_view path = request->local_uri != nullptr ? request->local_uri : "";
@@ -89,13 +147,21 @@ absl::StatusOr<std::string> PortSpec(const HostPort& where) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
-    const std::string& listen, std::weak_ptr<prometheus::Collectable> collectable) {
+    const std::string& listen, std::weak_ptr<prometheus::Collectable> collectable,
+    ScrapeSecurity security) {
   absl::StatusOr<HostPort> where = ParseHostPort(listen);
   if (!where.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("metrics.listen: ", where.status().message()));
   }
   absl::StatusOr<std::string> spec = PortSpec(*where);
   if (!spec.ok()) return spec.status();
+  const std::vector<std::string> options{"listening_ports", *spec, "num_threads", kServerThreads,
+                                   "request_timeout_ms", kRequestTimeoutMs};
+  auto owned = std::make_unique<ScrapeSecurity>(std::move(security));
+  const ScrapeSecurity* expected = nullptr;
+  if (!running.compare_exchange_strong(expected, owned.get())) {
+    return absl::FailedPreconditionError("a metrics endpoint already runs in this process");
+  }
 
   CivetCallbacks callbacks;  // copied by the server
   callbacks.begin_request = &BeginRequest;
@@ -104,12 +170,10 @@ absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
   start_error = &error;
   std::unique_ptr<prometheus::Exposer> exposer;
   try {
-    exposer = std::make_unique<prometheus::Exposer>(
-        std::vector<std::string>{"listening_ports", *spec, "num_threads", kServerThreads,
-                                 "request_timeout_ms", kRequestTimeoutMs},
-        &callbacks);
+    exposer = std::make_unique<prometheus::Exposer>(options, &callbacks);
   } catch (const std::exception& e) {
     start_error = nullptr;
+    running.store(nullptr);
     return absl::UnavailableError(absl::StrCat("metrics.listen: cannot listen on ", listen, ": ",
                                                error.empty() ? e.what() : error));
   }
@@ -119,14 +183,21 @@ absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
   const std::vector<int> ports = exposer->GetListeningPorts();
   XFERD_CHECK(ports.size() == 1);
   const auto port = static_cast<uint16_t>(ports[0]);
-  return std::unique_ptr<MetricsEndpoint>(
-      new MetricsEndpoint(std::move(exposer), FormatHostPort({where->host, port}), port));
+  return std::unique_ptr<MetricsEndpoint>(new MetricsEndpoint(
+      std::move(exposer), std::move(owned), FormatHostPort({where->host, port}), port));
 }
 
-MetricsEndpoint::MetricsEndpoint(std::unique_ptr<prometheus::Exposer> exposer, std::string address,
+MetricsEndpoint::MetricsEndpoint(std::unique_ptr<prometheus::Exposer> exposer,
+                                 std::unique_ptr<ScrapeSecurity> security, std::string address,
                                  uint16_t port)
-    : exposer_(std::move(exposer)), address_(std::move(address)), port_(port) {}
+    : exposer_(std::move(exposer)),
+      security_(std::move(security)),
+      address_(std::move(address)),
+      port_(port) {}
 
-MetricsEndpoint::~MetricsEndpoint() = default;
+MetricsEndpoint::~MetricsEndpoint() {
+  exposer_.reset();  // no request runs after this
+  running.store(nullptr);
+}
 
 }  // namespace xferd::metrics
