@@ -289,9 +289,14 @@ echo "7 9 300001" >"$DIR/plain.list"
 check_blocks "$DIR/plain.list" "$RSRC_SHM" "$RDST_SHM" >/dev/null || fail "plain read differs"
 
 # On a terminal (script gives one) the bar counts blocks as well as bytes.
-script -qec "$XFERCTL --target unix:$DIR/a.sock read b rsrc rdst --strided 0,0,4KiB,4KiB,4KiB,256" \
+# 64 MiB, so the read is still running when its reply comes back (a bar is
+# drawn only for a transfer that has not ended by then).
+expect_exit 0 "$O" "$E" -- "${B[@]}" regions register big 64MiB --remote-read
+expect_exit 0 "$O" "$E" -- "${A[@]}" regions register bigdst 64MiB
+script -qec "$XFERCTL --target unix:$DIR/a.sock read b big bigdst --strided 0,0,4KiB,4KiB,4KiB,16384" \
   /dev/null >"$DIR/tty" || fail "read on a terminal: $(cat "$DIR/tty")"
-grep -q '256/256 blocks' "$DIR/tty" || fail "no block count on the bar: $(cat -A "$DIR/tty")"
+grep -q '16384/16384 blocks' "$DIR/tty" || fail "no block count on the bar: $(cat -A "$DIR/tty")"
+grep -q 'read 64.00 MiB (16384 blocks) in' "$DIR/tty" || fail "tty summary: $(cat -A "$DIR/tty")"
 
 # --- bad many-block input: the line, the block or the option is named; exit 1.
 printf '%s\n' "0 0 4096" "# fine" "4096 8192" >"$DIR/bad.txt"
