@@ -6,15 +6,16 @@
 #include <openssl/sha.h>
 #include <prometheus/exposer.h>
 
-#include <atomic>
 #include <exception>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
+#include "daemon/base/mutex.h"
 #include "daemon/common/check.h"
 #include "daemon/common/host_port.h"
 #include "daemon/common/log.h"
@@ -34,9 +35,15 @@ constexpr char kIndex[] =
     "<html><head><title>xferd</title></head><body>"
     "<p>xferd: Prometheus metrics at <a href=\"/metrics\">/metrics</a></p></body></html>\n";
 
-// civetweb's callbacks carry no state of ours: the running endpoint's
-// security, set before its server starts and cleared after it stopped.
-std::atomic<const ScrapeSecurity*> running{nullptr};
+// civetweb's callbacks carry no state of ours: each running endpoint's
+// security, by the port it listens on (a request names it), entered once
+// the port is known and removed before the server stops.
+Mutex endpoints_mu;
+absl::flat_hash_map<int, const ScrapeSecurity*>& Endpoints()
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(endpoints_mu) {
+  static auto* endpoints = new absl::flat_hash_map<int, const ScrapeSecurity*>();
+  return *endpoints;
+}
 constexpr char kRealm[] = "realm=\"xferd metrics\"";
 
 // Set on the thread constructing the Exposer: civetweb reports why it could
@@ -56,22 +63,18 @@ int LogMessage(const mg_connection*, const char* message) {
 // Sends a whole response; `body` only for non-HEAD requests, and its length
 // unless `body` is unknown (HEAD /metrics, whose body renders on GET only).
 int Reply(mg_connection* conn, int status, const char* content_type, absl::string_view body,
-          bool head, bool length_known = true) {
+          bool head, bool length_known = true, const ScrapeSecurity* challenge = nullptr) {
   mg_response_header_start(conn, status);
   mg_response_header_add(conn, "Content-Type", content_type, -1);
   if (length_known) {
     mg_response_header_add(conn, "Content-Length", absl::StrCat(body.size()).c_str(), -1);
   }
   if (status == 405) mg_response_header_add(conn, "Allow", "GET, HEAD", -1);
-  if (status == 401) {
-    const ScrapeSecurity* security = running.load();
-    if (security != nullptr && !security->basic_password.empty()) {
-      mg_response_header_add(conn, "WWW-Authenticate", absl::StrCat("Basic ", kRealm).c_str(), -1);
-    }
-    if (security != nullptr && !security->bearer_token.empty()) {
-      mg_response_header_add(conn, "WWW-Authenticate", absl::StrCat("Bearer ", kRealm).c_str(),
-                             -1);
-    }
+  if (challenge != nullptr && !challenge->basic_password.empty()) {
+    mg_response_header_add(conn, "WWW-Authenticate", absl::StrCat("Basic ", kRealm).c_str(), -1);
+  }
+  if (challenge != nullptr && !challenge->bearer_token.empty()) {
+    mg_response_header_add(conn, "WWW-Authenticate", absl::StrCat("Bearer ", kRealm).c_str(), -1);
   }
   mg_response_header_send(conn);
   if (!head) mg_write(conn, body.data(), body.size());
@@ -113,13 +116,20 @@ bool Authorized(const mg_connection* conn, const ScrapeSecurity& security) {
 // (when required), answers all but GET /metrics, which goes on to
 // prometheus-cpp's handler (return 0).
 int BeginRequest(mg_connection* conn) {
-  const ScrapeSecurity* security = running.load();
-  if (security == nullptr) return Reply(conn, 503, "text/plain", "shutting down\n", false);
-  if (!Authorized(conn, *security)) {
-    return Reply(conn, 401, "text/plain",
-                 "unauthorized: this endpoint needs basic auth or a bearer token\n", false);
-  }
   const mg_request_info* request = mg_get_request_info(conn);
+  {
+    MutexLock lock(&endpoints_mu);
+    auto it = Endpoints().find(request->server_port);
+    // Not yet entered (its first microseconds) or being stopped: fail closed.
+    if (it == Endpoints().end()) {
+      return Reply(conn, 503, "text/plain", "starting or stopping\n", false);
+    }
+    if (!Authorized(conn, *it->second)) {
+      return Reply(conn, 401, "text/plain",
+                   "unauthorized: this endpoint needs basic auth or a bearer token\n", false, true,
+                   it->second);
+    }
+  }
   const absl::string_view method = request->request_method;
   const absl::string_view path = request->local_uri != nullptr ? request->local_uri : "";
   const bool head = method == "HEAD";
@@ -158,10 +168,6 @@ absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
   const std::vector<std::string> options{"listening_ports", *spec, "num_threads", kServerThreads,
                                    "request_timeout_ms", kRequestTimeoutMs};
   auto owned = std::make_unique<ScrapeSecurity>(std::move(security));
-  const ScrapeSecurity* expected = nullptr;
-  if (!running.compare_exchange_strong(expected, owned.get())) {
-    return absl::FailedPreconditionError("a metrics endpoint already runs in this process");
-  }
 
   CivetCallbacks callbacks;  // copied by the server
   callbacks.begin_request = &BeginRequest;
@@ -173,7 +179,6 @@ absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
     exposer = std::make_unique<prometheus::Exposer>(options, &callbacks);
   } catch (const std::exception& e) {
     start_error = nullptr;
-    running.store(nullptr);
     return absl::UnavailableError(absl::StrCat("metrics.listen: cannot listen on ", listen, ": ",
                                                error.empty() ? e.what() : error));
   }
@@ -183,6 +188,10 @@ absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
   const std::vector<int> ports = exposer->GetListeningPorts();
   XFERD_CHECK(ports.size() == 1);
   const auto port = static_cast<uint16_t>(ports[0]);
+  {
+    MutexLock lock(&endpoints_mu);
+    Endpoints()[port] = owned.get();
+  }
   return std::unique_ptr<MetricsEndpoint>(new MetricsEndpoint(
       std::move(exposer), std::move(owned), FormatHostPort({where->host, port}), port));
 }
@@ -196,8 +205,11 @@ MetricsEndpoint::MetricsEndpoint(std::unique_ptr<prometheus::Exposer> exposer,
       port_(port) {}
 
 MetricsEndpoint::~MetricsEndpoint() {
-  exposer_.reset();  // no request runs after this
-  running.store(nullptr);
+  {
+    MutexLock lock(&endpoints_mu);
+    Endpoints().erase(port_);
+  }
+  exposer_.reset();
 }
 
 }  // namespace xferd::metrics

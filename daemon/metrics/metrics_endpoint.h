@@ -45,9 +45,7 @@ class MetricsEndpoint {
   // INVALID_ARGUMENT (bad address, or IPv6, which Debian's civetweb is built
   // without), UNAVAILABLE (cannot bind, e.g. the port is taken; the message
   // carries civetweb's reason). With `security`, requests without valid
-  // credentials get 401 and a WWW-Authenticate header. One endpoint per process
-  // (civetweb's callbacks carry no state of ours): FAILED_PRECONDITION
-  // while another one runs.
+  // credentials get 401 and a WWW-Authenticate header.
   static absl::StatusOr<std::unique_ptr<MetricsEndpoint>> Start(
       const std::string& listen, std::weak_ptr<prometheus::Collectable> collectable,
       ScrapeSecurity security = {});
@@ -68,7 +66,7 @@ class MetricsEndpoint {
                   std::unique_ptr<ScrapeSecurity> security, std::string address, uint16_t port);
 
   std::unique_ptr<prometheus::Exposer> exposer_;
-  const std::unique_ptr<ScrapeSecurity> security_;  // what `running` points to
+  const std::unique_ptr<ScrapeSecurity> security_;  // entered by port for the callbacks
   const std::string address_;
   const uint16_t port_;
 };
