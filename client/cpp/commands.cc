@@ -31,6 +31,7 @@ void ConfigureApp(CLI::App& app, GlobalOptions* global, Action* action) {
   AddRegionCommands(app, action);
   AddPeerCommands(app, action);
   AddTransferCommands(app, action);
+  AddLayoutCommands(app, action);
   AddTopCommand(app, action);
 }
 

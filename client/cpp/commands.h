@@ -38,11 +38,13 @@ void ConfigureApp(CLI::App& app, GlobalOptions* global, Action* action);
 // Each registers its subcommands on `app`. Parsing runs the chosen one's
 // callback, which stores its work in `*action` (owned by the caller, which
 // outlives the app). Main thread only.
-void AddNodeCommands(CLI::App& app, Action* action);      // info, stats, devices
-void AddRegionCommands(CLI::App& app, Action* action);    // regions ...
-void AddPeerCommands(CLI::App& app, Action* action);      // peers ...
-void AddTransferCommands(CLI::App& app, Action* action);  // write, transfers, transfer, cancel
-void AddTopCommand(CLI::App& app, Action* action);        // top
+void AddNodeCommands(CLI::App& app, Action* action);    // info, stats, devices
+void AddRegionCommands(CLI::App& app, Action* action);  // regions ...
+void AddPeerCommands(CLI::App& app, Action* action);    // peers ...
+void AddTransferCommands(CLI::App& app,
+                         Action* action);               // write, read, transfers, transfer, cancel
+void AddLayoutCommands(CLI::App& app, Action* action);  // layouts ...
+void AddTopCommand(CLI::App& app, Action* action);      // top
 
 // Adds subcommand `name` to `parent`; when the command line chooses it,
 // `run` becomes the action. Returns the subcommand for its options.

@@ -23,6 +23,7 @@ struct RegisterOptions {
   std::string backing = "anonymous";
   std::string file;
   bool create = false, remote_write = false, remote_read = false, hugepages = false;
+  bool landed_ranges = false;
   std::vector<std::string> allow;
 };
 
@@ -85,6 +86,7 @@ absl::Status Register(Client& client, const GlobalOptions& global, const Registe
   request.set_file_path(o.file);
   request.set_create(o.create);
   request.set_hugepages(o.hugepages);
+  request.set_landed_ranges(o.landed_ranges);
   for (const std::string& peer : o.allow) request.add_allowed_peers(peer);
   return EmitResult(global, client.RegisterRegion(request), RegisteredText);
 }
@@ -99,12 +101,23 @@ std::string EventText(const v1::RegionEvent& e) {
                     e.sequence(), ")");
   }
   if (e.dropped() > 0) absl::StrAppend(&line, "  (", e.dropped(), " events dropped before it)");
+  if (e.ranges_missing()) absl::StrAppend(&line, "  ranges missing");
+  const std::vector<std::pair<uint64_t, uint64_t>> ranges = LandedRanges(e);
+  // The first few on the line; --json has them all.
+  constexpr size_t kShown = 8;
+  for (size_t i = 0; i < ranges.size() && i < kShown; ++i) {
+    absl::StrAppend(&line, i == 0 ? "  ranges " : " ", "[", ranges[i].first, ", +",
+                    ranges[i].second, ")");
+  }
+  if (ranges.size() > kShown) absl::StrAppend(&line, " ... (", ranges.size(), " ranges)");
   return line + "\n";
 }
 
 // Prints events as they come until the region goes away (or Ctrl-C).
-absl::Status Watch(Client& client, const GlobalOptions& global, const std::string& name) {
-  absl::StatusOr<std::unique_ptr<RegionWatch>> watch = client.WatchRegion(name, absl::Seconds(10));
+absl::Status Watch(Client& client, const GlobalOptions& global, const std::string& name,
+                   bool ranges) {
+  absl::StatusOr<std::unique_ptr<RegionWatch>> watch =
+      client.WatchRegion(name, absl::Seconds(10), ranges);
   if (!watch.ok()) return watch.status();
   for (;;) {
     absl::StatusOr<v1::RegionEvent> event = (*watch)->Next();
@@ -141,6 +154,8 @@ void AddRegionCommands(CLI::App& app, Action* action) {
   add->add_flag("--remote-write", reg->remote_write, "peers may write into the region");
   add->add_flag("--remote-read", reg->remote_read, "peers may read from the region");
   add->add_flag("--hugepages", reg->hugepages, "anonymous backing: allocate on hugepages");
+  add->add_flag("--landed-ranges", reg->landed_ranges,
+                "keep many-block transfers' ranges for watchers (regions watch --ranges)");
   add->add_option("--allow", reg->allow, "node ids of the only peers allowed (default: any)");
 
   auto dereg = std::make_shared<std::pair<std::string, bool>>();
@@ -160,13 +175,15 @@ void AddRegionCommands(CLI::App& app, Action* action) {
   remove->add_option("NAME", dereg->first, "region name")->required();
   remove->add_flag("--force", dereg->second, "cancel the transfers using it instead of refusing");
 
-  auto watched = std::make_shared<std::string>();
-  AddCommand(*regions, "watch", "print the region's events (landed data) as they happen", action,
-             [watched](Client& client, const GlobalOptions& global) {
-               return Watch(client, global, *watched);
-             })
-      ->add_option("NAME", *watched, "region name")
-      ->required();
+  auto watched = std::make_shared<std::pair<std::string, bool>>();
+  CLI::App* watch = AddCommand(*regions, "watch",
+                               "print the region's events (landed data) as they happen", action,
+                               [watched](Client& client, const GlobalOptions& global) {
+                                 return Watch(client, global, watched->first, watched->second);
+                               });
+  watch->add_option("NAME", watched->first, "region name")->required();
+  watch->add_flag("--ranges", watched->second,
+                  "show the ranges of many-block transfers (a region with --landed-ranges)");
 }
 
 }  // namespace xferd::client

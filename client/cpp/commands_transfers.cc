@@ -1,4 +1,4 @@
-// xferctl write | transfers | transfer ID | cancel ID.
+// xferctl write | read | transfers | transfer ID | cancel ID.
 #include <unistd.h>
 
 #include <cstdio>
@@ -10,6 +10,7 @@
 #include "absl/time/clock.h"
 #include "daemon/base/status_macros.h"
 #include "daemon/base/units.h"
+#include "client/cpp/block_args.h"
 #include "client/cpp/commands.h"
 #include "client/cpp/format.h"
 #include "client/cpp/progress_bar.h"
@@ -17,13 +18,16 @@
 namespace xferd::client {
 namespace {
 
-struct WriteOptions {
+// xferctl write and xferctl read: one range, or many blocks.
+struct MoveOptions {
+  bool read = false;
   std::string src, peer, dst;
   uint64_t length = 0;
-  const CLI::Option* length_option = nullptr;  // not given: the rest of the source
+  const CLI::Option* length_option = nullptr;  // not given: the rest of the region
   uint64_t src_offset = 0, dst_offset = 0, slice = 0;
   int64_t timeout_ns = 0;  // 0: no deadline
   bool no_wait = false;
+  BlockArgs blocks;
 };
 
 struct ListOptions {
@@ -84,33 +88,69 @@ std::string TransferText(const v1::Transfer& t) {
 }
 
 std::string QueuedText(const v1::Transfer& t) {
+  const std::string blocks = t.blocks() > 1 ? absl::StrCat(" in ", t.blocks(), " blocks") : "";
+  const std::string local_src = Endpoint(t.src_region(), t.src_offset());
+  const std::string remote_dst =
+      absl::StrCat(t.peer(), ":", Endpoint(t.dst_region(), t.dst_offset()));
+  const bool read = t.direction() == v1::Transfer::DIRECTION_READ;
   return absl::StrCat("transfer ", t.id(), " ", StateLabel(t.state()), ": ",
-                      FormatBytes(t.length()), " from ", Endpoint(t.src_region(), t.src_offset()),
-                      " to ", t.peer(), ":", Endpoint(t.dst_region(), t.dst_offset()), " over ",
+                      FormatBytes(t.length()), blocks, " from ",
+                      read ? absl::StrCat(t.peer(), ":", local_src) : local_src, " to ",
+                      read ? Endpoint(t.dst_region(), t.dst_offset()) : remote_dst, " over ",
                       TransportLabel(t.transport()), " (", t.slices(), " slices)\n");
 }
 
-absl::StatusOr<v1::WriteRequest> MakeRequest(Client& client, const WriteOptions& o) {
-  v1::WriteRequest request;
-  request.set_src_region(o.src);
-  request.set_src_offset(o.src_offset);
-  request.set_peer(o.peer);
-  request.set_dst_region(o.dst);
-  request.set_dst_offset(o.dst_offset);
-  request.set_slice_size(o.slice);
-  request.set_length(o.length);
-  if (o.timeout_ns > 0) {
-    request.mutable_timeout()->set_seconds(o.timeout_ns / 1000000000);
-    request.mutable_timeout()->set_nanos(static_cast<int32_t>(o.timeout_ns % 1000000000));
-  }
-  if (o.length_option->count() > 0) return request;
-  // No --length: the rest of the source region (the daemon checks the rest).
+// The size of the local region `name` (0 if it is not registered: the daemon
+// then refuses the request, naming it).
+absl::StatusOr<uint64_t> LocalRegionSize(Client& client, const std::string& name) {
   ASSIGN_OR_RETURN(const v1::ListRegionsResponse regions, client.ListRegions());
   for (const v1::Region& r : regions.regions()) {
-    if (r.name() == o.src)
-      request.set_length(r.size() > o.src_offset ? r.size() - o.src_offset : 0);
+    if (r.name() == name) return r.size();
   }
-  return request;
+  return 0;
+}
+
+// Fills the fields WriteRequest and ReadRequest share (the same names).
+template <typename Request>
+absl::Status FillRequest(Client& client, const MoveOptions& o, Request* request) {
+  request->set_src_region(o.src);
+  request->set_peer(o.peer);
+  request->set_dst_region(o.dst);
+  request->set_slice_size(o.slice);
+  if (o.timeout_ns > 0) {
+    request->mutable_timeout()->set_seconds(o.timeout_ns / 1000000000);
+    request->mutable_timeout()->set_nanos(static_cast<int32_t>(o.timeout_ns % 1000000000));
+  }
+  if (o.blocks.any()) {
+    if (o.length_option->count() > 0 || o.src_offset != 0 || o.dst_offset != 0) {
+      return absl::InvalidArgumentError(
+          "--length, --src-offset and --dst-offset do not go with --blocks, --strided or "
+          "--layout: the blocks give every offset and length");
+    }
+    ASSIGN_OR_RETURN(*request->mutable_blocks(), BlocksFromArgs(o.blocks));
+    return absl::OkStatus();
+  }
+  request->set_src_offset(o.src_offset);
+  request->set_dst_offset(o.dst_offset);
+  request->set_length(o.length);
+  if (o.length_option->count() > 0) return absl::OkStatus();
+  // No --length: the rest of the local region (a write's source, a read's
+  // destination) from its offset; the daemon checks the other side.
+  const uint64_t offset = o.read ? o.dst_offset : o.src_offset;
+  ASSIGN_OR_RETURN(const uint64_t size, LocalRegionSize(client, o.read ? o.dst : o.src));
+  request->set_length(size > offset ? size - offset : 0);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::Transfer> Submit(Client& client, const MoveOptions& o) {
+  if (o.read) {
+    v1::ReadRequest request;
+    RETURN_IF_ERROR(FillRequest(client, o, &request));
+    return client.ReadBlocks(request);
+  }
+  v1::WriteRequest request;
+  RETURN_IF_ERROR(FillRequest(client, o, &request));
+  return client.WriteBlocks(request);
 }
 
 // Waits for the end of `queued`, drawing a progress bar on stderr if `draw`.
@@ -118,7 +158,7 @@ absl::StatusOr<v1::Transfer> WaitWithProgress(Client& client, const v1::Transfer
                                               absl::Time start, bool draw) {
   if (IsTerminal(queued.state())) return queued;
   std::optional<ProgressBar> bar;
-  if (draw) bar.emplace(stderr, queued.length(), start);
+  if (draw) bar.emplace(stderr, queued.length(), start, queued.blocks());
   absl::StatusOr<v1::Transfer> end = client.WaitTransfer(queued.id(), [&](const v1::Transfer& t) {
     if (bar) bar->Update(t.bytes_done(), absl::Now());
   });
@@ -126,10 +166,9 @@ absl::StatusOr<v1::Transfer> WaitWithProgress(Client& client, const v1::Transfer
   return end;
 }
 
-absl::Status RunWrite(Client& client, const GlobalOptions& global, const WriteOptions& o) {
-  ASSIGN_OR_RETURN(const v1::WriteRequest request, MakeRequest(client, o));
+absl::Status RunMove(Client& client, const GlobalOptions& global, const MoveOptions& o) {
   const absl::Time start = absl::Now();
-  ASSIGN_OR_RETURN(const v1::Transfer queued, client.Write(request));
+  ASSIGN_OR_RETURN(const v1::Transfer queued, Submit(client, o));
   if (o.no_wait) return Emit(global, queued, [&] { return QueuedText(queued); });
   const bool draw = !global.json && ::isatty(STDERR_FILENO) == 1;
   ASSIGN_OR_RETURN(const v1::Transfer end, WaitWithProgress(client, queued, start, draw));
@@ -137,32 +176,61 @@ absl::Status RunWrite(Client& client, const GlobalOptions& global, const WriteOp
   return TransferOutcome(end);
 }
 
-void AddWriteCommand(CLI::App& app, Action* action) {
-  auto o = std::make_shared<WriteOptions>();
-  CLI::App* write = AddCommand(
-      app, "write", "write a local region's bytes into a peer's region, showing progress", action,
-      [o](Client& client, const GlobalOptions& global) { return RunWrite(client, global, *o); });
-  write->add_option("SRC", o->src, "local source region")->required();
-  write->add_option("PEER", o->peer, "destination peer: node id or address")->required();
-  write->add_option("DST", o->dst, "the peer's destination region")->required();
-  o->length_option = write
-                         ->add_option("--length", o->length,
-                                      "bytes to write (default: the "
-                                      "rest of SRC from --src-offset)")
-                         ->transform(SizeArg());
-  write->add_option("--src-offset", o->src_offset, "offset in SRC")->transform(SizeArg());
-  write->add_option("--dst-offset", o->dst_offset, "offset in DST")->transform(SizeArg());
-  write->add_option("--slice", o->slice, "slice size, 4KiB..16MiB (default: the daemon's)")
+// The options write and read share: range, blocks, slicing, deadline.
+void AddMoveOptions(CLI::App* command, MoveOptions* o) {
+  const std::string local = o->read ? "DST" : "SRC";
+  o->length_option =
+      command
+          ->add_option("--length", o->length,
+                       "bytes to move (default: the rest of " + local + " from its offset)")
+          ->transform(SizeArg());
+  command->add_option("--src-offset", o->src_offset, "offset in SRC")->transform(SizeArg());
+  command->add_option("--dst-offset", o->dst_offset, "offset in DST")->transform(SizeArg());
+  command->add_option("--blocks", o->blocks.blocks_file,
+                      "many blocks: a block file ('-': stdin) of 'src_offset dst_offset length' "
+                      "lines, or binary (see README)");
+  command->add_option("--strided", o->blocks.strided,
+                      "many blocks: src_start,dst_start,block_length,src_stride,dst_stride,count "
+                      "(repeat for more runs)");
+  command->add_option("--layout", o->blocks.layouts,
+                      "many blocks: SRC_LAYOUT:DST_LAYOUT, prepared layouts (with --indices)");
+  command->add_option("--indices", o->blocks.indices_file,
+                      "with --layout: a file ('-': stdin) of 'src_index dst_index' lines");
+  command->add_option("--slice", o->slice, "slice size, 4KiB..16MiB (default: the daemon's)")
       ->transform(SizeArg());
-  write->add_option("--timeout", o->timeout_ns, "fail the transfer if not done in time, e.g. 10s")
+  command->add_option("--timeout", o->timeout_ns, "fail the transfer if not done in time, e.g. 10s")
       ->transform(DurationArg());
-  write->add_flag("--no-wait", o->no_wait, "return once queued; print the transfer id");
+  command->add_flag("--no-wait", o->no_wait, "return once queued; print the transfer id");
+}
+
+void AddMoveCommands(CLI::App& app, Action* action) {
+  auto w = std::make_shared<MoveOptions>();
+  CLI::App* write = AddCommand(
+      app, "write", "write a local region's bytes (or blocks) into a peer's region, with progress",
+      action,
+      [w](Client& client, const GlobalOptions& global) { return RunMove(client, global, *w); });
+  write->add_option("SRC", w->src, "local source region")->required();
+  write->add_option("PEER", w->peer, "destination peer: node id or address")->required();
+  write->add_option("DST", w->dst, "the peer's destination region")->required();
+  AddMoveOptions(write, w.get());
+
+  auto r = std::make_shared<MoveOptions>();
+  r->read = true;
+  CLI::App* read = AddCommand(
+      app, "read", "read a peer's region bytes (or blocks) into a local region, with progress",
+      action,
+      [r](Client& client, const GlobalOptions& global) { return RunMove(client, global, *r); });
+  read->add_option("PEER", r->peer, "source peer: node id or address")->required();
+  read->add_option("SRC", r->src, "the peer's source region (remote_read, this node allowed)")
+      ->required();
+  read->add_option("DST", r->dst, "local destination region")->required();
+  AddMoveOptions(read, r.get());
 }
 
 }  // namespace
 
 void AddTransferCommands(CLI::App& app, Action* action) {
-  AddWriteCommand(app, action);
+  AddMoveCommands(app, action);
 
   auto list = std::make_shared<ListOptions>();
   CLI::App* transfers =

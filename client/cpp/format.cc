@@ -89,9 +89,11 @@ std::string WriteSummary(const v1::Transfer& t, absl::Duration measured) {
       t.bytes_done() == t.length()
           ? FormatBytes(t.bytes_done())
           : absl::StrCat(FormatBytes(t.bytes_done()), " of ", FormatBytes(t.length()));
-  return absl::StrCat("wrote ", amount, " in ", FormatElapsed(elapsed), " (", rate, ") over ",
-                      TransportLabel(t.transport()), ": transfer ", t.id(), " ",
-                      StateLabel(t.state()));
+  const bool read = t.direction() == v1::Transfer::DIRECTION_READ;
+  const std::string blocks = t.blocks() > 1 ? absl::StrCat(" (", t.blocks(), " blocks)") : "";
+  return absl::StrCat(read ? "read " : "wrote ", amount, blocks, " in ", FormatElapsed(elapsed),
+                      " (", rate, ") over ", TransportLabel(t.transport()), ": transfer ", t.id(),
+                      " ", StateLabel(t.state()));
 }
 
 Table::Table(std::vector<Column> columns) : columns_(std::move(columns)) {}

@@ -43,8 +43,9 @@ std::string FormatElapsed(absl::Duration elapsed);
 // The error of a FAILED or CANCELLED item as "CODE: message" ("" if none).
 std::string ErrorLabel(const v1::Error& error);
 
-// Last line of `xferctl write`: bytes, elapsed, throughput and transport,
-// e.g. "wrote 2.00 MiB in 15.2ms (138.0 MB/s) over tcp: transfer 7 done".
+// Last line of `xferctl write` and `read`: bytes (and blocks), elapsed,
+// throughput and transport, e.g. "wrote 2.00 MiB in 15.2ms (138.0 MB/s) over
+// tcp: transfer 7 done", "read 4.00 MiB (256 blocks) in 3.1ms ...".
 // Elapsed is the daemon's submitted..finished time when both are set,
 // otherwise `measured`.
 std::string WriteSummary(const v1::Transfer& transfer, absl::Duration measured);

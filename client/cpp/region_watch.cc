@@ -23,8 +23,7 @@ constexpr size_t kMaxBuffered = 1024;
 // paused, so StartRead never races with the end of the call.
 class RegionWatch::Reactor final : public grpc::ClientReadReactor<v1::RegionEvent> {
  public:
-  Reactor(v1::Xferd::Stub& stub, const std::string& region) {
-    request_.set_name(region);
+  Reactor(v1::Xferd::Stub& stub, const v1::WatchRegionRequest& request) : request_(request) {
     stub.async()->WatchRegion(&context_, &request_, this);
     AddHold();
     StartRead(&incoming_);
@@ -121,8 +120,9 @@ class RegionWatch::Reactor final : public grpc::ClientReadReactor<v1::RegionEven
   const std::shared_ptr<State> state_ = std::make_shared<State>();
 };
 
-std::unique_ptr<RegionWatch> RegionWatch::Start(v1::Xferd::Stub& stub, const std::string& region) {
-  return std::unique_ptr<RegionWatch>(new RegionWatch(std::make_unique<Reactor>(stub, region)));
+std::unique_ptr<RegionWatch> RegionWatch::Start(v1::Xferd::Stub& stub,
+                                                const v1::WatchRegionRequest& request) {
+  return std::unique_ptr<RegionWatch>(new RegionWatch(std::make_unique<Reactor>(stub, request)));
 }
 
 RegionWatch::RegionWatch(std::unique_ptr<Reactor> reactor) : reactor_(std::move(reactor)) {}

@@ -18,7 +18,8 @@ class RegionWatch {
  public:
   // Starts the stream on `stub` (used only here; the call keeps its own
   // reference to the channel). Does not wait: see Client::WatchRegion.
-  static std::unique_ptr<RegionWatch> Start(v1::Xferd::Stub& stub, const std::string& region);
+  static std::unique_ptr<RegionWatch> Start(v1::Xferd::Stub& stub,
+                                            const v1::WatchRegionRequest& request);
 
   // Cancels the stream and waits until gRPC is done with it.
   ~RegionWatch();

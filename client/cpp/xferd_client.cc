@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "daemon/base/endian.h"
 
 namespace xferd::client {
 namespace {
@@ -96,6 +97,18 @@ absl::Status FromGrpcStatus(const grpc::Status& status) {
   if (status.ok()) return absl::OkStatus();
   // Both enumerations use the canonical google.rpc.Code values.
   return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+}
+
+std::vector<std::pair<uint64_t, uint64_t>> LandedRanges(const v1::RegionEvent& event) {
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;
+  const auto* offsets = reinterpret_cast<const uint8_t*>(event.range_offsets().data());
+  const auto* lengths = reinterpret_cast<const uint8_t*>(event.range_lengths().data());
+  const size_t n = std::min(event.range_offsets().size(), event.range_lengths().size()) / 8;
+  ranges.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    ranges.emplace_back(LoadLE<uint64_t>(offsets + 8 * i), LoadLE<uint64_t>(lengths + 8 * i));
+  }
+  return ranges;
 }
 
 bool IsTerminal(v1::TransferState state) {
@@ -220,8 +233,12 @@ absl::StatusOr<v1::ListRegionsResponse> Client::ListRegions() {
 }
 
 absl::StatusOr<std::unique_ptr<RegionWatch>> Client::WatchRegion(const std::string& name,
-                                                                 absl::Duration timeout) {
-  std::unique_ptr<RegionWatch> watch = RegionWatch::Start(*stub_, name);
+                                                                 absl::Duration timeout,
+                                                                 bool ranges) {
+  v1::WatchRegionRequest request;
+  request.set_name(name);
+  request.set_ranges(ranges);
+  std::unique_ptr<RegionWatch> watch = RegionWatch::Start(*stub_, request);
   absl::Status subscribed = watch->AwaitSubscribed(timeout);
   if (!subscribed.ok()) return subscribed;
   return watch;

@@ -10,6 +10,8 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -72,10 +74,14 @@ class Client {
   // (no later landing is missed; Next() yields SUBSCRIBED first), waiting
   // up to `timeout` for it. The caller
   // owns the watch; it holds its own reference to the channel, so it may
-  // outlive the Client.
-  // Errors: NOT_FOUND (no such region), DEADLINE_EXCEEDED, the stream's error.
+  // outlive the Client. `ranges`: landed events of many-block transfers
+  // carry their ranges (RegionEvent.range_offsets / range_lengths; the
+  // region must have landed_ranges; LandedRanges() unpacks them).
+  // Errors: NOT_FOUND (no such region), FAILED_PRECONDITION (ranges asked of
+  // a region without landed_ranges), DEADLINE_EXCEEDED, the stream's error.
   absl::StatusOr<std::unique_ptr<RegionWatch>> WatchRegion(const std::string& name,
-                                                           absl::Duration timeout);
+                                                           absl::Duration timeout,
+                                                           bool ranges = false);
 
   // ---- peers ----
   // `timeout` bounds the handshake; zero means the daemon's default (10 s).
@@ -147,6 +153,10 @@ class Client {
   const std::unique_ptr<v1::Xferd::Stub> stub_;
   const ClientOptions options_;
 };
+
+// The ranges of a landed event (offset, length), unpacked from its packed
+// range_offsets / range_lengths; empty when it has none. Pure: any thread.
+std::vector<std::pair<uint64_t, uint64_t>> LandedRanges(const v1::RegionEvent& event);
 
 // True for DONE, FAILED and CANCELLED.
 bool IsTerminal(v1::TransferState state);

@@ -124,6 +124,8 @@ class Engine final : public TransferListener {
                                    uint32_t region_id, const std::string& region);
   absl::Status OnGoodbye(const std::string& node_id, uint64_t incarnation,
                          const std::string& reason);
+  // PeerService: a coming write's ranges for a region (engine_ranges.cc).
+  absl::Status OnStageRanges(const std::string& node, uint64_t incarnation, const StagedRanges& r);
 
   // ---- prepared layouts (any thread) ----
   // Registers a layout. A local region's layout is checked against the

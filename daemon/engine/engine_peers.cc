@@ -142,7 +142,8 @@ absl::StatusOr<ResolvedRegion> Engine::ResolveForPeer(const std::string& node_id
     MutexLock lock(&mu_);
     resolved_by_[region->id()].insert(node_id);
   }
-  return ResolvedRegion{transport_.DescribeRegion(*region), region->access()};
+  return ResolvedRegion{transport_.DescribeRegion(*region), region->access(),
+                        region->spec().landed_ranges};
 }
 
 void Engine::NotifyInvalidated(uint32_t region_id, const std::string& name,

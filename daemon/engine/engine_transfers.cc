@@ -7,6 +7,7 @@
 #include "daemon/common/log.h"
 #include "daemon/engine/block_plan.h"
 #include "daemon/engine/engine.h"
+#include "daemon/engine/landed_ranges.h"
 
 namespace xferd::engine {
 namespace {
@@ -224,6 +225,7 @@ absl::StatusOr<Transfer::Plan> Engine::Plan(const WriteSpec& w, bool* stale) con
   }
   ASSIGN_OR_RETURN(ResolvedRegion remote, CheckRemote(w, *plan.peer, stale));
   plan.remote = remote.key;
+  plan.stage_ranges = !IsRead(w) && remote.landed_ranges && w.blocks.count() > 1;
   const uint64_t slice = w.slice_size == 0 ? config_.slice_size : w.slice_size;
   if (slice < kMinSlice || slice > transport::kMaxSliceBytes) {
     return absl::InvalidArgumentError(
@@ -330,7 +332,15 @@ absl::StatusOr<std::vector<std::shared_ptr<Transfer>>> Engine::Admit(
         transport::TransportKindName(p.transport), p.spec.src_region, p.spec.src_offset,
         p.spec.dst_region, p.spec.dst_offset, p.spec.length, t->blocks(), t->ops());
     if (t->deadline() != absl::InfiniteFuture()) deadlines_.Add(t);
-    Launch(t);
+    if (p.stage_ranges) {
+      // The ranges precede every op of the write (docs/many-blocks.md).
+      executor_.Run([this, t] {
+        SendRanges(rpc_, self_, *t);
+        Launch(t);
+      });
+    } else {
+      Launch(t);
+    }
   }
   return transfers;
 }

@@ -30,6 +30,17 @@ struct HandshakeMessage {
 struct ResolvedRegion {
   transport::RemoteRegion key;
   memory::Access access;
+  // The region keeps many-block writes' ranges: send them (StageRanges).
+  bool landed_ranges = false;
+};
+
+// One StageRanges call: a chunk of a write's destination ranges.
+struct StagedRanges {
+  uint32_t region_id = 0;
+  std::string region;
+  uint64_t transfer_id = 0;
+  bool first = true;  // starts the list; later chunks append
+  std::string offsets, lengths;  // packed little-endian uint64, as many of each
 };
 
 class PeerRpc {
@@ -49,6 +60,8 @@ class PeerRpc {
                                         absl::Time deadline) = 0;
   virtual absl::Status Goodbye(const std::string& address, const NodeIdentity& self,
                                const std::string& reason, absl::Time deadline) = 0;
+  virtual absl::Status StageRanges(const std::string& address, const NodeIdentity& self,
+                                   const StagedRanges& ranges, absl::Time deadline) = 0;
 };
 
 }  // namespace xferd::engine

@@ -4,6 +4,7 @@
 
 #include "daemon/common/check.h"
 #include "daemon/engine/block_plan.h"
+#include "daemon/engine/landed_ranges.h"
 #include "daemon/engine/peer.h"
 
 namespace xferd::engine {
@@ -89,6 +90,10 @@ void Transfer::OnReadDone() {
     event.blocks = notice_.blocks;
     event.bytes = notice_.bytes;
     event.read = true;
+    // The reader planned the blocks: their local ranges are at hand.
+    if (plan_.local->spec().landed_ranges && notice_.blocks > 1) {
+      event.ranges = PackRanges(blocks_, /*remote=*/false);
+    }
     plan_.local->landed().Publish(std::move(event));
   }
   Finish(TransferState::kDone, absl::OkStatus());

@@ -16,6 +16,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "daemon/base/mutex.h"
 #include "daemon/engine/block_spec.h"
 #include "daemon/memory/region.h"
@@ -113,6 +114,9 @@ class Transfer {
     uint32_t home_poller = 0;  // posts a write's final op
     uint32_t lanes = 1;        // pollers 0..lanes-1 serve it
     transport::TransportKind transport = transport::TransportKind::kTcp;
+    // A many-block write into a region with landed_ranges: its ranges are
+    // sent to the peer before its ops (docs/many-blocks.md).
+    bool stage_ranges = false;
   };
 
   Transfer(Plan plan, TransferListener* listener);
@@ -126,6 +130,8 @@ class Transfer {
   // Ops the blocks are grouped into (TransferInfo.slices).
   uint32_t ops() const { return static_cast<uint32_t>(op_starts_.size() - 1); }
   uint64_t blocks() const { return blocks_.size(); }
+  // The planned blocks (merged, cut at the slice size). Any thread.
+  absl::Span<const transport::Block> planned_blocks() const { return blocks_; }
   uint64_t bytes() const { return bytes_; }
   absl::Time deadline() const { return deadline_; }
   TransferState state() const { return state_.load(std::memory_order_acquire); }

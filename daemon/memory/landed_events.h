@@ -3,17 +3,34 @@
 // bounded ring and tells the watchers there is news; it never waits for one.
 // Each watcher reads the ring at its own pace from its own thread; one that
 // falls a whole ring behind loses the oldest events and is told how many.
+// Regions with landed_ranges also hold the ranges writers stage ahead of
+// their data, bounded, until the landing they belong to takes them.
 #pragma once
 
 #include <cstdint>
+#include <deque>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "daemon/base/mutex.h"
 
 namespace xferd::memory {
+
+// The byte ranges a many-block transfer landed in, as packed little-endian
+// uint64 arrays (the wire form of RegionEvent), for regions registered with
+// landed_ranges. Shared, immutable: events and watchers copy the pointer.
+struct LandedRanges {
+  std::string offsets;
+  std::string lengths;
+  size_t bytes() const { return offsets.size() + lengths.size(); }
+};
 
 struct LandedEvent {
   uint64_t offset = 0;
@@ -28,6 +45,11 @@ struct LandedEvent {
   uint64_t bytes = 0;
   // True when this daemon read the data from source_node (a Read).
   bool read = false;
+  // Regions with landed_ranges: the ranges of a many-block transfer, or
+  // null with ranges_missing set when they were dropped or never arrived
+  // (see docs/many-blocks.md).
+  std::shared_ptr<const LandedRanges> ranges;
+  bool ranges_missing = false;
 };
 
 class LandedWatcher {
@@ -78,7 +100,37 @@ class LandedEventHub {
   // Events published so far. Any thread.
   uint64_t published() const;
 
+  // Ranges held at most (staged and in the ring together): one request of
+  // the maximum 4,194,304 blocks, 16 bytes a range.
+  static constexpr size_t kMaxRangeBytes = size_t{64} << 20;
+
+  // Makes the hub attach ranges to many-block events (the region was
+  // registered with landed_ranges). Before any Publish; once.
+  void KeepRanges();
+  bool keeps_ranges() const;
+  // Holds ranges (packed uint64 offsets and lengths, as many of each) of
+  // `source_node`'s transfer `transfer_id` until its landed event is
+  // published, which takes them. `first` starts the transfer's list (a stale
+  // one of the same id is replaced); otherwise they are appended (ranges
+  // come in chunks that fit a gRPC message). Over kMaxRangeBytes, the oldest
+  // staged ranges, then the oldest events' ranges, are dropped.
+  // Errors: FAILED_PRECONDITION (region without landed_ranges, or gone),
+  // INVALID_ARGUMENT (arrays of unequal or partial length),
+  // RESOURCE_EXHAUSTED (one transfer's ranges over kMaxRangeBytes: dropped).
+  // Any thread.
+  absl::Status Stage(const std::string& source_node, uint64_t transfer_id,
+                     absl::string_view offsets, absl::string_view lengths, bool first);
+  // Ranges held now (staged and in the ring), for tests and stats. Any thread.
+  size_t range_bytes() const;
+
  private:
+  using StageKey = std::pair<std::string, uint64_t>;
+  // Drops held ranges, oldest first (but not `keep`'s, being added to),
+  // until `more` bytes fit the bound.
+  void MakeRoom(size_t more, const StageKey* keep) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The ranges an event of a many-block transfer gets (or it is missing).
+  void AttachRanges(LandedEvent* event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   mutable Mutex mu_;
   std::vector<LandedWatcher*> watchers_ ABSL_GUARDED_BY(mu_);
   // Event with sequence s is at ring_[s % kCapacity] while s > sequence_ -
@@ -86,6 +138,13 @@ class LandedEventHub {
   std::vector<LandedEvent> ring_ ABSL_GUARDED_BY(mu_);
   uint64_t sequence_ ABSL_GUARDED_BY(mu_) = 0;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  bool keep_ranges_ ABSL_GUARDED_BY(mu_) = false;
+  // Staged ranges by (source node, transfer id), and their keys in staging
+  // order (entries already taken are skipped when met).
+  // Mutable while chunks arrive; events get them as const.
+  absl::flat_hash_map<StageKey, std::shared_ptr<LandedRanges>> staged_ ABSL_GUARDED_BY(mu_);
+  std::deque<StageKey> stage_order_ ABSL_GUARDED_BY(mu_);
+  size_t range_bytes_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace xferd::memory

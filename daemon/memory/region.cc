@@ -8,7 +8,9 @@
 namespace xferd::memory {
 
 Region::Region(uint32_t id, RegionSpec spec, std::unique_ptr<MemoryBacking> backing)
-    : id_(id), spec_(std::move(spec)), registered_at_(absl::Now()), backing_(std::move(backing)) {}
+    : id_(id), spec_(std::move(spec)), registered_at_(absl::Now()), backing_(std::move(backing)) {
+  if (spec_.landed_ranges) landed_.KeepRanges();
+}
 
 Region::~Region() { landed_.Close(); }
 

@@ -33,6 +33,8 @@ struct RegionSpec {
   bool create = false;
   bool hugepages = false;
   std::vector<std::string> allowed_peers;  // empty: any authenticated peer
+  // Keep the ranges of many-block transfers for watchers that ask.
+  bool landed_ranges = false;
 };
 
 // What a transport attaches to a region when it registers it (verbs: its

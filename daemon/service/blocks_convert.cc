@@ -1,7 +1,7 @@
 #include "daemon/service/blocks_convert.h"
 
 #include "absl/strings/str_cat.h"
-#include "daemon/common/endian.h"
+#include "daemon/base/endian.h"
 #include "daemon/service/proto_convert.h"
 
 namespace xferd::service {

@@ -99,4 +99,22 @@ absl::Status GrpcPeerRpc::Goodbye(const std::string& address, const engine::Node
   return Finish(StubFor(address).Goodbye(&context, req, &resp), address);
 }
 
+absl::Status GrpcPeerRpc::StageRanges(const std::string& address,
+                                      const engine::NodeIdentity& self,
+                                      const engine::StagedRanges& ranges, absl::Time deadline) {
+  v1::StageRangesRequest req;
+  req.set_node_id(self.node_id);
+  req.set_incarnation(self.incarnation);
+  req.set_region_id(ranges.region_id);
+  req.set_region(ranges.region);
+  req.set_transfer_id(ranges.transfer_id);
+  req.set_first(ranges.first);
+  req.set_offsets(ranges.offsets);
+  req.set_lengths(ranges.lengths);
+  v1::StageRangesResponse resp;
+  grpc::ClientContext context;
+  SetDeadline(context, deadline);
+  return Finish(StubFor(address).StageRanges(&context, req, &resp), address);
+}
+
 }  // namespace xferd::service

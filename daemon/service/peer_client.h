@@ -34,6 +34,8 @@ class GrpcPeerRpc final : public engine::PeerRpc {
   absl::Status InvalidateRegion(const std::string& address, const engine::NodeIdentity& self,
                                 uint32_t region_id, const std::string& region,
                                 absl::Time deadline) override;
+  absl::Status StageRanges(const std::string& address, const engine::NodeIdentity& self,
+                           const engine::StagedRanges& ranges, absl::Time deadline) override;
   absl::Status Goodbye(const std::string& address, const engine::NodeIdentity& self,
                        const std::string& reason, absl::Time deadline) override;
 

@@ -134,6 +134,7 @@ void ToProto(const engine::ResolvedRegion& region, v1::ResolveRegionResponse* ou
   out->set_addr(region.key.addr);
   for (uint32_t rkey : region.key.rkeys) out->add_rkeys(rkey);
   out->set_mr_chunk_bytes(region.key.mr_chunk_bytes);
+  out->set_landed_ranges(region.landed_ranges);
 }
 
 engine::ResolvedRegion FromProto(const v1::ResolveRegionResponse& r) {
@@ -142,6 +143,7 @@ engine::ResolvedRegion FromProto(const v1::ResolveRegionResponse& r) {
       r.region_id(), r.size(), r.addr(), r.mr_chunk_bytes(), {r.rkeys().begin(), r.rkeys().end()}};
   region.access.remote_write = r.access().remote_write();
   region.access.remote_read = r.access().remote_read();
+  region.landed_ranges = r.landed_ranges();
   return region;
 }
 

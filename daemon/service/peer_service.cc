@@ -70,4 +70,20 @@ grpc::ServerUnaryReactor* PeerServiceImpl::Goodbye(grpc::CallbackServerContext* 
                engine_.OnGoodbye(request->node_id(), request->incarnation(), request->reason()));
 }
 
+grpc::ServerUnaryReactor* PeerServiceImpl::StageRanges(grpc::CallbackServerContext* context,
+                                                       const v1::StageRangesRequest* request,
+                                                       v1::StageRangesResponse*) {
+  if (absl::Status s = auth_.CheckCaller(*context, request->node_id()); !s.ok()) {
+    return Reply(context, s);
+  }
+  engine::StagedRanges ranges;
+  ranges.region_id = request->region_id();
+  ranges.region = request->region();
+  ranges.transfer_id = request->transfer_id();
+  ranges.first = request->first();
+  ranges.offsets = request->offsets();
+  ranges.lengths = request->lengths();
+  return Reply(context, engine_.OnStageRanges(request->node_id(), request->incarnation(), ranges));
+}
+
 }  // namespace xferd::service

@@ -28,6 +28,9 @@ class PeerServiceImpl final : public v1::PeerService::CallbackService {
   grpc::ServerUnaryReactor* Goodbye(grpc::CallbackServerContext* context,
                                     const v1::GoodbyeRequest* request,
                                     v1::GoodbyeResponse* response) override;
+  grpc::ServerUnaryReactor* StageRanges(grpc::CallbackServerContext* context,
+                                        const v1::StageRangesRequest* request,
+                                        v1::StageRangesResponse* response) override;
 
  private:
   engine::Engine& engine_;

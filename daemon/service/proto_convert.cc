@@ -65,6 +65,7 @@ absl::StatusOr<memory::RegionSpec> FromProto(const v1::RegisterRegionRequest& r)
   spec.file_path = r.file_path();
   spec.create = r.create();
   spec.hugepages = r.hugepages();
+  spec.landed_ranges = r.landed_ranges();
   spec.allowed_peers.assign(r.allowed_peers().begin(), r.allowed_peers().end());
   return spec;
 }
@@ -89,6 +90,7 @@ void ToProto(const memory::Region& region, transport::TransportKind transport, v
   out->set_shm_path(region.backing().spec().shm_path);
   out->set_file_path(spec.file_path);
   out->set_hugepages(spec.hugepages);
+  out->set_landed_ranges(spec.landed_ranges);
   for (const std::string& peer : spec.allowed_peers) out->add_allowed_peers(peer);
   out->set_transfers_in_flight(region.users());
   out->set_landed_events(region.landed().published());
@@ -96,7 +98,8 @@ void ToProto(const memory::Region& region, transport::TransportKind transport, v
   out->set_transport(ToProto(transport));
 }
 
-void ToProto(const memory::LandedEvent& event, const std::string& region, v1::RegionEvent* out) {
+void ToProto(const memory::LandedEvent& event, const std::string& region, bool ranges,
+             v1::RegionEvent* out) {
   out->set_kind(v1::RegionEvent::KIND_LANDED);
   out->set_region(region);
   out->set_offset(event.offset);
@@ -109,6 +112,12 @@ void ToProto(const memory::LandedEvent& event, const std::string& region, v1::Re
   out->set_blocks(event.blocks == 0 ? 1 : event.blocks);
   out->set_bytes(event.blocks == 0 ? event.length : event.bytes);
   out->set_read(event.read);
+  if (!ranges) return;
+  if (event.ranges != nullptr) {
+    out->set_range_offsets(event.ranges->offsets);
+    out->set_range_lengths(event.ranges->lengths);
+  }
+  out->set_ranges_missing(event.ranges_missing);
 }
 
 namespace {

@@ -26,7 +26,9 @@ void ToProto(const absl::Status& status, v1::Error* out);
 
 absl::StatusOr<memory::RegionSpec> FromProto(const v1::RegisterRegionRequest& request);
 void ToProto(const memory::Region& region, transport::TransportKind transport, v1::Region* out);
-void ToProto(const memory::LandedEvent& event, const std::string& region, v1::RegionEvent* out);
+// `ranges`: the watcher asked for the ranges of many-block transfers.
+void ToProto(const memory::LandedEvent& event, const std::string& region, bool ranges,
+             v1::RegionEvent* out);
 
 void ToProto(const engine::TransferInfo& info, v1::Transfer* out);
 void ToProto(const engine::PeerInfo& info, v1::Peer* out);

@@ -14,8 +14,9 @@ void SetEvent(v1::RegionEvent::Kind kind, const std::string& region, v1::RegionE
 
 }  // namespace
 
-RegionWatchReactor::RegionWatchReactor(std::shared_ptr<memory::Region> region, WatchLoop& loop)
-    : region_(std::move(region)) {
+RegionWatchReactor::RegionWatchReactor(std::shared_ptr<memory::Region> region, WatchLoop& loop,
+                                       bool ranges)
+    : region_(std::move(region)), ranges_(ranges) {
   // SUBSCRIBED goes first, so every landing after the subscription follows it.
   MutexLock lock(&mu_);
   SetEvent(v1::RegionEvent::KIND_SUBSCRIBED, region_->name(), &message_);
@@ -46,7 +47,7 @@ void RegionWatchReactor::PumpLocked() {
       return;
     case memory::LandedEventHub::ReadResult::kEvent:
       message_.Clear();
-      ToProto(event_, region_->name(), &message_);
+      ToProto(event_, region_->name(), ranges_, &message_);
       message_.set_dropped(dropped);
       WriteLocked(/*last=*/false);
       return;

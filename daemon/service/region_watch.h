@@ -17,8 +17,10 @@ namespace xferd::service {
 
 class RegionWatchReactor final : public WatchStream<v1::RegionEvent>, public memory::LandedWatcher {
  public:
-  // Sends SUBSCRIBED and subscribes. Deletes itself in OnDone.
-  RegionWatchReactor(std::shared_ptr<memory::Region> region, WatchLoop& loop);
+  // Sends SUBSCRIBED and subscribes; `ranges`: landed events carry the
+  // ranges of many-block transfers. Deletes itself in OnDone.
+  RegionWatchReactor(std::shared_ptr<memory::Region> region, WatchLoop& loop,
+                     bool ranges = false);
 
   // Poller, hub locked: wakes the watch thread.
   void OnLandedNews() override;
@@ -32,6 +34,7 @@ class RegionWatchReactor final : public WatchStream<v1::RegionEvent>, public mem
   void PumpLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::shared_ptr<memory::Region> region_;
+  const bool ranges_;
   bool subscribed_ ABSL_GUARDED_BY(mu_) = false;
   memory::LandedEventHub::Cursor cursor_ ABSL_GUARDED_BY(mu_) = 0;
   memory::LandedEvent event_ ABSL_GUARDED_BY(mu_);  // read buffer, reused

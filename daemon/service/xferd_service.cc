@@ -116,7 +116,12 @@ grpc::ServerWriteReactor<v1::RegionEvent>* XferdServiceImpl::WatchRegion(
     return FailStream<v1::RegionEvent>(
         absl::NotFoundError(absl::StrCat("no region named '", request->name(), "'")));
   }
-  return new RegionWatchReactor(std::move(region), watch_loop_);
+  if (request->ranges() && !region->spec().landed_ranges) {
+    return FailStream<v1::RegionEvent>(absl::FailedPreconditionError(absl::StrCat(
+        "region '", request->name(),
+        "' keeps no landed ranges: register it with landed_ranges to watch them")));
+  }
+  return new RegionWatchReactor(std::move(region), watch_loop_, request->ranges());
 }
 
 // ------------------------------------------------------------------ peers --

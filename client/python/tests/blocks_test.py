@@ -205,5 +205,25 @@ class ChunkTest(unittest.TestCase):
             list(blocks.layout_chunks("a", "b", src, dst[4:]))
 
 
+class UnpackTest(unittest.TestCase):
+    """A RegionEvent's packed ranges back as integers: numpy uint64 arrays,
+    or array.array without numpy; a trailing partial value is ignored."""
+
+    PACKED = struct.pack("<3Q", 0, 4096, 2**64 - 1) + b"\x01"
+
+    def test_numpy(self) -> None:
+        values = blocks.unpack_u64(self.PACKED)
+        self.assertIsInstance(values, np.ndarray)
+        self.assertEqual(values.dtype, np.uint64)
+        self.assertEqual(values.tolist(), [0, 4096, 2**64 - 1])
+
+    def test_without_numpy(self) -> None:
+        with mock.patch.object(blocks, "_np", None):
+            values = blocks.unpack_u64(self.PACKED)
+        self.assertIsInstance(values, array.array)
+        self.assertEqual(values.tolist(), [0, 4096, 2**64 - 1])
+        self.assertEqual(len(blocks.unpack_u64(b"")), 0)
+
+
 if __name__ == "__main__":
     unittest.main(argv=sys.argv)

@@ -109,6 +109,20 @@ def pack_u32(values: Integers, what: str) -> bytes:
     return _pack(values, what, 4)
 
 
+def unpack_u64(packed: bytes) -> Any:
+    """Packed little-endian uint64 (a RegionEvent's ranges) as a numpy uint64
+    array when numpy is importable, else an array.array of unsigned 64-bit
+    ints. A trailing partial value is ignored."""
+    packed = packed[:len(packed) - len(packed) % 8]
+    if _np is not None:
+        return _np.frombuffer(packed, dtype="<u8").astype(_np.uint64)
+    values = array.array(_UNSIGNED_CODE[8])
+    values.frombytes(packed)
+    if sys.byteorder == "big":  # pragma: no cover - little-endian hosts only here
+        values.byteswap()
+    return values
+
+
 def _pack(values: Integers, what: str, width: int) -> bytes:
     if isinstance(values, (bytes, bytearray, str)):
         _raise_type(what, values, ", not packed bytes")

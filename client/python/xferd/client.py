@@ -213,7 +213,8 @@ class Client:
                         remote_write: bool = False, remote_read: bool = False,
                         file_path: Optional[str] = None, create: bool = False,
                         hugepages: bool = False,
-                        allowed_peers: Iterable[str] = ()) -> Region:
+                        allowed_peers: Iterable[str] = (),
+                        landed_ranges: bool = False) -> Region:
         """Registers a region named `name` of `size` bytes.
 
         Args:
@@ -224,6 +225,8 @@ class Client:
             remote_read: Peers may read from it.
             hugepages: Anonymous regions only.
             allowed_peers: Node ids allowed to resolve it; empty means any.
+            landed_ranges: Keep the ranges of many-block transfers landing
+                here, for watches that ask (`watch_region(ranges=True)`).
 
         Raises:
             InvalidArgument, AlreadyExists, ResourceExhausted, PermissionDenied.
@@ -234,7 +237,7 @@ class Client:
             name=name, size=size, backing=_BACKINGS[backing],
             access=common_pb2.RegionAccess(remote_write=remote_write, remote_read=remote_read),
             file_path=file_path or "", create=create, hugepages=hugepages,
-            allowed_peers=list(allowed_peers))
+            allowed_peers=list(allowed_peers), landed_ranges=landed_ranges)
         return self._region(self._call(self.stub.RegisterRegion, request))
 
     def deregister_region(self, name: str, force: bool = False) -> int:
@@ -269,17 +272,21 @@ class Client:
                 return region
         raise NotFound(grpc.StatusCode.NOT_FOUND, f"no region named '{name}'")
 
-    def watch_region(self, name: str, timeout: Optional[float] = None) -> RegionWatch:
+    def watch_region(self, name: str, timeout: Optional[float] = None,
+                     ranges: bool = False) -> RegionWatch:
         """Subscribes to a region's events; returns once subscribed.
 
         Transfers started after this returns are all reported by the watch.
         Close the watch (or use it as a context manager) when done.
+        `ranges`: landed events of many-block transfers carry their ranges
+        (`RegionEvent.ranges`); the region must have `landed_ranges`.
 
         Raises:
             NotFound: no such region.
+            FailedPrecondition: `ranges` on a region without landed_ranges.
             TimeoutError: no confirmation within `timeout` (default rpc_timeout).
         """
-        call = self.stub.WatchRegion(xferd_pb2.WatchRegionRequest(name=name))
+        call = self.stub.WatchRegion(xferd_pb2.WatchRegionRequest(name=name, ranges=ranges))
         watch = RegionWatch(call, self.rpc_timeout if timeout is None else timeout)
         with self._lock:
             self._watches.add(watch)

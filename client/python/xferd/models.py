@@ -15,6 +15,7 @@ from typing import Any, Mapping, Optional, Tuple, Type, TypeVar
 
 import grpc
 
+from xferd.blocks import unpack_u64
 from xferd.errors import code_from_number, error_for
 from xferd.shm import ShmMapping
 from xferd.v1 import common_pb2, xferd_pb2
@@ -113,6 +114,7 @@ class Region:
     landed_events: int
     registered_at: Optional[datetime.datetime]
     transport: str
+    landed_ranges: bool
     _mapping: Optional[ShmMapping] = dataclasses.field(
         default=None, repr=False, compare=False)
 
@@ -156,6 +158,13 @@ class RegionEvent:
     data from `source_node` (then the transfer id is this daemon's), False
     when `source_node` wrote it. `dropped` counts events skipped before this
     one because the reader was slow.
+
+    `ranges`, for a watch that asked (`watch_region(..., ranges=True)`) on a
+    region registered with `landed_ranges`: the (offsets, lengths) of the
+    byte ranges a many-block transfer landed in (adjacent blocks merged), as
+    numpy uint64 arrays when numpy is importable, else array.array('Q');
+    None otherwise. `ranges_missing` is True when the daemon could not keep
+    them (its bound on held ranges, or the writer could not send them).
     """
 
     kind: str
@@ -170,12 +179,17 @@ class RegionEvent:
     blocks: int
     bytes: int
     read: bool
+    ranges: Optional[Tuple[Any, Any]]
+    ranges_missing: bool
 
     @classmethod
     def from_proto(cls, e: Any) -> "RegionEvent":
         """Internal: converts an xferd.v1.RegionEvent."""
+        ranges = None
+        if e.range_offsets:
+            ranges = (unpack_u64(e.range_offsets), unpack_u64(e.range_lengths))
         return _build(cls, e, kind=_enum_name(xferd_pb2.RegionEvent.Kind, e.kind, "KIND_"),
-                      time=_time(e.time))
+                      time=_time(e.time), ranges=ranges)
 
 
 @dataclasses.dataclass(frozen=True)

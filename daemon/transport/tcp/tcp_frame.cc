@@ -1,7 +1,7 @@
 #include "daemon/transport/tcp/tcp_frame.h"
 
 #include "absl/strings/str_cat.h"
-#include "daemon/common/endian.h"
+#include "daemon/base/endian.h"
 
 namespace xferd::transport::tcp {
 namespace {

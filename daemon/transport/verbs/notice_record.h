@@ -9,7 +9,7 @@
 #include <memory>
 
 #include "absl/strings/string_view.h"
-#include "daemon/common/endian.h"
+#include "daemon/base/endian.h"
 #include "daemon/memory/region_registry.h"
 #include "daemon/transport/transport_types.h"
 

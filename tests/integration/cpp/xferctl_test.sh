@@ -142,6 +142,187 @@ grep -q '^xferctl: ALREADY_EXISTS: ' "$E" || fail "$(cat "$E")"
 expect_exit 1 "$O" "$E" -- "${A[@]}" cancel 424242
 grep -q '^xferctl: NOT_FOUND: ' "$E" || fail "$(cat "$E")"
 
+# --- many blocks. check_blocks LIST SRC_FILE DST_FILE: every block of LIST
+# ("src dst length" lines) is byte for byte in DST_FILE, and every byte of
+# DST_FILE outside the blocks is still zero (nothing landed elsewhere).
+check_blocks() {
+  "$PY" - "$@" <<'EOF2'
+import sys
+lines = [l.split("#")[0].split() for l in open(sys.argv[1])]
+blocks = [tuple(int(x) for x in l) for l in lines if l]
+src, dst = open(sys.argv[2], "rb").read(), open(sys.argv[3], "rb").read()
+for i, (s, d, n) in enumerate(blocks):
+    assert src[s:s + n] == dst[d:d + n], f"block {i} ({s} {d} {n}) differs"
+end = 0
+for _, d, n in sorted(blocks, key=lambda b: b[1]) + [(0, len(dst), 0)]:
+    gap = dst[end:d]
+    assert gap.count(0) == len(gap), f"bytes in [{end}, {d}) outside the blocks changed"
+    end = max(end, d + n)
+print(f"{len(blocks)} blocks, {sum(n for _, _, n in blocks)} bytes verified")
+EOF2
+}
+# zero FILE: clears a region's SHM file in place, so a check proves this transfer.
+zero() { "$PY" -c 'import os, sys; open(sys.argv[1], "r+b").write(bytes(os.path.getsize(sys.argv[1])))' "$1"; }
+
+# A text block file: comments, a blank line, a unit, the source's last byte.
+cat >"$DIR/blocks.txt" <<'EOF2'
+# src_offset dst_offset length
+0 1048576 4096
+5000 0 1000
+
+65536 4096 64KiB
+1000000 200000 48653   # up to the last byte of src
+300000 900000 1
+EOF2
+sed 's/64KiB/65536/' "$DIR/blocks.txt" >"$DIR/blocks.list"
+zero "$DST_SHM"
+expect_exit 0 "$O" "$E" -- "${A[@]}" write src b dst --blocks "$DIR/blocks.txt" --json
+[ "$(json "$O" 'd["state"]')" = TRANSFER_STATE_DONE ] || fail "block write: $(cat "$O")"
+[ "$(json "$O" 'int(d["blocks"])')" = 5 ] || fail "block write blocks: $(cat "$O")"
+[ "$(json "$O" 'int(d["bytes_done"])')" = $((4096 + 1000 + 65536 + 48653 + 1)) ] ||
+  fail "block write bytes: $(cat "$O")"
+check_blocks "$DIR/blocks.list" "$SRC_SHM" "$DST_SHM" >/dev/null || fail "block write bytes differ"
+
+# The binary form on stdin: 300 blocks of 512 bytes, scattered.
+"$PY" - "$SRC_SIZE" "$DIR/blocks.bin" "$DIR/bin.list" <<'EOF2'
+import struct, sys
+size = int(sys.argv[1])
+blocks = [((k * 7919 * 13) % (size - 512), k * 4096 + k % 7, 512) for k in range(300)]
+with open(sys.argv[2], "wb") as f:
+    f.write(b"XFERBLK1" + b"".join(struct.pack("<3Q", *b) for b in blocks))
+with open(sys.argv[3], "w") as f:
+    f.writelines(f"{s} {d} {n}\n" for s, d, n in blocks)
+EOF2
+zero "$DST_SHM"
+expect_exit 0 "$O" "$E" -- "${A[@]}" write src b dst --blocks - <"$DIR/blocks.bin"
+grep -Eq '^wrote 150\.00 KiB \(300 blocks\) in .* over '"$T"': transfer [0-9]+ done$' "$O" ||
+  fail "binary block write: $(cat "$O")"
+check_blocks "$DIR/bin.list" "$SRC_SHM" "$DST_SHM" >/dev/null || fail "binary blocks differ"
+
+# Strided runs, two of them, one after the other.
+zero "$DST_SHM"
+expect_exit 0 "$O" "$E" -- "${A[@]}" write src b dst --strided 0,0,4KiB,8KiB,4KiB,16 \
+  --strided 131072,1MiB,100,1000,200,50 --json
+[ "$(json "$O" 'int(d["blocks"])')" = 66 ] || fail "strided write: $(cat "$O")"
+{ for k in $(seq 0 15); do echo "$((k * 8192)) $((k * 4096)) 4096"; done
+  for k in $(seq 0 49); do echo "$((131072 + k * 1000)) $((1048576 + k * 200)) 100"; done
+} >"$DIR/strided.list"
+check_blocks "$DIR/strided.list" "$SRC_SHM" "$DST_SHM" >/dev/null || fail "strided blocks differ"
+
+# Prepared layouts: pages of src here, pages of dst on b, written by index.
+expect_exit 0 "$O" "$E" -- "${A[@]}" layouts prepare src-pages src --block-length 4KiB --count 256
+grep -q '^prepared layout src-pages: 256 blocks of 4.00 KiB in region src$' "$O" || fail "$(cat "$O")"
+expect_exit 0 "$O" "$E" -- "${A[@]}" layouts prepare dst-pages dst --peer b --block-length 4KiB \
+  --count 512 --json
+[ "$(json "$O" 'int(d["blocks"])')" = 512 ] || fail "prepare on peer: $(cat "$O")"
+expect_exit 0 "$O" "$E" -- "${A[@]}" layouts --json
+[ "$(json "$O" 'sorted(l["name"] for l in d["layouts"])')" = "['dst-pages', 'src-pages']" ] ||
+  fail "layouts --json: $(cat "$O")"
+expect_exit 0 "$O" "$E" -- "${A[@]}" layouts
+grep -Eq '^dst-pages +b +dst +4\.00 KiB +512$' "$O" || fail "layouts: $(cat "$O")"
+: >"$DIR/indices.txt" && : >"$DIR/layout.list"
+for k in $(seq 0 99); do
+  si=$(((k * 37) % 256)) di=$(((k * 101) % 512))
+  echo "$si $di" >>"$DIR/indices.txt"
+  echo "$((si * 4096)) $((di * 4096)) 4096" >>"$DIR/layout.list"
+done
+zero "$DST_SHM"
+expect_exit 0 "$O" "$E" -- "${A[@]}" write src b dst --layout src-pages:dst-pages \
+  --indices "$DIR/indices.txt" --json
+[ "$(json "$O" 'int(d["blocks"])')" = 100 ] || fail "layout write: $(cat "$O")"
+check_blocks "$DIR/layout.list" "$SRC_SHM" "$DST_SHM" >/dev/null || fail "layout blocks differ"
+
+# --- a region that keeps landed ranges, and a watcher that asks for them.
+expect_exit 0 "$O" "$E" -- "${B[@]}" regions register kept 1MiB --backing shm --remote-write \
+  --landed-ranges --json
+[ "$(json "$O" 'd["landed_ranges"]')" = True ] || fail "register --landed-ranges: $(cat "$O")"
+KEPT_SHM=$(json "$O" 'd["shm_path"]')
+expect_exit 1 "$O" "$E" -- "${B[@]}" regions watch dst --ranges
+grep -q "^xferctl: FAILED_PRECONDITION: .*register it with landed_ranges" "$E" || fail "$(cat "$E")"
+"$XFERCTL" "${B[@]}" regions watch kept --ranges --json >"$DIR/kwatch" 2>"$DIR/kwatch.err" &
+KWATCH_PID=$!
+for _ in $(seq 200); do [ -s "$DIR/kwatch" ] && break; sleep 0.05; done
+grep -q KIND_SUBSCRIBED "$DIR/kwatch" || fail "no SUBSCRIBED event: $(cat "$DIR/kwatch.err")"
+expect_exit 0 "$O" "$E" -- "${A[@]}" write src b kept --strided 0,0,4KiB,8KiB,8KiB,4 \
+  --strided 100000,4096,100,100,100,3 --json
+KEPT_ID=$(json "$O" 'd["id"]')
+printf '%s\n' "0 0 4096" "8192 8192 4096" "16384 16384 4096" "24576 24576 4096" \
+  "100000 4096 100" "100100 4196 100" "100200 4296 100" >"$DIR/kept.list"
+check_blocks "$DIR/kept.list" "$SRC_SHM" "$KEPT_SHM" >/dev/null || fail "kept blocks differ"
+expect_exit 0 "$O" "$E" -- "${B[@]}" regions deregister kept
+wait "$KWATCH_PID" || fail "regions watch --ranges failed: $(cat "$DIR/kwatch.err")"
+"$PY" - "$DIR/kwatch" "$KEPT_ID" <<'EOF2' || fail "watched ranges: $(cat "$DIR/kwatch")"
+import base64, json, struct, sys
+events = [json.loads(line) for line in open(sys.argv[1])]
+landed = [e for e in events if e["kind"] == "KIND_LANDED"]
+assert len(landed) == 1 and landed[0]["source_transfer_id"] == sys.argv[2], events
+unpack = lambda b: list(struct.unpack(f"<{len(b) // 8}Q", b))
+offsets = unpack(base64.b64decode(landed[0]["range_offsets"]))
+lengths = unpack(base64.b64decode(landed[0]["range_lengths"]))
+# Plan order; the three adjacent 100-byte blocks are one range.
+assert list(zip(offsets, lengths)) == [(0, 4096), (8192, 4096), (16384, 4096), (24576, 4096),
+                                       (4096, 300)], (offsets, lengths)
+assert landed[0]["ranges_missing"] is False and int(landed[0]["blocks"]) == 7, landed[0]
+EOF2
+
+# --- reads (pull): b's rsrc allows remote reads; a reads into its rdst.
+expect_exit 0 "$O" "$E" -- "${B[@]}" regions register rsrc 1MiB --backing shm --remote-read --json
+RSRC_SHM=$(json "$O" 'd["shm_path"]')
+head -c 1048576 /dev/urandom | dd of="$RSRC_SHM" conv=notrunc status=none
+expect_exit 0 "$O" "$E" -- "${A[@]}" regions register rdst 1MiB --backing shm --json
+RDST_SHM=$(json "$O" 'd["shm_path"]')
+printf '%s\n' "0 1000 4096" "500000 0 1000" "1040000 1040000 8576" "4096 300000 65536" \
+  >"$DIR/read.list"
+expect_exit 0 "$O" "$E" -- "${A[@]}" read b rsrc rdst --blocks "$DIR/read.list" --json
+[ "$(json "$O" 'd["direction"]')" = DIRECTION_READ ] || fail "block read: $(cat "$O")"
+[ "$(json "$O" 'int(d["blocks"])')" = 4 ] || fail "block read blocks: $(cat "$O")"
+check_blocks "$DIR/read.list" "$RSRC_SHM" "$RDST_SHM" >/dev/null || fail "block read differs"
+zero "$RDST_SHM"
+expect_exit 0 "$O" "$E" -- "${A[@]}" read b rsrc rdst --strided 1,3,333,1000,700,999
+grep -Eq '^read [0-9.]+ KiB \(999 blocks\) in .* over '"$T"': transfer [0-9]+ done$' "$O" ||
+  fail "strided read: $(cat "$O")"
+for k in $(seq 0 998); do echo "$((1 + k * 1000)) $((3 + k * 700)) 333"; done >"$DIR/sread.list"
+check_blocks "$DIR/sread.list" "$RSRC_SHM" "$RDST_SHM" >/dev/null || fail "strided read differs"
+zero "$RDST_SHM"
+expect_exit 0 "$O" "$E" -- "${A[@]}" read b rsrc rdst --src-offset 7 --dst-offset 9 --length 300001
+echo "7 9 300001" >"$DIR/plain.list"
+check_blocks "$DIR/plain.list" "$RSRC_SHM" "$RDST_SHM" >/dev/null || fail "plain read differs"
+
+# On a terminal (script gives one) the bar counts blocks as well as bytes.
+# 64 MiB, so the read is still running when its reply comes back (a bar is
+# drawn only for a transfer that has not ended by then).
+expect_exit 0 "$O" "$E" -- "${B[@]}" regions register big 64MiB --remote-read
+expect_exit 0 "$O" "$E" -- "${A[@]}" regions register bigdst 64MiB
+script -qec "$XFERCTL --target unix:$DIR/a.sock read b big bigdst --strided 0,0,4KiB,4KiB,4KiB,16384" \
+  /dev/null >"$DIR/tty" || fail "read on a terminal: $(cat "$DIR/tty")"
+grep -q '16384/16384 blocks' "$DIR/tty" || fail "no block count on the bar: $(cat -A "$DIR/tty")"
+grep -q 'read 64.00 MiB (16384 blocks) in' "$DIR/tty" || fail "tty summary: $(cat -A "$DIR/tty")"
+
+# --- bad many-block input: the line, the block or the option is named; exit 1.
+printf '%s\n' "0 0 4096" "# fine" "4096 8192" >"$DIR/bad.txt"
+expect_exit 1 "$O" "$E" -- "${A[@]}" write src b dst --blocks "$DIR/bad.txt"
+grep -qF "xferctl: INVALID_ARGUMENT: block file '$DIR/bad.txt' line 3: expected 'src_offset dst_offset length', got 2 fields" \
+  "$E" || fail "bad block line: $(cat "$E")"
+printf '%s\n' "0 0 4096" "0 4096 4096" "0 2097152 1" >"$DIR/far.txt"
+expect_exit 1 "$O" "$E" -- "${A[@]}" write src b dst --blocks "$DIR/far.txt"
+grep -q "^xferctl: OUT_OF_RANGE: block #2: " "$E" || fail "block out of range: $(cat "$E")"
+expect_exit 1 "$O" "$E" -- "${A[@]}" write src b dst --blocks "$DIR/blocks.txt" --strided 0,0,1,1,1,1
+grep -q "give exactly one of --blocks" "$E" || fail "two forms: $(cat "$E")"
+expect_exit 1 "$O" "$E" -- "${A[@]}" write src b dst --strided 0,0,4096
+grep -q "^xferctl: INVALID_ARGUMENT: --strided '0,0,4096': expected 6 fields" "$E" || fail "$(cat "$E")"
+expect_exit 1 "$O" "$E" -- "${A[@]}" write src b dst --blocks "$DIR/blocks.txt" --length 10
+grep -q "do not go with --blocks" "$E" || fail "blocks and --length: $(cat "$E")"
+expect_exit 1 "$O" "$E" -- "${A[@]}" read b rsrc rdst --blocks "$DIR/no-such-file"
+grep -q "^xferctl: NOT_FOUND: cannot open file '$DIR/no-such-file'" "$E" || fail "$(cat "$E")"
+expect_exit 1 "$O" "$E" -- "${A[@]}" read b dst rdst --length 10
+grep -q "^xferctl: PERMISSION_DENIED: " "$E" || fail "read without remote_read: $(cat "$E")"
+expect_exit 1 "$O" "$E" -- "${A[@]}" layouts prepare p src --block-length 4KiB
+grep -q "give either --count" "$E" || fail "prepare without blocks: $(cat "$E")"
+expect_exit 0 "$O" "$E" -- "${A[@]}" layouts delete src-pages
+grep -q '^deleted layout src-pages$' "$O" || fail "$(cat "$O")"
+expect_exit 1 "$O" "$E" -- "${A[@]}" layouts delete src-pages
+grep -q '^xferctl: NOT_FOUND: ' "$E" || fail "delete twice: $(cat "$E")"
+
 # --- regions watch --json: SUBSCRIBED, then LANDED for a write, then DEREGISTERED.
 "$XFERCTL" "${B[@]}" regions watch dst --json >"$DIR/watch" 2>"$DIR/watch.err" &
 WATCH_PID=$!

@@ -288,3 +288,81 @@ def test_reads_need_remote_read_and_the_acl(clients: Clients, regions: Regions) 
 
 if __name__ == "__main__":
     sys.exit(pytest_main.main(__file__, sys.argv))
+
+
+def merged(dst: np.ndarray, length: int) -> Any:
+    """The ranges blocks of `length` bytes at `dst` (in order) land in, with
+    neighbours merged: (offsets, lengths) as uint64 arrays."""
+    dst = np.asarray(dst, dtype=np.uint64)
+    start = np.ones(len(dst), dtype=bool)
+    start[1:] = dst[1:] != dst[:-1] + np.uint64(length)
+    first = np.flatnonzero(start)
+    counts = np.diff(np.append(first, len(dst)))
+    return dst[first], counts.astype(np.uint64) * np.uint64(length)
+
+
+def test_a_watcher_that_asks_gets_a_writes_ranges(clients: Clients, regions: Regions) -> None:
+    n = 1024
+    src = filled(regions, "a", "rg_src", n * PAGE, seed=40)
+    dst = filled(regions, "b", "rg_dst", n * PAGE, seed=41, remote_write=True, landed_ranges=True)
+    assert clients["b"].region("rg_dst").landed_ranges
+    # Pairs of neighbouring pages, shuffled: ranges of two pages or more.
+    pairs = np.random.default_rng(42).permutation(n // 2)
+    perm = np.stack([2 * pairs, 2 * pairs + 1], axis=1).ravel()
+    with clients["b"].watch_region("rg_dst", timeout=WAIT_S, ranges=True) as asking, \
+            clients["b"].watch_region("rg_dst", timeout=WAIT_S) as plain:
+        done = clients["a"].write_blocks("rg_src", "b", "rg_dst", np.arange(n) * PAGE,
+                                         perm * PAGE, block_length=PAGE).wait(WAIT_S)
+        event, other = landed(asking), landed(plain)
+    assert done.state == "done"
+    assert np.array_equal(dst.reshape(n, PAGE)[perm], src.reshape(n, PAGE))
+    assert event.ranges is not None and not event.ranges_missing
+    offsets, lengths = event.ranges
+    want_offsets, want_lengths = merged(perm * PAGE, PAGE)
+    assert len(offsets) == len(want_offsets) < n  # neighbours merged
+    assert offsets.dtype == np.uint64 and np.array_equal(offsets, want_offsets)
+    assert np.array_equal(lengths, want_lengths)
+    assert (event.blocks, event.bytes, event.source_transfer_id) == (n, n * PAGE, done.id)
+    # A watcher that did not ask gets the same event without them.
+    assert (other.ranges, other.ranges_missing, other.sequence) == (None, False, event.sequence)
+
+
+def test_ranges_of_many_blocks_come_in_chunks(clients: Clients, regions: Regions) -> None:
+    # 200,000 blocks of 16 bytes, 32 apart: 200,000 ranges, four chunks.
+    n, length = 200_000, 16
+    src = filled(regions, "a", "rgc_src", n * length, seed=43)
+    dst = filled(regions, "b", "rgc_dst", 2 * n * length, seed=44, remote_write=True,
+                 landed_ranges=True)
+    dst_offsets = np.random.default_rng(45).permutation(n).astype(np.uint64) * 2 * length
+    with clients["b"].watch_region("rgc_dst", timeout=WAIT_S, ranges=True) as watch:
+        done = clients["a"].write_blocks("rgc_src", "b", "rgc_dst", np.arange(n) * length,
+                                         dst_offsets, block_length=length).wait(WAIT_S)
+        event = landed(watch)
+    assert done.state == "done"
+    placed = dst.reshape(n, 2 * length)[(dst_offsets // (2 * length)).astype(np.int64), :length]
+    assert np.array_equal(placed, src.reshape(n, length))
+    offsets, lengths = event.ranges
+    assert np.array_equal(offsets, dst_offsets)
+    assert np.array_equal(lengths, np.full(n, length, dtype=np.uint64))
+
+
+def test_a_read_reports_its_own_ranges(clients: Clients, regions: Regions) -> None:
+    n = 256
+    remote = filled(regions, "b", "rgr_src", n * PAGE, seed=46, remote_read=True)
+    local = filled(regions, "a", "rgr_dst", 2 * n * PAGE, seed=47, landed_ranges=True)
+    dst_offsets = np.random.default_rng(48).permutation(n) * 2 * PAGE
+    with clients["a"].watch_region("rgr_dst", timeout=WAIT_S, ranges=True) as watch:
+        done = clients["a"].read_blocks("b", "rgr_src", "rgr_dst", np.arange(n) * PAGE,
+                                        dst_offsets, block_length=PAGE).wait(WAIT_S)
+        event = landed(watch)
+    assert done.state == "done" and event.read
+    assert np.array_equal(local.reshape(2 * n, PAGE)[dst_offsets // PAGE], remote.reshape(n, PAGE))
+    offsets, lengths = event.ranges
+    assert np.array_equal(offsets, dst_offsets.astype(np.uint64))
+    assert np.array_equal(lengths, np.full(n, PAGE, dtype=np.uint64))
+
+
+def test_ranges_only_for_a_region_that_keeps_them(clients: Clients, regions: Regions) -> None:
+    regions.make("b", "rg_plain", MiB, remote_write=True)
+    with pytest.raises(xferd.FailedPrecondition, match="register it with landed_ranges"):
+        clients["b"].watch_region("rg_plain", timeout=WAIT_S, ranges=True)

@@ -82,6 +82,17 @@ TEST(WriteSummaryTest, BytesElapsedThroughputAndTransport) {
             "wrote 1.00 KiB of 4.00 KiB in 2.00s (512 B/s) over tcp: transfer 7 failed");
 }
 
+TEST(WriteSummaryTest, ReadsAndManyBlocksSaySo) {
+  v1::Transfer t = Finished(4 << 20, 4 << 20, absl::Seconds(1));
+  t.set_blocks(256);
+  EXPECT_EQ(WriteSummary(t, absl::Hours(1)),
+            "wrote 4.00 MiB (256 blocks) in 1.00s (4.2 MB/s) over tcp: transfer 7 done");
+  t.set_direction(v1::Transfer::DIRECTION_READ);
+  t.set_blocks(1);
+  EXPECT_EQ(WriteSummary(t, absl::Hours(1)),
+            "read 4.00 MiB in 1.00s (4.2 MB/s) over tcp: transfer 7 done");
+}
+
 TEST(WriteSummaryTest, FallsBackToTheMeasuredTime) {
   v1::Transfer t = Finished(1000, 1000, absl::ZeroDuration());
   t.clear_finished_at();

@@ -52,6 +52,12 @@ class InProcessPeerRpc final : public engine::PeerRpc {
     return e == nullptr ? absl::UnavailableError("gone")
                         : e->OnRegionInvalidated(self.node_id, self.incarnation, id, region);
   }
+  absl::Status StageRanges(const std::string& address, const engine::NodeIdentity& self,
+                           const engine::StagedRanges& ranges, absl::Time) override {
+    engine::Engine* e = Find(address);
+    return e == nullptr ? absl::UnavailableError("gone")
+                        : e->OnStageRanges(self.node_id, self.incarnation, ranges);
+  }
   absl::Status Goodbye(const std::string& address, const engine::NodeIdentity& self,
                        const std::string& reason, absl::Time) override {
     absl::SleepFor(absl::Milliseconds(goodbye_delay_ms_.load()));

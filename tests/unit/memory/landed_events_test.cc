@@ -144,5 +144,118 @@ TEST(LandedEventHubTest, ConcurrentReaderAccountsForEveryEvent) {
   EXPECT_EQ(received + dropped_total, kEvents);
 }
 
+// Stages n ranges (16 bytes each) for `node`'s transfer `id`, in one chunk.
+absl::Status StageN(LandedEventHub& hub, const std::string& node, uint64_t id, size_t n) {
+  return hub.Stage(node, id, std::string(8 * n, 'o'), std::string(8 * n, 'l'), true);
+}
+
+LandedEvent ManyBlocks(const std::string& node, uint64_t id) {
+  LandedEvent e{0, 100, node, id};
+  e.blocks = 3;
+  e.bytes = 30;
+  return e;
+}
+
+TEST(LandedRangesTest, StagedRangesGoToTheirTransfersEventOnly) {
+  LandedEventHub hub;
+  hub.KeepRanges();
+  Counter w;
+  LandedEventHub::Cursor c;
+  ASSERT_TRUE(hub.Subscribe(&w, &c));
+  // In two chunks, the first of which replaces a stale list of the same id.
+  ASSERT_TRUE(StageN(hub, "a", 7, 5).ok());
+  ASSERT_TRUE(hub.Stage("a", 7, "01234567", "abcdefgh", true).ok());
+  ASSERT_TRUE(hub.Stage("a", 7, "89ABCDEFGHIJKLMN", "ijklmnopqrstuvwx", false).ok());
+  EXPECT_EQ(hub.range_bytes(), 48u);
+  hub.Publish(ManyBlocks("b", 7));  // another node's transfer 7: not these
+  hub.Publish(ManyBlocks("a", 7));
+  LandedEvent single{0, 10, "a", 8};  // one block: its span says it all
+  single.blocks = 1;
+  hub.Publish(single);
+  LandedEvent e;
+  uint64_t dropped = 0;
+  ASSERT_EQ(hub.Read(&c, &e, &dropped), ReadResult::kEvent);
+  EXPECT_EQ(e.ranges, nullptr);
+  EXPECT_TRUE(e.ranges_missing);
+  ASSERT_EQ(hub.Read(&c, &e, &dropped), ReadResult::kEvent);
+  ASSERT_NE(e.ranges, nullptr);
+  EXPECT_EQ(e.ranges->offsets, "0123456789ABCDEFGHIJKLMN");
+  EXPECT_EQ(e.ranges->lengths, "abcdefghijklmnopqrstuvwx");
+  EXPECT_FALSE(e.ranges_missing);
+  ASSERT_EQ(hub.Read(&c, &e, &dropped), ReadResult::kEvent);
+  EXPECT_EQ(e.ranges, nullptr);
+  EXPECT_FALSE(e.ranges_missing);
+  EXPECT_EQ(hub.range_bytes(), 48u);  // now held by the ring
+  hub.Close();
+}
+
+TEST(LandedRangesTest, OnlyARegionThatKeepsRangesStagesThem) {
+  LandedEventHub hub;
+  EXPECT_EQ(StageN(hub, "a", 1, 1).code(), absl::StatusCode::kFailedPrecondition);
+  hub.KeepRanges();
+  EXPECT_EQ(hub.Stage("a", 1, "01234567", "", true).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(StageN(hub, "a", 1, LandedEventHub::kMaxRangeBytes / 16 + 1).code(),
+            absl::StatusCode::kResourceExhausted);
+  // Chunk by chunk past the bound: refused, and what was staged is dropped.
+  const size_t half = LandedEventHub::kMaxRangeBytes / 16 / 2;
+  ASSERT_TRUE(StageN(hub, "a", 2, half).ok());
+  const std::string chunk(8 * (half + 1), 'x');
+  EXPECT_EQ(hub.Stage("a", 2, chunk, chunk, false).code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(hub.range_bytes(), 0u);
+  hub.Close();
+  EXPECT_EQ(StageN(hub, "a", 1, 1).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(hub.range_bytes(), 0u);
+}
+
+TEST(LandedRangesTest, TheBoundDropsOldestStagedThenOldestEventsRanges) {
+  LandedEventHub hub;
+  hub.KeepRanges();
+  Counter w;
+  LandedEventHub::Cursor c;
+  ASSERT_TRUE(hub.Subscribe(&w, &c));
+  const size_t quarter = LandedEventHub::kMaxRangeBytes / 16 / 4;  // ranges in a quarter
+  ASSERT_TRUE(StageN(hub, "a", 1, quarter).ok());
+  hub.Publish(ManyBlocks("a", 1));                 // in the ring now
+  ASSERT_TRUE(StageN(hub, "a", 2, quarter).ok());  // never lands (failed)
+  ASSERT_TRUE(StageN(hub, "a", 3, quarter).ok());
+  ASSERT_TRUE(StageN(hub, "a", 4, quarter).ok());
+  EXPECT_EQ(hub.range_bytes(), LandedEventHub::kMaxRangeBytes);
+  // Room for one more quarter: transfer 2's staged ranges go first.
+  ASSERT_TRUE(StageN(hub, "a", 5, quarter).ok());
+  hub.Publish(ManyBlocks("a", 2));
+  // Two more quarters: the staged ranges of 3 and 4, the oldest, go.
+  ASSERT_TRUE(StageN(hub, "a", 6, 2 * quarter).ok());
+  hub.Publish(ManyBlocks("a", 3));
+  hub.Publish(ManyBlocks("a", 4));
+  hub.Publish(ManyBlocks("a", 5));  // ring: 1 and 5; staged: 6
+  // Three quarters: 6's staged ranges, then event 1's in the ring.
+  ASSERT_TRUE(StageN(hub, "a", 7, 3 * quarter).ok());
+  EXPECT_EQ(hub.range_bytes(), LandedEventHub::kMaxRangeBytes);
+  LandedEvent e;
+  uint64_t dropped = 0;
+  for (uint64_t id : {1, 2, 3, 4}) {
+    ASSERT_EQ(hub.Read(&c, &e, &dropped), ReadResult::kEvent);
+    EXPECT_EQ(e.source_transfer_id, id);
+    EXPECT_EQ(e.ranges, nullptr) << id;
+    EXPECT_TRUE(e.ranges_missing) << id;
+  }
+  ASSERT_EQ(hub.Read(&c, &e, &dropped), ReadResult::kEvent);
+  EXPECT_EQ(e.source_transfer_id, 5u);
+  ASSERT_NE(e.ranges, nullptr);
+  EXPECT_EQ(e.ranges->bytes(), 16 * quarter);
+  hub.Close();                                 // the staged ranges of 7 go with the region
+  EXPECT_EQ(hub.range_bytes(), 16 * quarter);  // 5's, held by the ring
+}
+
+TEST(LandedRangesTest, UnwatchedLandingsReleaseTheirStagedRanges) {
+  LandedEventHub hub;
+  hub.KeepRanges();
+  for (uint64_t id = 1; id <= 1000; ++id) {
+    ASSERT_TRUE(StageN(hub, "a", id, 2).ok());
+    hub.Publish(ManyBlocks("a", id));
+  }
+  EXPECT_EQ(hub.range_bytes(), 0u);
+}
+
 }  // namespace
 }  // namespace xferd::memory

@@ -23,6 +23,9 @@ TEST(ProtoConvertTest, RegisterRequest) {
   EXPECT_TRUE(spec->create);
   EXPECT_TRUE(spec->access.remote_write);
   EXPECT_EQ(spec->allowed_peers, std::vector<std::string>{"b"});
+  EXPECT_FALSE(spec->landed_ranges);
+  r.set_landed_ranges(true);
+  EXPECT_TRUE(FromProto(r)->landed_ranges);
   r.set_backing(static_cast<v1::RegionBacking>(42));
   EXPECT_EQ(FromProto(r).status().code(), absl::StatusCode::kInvalidArgument);
   r.set_backing(v1::REGION_BACKING_UNSPECIFIED);
@@ -86,6 +89,31 @@ TEST(ProtoConvertTest, TransferInfoCarriesTransportAndError) {
   EXPECT_EQ(t.error().message(), "peer gone");
   EXPECT_EQ(t.finished_at().seconds(), 101);
   EXPECT_EQ(t.peer(), "b");
+}
+
+TEST(ProtoConvertTest, LandedRangesOnlyForAWatcherThatAsked) {
+  memory::LandedEvent e{4096, 8192, "a", 7};
+  e.blocks = 2;
+  e.bytes = 4096;
+  auto ranges = std::make_shared<memory::LandedRanges>();
+  ranges->offsets = std::string("\x00\x10\0\0\0\0\0\0\x00\x30\0\0\0\0\0\0", 16);
+  ranges->lengths = std::string("\x00\x08\0\0\0\0\0\0\x00\x08\0\0\0\0\0\0", 16);
+  e.ranges = ranges;
+  v1::RegionEvent asked, plain;
+  ToProto(e, "dst", /*ranges=*/true, &asked);
+  ToProto(e, "dst", /*ranges=*/false, &plain);
+  EXPECT_EQ(asked.range_offsets(), ranges->offsets);
+  EXPECT_EQ(asked.range_lengths(), ranges->lengths);
+  EXPECT_FALSE(asked.ranges_missing());
+  EXPECT_TRUE(plain.range_offsets().empty());
+  EXPECT_TRUE(plain.range_lengths().empty());
+  EXPECT_EQ(plain.blocks(), 2u);
+  e.ranges = nullptr;
+  e.ranges_missing = true;
+  v1::RegionEvent missing;
+  ToProto(e, "dst", /*ranges=*/true, &missing);
+  EXPECT_TRUE(missing.ranges_missing());
+  EXPECT_TRUE(missing.range_offsets().empty());
 }
 
 TEST(StatusConvertTest, KeepsCodeAndMessage) {

@@ -1,5 +1,6 @@
 // Explicit little-endian loads and stores for wire formats (TCP frames, the
-// verbs notice record), independent of the host's byte order.
+// verbs notice record, the clients' packed block arrays), independent of the
+// host's byte order.
 #pragma once
 
 #include <cstddef>
