@@ -79,9 +79,14 @@ absl::StatusOr<uint32_t> Engine::DeregisterRegion(const std::string& name, bool 
   if (region == nullptr) return absl::NotFoundError(absl::StrCat("no region named '", name, "'"));
   uint32_t cancelled = 0;
   if (force) {
-    cancelled = CancelWhere(
-        [&](const Transfer& t) { return t.plan().local == region; },
-        absl::CancelledError(absl::StrCat("source region '", name, "' was deregistered")));
+    // The region is a write's source and a read's destination: say which.
+    for (const transport::OpKind kind : {transport::OpKind::kWrite, transport::OpKind::kRead}) {
+      const bool read = kind == transport::OpKind::kRead;
+      cancelled += CancelWhere(
+          [&](const Transfer& t) { return t.plan().local == region && t.plan().kind == kind; },
+          absl::CancelledError(absl::StrCat(read ? "destination region '" : "source region '", name,
+                                            "' was deregistered", read ? " under the read" : "")));
+    }
   }
   ASSIGN_OR_RETURN(std::shared_ptr<memory::Region> removed, regions_.Remove(name, force));
   spdlog::info("region deregistered name={} id={} cancelled_transfers={}", name, removed->id(),

@@ -81,22 +81,19 @@ void Transfer::OnFinalDone(uint32_t bytes) {
   Finish(TransferState::kDone, absl::OkStatus());
 }
 
-void Transfer::OnReadDone() {
-  // Published before Finish, so a client that saw the transfer done also
-  // finds the event on its region watch.
-  if (!IsTerminal(state())) {
-    memory::LandedEvent event{notice_.offset, notice_.length, plan_.peer->node_id(), plan_.id, 0,
-                              absl::Now()};
-    event.blocks = notice_.blocks;
-    event.bytes = notice_.bytes;
-    event.read = true;
-    // The reader planned the blocks: their local ranges are at hand.
-    if (plan_.local->spec().landed_ranges && notice_.blocks > 1) {
-      event.ranges = PackRanges(blocks_, /*remote=*/false);
-    }
-    plan_.local->landed().Publish(std::move(event));
+void Transfer::OnReadDone() { Finish(TransferState::kDone, absl::OkStatus()); }
+
+void Transfer::PublishReadLanded() {
+  memory::LandedEvent event{notice_.offset, notice_.length, plan_.peer->node_id(), plan_.id, 0,
+                            absl::Now()};
+  event.blocks = notice_.blocks;
+  event.bytes = notice_.bytes;
+  event.read = true;
+  // The reader planned the blocks: their local ranges are at hand.
+  if (plan_.local->spec().landed_ranges && notice_.blocks > 1) {
+    event.ranges = PackRanges(blocks_, /*remote=*/false);
   }
-  Finish(TransferState::kDone, absl::OkStatus());
+  plan_.local->landed().Publish(std::move(event));
 }
 
 void Transfer::MakeOp(uint32_t index, bool final, transport::DataOp* op) const {
@@ -130,6 +127,13 @@ bool Transfer::Finish(TransferState terminal, absl::Status error) {
       return false;
     }
     ending_ = true;
+  }
+  // A read's landed event is raised by the Finish that decides "done", and
+  // only by it: a read cancelled or failed while its last op completes
+  // raises none. Published before the end is visible, so a client that saw
+  // the transfer done also finds the event on its region watch.
+  if (terminal == TransferState::kDone && plan_.kind == transport::OpKind::kRead) {
+    PublishReadLanded();
   }
   TransferInfo outcome = Describe();
   outcome.state = terminal;

@@ -151,8 +151,8 @@ class Transfer {
   bool BulkComplete() const { return bulk_done_.load(std::memory_order_acquire) == bulk_ops(); }
   bool TryClaimFinal() { return !final_claimed_.exchange(true, std::memory_order_acq_rel); }
   void OnFinalDone(uint32_t bytes);
-  // A read's last op completed: raises the landed event on the local region
-  // and ends the transfer.
+  // A read's last op completed: ends the transfer done, raising the landed
+  // event on the local region, unless it already ended (then no event).
   void OnReadDone();
   // Fills the op for op `index` (the final op of a write when `final`).
   void MakeOp(uint32_t index, bool final, transport::DataOp* op) const;
@@ -176,6 +176,8 @@ class Transfer {
  private:
   // The part of Info() fixed at submission.
   TransferInfo Describe() const;
+  // A read's landed event on its local region (by the Finish that decides done).
+  void PublishReadLanded();
 
   // blocks_[op_starts_[i] .. op_starts_[i+1]) make op i: with the blocks
   // that is at most 24 + 4 bytes per block, freed with the transfer. Taken

@@ -30,11 +30,12 @@ constexpr std::byte kPattern{0xA5};
 
 std::shared_ptr<memory::Region> Register(memory::RegionRegistry& registry, std::string name,
                                          uint64_t size, bool remote_write,
-                                         std::vector<std::string> acl) {
+                                         std::vector<std::string> acl, bool remote_read = false) {
   memory::RegionSpec spec;
   spec.name = std::move(name);
   spec.size = size;
   spec.access.remote_write = remote_write;
+  spec.access.remote_read = remote_read;
   spec.allowed_peers = std::move(acl);
   absl::StatusOr<std::shared_ptr<memory::Region>> region = registry.Register(spec, nullptr);
   FUZZ_CHECK(region.ok());
@@ -48,6 +49,15 @@ bool HoldsPattern(const memory::Region& region) {
   return true;
 }
 
+void PoisonTail(const memory::Region& region) {
+#ifdef XFERD_FUZZ_ASAN
+  const uint64_t tail = kPageBytes - region.size() % kPageBytes;
+  ASAN_POISON_MEMORY_REGION(region.data() + region.size(), tail);
+#else
+  (void)region;
+#endif
+}
+
 }  // namespace
 
 FuzzRegions& FuzzRegions::Get() {
@@ -59,19 +69,22 @@ FuzzRegions::FuzzRegions()
     : registry_(memory::RegistryOptions{}),
       writable_(Register(registry_, "writable", kWritableBytes, true, {})),
       read_only_(Register(registry_, "read-only", kGuardBytes, false, {})),
-      other_peers_(Register(registry_, "other-peers", kGuardBytes, true, {"someone-else"})) {
-  FUZZ_CHECK(writable_->id() == 1);
+      other_peers_(Register(registry_, "other-peers", kGuardBytes, true, {"someone-else"})),
+      readable_(Register(registry_, "readable", kReadableBytes, false, {}, true)) {
+  for (uint64_t i = 0; i < kReadableBytes; ++i) readable_->data()[i] = std::byte{ReadableByte(i)};
+  FUZZ_CHECK(writable_->id() == 1 && readable_->id() == kReadableId);
   std::memset(read_only_->data(), static_cast<int>(kPattern), kGuardBytes);
   std::memset(other_peers_->data(), static_cast<int>(kPattern), kGuardBytes);
-#ifdef XFERD_FUZZ_ASAN
-  const uint64_t tail = kPageBytes - kWritableBytes % kPageBytes;
-  ASAN_POISON_MEMORY_REGION(writable_->data() + kWritableBytes, tail);
-#endif
+  PoisonTail(*writable_);
+  PoisonTail(*readable_);
 }
 
 void FuzzRegions::CheckGuards() const {
   FUZZ_CHECK(HoldsPattern(*read_only_));
   FUZZ_CHECK(HoldsPattern(*other_peers_));
+  for (uint64_t i = 0; i < kReadableBytes; ++i) {
+    FUZZ_CHECK(readable_->data()[i] == std::byte{ReadableByte(i)});
+  }
 }
 
 }  // namespace xferd::fuzz

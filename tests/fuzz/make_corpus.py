@@ -67,12 +67,14 @@ def tcp_frame():
 
 
 def tcp_lane():
-    # byte 0: our writes in flight; byte 1: delivery chunk (1 + 16 * n bytes).
+    # byte 0: our ops in flight; byte 1: delivery chunk (1 + 16 * n bytes);
+    # byte 2: which of our ops are READs (bit i); byte 3: even, raw bytes
+    # follow; odd, a script of frames (tcp_peer_script.cc).
     payload = bytes(range(256)) * 2
     w = write_frame(1, 1, [(1000, 256), (3000, 256)], payload)
     wn = write_frame(1, 2, [(0, 64)], payload[:64], 1, notice(5, 0, 3256, 3, 576))
-    write("tcp_lane_fuzzer/write_then_notice", b"\x00\xff" + w + wn)
-    write("tcp_lane_fuzzer/write_bytewise", b"\x00\x00" + w)
+    write("tcp_lane_fuzzer/write_then_notice", b"\x00\xff\x00\x00" + w + wn)
+    write("tcp_lane_fuzzer/write_bytewise", b"\x00\x00\x00\x00" + w)
     # Refused writes: a block past the end, read-only region, ACL, unknown
     # region, blocks that do not add up to the frame's length.
     refused = (write_frame(1, 1, [(0, 100), (65436 - 100, 200)], b"x" * 300) +
@@ -80,20 +82,49 @@ def tcp_lane():
                write_frame(3, 3, [(0, 16)], b"z" * 16) +
                write_frame(99, 4, [(0, 16)], b"w" * 16) +
                header(WRITE, 0, 1, 20, 5, 1) + table((0, 16)) + b"v" * 20)
-    write("tcp_lane_fuzzer/refused_writes", b"\x00\x03" + refused)
+    write("tcp_lane_fuzzer/refused_writes", b"\x00\x03\x00\x00" + refused)
     # Reads the lane serves (or refuses) from its regions.
     reads = (read_req(1, 1, [(0, 64), (4096, 64)]) + read_req(2, 2, [(0, 16)]) +
              read_req(1, 3, [(65436, 1)]))
-    write("tcp_lane_fuzzer/read_requests", b"\x00\x10" + reads)
+    write("tcp_lane_fuzzer/read_requests", b"\x00\x10\x00\x00" + reads)
     # Acknowledgements of our own writes.
-    write("tcp_lane_fuzzer/ack_all", b"\x04\x10" + header(ACK, seq=4))
+    write("tcp_lane_fuzzer/ack_all", b"\x04\x10\x00\x00" + header(ACK, seq=4))
     write("tcp_lane_fuzzer/ack_then_nack",
-          b"\x03\x10" + header(ACK, seq=1) + header(NACK, 0, 11, 6, 2) + b"denied" +
+          b"\x03\x10\x00\x00" + header(ACK, seq=1) + header(NACK, 0, 11, 6, 2) + b"denied" +
           header(ACK, seq=3))
     write("tcp_lane_fuzzer/read_resp_for_a_write",
-          b"\x02\x10" + header(READ_RESP, 0, 0, 64, 1) + b"r" * 64)
-    write("tcp_lane_fuzzer/out_of_sequence", b"\x00\x10" + write_frame(1, 5, [(0, 8)], b"8" * 8))
-    write("tcp_lane_fuzzer/hello_on_lane", b"\x01\x10" + header(HELLO, 0, 0, 16) + b"T" * 16)
+          b"\x02\x10\x00\x00" + header(READ_RESP, 0, 0, 64, 1) + b"r" * 64)
+    write("tcp_lane_fuzzer/out_of_sequence",
+          b"\x00\x10\x00\x00" + write_frame(1, 5, [(0, 8)], b"8" * 8))
+    write("tcp_lane_fuzzer/hello_on_lane",
+          b"\x01\x10\x00\x00" + header(HELLO, 0, 0, 16) + b"T" * 16)
+    # Scripts (command byte % 6: 0 READ_RESP, 1 ACK, 2 NACK, 3 READ_REQ,
+    # 4 WRITE, 5 raw); fields right unless the input says otherwise.
+    rr, ack, nack, rreq, wr = 0, 1, 2, 3, 4
+    ok = 0  # "right" for a sequence number or a length
+    # Our ops R W R W W R W R (0xa5), answered in order, right.
+    answers = bytes([rr, ok, ok, ack, ok, 0, rr, ok, ok, ack, ok, 1, rr, ok, ok, ack, ok, 0,
+                     rr, ok, ok])
+    write("tcp_lane_fuzzer/script_reads_answered", b"\x08\x10\xa5\x01" + answers)
+    write("tcp_lane_fuzzer/script_read_resp_short", b"\x02\x10\x03\x01" +
+          bytes([rr, ok, 250, 50, 0, nack, ok, 5, 12]))
+    write("tcp_lane_fuzzer/script_read_resp_wrong_seq", b"\x03\x10\x07\x01" +
+          bytes([rr, 230]))
+
+    def req(kind, region, blocks, total_ok=True):
+        out = [kind, region, len(blocks) - 1]
+        for offset, length in blocks:
+            out += [0, offset & 0xff, offset >> 8, length & 0xff, length >> 8]
+        return bytes(out + ([0] if total_ok else [245, 0x10, 0x00]) + [ok])
+    # READ_REQs against each region (1 writable, 2 read-only, 3 other ACL,
+    # 4 readable, 99 unknown): in range, at the end, past it, not adding up.
+    reqs = (req(rreq, 3, [(0, 64), (16000, 300)]) + req(rreq, 0, [(0, 16)]) +
+            req(rreq, 1, [(0, 16)]) + req(rreq, 2, [(0, 16)]) + req(rreq, 4, [(0, 16)]) +
+            req(rreq, 3, [(16348 - 1, 1)]) + req(rreq, 3, [(16348 - 1, 2)]) +
+            req(rreq, 3, [(0, 16)], total_ok=False))
+    write("tcp_lane_fuzzer/script_read_requests", b"\x00\x10\x00\x01" + reqs)
+    write("tcp_lane_fuzzer/script_mixed", b"\x04\x01\x05\x01" + req(rreq, 3, [(100, 200)]) +
+          bytes([rr, ok, ok, ack, ok, 0]) + req(wr, 0, [(5, 10)]) + bytes([rr, ok, ok]))
 
 
 def notice_record():

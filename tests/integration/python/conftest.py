@@ -1,8 +1,9 @@
 """Fixtures: a module-wide cluster of daemons, clients on it, and regions
 that are deregistered after each test.
 
-A test module names its daemons in DAEMONS (default a, b, c) and the peer
-connections to make in CONNECT as (from, to) pairs (default a->b, b->c).
+A test module names its daemons in DAEMONS (default a, b, c), the peer
+connections to make in CONNECT as (from, to) pairs (default a->b, b->c), and
+may open every daemon's config file with DAEMON_CONFIG (TOML).
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
     the end (teardown fails if one exits badly or leaves files behind)."""
     names = getattr(request.module, "DAEMONS", ("a", "b", "c"))
     connect = getattr(request.module, "CONNECT", (("a", "b"), ("b", "c")))
-    with Cluster(names) as c:
+    config = getattr(request.module, "DAEMON_CONFIG", "")
+    with Cluster(names, config_extra=config) as c:
         for src, dst in connect:
             c[src].client().connect_peer(c[dst].address)
         yield c

@@ -12,6 +12,7 @@ from typing import Dict
 import pytest
 
 import pytest_main
+import testlib
 import xferd
 from conftest import Regions
 from daemons import TRANSPORT, Cluster
@@ -32,16 +33,10 @@ Clients = Dict[str, xferd.Client]
 def start_stalled(cluster: Cluster, a: xferd.Client, src: str, dst: str,
                   size: int) -> xferd.TransferHandle:
     """Starts a write a -> b with small slices while b is frozen (SIGSTOP),
-    and returns once the transfer is RUNNING: slices are on the wire and it
-    cannot finish until b runs again. b is left frozen."""
+    and returns once the transfer is RUNNING. b is left frozen."""
     a.write(src, "b", dst, 1).wait(WAIT_S)  # resolve dst while b still answers
-    cluster["b"].pause()
-    handle = a.write(src, "b", dst, size, slice_size=4 * KiB)
-    for snapshot in handle.progress(interval=0.01, timeout=WAIT_S):
-        assert not snapshot.terminal, f"transfer ended with b frozen: {snapshot}"
-        if snapshot.state == "running":
-            break
-    return handle
+    return testlib.start_stalled(cluster["b"], a,
+                                 lambda: a.write(src, "b", dst, size, slice_size=4 * KiB))
 
 
 def test_disconnect_fails_transfers_then_reconnect(cluster: Cluster, clients: Clients,

@@ -7,11 +7,14 @@ import hashlib
 import os
 import random
 import time
-from typing import Callable, Optional, TypeVar
+from typing import TYPE_CHECKING, Callable, Optional, TypeVar
 
 import pytest
 
 import xferd
+
+if TYPE_CHECKING:
+    from daemons import Daemon
 
 T = TypeVar("T")
 
@@ -62,3 +65,20 @@ def wait_until(what: str, probe: Callable[[], Optional[T]], timeout: float = WAI
 def peer(client: xferd.Client, node_id: str) -> Optional[xferd.Peer]:
     """The client's daemon's view of peer `node_id`, or None."""
     return next((p for p in client.peers() if p.node_id == node_id), None)
+
+
+def start_stalled(stalled: "Daemon", client: xferd.Client,
+                  submit: Callable[[], xferd.TransferHandle]) -> xferd.TransferHandle:
+    """Freezes the peer `stalled` (SIGSTOP), submits a transfer to it through
+    `client` with `submit`, and returns once the transfer is RUNNING: ops are
+    on the wire and, over TCP, it cannot finish until the peer runs again
+    (over verbs the peer's NIC keeps answering: size transfers for
+    ~50 MB/s). The peer is left frozen. Resolve the peer's region first
+    (a one-byte transfer), while the peer still answers."""
+    stalled.pause()
+    handle = submit()
+    for snapshot in handle.progress(interval=0.01, timeout=WAIT_S):
+        assert not snapshot.terminal, f"transfer ended with {stalled.name} frozen: {snapshot}"
+        if snapshot.state == "running":
+            break
+    return handle

@@ -32,7 +32,8 @@ class TransferTest : public ::testing::Test {
  protected:
   // Told of its end: `listener`, or listener_ if null.
   std::shared_ptr<Transfer> Make(uint64_t length, uint32_t slice,
-                                 TransferListener* listener = nullptr) {
+                                 TransferListener* listener = nullptr,
+                                 transport::OpKind kind = transport::OpKind::kWrite) {
     memory::RegionSpec spec;
     spec.name = "src";
     spec.size = 1 << 20;
@@ -41,6 +42,8 @@ class TransferTest : public ::testing::Test {
     Transfer::Plan plan;
     plan.submitted_at = absl::Now();
     plan.id = 5;
+    plan.kind = kind;
+    plan.spec.direction = kind;
     plan.spec.length = length;
     plan.spec.src_offset = 100;
     plan.spec.dst_offset = 1000;
@@ -178,6 +181,38 @@ TEST_F(TransferTest, EndsAreCountedBeforeTheyAreVisible) {
   loser.join();
   EXPECT_EQ(loser_saw, TransferState::kDone);
   EXPECT_EQ(held->Info().state, TransferState::kDone);
+}
+
+// A read raises its landed event only when it ends done: one cancelled (by a
+// deregistration, a deadline, a dead peer) while its last op completes
+// raises none, so no watcher sees a success the transfer does not report.
+TEST_F(TransferTest, AReadEndedOtherwiseAsItsLastOpCompletesRaisesNoLandedEvent) {
+  struct Blocking : TransferListener {
+    std::atomic<bool> entered{false}, release{false};
+    void OnTransferEnding(const Transfer&, const TransferInfo&) override {
+      entered = true;
+      while (!release) std::this_thread::yield();
+    }
+    void OnTransferFinished(const Transfer&, const TransferInfo&) override {}
+  } blocking;
+  auto read = Make(4096, 4096, &blocking, transport::OpKind::kRead);
+  std::thread canceller(
+      [&] { read->Finish(TransferState::kCancelled, absl::CancelledError("x")); });
+  while (!blocking.entered) std::this_thread::yield();
+  // The cancel has decided but is not visible yet: the last op completes now.
+  std::thread last_op([&] { read->OnReadDone(); });
+  absl::SleepFor(absl::Milliseconds(20));
+  blocking.release = true;
+  canceller.join();
+  last_op.join();
+  EXPECT_EQ(read->Info().state, TransferState::kCancelled);
+  EXPECT_EQ(region_->landed().published(), 0u) << "a landed event for a cancelled read";
+
+  Counting counting;
+  auto done = Make(4096, 4096, &counting, transport::OpKind::kRead);
+  done->OnReadDone();
+  EXPECT_EQ(done->Info().state, TransferState::kDone);
+  ASSERT_EQ(region_->landed().published(), 1u);
 }
 
 TEST_F(TransferTest, TheOutcomeKeepsTheBytesDoneWhenItEnded) {
