@@ -24,6 +24,7 @@
 #include "daemon/engine/control_executor.h"
 #include "daemon/engine/deadline_timer.h"
 #include "daemon/engine/layouts.h"
+#include "daemon/engine/observers.h"
 #include "daemon/engine/peer.h"
 #include "daemon/engine/peer_rpc.h"
 #include "daemon/engine/poller.h"
@@ -43,15 +44,6 @@ struct PeerTraffic {
   uint64_t bytes_sent = 0;
   uint64_t bytes_received = 0;
   uint64_t rejected_writes = 0;  // inbound writes from it that were refused
-};
-
-// Told of every transfer's end, after the engine's own bookkeeping (metrics).
-class TransferRecorder {
- public:
-  virtual ~TransferRecorder() = default;
-  // On the thread that ended the transfer, often a poller: must be quick,
-  // never block and never call back into the engine.
-  virtual void RecordTransfer(const TransferInfo& info) = 0;
 };
 
 struct EngineStats {
@@ -166,6 +158,9 @@ class Engine final : public TransferListener {
   // before transfers start; clear it only once none can end concurrently
   // (after Stop). The recorder outlives its registration.
   void SetTransferRecorder(TransferRecorder* recorder);
+  // Sets (or, with null, clears) who is told that regions changed; the
+  // observer outlives its registration.
+  void SetRegionObserver(RegionObserver* observer);
 
   // TransferListener: counts, records and forgets a vanished region's key
   // before the outcome is visible; then files and logs it.
@@ -243,6 +238,7 @@ class Engine final : public TransferListener {
   // a reconnect.
   std::map<std::string, PeerTraffic> closed_traffic_ ABSL_GUARDED_BY(mu_);
   std::atomic<TransferRecorder*> recorder_{nullptr};
+  std::atomic<RegionObserver*> region_observer_{nullptr};
 };
 
 }  // namespace xferd::engine
