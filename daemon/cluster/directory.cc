@@ -69,6 +69,7 @@ absl::StatusOr<std::unique_ptr<Directory>> Directory::Join(const ClusterConfig& 
   RETURN_IF_ERROR(directory->SyncRegions());
   directory->SetState(absl::OkStatus());
   engine.SetRegionObserver(directory.get());
+  engine.SetNodeDirectory(directory.get());
   directory->thread_ = std::thread([d = directory.get()] { d->Run(); });
   return directory;
 }
@@ -79,6 +80,7 @@ Directory::Directory(const ClusterConfig& config, v1::DirectoryNode self, engine
 
 Directory::~Directory() {
   engine_.SetRegionObserver(nullptr);
+  engine_.SetNodeDirectory(nullptr);
   {
     MutexLock lock(&mu_);
     stopping_ = true;
@@ -208,6 +210,7 @@ void Directory::OnRegionsChanged() {
 
 void Directory::Leave(absl::Time deadline) {
   engine_.SetRegionObserver(nullptr);
+  engine_.SetNodeDirectory(nullptr);
   {
     MutexLock lock(&mu_);
     stopping_ = true;
@@ -267,6 +270,25 @@ absl::StatusOr<DirectoryListing> Directory::List() const {
 
 void Directory::ListAsync(std::function<void(absl::StatusOr<DirectoryListing>)> done) const {
   lookups_.Run([this, done = std::move(done)] { done(List()); });
+}
+
+absl::StatusOr<std::string> Directory::AddressOf(const std::string& node_id, absl::Time deadline) {
+  if (!CheckNodeId(node_id).ok()) {
+    return absl::NotFoundError(absl::StrCat("'", node_id, "' is not a node id"));
+  }
+  const std::string key = NodeKey(config_.prefix, node_id);
+  etcdserverpb::RangeRequest range;
+  range.set_key(key);
+  const absl::Duration timeout =
+      std::max(std::min(deadline - absl::Now(), kCallTimeout), absl::Milliseconds(1));
+  ASSIGN_OR_RETURN(etcdserverpb::RangeResponse response, etcd_->Range(range, timeout));
+  if (response.kvs().empty()) {
+    return absl::NotFoundError(absl::StrCat("no live daemon '", node_id,
+                                            "' is in the cluster directory (etcd key ", key,
+                                            "): it is not running, or has left"));
+  }
+  ASSIGN_OR_RETURN(v1::DirectoryNode node, DecodeNode(key, response.kvs(0).value()));
+  return node.address();
 }
 
 DirectoryState Directory::state() const {

@@ -41,14 +41,14 @@ struct DirectoryState {
   std::string error;  // the last failure while not connected
 };
 
-class Directory final : public engine::RegionObserver {
+class Directory final : public engine::RegionObserver, public engine::NodeDirectory {
  public:
   // Claims <prefix>nodes/<self.node_id> under a new lease in one transaction
   // that succeeds only if no live daemon holds the key, publishes the
   // engine's regions, then keeps the lease alive on its own thread and
   // registers itself as the engine's region observer. Call once the engine
-  // knows its identity. Errors: ALREADY_EXISTS (another live daemon has
-  // this node id: the message names its address), UNAVAILABLE (etcd does
+  // knows its identity; it is then also the engine's node directory. Errors: ALREADY_EXISTS
+  // (another live daemon has this node id: the message names its address), UNAVAILABLE (etcd does
   // not answer), INVALID_ARGUMENT (a node id with '/', unreadable TLS file).
   static absl::StatusOr<std::unique_ptr<Directory>> Join(const ClusterConfig& config,
                                                          v1::DirectoryNode self,
@@ -75,6 +75,9 @@ class Directory final : public engine::RegionObserver {
 
   // engine::RegionObserver: wakes the thread, which publishes the change.
   void OnRegionsChanged() override;
+  // engine::NodeDirectory: reads <prefix>nodes/<node_id> from etcd now.
+  // Errors: NOT_FOUND (no live daemon of that id), UNAVAILABLE naming etcd.
+  absl::StatusOr<std::string> AddressOf(const std::string& node_id, absl::Time deadline) override;
 
  private:
   Directory(const ClusterConfig& config, v1::DirectoryNode self, engine::Engine& engine,

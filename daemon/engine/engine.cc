@@ -202,6 +202,10 @@ void Engine::SetRegionObserver(RegionObserver* observer) {
   region_observer_.store(observer, std::memory_order_release);
 }
 
+void Engine::SetNodeDirectory(NodeDirectory* directory) {
+  node_directory_.store(directory, std::memory_order_release);
+}
+
 void Engine::OnTransferEnding(const Transfer& transfer, const TransferInfo& outcome) {
   table_.Count(outcome);
   if (TransferRecorder* recorder = recorder_.load(std::memory_order_acquire)) {

@@ -154,13 +154,13 @@ class Engine final : public TransferListener {
   void Stop();
 
   EngineStats Stats() const;
-  // Sets (or, with null, clears) who is told of transfers' ends. Set it
-  // before transfers start; clear it only once none can end concurrently
-  // (after Stop). The recorder outlives its registration.
+  // Set (or clear, with null) who hears of transfers' ends (set before
+  // transfers start, cleared after Stop) and of region changes, and where
+  // unknown node ids are looked up (without one, peers are connected by
+  // address first). Each outlives its registration.
   void SetTransferRecorder(TransferRecorder* recorder);
-  // Sets (or, with null, clears) who is told that regions changed; the
-  // observer outlives its registration.
   void SetRegionObserver(RegionObserver* observer);
+  void SetNodeDirectory(NodeDirectory* directory);
 
   // TransferListener: counts, records and forgets a vanished region's key
   // before the outcome is visible; then files and logs it.
@@ -194,6 +194,13 @@ class Engine final : public TransferListener {
   absl::StatusOr<std::vector<std::shared_ptr<Transfer>>> ResolveAndAdmit(
       const std::vector<WriteSpec>& writes, bool batch, absl::Time submitted_at);
   absl::Status ReconnectBroken(const std::vector<WriteSpec>& writes, absl::Time deadline);
+  // Connects writes' unknown peers at their address in the node directory.
+  absl::Status ConnectUnknown(const std::vector<WriteSpec>& writes, absl::Time deadline);
+  // ConnectPeer's target: a node id of the directory, else an address.
+  absl::StatusOr<PeerInfo> ConnectNodeOrAddress(const std::string& target, absl::Time deadline);
+  // Connects `address`; FAILED_PRECONDITION unless the daemon there is `node_id`.
+  absl::StatusOr<PeerInfo> ConnectNodeAt(const std::string& node_id, const std::string& address,
+                                         absl::Time deadline);
   absl::Status ResolveMissing(const std::vector<WriteSpec>& writes, absl::Time deadline);
   // *stale: it failed because the peer's link broke or the remote key was
   // invalidated since resolution (resolving again may succeed).
@@ -239,6 +246,7 @@ class Engine final : public TransferListener {
   std::map<std::string, PeerTraffic> closed_traffic_ ABSL_GUARDED_BY(mu_);
   std::atomic<TransferRecorder*> recorder_{nullptr};
   std::atomic<RegionObserver*> region_observer_{nullptr};
+  std::atomic<NodeDirectory*> node_directory_{nullptr};
 };
 
 }  // namespace xferd::engine

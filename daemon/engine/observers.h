@@ -1,7 +1,12 @@
-// Who the engine tells of what happens in it, without depending on them: the
-// metrics hear of transfers' ends, the cluster directory that regions changed.
+// Who the engine tells of what happens in it, and asks what it does not
+// know, without depending on them: the metrics hear of transfers' ends; the
+// cluster directory hears that regions changed and finds nodes by id.
 #pragma once
 
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "daemon/engine/transfer.h"
 
 namespace xferd::engine {
@@ -25,6 +30,20 @@ class RegionObserver {
   // never block; it may call FindRegion / ListRegions later, from its own
   // thread.
   virtual void OnRegionsChanged() = 0;
+};
+
+// Where the engine looks up the address of a node id it has no link to
+// (the cluster directory), so that writes, reads and ConnectPeer may name a
+// node never connected.
+class NodeDirectory {
+ public:
+  virtual ~NodeDirectory() = default;
+  // The gRPC address of the live node `node_id`. On the control executor;
+  // may block until `deadline`. Errors: NOT_FOUND (no live node of that id:
+  // the message says so and where it looked), UNAVAILABLE (the directory
+  // cannot be reached; the message names it).
+  virtual absl::StatusOr<std::string> AddressOf(const std::string& node_id,
+                                                absl::Time deadline) = 0;
 };
 
 }  // namespace xferd::engine

@@ -205,6 +205,9 @@ def test_etcd_down_known_peers_keep_working(etcd: Etcd, prefix: str) -> None:
             with pytest.raises(xferd.Unavailable, match=r"etcd \(cluster.etcd = "
                                f"{etcd.endpoint}\\) did not answer"):
                 a.nodes()
+            # A node that needs a lookup does.
+            with pytest.raises(xferd.Unavailable, match=r"etcd \(cluster.etcd = "):
+                a.write("src", "c", "dst", MiB)
             # Transfers to a known peer do not need etcd.
             for seed in range(3):
                 digest = sha(fill(src, seed=seed))
@@ -215,6 +218,38 @@ def test_etcd_down_known_peers_keep_working(etcd: Etcd, prefix: str) -> None:
         wait_until("a reconnected", lambda: a.node_info().directory_connected, timeout=10)
         assert {n.node_id for n in b.nodes()} == {"a", "b"}
         assert prefix + "regions/b/dst" in keys(etcd, prefix)
+
+
+def test_writes_and_connects_by_node_id(etcd: Etcd, prefix: str) -> None:
+    with directory_cluster(etcd, prefix, names=("a", "b", "c")) as cluster:
+        a, b, c = (cluster[n].client() for n in ("a", "b", "c"))
+        src = a.register_region("src", MiB, backing="shm")
+        dst = b.register_region("dst", MiB, backing="shm", remote_write=True)
+        assert a.peers() == []
+        # A write to a node never connected: looked up and connected on first use.
+        digest = sha(fill(src, seed=11))
+        assert a.write("src", "b", "dst", MiB).wait(WAIT_S).state == "done"
+        assert sha(dst.buffer) == digest
+        assert [(p.node_id, p.address) for p in a.peers()] == [("b", cluster["b"].address)]
+        # ConnectPeer by node id.
+        peer = c.connect_peer("b")
+        assert (peer.node_id, peer.state) == ("b", "connected")
+        # A node id the directory does not have.
+        with pytest.raises(xferd.NotFound, match="no peer 'ghost' .*no live daemon 'ghost' is in "
+                           f"the cluster directory \\(etcd key {prefix}nodes/ghost\\)"):
+            a.write("src", "ghost", "dst", MiB)
+
+        # b restarts on another address: the next write finds it there.
+        old_address = cluster["b"].address
+        cluster["b"].stop()
+        cluster["b"].start()
+        assert cluster["b"].address != old_address
+        b = cluster["b"].client()
+        dst = b.register_region("dst", MiB, backing="shm", remote_write=True)
+        digest = sha(fill(src, seed=12))
+        assert a.write("src", "b", "dst", MiB).wait(WAIT_S).state == "done"
+        assert sha(dst.buffer) == digest
+        assert [(p.node_id, p.address) for p in a.peers()] == [("b", cluster["b"].address)]
 
 
 def test_without_cluster_nothing_changes(etcd: Etcd) -> None:
