@@ -3,6 +3,7 @@
 // systemd, and on SIGTERM/SIGINT drains: no new transfers, in-flight ones get
 // engine.drain_timeout to finish, peers are told, then everything stops.
 #include <grpcpp/grpcpp.h>
+#include <malloc.h>
 #include <signal.h>
 #include <sys/random.h>
 #include <systemd/sd-daemon.h>
@@ -221,6 +222,8 @@ struct Daemon {
 absl::Status StartEngine(const Config& config, Daemon& d) {
   memory::RegistryOptions registry_options;
   registry_options.shm_dir = config.regions.shm_dir;
+  registry_options.file_confinement.dirs = config.regions.file_dirs;
+  registry_options.file_confinement.create_mode = config.regions.file_mode;
   registry_options.shm_mode = config.server.unix_socket_mode & 0666;
   registry_options.max_registered_bytes = config.regions.max_registered_bytes;
   // Unique per daemon start, also across PID namespaces that share /dev/shm
@@ -383,5 +386,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "xferd: %s\n", std::string(s.message()).c_str());
     return 2;
   }
+  // Big, short-lived allocations (a many-block request's offset arrays and
+  // its plan, 24 bytes a block; large gRPC messages) get mappings of their
+  // own, so their pages go back to the kernel when the transfer ends. Left
+  // dynamic, glibc raises the threshold to the size of the first such block
+  // freed, and a daemon that once planned a million blocks keeps that memory
+  // resident for good. Setting it also fixes the trim threshold. 256 KiB:
+  // a stream chunk's offset arrays (512 KiB each) are mapped too.
+  mallopt(M_MMAP_THRESHOLD, 256 << 10);
   return xferd::Run(*config, flags.ready_file);
 }

@@ -192,6 +192,8 @@ void DefineEngine(TableReader& r, EngineConfig& c) {
 void DefineRegions(TableReader& r, RegionConfig& c) {
   r.On("max_registered_bytes", Size(&c.max_registered_bytes));
   r.On("shm_dir", String(&c.shm_dir));
+  r.On("file_dirs", StringList(&c.file_dirs));
+  r.On("file_mode", Integer(&c.file_mode));
 }
 
 void DefineLog(TableReader& r, LogConfig& c) {
@@ -419,6 +421,14 @@ absl::Status Validate(const Config& c) {
   RETURN_IF_ERROR(ValidateEngine(c.engine));
   RETURN_IF_ERROR(ValidateTcp(c.transport));
   RETURN_IF_ERROR(ValidateVerbs(c.transport));
+  for (const std::string& dir : c.regions.file_dirs) {
+    if (dir.empty() || dir[0] != '/' || dir == "/") {
+      return InvalidKey("regions.file_dirs",
+                        "must list absolute directories other than \"/\", e.g. "
+                        "[\"/var/lib/xferd/data\"]");
+    }
+  }
+  if (c.regions.file_mode > 0777) return InvalidKey("regions.file_mode", "must be <= 0o777");
   if (c.transport.require_rdma && c.transport.kind == TransportChoice::kTcp) {
     return InvalidKey("transport.require_rdma", "is true but transport.kind is \"tcp\"");
   }

@@ -78,6 +78,11 @@ struct RegionConfig {
   uint64_t max_registered_bytes = 0;
   // Directory for SHM-backed regions.
   std::string shm_dir = "/dev/shm";
+  // The only directories file-backed regions may be in (the package makes
+  // the default); empty refuses file regions.
+  std::vector<std::string> file_dirs = {"/var/lib/xferd/data"};
+  // Mode of the files a registration creates.
+  uint32_t file_mode = 0640;
 };
 
 struct LogConfig {

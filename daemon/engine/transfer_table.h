@@ -53,7 +53,8 @@ class TransferTable {
   void Count(const TransferInfo& outcome);
   // Moves an ended transfer into the history. Called once its outcome is
   // visible (OnTransferFinished): its snapshot may be taken from then on.
-  void Retire(uint64_t id);
+  // Returns how many finished transfers are still held whole (see Sweep).
+  size_t Retire(uint64_t id);
 
   // The transfer while it is still kept whole (to watch or cancel it).
   std::shared_ptr<Transfer> FindLive(uint64_t id) const;
