@@ -70,6 +70,15 @@ absl::StatusOr<std::unique_ptr<Directory>> Directory::Join(const ClusterConfig& 
   directory->SetState(absl::OkStatus());
   engine.SetRegionObserver(directory.get());
   engine.SetNodeDirectory(directory.get());
+  directory->watch_ = std::make_unique<NodeWatch>(
+      *directory->etcd_, config.prefix, [d = directory.get()](const v1::DirectoryNode& gone) {
+        if (gone.node_id() == d->self_.node_id()) return;
+        // The engine fails the peer's transfers UNAVAILABLE with this reason,
+        // and the next write to it looks it up again.
+        (void)d->engine_.OnGoodbye(gone.node_id(), gone.incarnation(),
+                                   "it left the cluster directory (it stopped, or its etcd lease "
+                                   "expired: it crashed, hung or lost etcd)");
+      });
   directory->thread_ = std::thread([d = directory.get()] { d->Run(); });
   return directory;
 }
@@ -79,6 +88,7 @@ Directory::Directory(const ClusterConfig& config, v1::DirectoryNode self, engine
     : config_(config), self_(std::move(self)), engine_(engine), etcd_(std::move(etcd)) {}
 
 Directory::~Directory() {
+  watch_.reset();
   engine_.SetRegionObserver(nullptr);
   engine_.SetNodeDirectory(nullptr);
   {
@@ -209,6 +219,7 @@ void Directory::OnRegionsChanged() {
 }
 
 void Directory::Leave(absl::Time deadline) {
+  watch_.reset();
   engine_.SetRegionObserver(nullptr);
   engine_.SetNodeDirectory(nullptr);
   {

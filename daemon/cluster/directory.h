@@ -17,6 +17,7 @@
 #include "absl/time/time.h"
 #include "daemon/base/mutex.h"
 #include "daemon/cluster/etcd_client.h"
+#include "daemon/cluster/node_watch.h"
 #include "daemon/common/config.h"
 #include "daemon/engine/control_executor.h"
 #include "daemon/engine/engine.h"
@@ -98,6 +99,8 @@ class Directory final : public engine::RegionObserver, public engine::NodeDirect
   const std::unique_ptr<EtcdClient> etcd_;
   // Lookups for the service; mutable: a const List may be queued.
   mutable engine::ControlExecutor lookups_{1};
+  // Peers whose record goes away are marked gone in the engine.
+  std::unique_ptr<NodeWatch> watch_;
 
   mutable Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

@@ -53,6 +53,7 @@ absl::StatusOr<std::unique_ptr<EtcdClient>> EtcdClient::Create(const ClusterConf
     e.channel = grpc::CreateCustomChannel(address, credentials, args);
     e.kv = etcdserverpb::KV::NewStub(e.channel);
     e.lease = etcdserverpb::Lease::NewStub(e.channel);
+    e.watch = etcdserverpb::Watch::NewStub(e.channel);
     endpoints.push_back(std::move(e));
   }
   std::string text = absl::StrJoin(config.etcd, ",");
@@ -97,6 +98,14 @@ absl::Status EtcdClient::Call(
       absl::StrCat("etcd (cluster.etcd = ", endpoints_text_, ") did not answer ", what, " within ",
                    absl::FormatDuration(timeout), " (", causes.empty() ? "no time left" : causes,
                    "): is etcd running and reachable from this host?"));
+}
+
+etcdserverpb::Watch::Stub& EtcdClient::WatchStub() {
+  MutexLock lock(&mu_);
+  // Rotate, so that a watch that keeps failing on one member tries the next.
+  Endpoint& endpoint = endpoints_[preferred_];
+  preferred_ = (preferred_ + 1) % endpoints_.size();
+  return *endpoint.watch;
 }
 
 absl::StatusOr<etcdserverpb::TxnResponse> EtcdClient::Txn(const etcdserverpb::TxnRequest& request,

@@ -43,6 +43,11 @@ class EtcdClient {
   // the lease has expired (its keys are gone).
   absl::StatusOr<int64_t> KeepAlive(int64_t lease, absl::Duration timeout);
 
+  // The Watch service of the endpoint that answered last (a stream is
+  // bound to one endpoint; the caller opens it again on another after an
+  // error). Any thread.
+  etcdserverpb::Watch::Stub& WatchStub();
+
   // "127.0.0.1:2379,127.0.0.1:2381": for messages and NodeInfo.
   const std::string& endpoints() const { return endpoints_text_; }
 
@@ -52,6 +57,7 @@ class EtcdClient {
     std::shared_ptr<grpc::Channel> channel;
     std::unique_ptr<etcdserverpb::KV::Stub> kv;
     std::unique_ptr<etcdserverpb::Lease::Stub> lease;
+    std::unique_ptr<etcdserverpb::Watch::Stub> watch;
   };
   explicit EtcdClient(std::vector<Endpoint> endpoints, std::string endpoints_text);
 

@@ -252,6 +252,39 @@ def test_writes_and_connects_by_node_id(etcd: Etcd, prefix: str) -> None:
         assert [(p.node_id, p.address) for p in a.peers()] == [("b", cluster["b"].address)]
 
 
+def test_peer_whose_lease_expires_is_marked_gone(etcd: Etcd, prefix: str) -> None:
+    with directory_cluster(etcd, prefix) as cluster:
+        a, b = cluster["a"].client(), cluster["b"].client()
+        a.register_region("big", 256 * MiB)
+        b.register_region("big", 256 * MiB, remote_write=True)
+        src = a.register_region("src", MiB, backing="shm")
+        dst = b.register_region("dst", MiB, backing="shm", remote_write=True)
+        assert a.write("src", "b", "dst", MiB).wait(WAIT_S).state == "done"
+        # Resolved now, so the write below needs nothing from b to start.
+        assert a.write("big", "b", "big", MiB).wait(WAIT_S).state == "done"
+        # b hangs: its lanes stall (TCP would wait tcp_user_timeout, 10 s) and
+        # its lease expires; a hears of it from the watch and fails the write.
+        cluster["b"].pause()
+        try:
+            stalled = a.write("big", "b", "big", 256 * MiB)
+            paused_at = time.monotonic()
+            with pytest.raises(xferd.Unavailable) as gone:
+                stalled.wait(WAIT_S)
+            took = time.monotonic() - paused_at
+        finally:
+            cluster["b"].resume()
+        assert str(gone.value) == ("UNAVAILABLE: peer 'b' went away: it left the cluster "
+                                   "directory (it stopped, or its etcd lease expired: it crashed, "
+                                   "hung or lost etcd)")
+        assert a.transfer(stalled.id).state == "failed"
+        assert took < TTL_S + 4, took  # the lease, etcd's expiry check, the watch
+        # b joins again under a new lease; the next write reaches it.
+        wait_until("b back", lambda: prefix + "nodes/b" in keys(etcd, prefix), timeout=10)
+        digest = sha(fill(src, seed=21))
+        assert a.write("src", "b", "dst", MiB).wait(WAIT_S).state == "done"
+        assert sha(dst.buffer) == digest
+
+
 def test_without_cluster_nothing_changes(etcd: Etcd) -> None:
     with Cluster(("solo",)) as cluster:
         c = cluster["solo"].client()
