@@ -22,6 +22,7 @@ from typing import Dict, Iterator
 
 import pytest
 
+import certs
 import pytest_main
 import xferd
 from daemons import Cluster, Daemon, daemon_binary
@@ -283,6 +284,31 @@ def test_peer_whose_lease_expires_is_marked_gone(etcd: Etcd, prefix: str) -> Non
         digest = sha(fill(src, seed=21))
         assert a.write("src", "b", "dst", MiB).wait(WAIT_S).state == "done"
         assert sha(dst.buffer) == digest
+
+
+def test_tls_to_etcd(tmp_path) -> None:
+    ca = certs.Ca(str(tmp_path / "pki"), "etcd-ca")
+    server = ca.issue("etcd", dns=["localhost"], ips=["127.0.0.1"])
+    client = ca.issue("xferd-client")
+    with Etcd("secure", tls=(ca.cert, server.cert, server.key)) as etcd:
+        prefix = "/secure/"
+        config = (f'[cluster]\netcd = ["{etcd.endpoint}"]\nprefix = "{prefix}"\n'
+                  f'ca = "{ca.cert}"\ncert = "{client.cert}"\nkey = "{client.key}"\n')
+        with Cluster(("a",), config_extra=config) as cluster:
+            assert keys(etcd, prefix)[prefix + "nodes/a"]["address"] == cluster["a"].address
+            assert cluster["a"].client().node_info().directory_connected
+        # Without a client certificate, etcd refuses the daemon, which says so.
+        shm = tempfile.mkdtemp(prefix="xferd-test-", dir="/dev/shm")
+        try:
+            anonymous = Daemon("b", _short_dir(), shm, daemon_binary(),
+                               config_extra=config.split("cert =")[0])
+            with pytest.raises(AssertionError) as refused:
+                anonymous.start()
+        finally:
+            shutil.rmtree(shm, ignore_errors=True)
+        assert anonymous.proc.returncode == 1
+        assert "cannot start: the cluster directory: etcd (cluster.etcd = " in str(refused.value)
+        assert prefix + "nodes/b" not in keys(etcd, prefix)
 
 
 def test_without_cluster_nothing_changes(etcd: Etcd) -> None:

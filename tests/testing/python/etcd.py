@@ -17,7 +17,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 __all__ = ["Etcd", "etcd_binary"]
 
@@ -41,12 +41,17 @@ def _free_port() -> int:
 
 
 class Etcd:
-    """One etcd member. `endpoint` ("127.0.0.1:port") is its client address."""
+    """One etcd member. `endpoint` ("127.0.0.1:port") is its client address.
 
-    def __init__(self, name: str = "etcd") -> None:
+    With `tls` (CA, certificate, key: PEM paths) it serves clients over TLS
+    and requires a client certificate from that CA.
+    """
+
+    def __init__(self, name: str = "etcd", tls: Optional[Tuple[str, str, str]] = None) -> None:
         base = os.environ.get("TEST_TMPDIR") or tempfile.gettempdir()
         self.dir = tempfile.mkdtemp(prefix="etcd-", dir=base)
         self.name = name
+        self.tls = tls
         self.proc: Optional[subprocess.Popen] = None
         self.client_port = 0
         self.peer_port = 0
@@ -60,14 +65,15 @@ class Etcd:
         for attempt in range(_ATTEMPTS):
             if not self.client_port or attempt > 0:
                 self.client_port, self.peer_port = _free_port(), _free_port()
-            client = f"http://127.0.0.1:{self.client_port}"
+            scheme = "https" if self.tls else "http"
+            client = f"{scheme}://127.0.0.1:{self.client_port}"
             peer = f"http://127.0.0.1:{self.peer_port}"
             log = open(os.path.join(self.dir, "etcd.log"), "ab")
             self.proc = subprocess.Popen(
                 [etcd_binary(), "--name", self.name, "--data-dir", os.path.join(self.dir, "data"),
                  "--listen-client-urls", client, "--advertise-client-urls", client,
                  "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-                 "--initial-cluster", f"{self.name}={peer}"],
+                 "--initial-cluster", f"{self.name}={peer}", *self._tls_args()],
                 stdout=log, stderr=subprocess.STDOUT)
             log.close()
             deadline = time.monotonic() + _READY_TIMEOUT_S
@@ -77,6 +83,13 @@ class Etcd:
                 time.sleep(0.1)
             self.stop()
         raise AssertionError(f"etcd did not start; its log:\n{self.log_tail()}")
+
+    def _tls_args(self) -> List[str]:
+        if not self.tls:
+            return []
+        ca, cert, key = self.tls
+        return ["--trusted-ca-file", ca, "--cert-file", cert, "--key-file", key,
+                "--client-cert-auth"]
 
     def stop(self) -> None:
         """SIGTERM to the pid started here (SIGKILL after 10 s); keeps the data."""
@@ -96,7 +109,11 @@ class Etcd:
     def ctl(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
         """etcdctl (API v3) against this member."""
         env = dict(os.environ, ETCDCTL_API="3")
-        return subprocess.run(["etcdctl", "--endpoints", self.endpoint,
+        tls = []
+        if self.tls:
+            ca, cert, key = self.tls
+            tls = ["--cacert", ca, "--cert", cert, "--key", key]
+        return subprocess.run(["etcdctl", "--endpoints", self.endpoint, *tls,
                                "--dial-timeout", "2s", "--command-timeout", "3s", *args],
                               env=env, capture_output=True, text=True, check=check)
 
