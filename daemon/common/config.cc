@@ -13,6 +13,7 @@
 // exception is caught right here and turned into a Status.
 #include <toml++/toml.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "daemon/base/status_macros.h"
@@ -209,7 +210,12 @@ void DefineTls(TableReader& r, TlsConfig& c) {
   r.On("allowed_clients", StringList(&c.allowed_clients));
 }
 
-void DefineMetrics(TableReader& r, MetricsConfig& c) { r.On("listen", String(&c.listen)); }
+void DefineMetrics(TableReader& r, MetricsConfig& c) {
+  r.On("listen", String(&c.listen));
+  r.On("basic_auth_user", String(&c.basic_auth_user));
+  r.On("basic_auth_password_file", String(&c.basic_auth_password_file));
+  r.On("bearer_token_file", String(&c.bearer_token_file));
+}
 
 void DefineCluster(TableReader& r, ClusterConfig& c) {
   r.On("etcd", StringList(&c.etcd));
@@ -416,6 +422,32 @@ absl::StatusOr<Config> LoadConfigFile(const std::string& path) {
   return ParseConfig(text.str(), path);
 }
 
+namespace {
+
+absl::Status ValidateMetrics(const MetricsConfig& m) {
+  if (m.basic_auth_user.empty() != m.basic_auth_password_file.empty()) {
+    return InvalidKey(
+        m.basic_auth_user.empty() ? "metrics.basic_auth_user" : "metrics.basic_auth_password_file",
+        "is not set: basic auth needs metrics.basic_auth_user and "
+        "metrics.basic_auth_password_file together");
+  }
+  if (absl::StrContains(m.basic_auth_user, ':')) {
+    return InvalidKey("metrics.basic_auth_user", "must not contain ':' (RFC 7617)");
+  }
+  const std::pair<const char*, const std::string*> files[] = {
+      {"metrics.basic_auth_password_file", &m.basic_auth_password_file},
+      {"metrics.bearer_token_file", &m.bearer_token_file}};
+  for (const auto& [key, path] : files) {
+    if (!path->empty() && ::access(path->c_str(), R_OK) != 0) {
+      return InvalidKey(
+          key, absl::StrCat("names ", *path, ", which cannot be read: ", std::strerror(errno)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status Validate(const Config& c) {
   RETURN_IF_ERROR(ValidateServer(c.server));
   RETURN_IF_ERROR(ValidateEngine(c.engine));
@@ -436,12 +468,23 @@ absl::Status Validate(const Config& c) {
     return InvalidKey("metrics.listen",
                       "must be host:port, e.g. \"127.0.0.1:9300\" (\"\" disables)");
   }
+  RETURN_IF_ERROR(ValidateMetrics(c.metrics));
   static constexpr const char* kLevels[] = {"trace", "debug", "info", "warn", "error"};
   if (std::find(std::begin(kLevels), std::end(kLevels), c.log.level) == std::end(kLevels)) {
     return InvalidKey("log.level", "must be one of trace, debug, info, warn, error");
   }
   RETURN_IF_ERROR(ValidateCluster(c.cluster));
   return ValidateTls(c.tls);
+}
+
+absl::StatusOr<std::string> ReadKeyFile(absl::string_view key, const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    return absl::InvalidArgumentError(absl::StrCat("config key '", key, "': cannot read ", path));
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
 }
 
 }  // namespace xferd

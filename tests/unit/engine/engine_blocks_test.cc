@@ -154,6 +154,13 @@ TEST_F(EngineBlocksTest, OutOfRangeBlockMovesNothing) {
             "block #731: destination range [4194294, 4194294+4096) exceeds region 'remote' on "
             "peer 'b' of 4194304 bytes");
   EXPECT_TRUE(AllZero(*remote_));
+  // Refusals are counted by code, and start no transfer.
+  w.peer = "nobody";
+  EXPECT_EQ(h_.Submit(*a_, {w}).status().code(), absl::StatusCode::kNotFound);
+  const engine::TransferCounters counters = a_->engine->Stats().transfers;
+  EXPECT_EQ(counters.refused, (std::map<std::string, uint64_t>{{"OUT_OF_RANGE", 1},
+                                                               {"NOT_FOUND", 1}}));
+  EXPECT_EQ(counters.submitted, 0u);
 }
 
 TEST_F(EngineBlocksTest, ReadWithoutRemoteReadIsDenied) {
