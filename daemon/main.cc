@@ -22,6 +22,7 @@
 #include "absl/strings/strip.h"
 #include "daemon/base/status_macros.h"
 #include "daemon/base/units.h"
+#include "daemon/cluster/directory.h"
 #include "daemon/common/config.h"
 #include "daemon/common/host_port.h"
 #include "daemon/common/log.h"
@@ -240,6 +241,9 @@ struct Daemon {
   std::unique_ptr<service::XferdServiceImpl> xferd_service;
   std::unique_ptr<service::PeerServiceImpl> peer_service;
   std::unique_ptr<service::Server> server;
+  // With [cluster]: this daemon's membership. Declared last, so it goes
+  // first: its lookup thread finishes before the service it answers for.
+  std::unique_ptr<cluster::Directory> directory;
 };
 
 // The region registry, the transport, security and the engine.
@@ -287,9 +291,36 @@ absl::Status StartServing(const Config& config, Daemon& d) {
   return absl::OkStatus();
 }
 
-// Names the node now that its port is known, then says it serves: in the
-// log, the ready file and to systemd.
-void AnnounceReady(const Config& config, const std::string& ready_file, Daemon& d) {
+// With [cluster]: joins the directory under this daemon's node id, before
+// it says it is ready, so that a duplicate node id stops it at start-up.
+absl::Status JoinCluster(const Config& config, Daemon& d) {
+  if (!config.cluster.enabled()) return absl::OkStatus();
+  const engine::NodeIdentity& me = d.engine->self();
+  v1::DirectoryNode self;
+  self.set_node_id(me.node_id);
+  self.set_address(me.address);
+  self.set_transport(d.transport.transport->kind() == transport::TransportKind::kVerbs
+                         ? v1::TRANSPORT_KIND_VERBS
+                         : v1::TRANSPORT_KIND_TCP);
+  self.set_device(d.engine->transport_device());
+  self.set_version(kVersion);
+  for (const std::string& name : d.security.names) self.add_identity(name);
+  self.set_incarnation(me.incarnation);
+  absl::StatusOr<std::unique_ptr<cluster::Directory>> directory =
+      cluster::Directory::Join(config.cluster, std::move(self), *d.engine);
+  if (!directory.ok()) {
+    return absl::Status(directory.status().code(),
+                        absl::StrCat("the cluster directory: ", directory.status().message()));
+  }
+  d.directory = *std::move(directory);
+  d.xferd_service->SetDirectory(d.directory.get());
+  return absl::OkStatus();
+}
+
+// Names the node now that its port is known, joins the cluster directory
+// (if configured), then says it serves: in the log, the ready file and to
+// systemd. Errors: those of joining the directory.
+absl::Status AnnounceReady(const Config& config, const std::string& ready_file, Daemon& d) {
   const int port = d.server->port();
   const std::string address = AdvertisedAddress(config, port);
   d.engine->SetIdentity(
@@ -297,12 +328,15 @@ void AnnounceReady(const Config& config, const std::string& ready_file, Daemon& 
       address);
   const engine::NodeIdentity& me = d.engine->self();
   const std::string transport(transport::TransportKindName(d.transport.transport->kind()));
+  absl::Status joined = JoinCluster(config, d);
+  if (!joined.ok()) return joined;
   spdlog::info("xferd {} ready node={} grpc={} unix={} transport={} pollers={}", kVersion,
                me.node_id, address, config.server.unix_socket, transport, config.engine.pollers);
   WriteReadyFile(ready_file, me, port,
                  d.metrics_endpoint != nullptr ? d.metrics_endpoint->address() : "");
   sd_notifyf(0, "READY=1\nSTATUS=serving node %s on %s (%s)", me.node_id.c_str(), address.c_str(),
              transport.c_str());
+  return absl::OkStatus();
 }
 
 // After SIGTERM/SIGINT: no new transfers, in-flight ones get
@@ -322,6 +356,9 @@ void Drain(const Config& config, int sig, Daemon& d) {
   // civetweb sees a stop request only between its 2 s polls: stop the
   // endpoint while peers are told and gRPC shuts down, not after.
   std::thread stop_metrics([&d] { d.metrics_endpoint.reset(); });
+  // Gone from the directory before the goodbyes: no daemon looks this one
+  // up again once its peers have let it go.
+  if (d.directory != nullptr) d.directory->Leave(absl::Now() + absl::Seconds(2));
   d.engine->SayGoodbye("shutting down", absl::Now() + absl::Seconds(2));
   // Transfers are drained by now: this bounds calls and connections still
   // open. gRPC waits for clients to drop even idle connections until the
@@ -341,7 +378,12 @@ int Run(const Config& config, const std::string& ready_file) {
     spdlog::critical("cannot start: {}", started.message());
     return 1;
   }
-  AnnounceReady(config, ready_file, d);
+  if (absl::Status ready = AnnounceReady(config, ready_file, d); !ready.ok()) {
+    spdlog::critical("cannot start: {}", ready.message());
+    d.server->Shutdown(absl::Now() + kServerShutdownGrace);
+    d.engine->Stop();
+    return 1;
+  }
   Drain(config, WaitForStopSignal(signals), d);
   spdlog::info("stopped");
   return 0;

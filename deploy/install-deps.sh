@@ -18,13 +18,15 @@ BUILD_PACKAGES=(
 # Tests and benchmarks: gtest, pytest, iperf3 (the benchmark's reference),
 # systemd-analyze (the unit is verified), dpkg-deb/objdump (the package) and
 # prometheus-client (an independent parser of the /metrics exposition), numpy
-# (the Python client's many-block tests and README example);
+# (the Python client's many-block tests and README example), etcd and etcdctl
+# (the cluster directory's tests run a real etcd);
 # clang and its sanitizer/libFuzzer runtimes (libclang-rt-14-dev, which clang
 # does not depend on) for the fuzz targets. gcc's ASan, TSan and UBSan
 # runtimes come with g++ (libgcc-12-dev).
 TEST_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev python3-pytest iperf3 openssl
   systemd binutils python3-prometheus-client python3-numpy clang libclang-rt-14-dev
+  etcd-server etcd-client
 )
 
 case "${1:-all}" in

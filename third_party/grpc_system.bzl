@@ -2,9 +2,10 @@
 
 Native proto_library/cc_proto_library would pull @com_google_protobuf (a
 download); these macros run /usr/bin/protoc (through @system_protoc) in a
-genrule. The proto package (//proto) is the import root, so
+genrule. The calling package is the import root: for //proto,
 proto/xferd/v1/foo.proto is imported as "xferd/v1/foo.proto", generates
-"xferd/v1/foo.pb.h" in C++ and the module xferd.v1.foo_pb2 in Python.
+"xferd/v1/foo.pb.h" in C++ and the module xferd.v1.foo_pb2 in Python; for
+//third_party/etcd (etcd's vendored API), "etcd/mvcc/mvccpb/kv.proto".
 """
 
 _PROTOC = "@system_protoc//:protoc"
@@ -20,10 +21,10 @@ def _stem(import_path):
 def cc_grpc_system_library(name, srcs, grpc = True, deps = [], visibility = None):
     """cc_library with <x>.pb.{h,cc} (and <x>.grpc.pb.{h,cc}) for each src.
 
-    Call from //proto; srcs are import paths such as "xferd/v1/foo.proto".
+    The calling package is the import root; srcs are import paths below it,
+    such as "xferd/v1/foo.proto" in //proto.
     """
-    if native.package_name() != _PROTO_ROOT:
-        fail("cc_grpc_system_library must be called from //" + _PROTO_ROOT)
+    root = native.package_name()
     hdrs = []
     cc_srcs = []
     for s in srcs:
@@ -34,13 +35,13 @@ def cc_grpc_system_library(name, srcs, grpc = True, deps = [], visibility = None
             cc_srcs.append(_stem(s) + ".grpc.pb.cc")
     cmd = [
         "$(location %s)" % _PROTOC,
-        "--proto_path=" + _PROTO_ROOT,
-        "--cpp_out=$(GENDIR)/" + _PROTO_ROOT,
+        "--proto_path=" + root,
+        "--cpp_out=$(GENDIR)/" + root,
     ]
     tools = [_PROTOC]
     if grpc:
         cmd += [
-            "--grpc_out=$(GENDIR)/" + _PROTO_ROOT,
+            "--grpc_out=$(GENDIR)/" + root,
             "--plugin=protoc-gen-grpc=$(location %s)" % _GRPC_CPP,
         ]
         tools.append(_GRPC_CPP)
@@ -56,7 +57,7 @@ def cc_grpc_system_library(name, srcs, grpc = True, deps = [], visibility = None
         name = name,
         srcs = cc_srcs,
         hdrs = hdrs,
-        # -isystem bazel-bin/proto: "xferd/v1/foo.pb.h" resolves, and warnings
+        # -isystem bazel-bin/<root>: "xferd/v1/foo.pb.h" resolves, and warnings
         # in generated code stay out of our builds.
         includes = ["."],
         deps = deps + ["//third_party:grpc++"],

@@ -1,14 +1,15 @@
-// xferctl info, stats and devices: what the daemon is, what it has done, and
-// the RDMA hardware it sees.
+// xferctl info, stats, devices and nodes: what the daemon is, what it has
+// done, the RDMA hardware it sees and the cluster directory it is in.
 #include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/base/units.h"
+#include "absl/strings/str_join.h"
 #include "client/cpp/commands.h"
 #include "client/cpp/format.h"
+#include "daemon/base/units.h"
 
 namespace xferd::client {
 namespace {
@@ -16,6 +17,12 @@ namespace {
 using Rows = std::vector<std::pair<std::string, std::string>>;
 
 std::string OrDash(const std::string& text) { return text.empty() ? "-" : text; }
+
+std::string DirectoryText(const v1::DirectoryStatus& d) {
+  if (!d.enabled()) return "none (no [cluster] section)";
+  return absl::StrCat(d.connected() ? "connected" : "disconnected", " to etcd ", d.etcd(),
+                      ", prefix ", d.prefix(), d.error().empty() ? "" : ": " + d.error());
+}
 
 std::string NodeInfoText(const v1::NodeInfo& info) {
   std::string transport = TransportLabel(info.transport());
@@ -33,6 +40,7 @@ std::string NodeInfoText(const v1::NodeInfo& info) {
       {"started", FormatTimestamp(info.started_at())},
       {"pid", absl::StrCat(info.pid())},
       {"security", OrDash(info.security())},
+      {"directory", DirectoryText(info.directory())},
   });
 }
 
@@ -107,6 +115,23 @@ std::string DevicesText(const v1::ListDevicesResponse& r) {
   return table.Render();
 }
 
+// One row per live daemon: its regions by name.
+std::string NodesText(const v1::ListNodesResponse& r) {
+  if (r.nodes().empty()) return "no live daemons in the directory\n";
+  Table table({{"NODE"}, {"ADDRESS"}, {"TRANSPORT"}, {"STATE"}, {"REGIONS"}});
+  for (const v1::ClusterNode& n : r.nodes()) {
+    std::string transport = TransportLabel(n.node().transport());
+    if (!n.node().device().empty()) absl::StrAppend(&transport, " ", n.node().device());
+    std::vector<std::string> regions;
+    for (const v1::DirectoryRegion& region : n.regions()) {
+      regions.push_back(absl::StrCat(region.name(), " (", FormatBytes(region.size()), ")"));
+    }
+    table.AddRow({n.node().node_id(), n.node().address(), transport, n.state(),
+                  regions.empty() ? "-" : absl::StrJoin(regions, ", ")});
+  }
+  return table.Render();
+}
+
 }  // namespace
 
 void AddNodeCommands(CLI::App& app, Action* action) {
@@ -121,6 +146,10 @@ void AddNodeCommands(CLI::App& app, Action* action) {
   AddCommand(app, "devices", "RDMA devices, ports, MTUs and GIDs, and which the daemon uses",
              action, [](Client& client, const GlobalOptions& global) {
                return EmitResult(global, client.ListDevices(), DevicesText);
+             });
+  AddCommand(app, "nodes", "the live daemons of the cluster directory (etcd) and their regions",
+             action, [](Client& client, const GlobalOptions& global) {
+               return EmitResult(global, client.ListNodes(), NodesText);
              });
 }
 

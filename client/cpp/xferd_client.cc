@@ -341,6 +341,16 @@ absl::StatusOr<v1::ListDevicesResponse> Client::ListDevices() {
   return Call(&v1::Xferd::Stub::ListDevices, v1::ListDevicesRequest(), options_.rpc_timeout);
 }
 
+absl::StatusOr<v1::ListNodesResponse> Client::ListNodes() {
+  return Call(&v1::Xferd::Stub::ListNodes, v1::ListNodesRequest(), options_.rpc_timeout);
+}
+
+absl::StatusOr<v1::FindRegionResponse> Client::FindRegion(const std::string& name) {
+  v1::FindRegionRequest request;
+  request.set_name(name);
+  return Call(&v1::Xferd::Stub::FindRegion, request, options_.rpc_timeout);
+}
+
 // ------------------------------------------------- reads, blocks, layouts --
 
 absl::StatusOr<v1::Transfer> Client::Read(const v1::ReadRequest& request) {

@@ -127,6 +127,13 @@ class Client {
   absl::StatusOr<v1::Stats> GetStats();
   absl::StatusOr<v1::ListDevicesResponse> ListDevices();
 
+  // ---- cluster directory (a daemon with [cluster]) ----
+  // Every live daemon of the directory with its regions. Errors:
+  // FAILED_PRECONDITION (no [cluster]), UNAVAILABLE (etcd unreachable).
+  absl::StatusOr<v1::ListNodesResponse> ListNodes();
+  // The live daemons' regions named `name`. Errors: as ListNodes, NOT_FOUND.
+  absl::StatusOr<v1::FindRegionResponse> FindRegion(const std::string& name);
+
  private:
   // Runs one unary call with a deadline `timeout` from now (none if infinite).
   template <typename Request, typename Response>

@@ -217,6 +217,15 @@ void DefineMetrics(TableReader& r, MetricsConfig& c) {
   r.On("bearer_token_file", String(&c.bearer_token_file));
 }
 
+void DefineCluster(TableReader& r, ClusterConfig& c) {
+  r.On("etcd", StringList(&c.etcd));
+  r.On("prefix", String(&c.prefix));
+  r.On("lease_ttl", Duration(&c.lease_ttl));
+  r.On("ca", String(&c.ca));
+  r.On("cert", String(&c.cert));
+  r.On("key", String(&c.key));
+}
+
 absl::Status InvalidKey(absl::string_view key, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat("config key '", key, "' ", why));
 }
@@ -312,6 +321,49 @@ absl::Status ValidateTls(const TlsConfig& tls) {
   return absl::OkStatus();
 }
 
+// [cluster]: endpoints that parse, a prefix that cannot swallow another
+// (it starts and ends with '/'), a TTL etcd accepts, TLS files readable now.
+absl::Status ValidateCluster(const ClusterConfig& cluster) {
+  const bool any_set = !cluster.ca.empty() || !cluster.cert.empty() || !cluster.key.empty();
+  if (!cluster.enabled()) {
+    if (any_set) return InvalidKey("cluster.etcd", "is empty but cluster TLS files are set");
+    return absl::OkStatus();
+  }
+  for (const std::string& endpoint : cluster.etcd) {
+    if (!ParseHostPort(endpoint).ok()) {
+      return InvalidKey("cluster.etcd", absl::StrCat("has '", endpoint,
+                                                     "': each endpoint must be host:port, e.g. "
+                                                     "\"10.0.0.5:2379\""));
+    }
+  }
+  if (cluster.prefix.size() < 2 || cluster.prefix.front() != '/' || cluster.prefix.back() != '/') {
+    return InvalidKey("cluster.prefix",
+                      "must start and end with '/', e.g. \"/xferd/\" or \"/tenant-a/xferd/\"");
+  }
+  if (cluster.lease_ttl < absl::Seconds(2) || cluster.lease_ttl > absl::Hours(1)) {
+    return InvalidKey("cluster.lease_ttl", "must be between 2s and 1h");
+  }
+  if (cluster.cert.empty() != cluster.key.empty()) {
+    return InvalidKey(cluster.cert.empty() ? "cluster.cert" : "cluster.key",
+                      "is not set: a client certificate to etcd needs cluster.cert and "
+                      "cluster.key together");
+  }
+  if (!cluster.cert.empty() && cluster.ca.empty()) {
+    return InvalidKey("cluster.ca",
+                      "is not set: TLS to etcd needs the CA that signed etcd's "
+                      "certificate");
+  }
+  const std::pair<const char*, const std::string*> files[] = {
+      {"cluster.ca", &cluster.ca}, {"cluster.cert", &cluster.cert}, {"cluster.key", &cluster.key}};
+  for (const auto& [key, path] : files) {
+    if (!path->empty() && ::access(path->c_str(), R_OK) != 0) {
+      return InvalidKey(
+          key, absl::StrCat("names ", *path, ", which cannot be read: ", std::strerror(errno)));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<TransportChoice> ParseTransportChoice(absl::string_view text) {
@@ -354,6 +406,7 @@ absl::StatusOr<Config> ParseConfig(absl::string_view toml_text, absl::string_vie
   top.On("log", Table([&](TableReader& r) { DefineLog(r, config.log); }, "log"));
   top.On("tls", Table([&](TableReader& r) { DefineTls(r, config.tls); }, "tls"));
   top.On("metrics", Table([&](TableReader& r) { DefineMetrics(r, config.metrics); }, "metrics"));
+  top.On("cluster", Table([&](TableReader& r) { DefineCluster(r, config.cluster); }, "cluster"));
   absl::Status status = top.Read(root);
   if (!status.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(origin, ": ", status.message()));
@@ -420,6 +473,7 @@ absl::Status Validate(const Config& c) {
   if (std::find(std::begin(kLevels), std::end(kLevels), c.log.level) == std::end(kLevels)) {
     return InvalidKey("log.level", "must be one of trace, debug, info, warn, error");
   }
+  RETURN_IF_ERROR(ValidateCluster(c.cluster));
   return ValidateTls(c.tls);
 }
 

@@ -127,6 +127,26 @@ struct MetricsConfig {
   std::string bearer_token_file;
 };
 
+// The cluster directory on etcd (daemon/cluster/). Without etcd endpoints
+// the daemon runs alone, exactly as before: peers only by address.
+struct ClusterConfig {
+  // etcd client endpoints, "host:port" each (several: any may answer).
+  std::vector<std::string> etcd;
+  // Every key this daemon writes or reads starts with it: one per tenant or
+  // cluster, so fleets can share an etcd without seeing each other.
+  std::string prefix = "/xferd/";
+  // The lease the daemon's keys live under: a crashed daemon vanishes from
+  // the directory this long after its last keep-alive.
+  absl::Duration lease_ttl = absl::Seconds(10);
+  // TLS to etcd (PEM files): ca alone verifies etcd; cert and key add a
+  // client certificate. None: plaintext.
+  std::string ca;
+  std::string cert;
+  std::string key;
+
+  bool enabled() const { return !etcd.empty(); }
+};
+
 struct Config {
   // Name peers use for this daemon; default "<hostname>:<grpc port>".
   std::string node_id;
@@ -137,6 +157,7 @@ struct Config {
   LogConfig log;
   TlsConfig tls;
   MetricsConfig metrics;
+  ClusterConfig cluster;
 };
 
 // Parses TOML text. Unknown keys are errors (a typo must not be ignored).

@@ -68,6 +68,9 @@ void Engine::RegisterRegion(memory::RegionSpec spec,
     if (region.ok()) {
       spdlog::info("region registered name={} size={} id={}", name, (*region)->size(),
                    (*region)->id());
+      if (RegionObserver* observer = region_observer_.load(std::memory_order_acquire)) {
+        observer->OnRegionsChanged();
+      }
     }
     done(std::move(region));
   });
@@ -91,6 +94,9 @@ absl::StatusOr<uint32_t> Engine::DeregisterRegion(const std::string& name, bool 
   ASSIGN_OR_RETURN(std::shared_ptr<memory::Region> removed, regions_.Remove(name, force));
   spdlog::info("region deregistered name={} id={} cancelled_transfers={}", name, removed->id(),
                cancelled);
+  if (RegionObserver* observer = region_observer_.load(std::memory_order_acquire)) {
+    observer->OnRegionsChanged();
+  }
   NotifyInvalidated(removed->id(), name, [peers_told = std::move(peers_told), cancelled] {
     if (peers_told) peers_told(cancelled);
   });
@@ -198,6 +204,14 @@ EngineStats Engine::Stats() const {
 
 void Engine::SetTransferRecorder(TransferRecorder* recorder) {
   recorder_.store(recorder, std::memory_order_release);
+}
+
+void Engine::SetRegionObserver(RegionObserver* observer) {
+  region_observer_.store(observer, std::memory_order_release);
+}
+
+void Engine::SetNodeDirectory(NodeDirectory* directory) {
+  node_directory_.store(directory, std::memory_order_release);
 }
 
 void Engine::OnTransferEnding(const Transfer& transfer, const TransferInfo& outcome) {

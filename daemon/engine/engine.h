@@ -24,6 +24,7 @@
 #include "daemon/engine/control_executor.h"
 #include "daemon/engine/deadline_timer.h"
 #include "daemon/engine/layouts.h"
+#include "daemon/engine/observers.h"
 #include "daemon/engine/peer.h"
 #include "daemon/engine/peer_rpc.h"
 #include "daemon/engine/poller.h"
@@ -43,15 +44,6 @@ struct PeerTraffic {
   uint64_t bytes_sent = 0;
   uint64_t bytes_received = 0;
   uint64_t rejected_writes = 0;  // inbound writes from it that were refused
-};
-
-// Told of every transfer's end, after the engine's own bookkeeping (metrics).
-class TransferRecorder {
- public:
-  virtual ~TransferRecorder() = default;
-  // On the thread that ended the transfer, often a poller: must be quick,
-  // never block and never call back into the engine.
-  virtual void RecordTransfer(const TransferInfo& info) = 0;
 };
 
 struct EngineStats {
@@ -164,10 +156,13 @@ class Engine final : public TransferListener {
   void Stop();
 
   EngineStats Stats() const;
-  // Sets (or, with null, clears) who is told of transfers' ends. Set it
-  // before transfers start; clear it only once none can end concurrently
-  // (after Stop). The recorder outlives its registration.
+  // Set (or clear, with null) who hears of transfers' ends (set before
+  // transfers start, cleared after Stop) and of region changes, and where
+  // unknown node ids are looked up (without one, peers are connected by
+  // address first). Each outlives its registration.
   void SetTransferRecorder(TransferRecorder* recorder);
+  void SetRegionObserver(RegionObserver* observer);
+  void SetNodeDirectory(NodeDirectory* directory);
 
   // TransferListener: counts, records and forgets a vanished region's key
   // before the outcome is visible; then files and logs it.
@@ -201,6 +196,13 @@ class Engine final : public TransferListener {
   absl::StatusOr<std::vector<std::shared_ptr<Transfer>>> ResolveAndAdmit(
       const std::vector<WriteSpec>& writes, bool batch, absl::Time submitted_at);
   absl::Status ReconnectBroken(const std::vector<WriteSpec>& writes, absl::Time deadline);
+  // Connects writes' unknown peers at their address in the node directory.
+  absl::Status ConnectUnknown(const std::vector<WriteSpec>& writes, absl::Time deadline);
+  // ConnectPeer's target: a node id of the directory, else an address.
+  absl::StatusOr<PeerInfo> ConnectNodeOrAddress(const std::string& target, absl::Time deadline);
+  // Connects `address`; FAILED_PRECONDITION unless the daemon there is `node_id`.
+  absl::StatusOr<PeerInfo> ConnectNodeAt(const std::string& node_id, const std::string& address,
+                                         absl::Time deadline);
   absl::Status ResolveMissing(const std::vector<WriteSpec>& writes, absl::Time deadline);
   // *stale: it failed because the peer's link broke or the remote key was
   // invalidated since resolution (resolving again may succeed).
@@ -248,6 +250,8 @@ class Engine final : public TransferListener {
   // a reconnect.
   std::map<std::string, PeerTraffic> closed_traffic_ ABSL_GUARDED_BY(mu_);
   std::atomic<TransferRecorder*> recorder_{nullptr};
+  std::atomic<RegionObserver*> region_observer_{nullptr};
+  std::atomic<NodeDirectory*> node_directory_{nullptr};
 };
 
 }  // namespace xferd::engine

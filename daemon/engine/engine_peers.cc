@@ -18,8 +18,37 @@ absl::Status Prefixed(const absl::Status& status, absl::string_view prefix) {
 void Engine::ConnectPeer(const std::string& address, absl::Duration timeout,
                          Callback<PeerInfo> done) {
   const absl::Time deadline = absl::Now() + timeout;
-  executor_.Run(
-      [this, address, deadline, done = std::move(done)] { done(ConnectNow(address, deadline)); });
+  executor_.Run([this, address, deadline, done = std::move(done)] {
+    done(ConnectNodeOrAddress(address, deadline));
+  });
+}
+
+absl::StatusOr<PeerInfo> Engine::ConnectNodeOrAddress(const std::string& target,
+                                                      absl::Time deadline) {
+  NodeDirectory* directory = node_directory_.load(std::memory_order_acquire);
+  if (directory == nullptr || target.empty()) return ConnectNow(target, deadline);
+  if (std::shared_ptr<Peer> known = peers_.Find(target);
+      known != nullptr && !known->link()->broken()) {
+    return known->Info();
+  }
+  absl::StatusOr<std::string> address = directory->AddressOf(target, deadline);
+  // Not a node id of the directory: an address, as without one.
+  if (absl::IsNotFound(address.status())) return ConnectNow(target, deadline);
+  if (!address.ok()) return address.status();
+  return ConnectNodeAt(target, *address, deadline);
+}
+
+absl::StatusOr<PeerInfo> Engine::ConnectNodeAt(const std::string& node_id,
+                                               const std::string& address, absl::Time deadline) {
+  ASSIGN_OR_RETURN(PeerInfo peer, ConnectNow(address, deadline));
+  if (peer.node.node_id != node_id) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the cluster directory names ", address, " for node '", node_id,
+                     "', but the daemon there is '", peer.node.node_id,
+                     "' (a stale record of a restarted daemon?): retry once the directory "
+                     "catches up"));
+  }
+  return peer;
 }
 
 absl::StatusOr<PeerInfo> Engine::ConnectNow(const std::string& address, absl::Time deadline) {

@@ -77,7 +77,8 @@ void Engine::Submit(std::vector<WriteSpec> writes, bool batch,
   for (size_t i = 0; i < writes.size(); ++i) {
     absl::Status local = BindLayouts(writes[i]);
     if (local.ok()) local = CheckLocal(writes[i]);
-    if (local.ok() && peers_.Find(writes[i].peer) == nullptr) {
+    if (local.ok() && peers_.Find(writes[i].peer) == nullptr &&
+        node_directory_.load(std::memory_order_acquire) == nullptr) {
       local = absl::NotFoundError(absl::StrCat("no peer '", writes[i].peer,
                                                "' (by node id or address): connect it first "
                                                "with ConnectPeer"));
@@ -123,6 +124,7 @@ absl::StatusOr<std::vector<std::shared_ptr<Transfer>>> Engine::ResolveAndAdmit(
   absl::Duration budget = kResolveTimeout;
   for (const WriteSpec& w : writes) budget = std::min(budget, w.timeout);
   const absl::Time deadline = submitted_at + budget;
+  RETURN_IF_ERROR(ConnectUnknown(writes, deadline));
   while (true) {
     RETURN_IF_ERROR(ReconnectBroken(writes, deadline));
     RETURN_IF_ERROR(ResolveMissing(writes, deadline));
@@ -145,7 +147,13 @@ absl::Status Engine::ReconnectBroken(const std::vector<WriteSpec>& writes, absl:
     std::shared_ptr<Peer> peer = peers_.Find(writes[i].peer);
     if (peer == nullptr || !peer->link()->broken()) continue;
     const absl::Status why = peer->link()->status();
-    absl::StatusOr<PeerInfo> again = ConnectNow(peer->node().address, deadline);
+    // A restarted peer may serve at another address: the directory knows it.
+    std::string address = peer->node().address;
+    if (NodeDirectory* directory = node_directory_.load(std::memory_order_acquire)) {
+      absl::StatusOr<std::string> now = directory->AddressOf(peer->node_id(), deadline);
+      if (now.ok()) address = *now;
+    }
+    absl::StatusOr<PeerInfo> again = ConnectNow(address, deadline);
     if (!again.ok()) {
       return ForWrite(absl::UnavailableError(absl::StrCat(
                           "peer '", peer->node_id(), "' is disconnected (", why.message(),
@@ -153,6 +161,29 @@ absl::Status Engine::ReconnectBroken(const std::vector<WriteSpec>& writes, absl:
                       i, writes.size());
     }
     spdlog::info("peer {} reconnected after: {}", peer->node_id(), why.message());
+  }
+  return absl::OkStatus();
+}
+
+// A write to a node never connected: its address comes from the node
+// directory, and the handshake runs within the write's deadline.
+absl::Status Engine::ConnectUnknown(const std::vector<WriteSpec>& writes, absl::Time deadline) {
+  NodeDirectory* directory = node_directory_.load(std::memory_order_acquire);
+  if (directory == nullptr) return absl::OkStatus();
+  for (size_t i = 0; i < writes.size(); ++i) {
+    const std::string& node = writes[i].peer;
+    if (peers_.Find(node) != nullptr) continue;
+    absl::StatusOr<std::string> address = directory->AddressOf(node, deadline);
+    if (!address.ok()) {
+      const absl::Status why = absl::IsNotFound(address.status())
+                                   ? absl::NotFoundError(absl::StrCat(
+                                         "no peer '", node, "' (by node id or address), and ",
+                                         address.status().message()))
+                                   : address.status();
+      return ForWrite(why, i, writes.size());
+    }
+    absl::StatusOr<PeerInfo> peer = ConnectNodeAt(node, *address, deadline);
+    if (!peer.ok()) return ForWrite(peer.status(), i, writes.size());
   }
   return absl::OkStatus();
 }

@@ -27,6 +27,7 @@ absl::StatusOr<Security> SetUpSecurity(const Config& config) {
   }
   ASSIGN_OR_RETURN(TlsMaterial material, LoadTlsMaterial(config.tls));
   if (security.node_id.empty()) security.node_id = material.names.front();
+  security.names = material.names;
   if (std::find(material.names.begin(), material.names.end(), security.node_id) ==
       material.names.end()) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -23,6 +23,9 @@ struct Security {
   // The node id: config.node_id, or with mTLS and none configured, the
   // certificate's first name; empty means "host:port" (insecure mode).
   std::string node_id;
+  // With mTLS, the names tls.cert carries (DNS SANs, else CN): the identity
+  // the cluster directory publishes. Empty in the insecure mode.
+  std::vector<std::string> names;
   // NodeInfo.security: "mtls ..." or "insecure ...".
   std::string description;
 };

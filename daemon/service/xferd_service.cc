@@ -310,6 +310,7 @@ grpc::ServerUnaryReactor* XferdServiceImpl::GetNodeInfo(grpc::CallbackServerCont
   ToProto(node_.started_at, response->mutable_started_at());
   response->set_pid(static_cast<uint32_t>(::getpid()));
   response->set_security(node_.security);
+  FillDirectoryStatus(directory_.load(std::memory_order_acquire), response->mutable_directory());
   return Reply(context, absl::OkStatus());
 }
 

@@ -4,10 +4,12 @@
 // completion callbacks, so no gRPC thread ever blocks.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 
 #include "absl/time/time.h"
+#include "daemon/cluster/directory.h"
 #include "daemon/engine/engine.h"
 #include "daemon/service/transfer_watch.h"
 #include "xferd/v1/xferd.grpc.pb.h"
@@ -90,6 +92,17 @@ class XferdServiceImpl final : public v1::Xferd::CallbackService {
                                         const v1::ListDevicesRequest* request,
                                         v1::ListDevicesResponse* response) override;
 
+  // xferd_cluster.cc: the cluster directory, when [cluster] is configured.
+  // main sets it once it has joined, before it announces the daemon ready
+  // (and clears it before the directory goes away).
+  void SetDirectory(cluster::Directory* directory);
+  grpc::ServerUnaryReactor* ListNodes(grpc::CallbackServerContext* context,
+                                      const v1::ListNodesRequest* request,
+                                      v1::ListNodesResponse* response) override;
+  grpc::ServerUnaryReactor* FindRegion(grpc::CallbackServerContext* context,
+                                       const v1::FindRegionRequest* request,
+                                       v1::FindRegionResponse* response) override;
+
  private:
   friend class SubmitStreamReactor;
   // Submits writes and reads, and replies through `finish` when they are
@@ -103,9 +116,13 @@ class XferdServiceImpl final : public v1::Xferd::CallbackService {
 
   engine::Engine& engine_;
   NodeDescription node_;
+  std::atomic<cluster::Directory*> directory_{nullptr};
   // Runs the watches and waiting replies; declared last, so it stops first.
   WatchLoop watch_loop_;
 };
+
+// NodeInfo.directory of `directory` (null: left unset, not enabled).
+void FillDirectoryStatus(const cluster::Directory* directory, v1::DirectoryStatus* out);
 
 // Finishes a unary call at once with `status` (gRPC thread).
 grpc::ServerUnaryReactor* Reply(grpc::CallbackServerContext* context, const absl::Status& status);

@@ -26,6 +26,12 @@ refused=(
   "//daemon/engine:probe_engine_on_service|//daemon/service:service"
   "//daemon/engine:probe_engine_on_tcp|//daemon/transport/tcp:tcp"
   "//daemon/metrics:probe_metrics_on_service|//daemon/service:service"
+  "//daemon/engine:probe_engine_on_cluster|//daemon/cluster:cluster"
+  "//daemon/metrics:probe_metrics_on_cluster|//daemon/cluster:cluster"
+  "//daemon/cluster:probe_cluster_on_service|//daemon/service:service"
+  "//daemon/engine:probe_engine_on_etcd|//third_party/etcd:etcd_cc_grpc"
+  "//daemon/service:probe_service_on_etcd|//third_party/etcd:etcd_cc_grpc"
+  "//client/cpp:probe_client_on_cluster|//daemon/cluster:cluster"
   "//daemon/service:probe_service_on_factory|//daemon/transport:transport_factory"
   "//client/cpp:probe_client_on_common|//daemon/common:common"
   "//client/cpp:probe_client_on_engine|//daemon/engine:engine"
@@ -35,6 +41,8 @@ allowed=(
   "//daemon/transport/tcp:probe_tcp_on_interface|//daemon/transport:transport"
   "//daemon/engine:probe_engine_on_transport|//daemon/transport:transport"
   "//daemon/service:probe_service_on_engine|//daemon/engine:engine"
+  "//daemon/service:probe_service_on_cluster|//daemon/cluster:cluster"
+  "//daemon/cluster:probe_cluster_on_engine|//daemon/engine:engine"
   "//client/cpp:probe_client_on_base|//daemon/base:base"
 )
 

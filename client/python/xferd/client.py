@@ -13,8 +13,8 @@ from xferd import blocks
 from xferd.blocks import Integers, Strided
 from xferd.errors import NotFound, from_rpc_error
 from xferd.handles import RegionWatch, TransferHandle, duration
-from xferd.models import (Layout, NodeInfo, Peer, RdmaDevice, Region, Stats, Transfer,
-                          WriteSpec)
+from xferd.models import (ClusterNode, DirectoryRegion, Layout, NodeInfo, Peer, RdmaDevice,
+                          Region, Stats, Transfer, WriteSpec)
 from xferd.shm import ShmMapping
 from xferd.tls import TlsConfig
 from xferd.v1 import common_pb2, xferd_pb2, xferd_pb2_grpc
@@ -593,6 +593,26 @@ class Client:
         """The daemon's identity, transport and addresses."""
         return NodeInfo.from_proto(self._call(self.stub.GetNodeInfo,
                                               xferd_pb2.GetNodeInfoRequest()))
+
+    def nodes(self) -> List[ClusterNode]:
+        """Every live daemon of the cluster directory (etcd), with its regions.
+
+        Raises:
+            FailedPrecondition: the daemon has no [cluster] section.
+            Unavailable: etcd cannot be reached (the message names it).
+        """
+        reply = self._call(self.stub.ListNodes, xferd_pb2.ListNodesRequest())
+        return [ClusterNode.from_proto(n) for n in reply.nodes]
+
+    def find_region(self, name: str) -> List[DirectoryRegion]:
+        """The live daemons' regions called `name`, from the cluster directory.
+
+        Raises:
+            NotFound: no live daemon publishes one.
+            FailedPrecondition, Unavailable: as nodes().
+        """
+        reply = self._call(self.stub.FindRegion, xferd_pb2.FindRegionRequest(name=name))
+        return [DirectoryRegion.from_proto(r) for r in reply.regions]
 
     def stats(self) -> Stats:
         """The daemon's counters."""

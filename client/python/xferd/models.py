@@ -335,12 +335,61 @@ class NodeInfo:
     pid: int
     #: "mtls ..." or "insecure ...": how peers and remote clients are authenticated.
     security: str = ""
+    #: A [cluster] section is configured, and the daemon's keys are live in etcd.
+    directory_enabled: bool = False
+    directory_connected: bool = False
 
     @classmethod
     def from_proto(cls, n: Any) -> "NodeInfo":
         """Internal: converts an xferd.v1.NodeInfo."""
         return _build(cls, n, transport=transport_name(n.transport),
-                      started_at=_time(n.started_at))
+                      started_at=_time(n.started_at),
+                      directory_enabled=n.directory.enabled,
+                      directory_connected=n.directory.connected)
+
+
+@dataclasses.dataclass(frozen=True)
+class DirectoryRegion:
+    """A region as the cluster directory publishes it: no addresses, no keys."""
+
+    node_id: str
+    name: str
+    size: int
+    backing: str  # "anonymous", "shm" or "file"
+    remote_write: bool
+    remote_read: bool
+    allowed_peers: Tuple[str, ...]
+
+    @classmethod
+    def from_proto(cls, r: Any) -> "DirectoryRegion":
+        """Internal: converts an xferd.v1.DirectoryRegion."""
+        return _build(cls, r,
+                      backing=_enum_name(common_pb2.RegionBacking, r.backing, "REGION_BACKING_"),
+                      remote_write=r.access.remote_write, remote_read=r.access.remote_read,
+                      allowed_peers=tuple(r.allowed_peers))
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusterNode:
+    """A live daemon of the cluster directory (`state`: "self" or "live")."""
+
+    node_id: str
+    address: str
+    transport: str
+    device: str
+    version: str
+    identity: Tuple[str, ...]
+    state: str
+    regions: Tuple[DirectoryRegion, ...]
+
+    @classmethod
+    def from_proto(cls, c: Any) -> "ClusterNode":
+        """Internal: converts an xferd.v1.ClusterNode."""
+        n = c.node
+        return cls(node_id=n.node_id, address=n.address, transport=transport_name(n.transport),
+                   device=n.device, version=n.version, identity=tuple(n.identity),
+                   state=c.state,
+                   regions=tuple(DirectoryRegion.from_proto(r) for r in c.regions))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -206,5 +206,58 @@ TEST(ConfigTest, MetricsEndpointIsOffByDefaultAndChecked) {
   }
 }
 
+TEST(ConfigTest, ClusterIsOffByDefault) {
+  absl::StatusOr<Config> config = ParseConfig("", "<test>");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_FALSE(config->cluster.enabled());
+  EXPECT_EQ(config->cluster.prefix, "/xferd/");
+  EXPECT_EQ(config->cluster.lease_ttl, absl::Seconds(10));
+}
+
+TEST(ConfigTest, ParsesAndChecksCluster) {
+  absl::StatusOr<Config> config = ParseConfig(R"(
+[cluster]
+etcd = ["10.0.0.5:2379", "etcd-2.example:2379"]
+prefix = "/tenant-a/xferd/"
+lease_ttl = "5s"
+ca = "/proc/self/status"
+)",
+                                              "<test>");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_TRUE(config->cluster.enabled());
+  EXPECT_EQ(config->cluster.etcd,
+            (std::vector<std::string>{"10.0.0.5:2379", "etcd-2.example:2379"}));
+  EXPECT_EQ(config->cluster.prefix, "/tenant-a/xferd/");
+  EXPECT_EQ(config->cluster.lease_ttl, absl::Seconds(5));
+  EXPECT_TRUE(Validate(*config).ok()) << Validate(*config);
+
+  const auto expect_bad = [](const Config& bad, absl::string_view key, absl::string_view what) {
+    absl::Status s = Validate(bad);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << key;
+    EXPECT_NE(s.message().find(absl::StrCat("'", key, "'")), absl::string_view::npos) << s;
+    EXPECT_NE(s.message().find(what), absl::string_view::npos) << s;
+  };
+  Config bad = *config;
+  bad.cluster.etcd = {"10.0.0.5"};
+  expect_bad(bad, "cluster.etcd", "has '10.0.0.5': each endpoint must be host:port");
+  bad = *config;
+  bad.cluster.prefix = "xferd";
+  expect_bad(bad, "cluster.prefix", "must start and end with '/'");
+  bad = *config;
+  bad.cluster.lease_ttl = absl::Seconds(1);
+  expect_bad(bad, "cluster.lease_ttl", "between 2s and 1h");
+  bad = *config;
+  bad.cluster.cert = "/proc/self/status";
+  expect_bad(bad, "cluster.key", "cluster.cert and cluster.key together");
+  bad.cluster.key = "/nonexistent/k.pem";
+  expect_bad(bad, "cluster.key", "names /nonexistent/k.pem, which cannot be read");
+  bad = Config();
+  bad.cluster.ca = "/proc/self/status";  // TLS files without endpoints
+  expect_bad(bad, "cluster.etcd", "is empty but cluster TLS files are set");
+  absl::Status typo = ParseConfig("[cluster]\nendpoints = [\"a:1\"]\n", "<test>").status();
+  EXPECT_NE(typo.message().find("unknown config key 'cluster.endpoints'"), absl::string_view::npos)
+      << typo;
+}
+
 }  // namespace
 }  // namespace xferd

@@ -1,0 +1,88 @@
+// XferdServiceImpl's cluster-directory calls: ListNodes, FindRegion and
+// NodeInfo.directory. The directory reads etcd on its own lookup thread; the
+// reply goes out from there.
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "daemon/cluster/directory.h"
+#include "daemon/service/status_convert.h"
+#include "daemon/service/xferd_service.h"
+
+namespace xferd::service {
+namespace {
+
+absl::Status NoDirectory() {
+  return absl::FailedPreconditionError(
+      "this daemon has no cluster directory: add a [cluster] section with the etcd endpoints "
+      "(cluster.etcd) to its config");
+}
+
+}  // namespace
+
+void XferdServiceImpl::SetDirectory(cluster::Directory* directory) {
+  directory_.store(directory, std::memory_order_release);
+}
+
+void FillDirectoryStatus(const cluster::Directory* directory, v1::DirectoryStatus* out) {
+  if (directory == nullptr) return;
+  const cluster::DirectoryState state = directory->state();
+  out->set_enabled(true);
+  out->set_connected(state.connected);
+  out->set_etcd(absl::StrJoin(directory->config().etcd, ","));
+  out->set_prefix(directory->config().prefix);
+  out->set_error(state.error);
+}
+
+grpc::ServerUnaryReactor* XferdServiceImpl::ListNodes(grpc::CallbackServerContext* context,
+                                                      const v1::ListNodesRequest*,
+                                                      v1::ListNodesResponse* response) {
+  cluster::Directory* directory = directory_.load(std::memory_order_acquire);
+  if (directory == nullptr) return Reply(context, NoDirectory());
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  directory->ListAsync([reactor, response, self = directory->node_id()](
+                           absl::StatusOr<cluster::DirectoryListing> listing) {
+    if (listing.ok()) {
+      response->set_revision(listing->revision);
+      for (cluster::DirectoryEntry& entry : listing->nodes) {
+        v1::ClusterNode* node = response->add_nodes();
+        node->set_state(entry.node.node_id() == self ? "self" : "live");
+        *node->mutable_node() = std::move(entry.node);
+        for (v1::DirectoryRegion& region : entry.regions) *node->add_regions() = std::move(region);
+      }
+    }
+    reactor->Finish(ToGrpc(listing.status()));
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* XferdServiceImpl::FindRegion(grpc::CallbackServerContext* context,
+                                                       const v1::FindRegionRequest* request,
+                                                       v1::FindRegionResponse* response) {
+  cluster::Directory* directory = directory_.load(std::memory_order_acquire);
+  if (directory == nullptr) return Reply(context, NoDirectory());
+  if (request->name().empty()) {
+    return Reply(context, absl::InvalidArgumentError("FindRegion needs a region name"));
+  }
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  directory->ListAsync([reactor, response, name = request->name(),
+                        prefix = directory->config().prefix](
+                           absl::StatusOr<cluster::DirectoryListing> listing) {
+    absl::Status status = listing.status();
+    if (listing.ok()) {
+      for (cluster::DirectoryEntry& entry : listing->nodes) {
+        for (v1::DirectoryRegion& region : entry.regions) {
+          if (region.name() == name) *response->add_regions() = std::move(region);
+        }
+      }
+      if (response->regions_size() == 0) {
+        status = absl::NotFoundError(absl::StrCat("no live daemon under cluster prefix ", prefix,
+                                                  " publishes a region named '", name, "'"));
+      }
+    }
+    reactor->Finish(ToGrpc(status));
+  });
+  return reactor;
+}
+
+}  // namespace xferd::service
