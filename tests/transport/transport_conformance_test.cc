@@ -26,11 +26,13 @@ namespace {
 constexpr uint32_t kPollers = 2;
 constexpr absl::Duration kTimeout = absl::Seconds(20);
 
-// Records completions by cookie.
+// Records completions by cookie, and their order.
 struct Recorder : CompletionSink {
   std::map<uint64_t, absl::Status> done;
+  std::vector<uint64_t> order;
   void OnOpDone(const OpCompletion& c) override {
     done[c.cookie] = c.error == nullptr ? absl::OkStatus() : *c.error;
+    order.push_back(c.cookie);
   }
 };
 
@@ -463,6 +465,66 @@ TEST_P(TransportConformanceTest, BlocksCrossingRegistrationChunks) {
                                  {32 * kMiB - 4096, 8 * kMiB, 65536}};     // local
   ASSERT_TRUE(WaitFor(a_, PostBlocks(a_, 1, OpKind::kRead, *a_buf, key, in)).ok());
   ExpectBlocksEqual(*a_buf, *b_buf, in);
+}
+
+// Ops of the most work requests an op can need, back to back on one lane:
+// 64 blocks each, every block crossing a memory-registration chunk on both
+// sides at different bytes (verbs: 3 requests per block, and a write's
+// notice: 193, as large as the conformance lanes' whole send queue). The
+// lane takes every op it has credit for and holds what its send queue has
+// no room for: nothing overflows, every op completes, in order, and every
+// byte lands. The blocks of all ops map source to destination by one shift,
+// so they may overlap and the result is still exact.
+TEST_P(TransportConformanceTest, WorstCaseOpsQueueInTheLane) {
+  constexpr uint64_t kMiB = 1 << 20;
+  constexpr uint64_t kChunk = 16 * kMiB;  // the verbs factory's MR chunk
+  constexpr uint32_t kOps = 24;
+  constexpr uint32_t kLen = 4096;
+  auto a_buf = Register(a_, "abuf", 40 * kMiB, true);
+  auto b_buf = Register(b_, "bbuf", 40 * kMiB, true, {}, /*remote_read=*/true);
+  Fill(*a_buf, 31);
+  Fill(*b_buf, 37);
+  const std::vector<std::byte> a_orig(a_buf->data(), a_buf->data() + a_buf->size());
+  const std::vector<std::byte> b_orig(b_buf->data(), b_buf->data() + b_buf->size());
+  const RemoteRegion key = b_.transport->DescribeRegion(*b_buf);
+  xferd::testing::LandedRecorder watcher(*b_buf);
+  // Block j starts 100 + j bytes before a chunk boundary on the side it
+  // is read from, 400 + j bytes before one on the side it lands on.
+  constexpr uint64_t kFrom = kChunk - 100, kTo = 2 * kChunk - 400;
+  constexpr uint64_t kLow = kOps * kMaxBlocksPerOp - 1;  // the lowest start, below kFrom / kTo
+  const LandingNotice notice{77, 0, 40 * kMiB, kMaxBlocksPerOp, kMaxBlocksPerOp * kLen};
+  for (OpKind kind : {OpKind::kWrite, OpKind::kRead}) {
+    SCOPED_TRACE(kind == OpKind::kWrite ? "write" : "read");
+    const size_t first = a_.sink.order.size();
+    std::vector<uint64_t> cookies;
+    for (uint32_t k = 0; k < kOps; ++k) {
+      std::vector<Block> blocks;
+      for (uint32_t i = 0; i < kMaxBlocksPerOp; ++i) {
+        const uint64_t j = k * kMaxBlocksPerOp + i;
+        // Writes: a's kFrom area to b's kTo area; reads: b's kFrom area to a's kTo area.
+        blocks.push_back(kind == OpKind::kWrite ? Block{kFrom - j, kTo - j, kLen}
+                                                : Block{kTo - j, kFrom - j, kLen});
+      }
+      cookies.push_back(
+          PostBlocks(a_, 0, kind, *a_buf, key, blocks, kind == OpKind::kWrite ? &notice : nullptr));
+    }
+    for (uint64_t c : cookies) ASSERT_TRUE(WaitFor(a_, c).ok());
+    const std::vector<uint64_t> order(a_.sink.order.begin() + first, a_.sink.order.end());
+    EXPECT_EQ(order, cookies);
+    // The destination holds the source's span, shifted; nothing else moved.
+    const memory::Region& from = kind == OpKind::kWrite ? *a_buf : *b_buf;
+    const memory::Region& to = kind == OpKind::kWrite ? *b_buf : *a_buf;
+    const std::vector<std::byte>& to_orig = kind == OpKind::kWrite ? b_orig : a_orig;
+    const uint64_t span = kLow + kLen;
+    ASSERT_EQ(std::memcmp(to.data() + kTo - kLow, from.data() + kFrom - kLow, span), 0);
+    ASSERT_EQ(std::memcmp(to.data(), to_orig.data(), kTo - kLow), 0);
+    ASSERT_EQ(std::memcmp(to.data() + kTo - kLow + span, to_orig.data() + kTo - kLow + span,
+                          to.size() - (kTo - kLow + span)),
+              0);
+  }
+  // Every write op carried a notice: one landed event each.
+  ASSERT_TRUE(Pump([&] { return watcher.news >= static_cast<int>(kOps); }));
+  EXPECT_EQ(watcher.Take().size(), kOps);
 }
 
 // One landed event for a many-block write, with its block count and payload.
