@@ -3,6 +3,7 @@
 // systemd, and on SIGTERM/SIGINT drains: no new transfers, in-flight ones get
 // engine.drain_timeout to finish, peers are told, then everything stops.
 #include <grpcpp/grpcpp.h>
+#include <malloc.h>
 #include <signal.h>
 #include <sys/random.h>
 #include <systemd/sd-daemon.h>
@@ -18,6 +19,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
 #include "daemon/base/status_macros.h"
 #include "daemon/base/units.h"
 #include "daemon/common/config.h"
@@ -159,13 +161,40 @@ void WriteReadyFile(const std::string& path, const engine::NodeIdentity& self, i
   std::rename(tmp.c_str(), path.c_str());
 }
 
+// A secret from the file `key` names, without its trailing newline.
+absl::StatusOr<std::string> ReadSecret(absl::string_view key, const std::string& path) {
+  ASSIGN_OR_RETURN(std::string text, ReadKeyFile(key, path));
+  std::string secret(absl::StripTrailingAsciiWhitespace(text));
+  if (secret.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("config key '", key, "': ", path, " is empty"));
+  }
+  return secret;
+}
+
+absl::StatusOr<metrics::ScrapeSecurity> ScrapeSecurityOf(const MetricsConfig& m) {
+  metrics::ScrapeSecurity s;
+  s.basic_user = m.basic_auth_user;
+  if (!m.basic_auth_password_file.empty()) {
+    ASSIGN_OR_RETURN(s.basic_password,
+                     ReadSecret("metrics.basic_auth_password_file", m.basic_auth_password_file));
+  }
+  if (!m.bearer_token_file.empty()) {
+    ASSIGN_OR_RETURN(s.bearer_token, ReadSecret("metrics.bearer_token_file", m.bearer_token_file));
+  }
+  return s;
+}
+
 // The Prometheus endpoint when metrics.listen is set, else null.
 absl::StatusOr<std::unique_ptr<metrics::MetricsEndpoint>> StartMetricsEndpoint(
     const Config& config, const std::shared_ptr<metrics::DaemonMetrics>& daemon_metrics) {
   if (config.metrics.listen.empty()) return nullptr;
-  ASSIGN_OR_RETURN(std::unique_ptr<metrics::MetricsEndpoint> endpoint,
-                   metrics::MetricsEndpoint::Start(config.metrics.listen, daemon_metrics));
-  spdlog::info("metrics at http://{}/metrics", endpoint->address());
+  ASSIGN_OR_RETURN(metrics::ScrapeSecurity security, ScrapeSecurityOf(config.metrics));
+  const bool auth = security.auth_required();
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<metrics::MetricsEndpoint> endpoint,
+      metrics::MetricsEndpoint::Start(config.metrics.listen, daemon_metrics, std::move(security)));
+  spdlog::info("metrics at http://{}/metrics ({})", endpoint->address(),
+               auth ? "scrapes must authenticate" : "no scrape authentication");
   return endpoint;
 }
 
@@ -217,6 +246,8 @@ struct Daemon {
 absl::Status StartEngine(const Config& config, Daemon& d) {
   memory::RegistryOptions registry_options;
   registry_options.shm_dir = config.regions.shm_dir;
+  registry_options.file_confinement.dirs = config.regions.file_dirs;
+  registry_options.file_confinement.create_mode = config.regions.file_mode;
   registry_options.shm_mode = config.server.unix_socket_mode & 0666;
   registry_options.max_registered_bytes = config.regions.max_registered_bytes;
   // Unique per daemon start, also across PID namespaces that share /dev/shm
@@ -341,5 +372,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "xferd: %s\n", std::string(s.message()).c_str());
     return 2;
   }
+  // Big, short-lived allocations (a many-block request's offset arrays and
+  // its plan, 24 bytes a block; large gRPC messages) get mappings of their
+  // own, so their pages go back to the kernel when the transfer ends. Left
+  // dynamic, glibc raises the threshold to the size of the first such block
+  // freed, and a daemon that once planned a million blocks keeps that memory
+  // resident for good. Setting it also fixes the trim threshold. 256 KiB:
+  // a stream chunk's offset arrays (512 KiB each) are mapped too.
+  mallopt(M_MMAP_THRESHOLD, 256 << 10);
   return xferd::Run(*config, flags.ready_file);
 }

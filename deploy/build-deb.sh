@@ -54,6 +54,8 @@ set -e
 if [ "$1" = configure ]; then
   getent passwd xferd >/dev/null ||
     useradd --system --user-group --home-dir /nonexistent --shell /usr/sbin/nologin xferd
+  # The default regions.file_dirs.
+  install -d -o xferd -g xferd -m 0750 /var/lib/xferd /var/lib/xferd/data
   if [ -d /run/systemd/system ]; then
     systemctl daemon-reload
     echo "xferd installed: edit /etc/xferd/xferd.toml, then systemctl enable --now xferd"

@@ -67,6 +67,8 @@ if ! getent passwd xferd >/dev/null; then
   useradd --system --user-group --home-dir /nonexistent --shell /usr/sbin/nologin xferd
   say "created the system user xferd (local clients join group xferd to use the socket)"
 fi
+# The default regions.file_dirs (systemd's StateDirectory makes it too).
+install -d -o xferd -g xferd -m 0750 /var/lib/xferd /var/lib/xferd/data
 if command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then
   systemctl daemon-reload
   if [ "$enable" = 1 ]; then

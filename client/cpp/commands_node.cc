@@ -54,10 +54,13 @@ std::string StatsText(const v1::Stats& s) {
       {"pollers", absl::StrCat(s.pollers())},
       {"rejected writes", absl::StrCat(s.rejected_writes())},
   };
-  // Sorted by code name: the map's own order is unspecified.
-  std::vector<std::pair<std::string, uint64_t>> errors(s.errors().begin(), s.errors().end());
-  std::sort(errors.begin(), errors.end());
-  for (const auto& [code, count] : errors) rows.push_back({"errors " + code, absl::StrCat(count)});
+  // Sorted by code name: the maps' own order is unspecified.
+  for (const auto& [label, counts] : {std::pair{"errors ", &s.errors()},
+                                      std::pair{"refused ", &s.refused()}}) {
+    std::vector<std::pair<std::string, uint64_t>> sorted(counts->begin(), counts->end());
+    std::sort(sorted.begin(), sorted.end());
+    for (const auto& [code, count] : sorted) rows.push_back({label + code, absl::StrCat(count)});
+  }
   rows.push_back({"open lanes", absl::StrCat(s.open_lanes())});
   rows.push_back({"memory registrations", absl::StrCat(s.memory_registrations())});
   rows.push_back({"resident memory", FormatBytes(s.resident_bytes())});

@@ -13,6 +13,7 @@
 // exception is caught right here and turned into a Status.
 #include <toml++/toml.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "daemon/base/status_macros.h"
@@ -192,6 +193,8 @@ void DefineEngine(TableReader& r, EngineConfig& c) {
 void DefineRegions(TableReader& r, RegionConfig& c) {
   r.On("max_registered_bytes", Size(&c.max_registered_bytes));
   r.On("shm_dir", String(&c.shm_dir));
+  r.On("file_dirs", StringList(&c.file_dirs));
+  r.On("file_mode", Integer(&c.file_mode));
 }
 
 void DefineLog(TableReader& r, LogConfig& c) {
@@ -207,7 +210,12 @@ void DefineTls(TableReader& r, TlsConfig& c) {
   r.On("allowed_clients", StringList(&c.allowed_clients));
 }
 
-void DefineMetrics(TableReader& r, MetricsConfig& c) { r.On("listen", String(&c.listen)); }
+void DefineMetrics(TableReader& r, MetricsConfig& c) {
+  r.On("listen", String(&c.listen));
+  r.On("basic_auth_user", String(&c.basic_auth_user));
+  r.On("basic_auth_password_file", String(&c.basic_auth_password_file));
+  r.On("bearer_token_file", String(&c.bearer_token_file));
+}
 
 absl::Status InvalidKey(absl::string_view key, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat("config key '", key, "' ", why));
@@ -361,11 +369,45 @@ absl::StatusOr<Config> LoadConfigFile(const std::string& path) {
   return ParseConfig(text.str(), path);
 }
 
+namespace {
+
+absl::Status ValidateMetrics(const MetricsConfig& m) {
+  if (m.basic_auth_user.empty() != m.basic_auth_password_file.empty()) {
+    return InvalidKey(
+        m.basic_auth_user.empty() ? "metrics.basic_auth_user" : "metrics.basic_auth_password_file",
+        "is not set: basic auth needs metrics.basic_auth_user and "
+        "metrics.basic_auth_password_file together");
+  }
+  if (absl::StrContains(m.basic_auth_user, ':')) {
+    return InvalidKey("metrics.basic_auth_user", "must not contain ':' (RFC 7617)");
+  }
+  const std::pair<const char*, const std::string*> files[] = {
+      {"metrics.basic_auth_password_file", &m.basic_auth_password_file},
+      {"metrics.bearer_token_file", &m.bearer_token_file}};
+  for (const auto& [key, path] : files) {
+    if (!path->empty() && ::access(path->c_str(), R_OK) != 0) {
+      return InvalidKey(
+          key, absl::StrCat("names ", *path, ", which cannot be read: ", std::strerror(errno)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status Validate(const Config& c) {
   RETURN_IF_ERROR(ValidateServer(c.server));
   RETURN_IF_ERROR(ValidateEngine(c.engine));
   RETURN_IF_ERROR(ValidateTcp(c.transport));
   RETURN_IF_ERROR(ValidateVerbs(c.transport));
+  for (const std::string& dir : c.regions.file_dirs) {
+    if (dir.empty() || dir[0] != '/' || dir == "/") {
+      return InvalidKey("regions.file_dirs",
+                        "must list absolute directories other than \"/\", e.g. "
+                        "[\"/var/lib/xferd/data\"]");
+    }
+  }
+  if (c.regions.file_mode > 0777) return InvalidKey("regions.file_mode", "must be <= 0o777");
   if (c.transport.require_rdma && c.transport.kind == TransportChoice::kTcp) {
     return InvalidKey("transport.require_rdma", "is true but transport.kind is \"tcp\"");
   }
@@ -373,11 +415,22 @@ absl::Status Validate(const Config& c) {
     return InvalidKey("metrics.listen",
                       "must be host:port, e.g. \"127.0.0.1:9300\" (\"\" disables)");
   }
+  RETURN_IF_ERROR(ValidateMetrics(c.metrics));
   static constexpr const char* kLevels[] = {"trace", "debug", "info", "warn", "error"};
   if (std::find(std::begin(kLevels), std::end(kLevels), c.log.level) == std::end(kLevels)) {
     return InvalidKey("log.level", "must be one of trace, debug, info, warn, error");
   }
   return ValidateTls(c.tls);
+}
+
+absl::StatusOr<std::string> ReadKeyFile(absl::string_view key, const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    return absl::InvalidArgumentError(absl::StrCat("config key '", key, "': cannot read ", path));
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
 }
 
 }  // namespace xferd

@@ -78,6 +78,11 @@ struct RegionConfig {
   uint64_t max_registered_bytes = 0;
   // Directory for SHM-backed regions.
   std::string shm_dir = "/dev/shm";
+  // The only directories file-backed regions may be in (the package makes
+  // the default); empty refuses file regions.
+  std::vector<std::string> file_dirs = {"/var/lib/xferd/data"};
+  // Mode of the files a registration creates.
+  uint32_t file_mode = 0640;
 };
 
 struct LogConfig {
@@ -113,6 +118,13 @@ struct TlsConfig {
 struct MetricsConfig {
   // Prometheus /metrics HTTP address, e.g. "127.0.0.1:9300" ("" disables it).
   std::string listen;
+  // Scrapes must authenticate: HTTP basic auth with this user and the
+  // password in the file, and/or the bearer token in the file (files keep
+  // secrets out of the world-readable configuration; a trailing newline is
+  // ignored).
+  std::string basic_auth_user;
+  std::string basic_auth_password_file;
+  std::string bearer_token_file;
 };
 
 struct Config {
@@ -136,6 +148,10 @@ absl::StatusOr<Config> LoadConfigFile(const std::string& path);
 
 // Checks ranges and combinations; INVALID_ARGUMENT names the offending key.
 absl::Status Validate(const Config& config);
+
+// The contents of the file config key `key` names. INVALID_ARGUMENT names
+// the key and the path if it cannot be read.
+absl::StatusOr<std::string> ReadKeyFile(absl::string_view key, const std::string& path);
 
 absl::StatusOr<TransportChoice> ParseTransportChoice(absl::string_view text);
 absl::string_view TransportChoiceName(TransportChoice choice);

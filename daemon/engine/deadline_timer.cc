@@ -21,6 +21,11 @@ void DeadlineTimer::Add(const std::shared_ptr<Transfer>& transfer) {
   queue_.push(Entry{transfer->deadline(), transfer});
 }
 
+void DeadlineTimer::RunAt(absl::Time when, std::function<void()> job) {
+  MutexLock lock(&mu_);
+  queue_.push(Entry{when, {}, std::move(job)});
+}
+
 void DeadlineTimer::Stop() {
   {
     MutexLock lock(&mu_);
@@ -40,6 +45,14 @@ void DeadlineTimer::Loop() {
     mu_.AwaitWithDeadline(wake, next);
     const absl::Time now = absl::Now();
     while (!queue_.empty() && queue_.top().deadline <= now) {
+      if (queue_.top().job) {
+        std::function<void()> job = queue_.top().job;
+        queue_.pop();
+        mu_.Unlock();
+        job();
+        mu_.Lock();
+        continue;
+      }
       std::shared_ptr<Transfer> transfer = queue_.top().transfer.lock();
       queue_.pop();
       if (transfer == nullptr || IsTerminal(transfer->state())) continue;

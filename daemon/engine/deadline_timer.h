@@ -1,7 +1,9 @@
 // Ends transfers that outlive their deadline, even when nothing else happens
-// to them (a stalled peer produces no completions to notice it by).
+// to them (a stalled peer produces no completions to notice it by), and runs
+// the engine's delayed housekeeping on the same thread.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <queue>
 #include <thread>
@@ -21,12 +23,17 @@ class DeadlineTimer {
 
   // Any thread. Transfers without a deadline need not be added.
   void Add(const std::shared_ptr<Transfer>& transfer);
+  // Any thread: runs `job` on the timer's thread at `when` (not at all once
+  // stopped). It must be short and must not call back into the timer's
+  // Stop().
+  void RunAt(absl::Time when, std::function<void()> job);
   void Stop();
 
  private:
   struct Entry {
     absl::Time deadline;
     std::weak_ptr<Transfer> transfer;
+    std::function<void()> job;  // set: a delayed job instead of a deadline
     bool operator>(const Entry& other) const { return deadline > other.deadline; }
   };
   void Loop();

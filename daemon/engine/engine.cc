@@ -13,6 +13,9 @@ namespace {
 // Threads for blocking control work. Two keep one slow handshake (a peer that
 // does not answer) from holding up every other resolution.
 constexpr int kControlThreads = 2;
+// Sweeps after a transfer ended still held: 10 ms, doubling, up to ~2.5 s.
+constexpr absl::Duration kFirstSweepDelay = absl::Milliseconds(10);
+constexpr absl::Duration kLastSweepDelay = absl::Milliseconds(1280);
 // Bound on the courtesy calls made when going away or deregistering.
 constexpr absl::Duration kNotifyTimeout = absl::Seconds(2);
 
@@ -208,7 +211,7 @@ void Engine::OnTransferEnding(const Transfer& transfer, const TransferInfo& outc
 // poller at the default level, nor its formatting), cancelled at info,
 // failed at warn.
 void Engine::OnTransferFinished(const Transfer&, const TransferInfo& info) {
-  table_.Retire(info.id);
+  if (table_.Retire(info.id) > 0) SweepLater(kFirstSweepDelay);
   const bool done = info.state == TransferState::kDone;
   if (done && !spdlog::should_log(spdlog::level::debug)) return;
   const absl::Duration duration = info.finished_at - info.submitted_at;
@@ -225,6 +228,24 @@ void Engine::OnTransferFinished(const Transfer&, const TransferInfo& info) {
               info.peer_node, transport, info.spec.dst_region, info.bytes_done, info.spec.length,
               absl::FormatDuration(duration), absl::StatusCodeToString(info.error.code()),
               info.error.message());
+}
+
+// A transfer that just ended is usually still held by the thread that ended
+// it, or by completions still on their way, so Retire cannot reduce it to its
+// snapshot yet. Until something reduces it, its block plan (24 bytes a block)
+// stays resident: on a daemon that goes idle after a big transfer, nothing
+// would. So sweep again shortly after, backing off while something still
+// holds a transfer, and give up after a few seconds (a client holding one
+// that long lets go before long, and the next transfer's end sweeps again).
+void Engine::SweepLater(absl::Duration delay) {
+  if (delay == kFirstSweepDelay && sweep_pending_.exchange(true)) return;
+  deadlines_.RunAt(absl::Now() + delay, [this, delay] {
+    if (table_.Sweep() > 0 && delay < kLastSweepDelay) {
+      SweepLater(delay * 2);
+      return;
+    }
+    sweep_pending_.store(false);
+  });
 }
 
 }  // namespace xferd::engine

@@ -211,6 +211,8 @@ class Engine final : public TransferListener {
                                                                bool batch, absl::Time submitted_at,
                                                                bool* stale);
   void Launch(const std::shared_ptr<Transfer>& transfer);
+  // Sweeps the transfer table after `delay` (see engine.cc).
+  void SweepLater(absl::Duration delay);
   uint32_t CancelWhere(const std::function<bool(const Transfer&)>& match,
                        const absl::Status& reason);
 
@@ -228,6 +230,7 @@ class Engine final : public TransferListener {
   ControlExecutor executor_;
 
   std::atomic<bool> ready_{false};
+  std::atomic<bool> sweep_pending_{false};
   mutable Mutex mu_;
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;

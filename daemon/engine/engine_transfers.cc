@@ -49,9 +49,15 @@ WriteSpec Summarize(const WriteSpec& w) {
 }  // namespace
 
 void Engine::Submit(std::vector<WriteSpec> writes, bool batch,
-                    Callback<std::vector<std::shared_ptr<Transfer>>> done) {
+                    Callback<std::vector<std::shared_ptr<Transfer>>> reply) {
   // Timeouts run from here: time spent reconnecting or resolving counts.
   const absl::Time submitted_at = absl::Now();
+  // Every refusal, whichever path reports it, is counted once.
+  auto done = [this, reply = std::move(reply)](
+                  absl::StatusOr<std::vector<std::shared_ptr<Transfer>>> result) {
+    if (!result.ok()) table_.CountRefused(result.status());
+    reply(std::move(result));
+  };
   if (draining()) {
     done(absl::UnavailableError("daemon is shutting down: no new transfers"));
     return;

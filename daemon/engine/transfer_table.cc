@@ -60,12 +60,18 @@ void TransferTable::Count(const TransferInfo& outcome) {
   if (!outcome.error.ok()) ++counters_.errors[absl::StatusCodeToString(outcome.error.code())];
 }
 
-void TransferTable::Retire(uint64_t id) {
+void TransferTable::CountRefused(const absl::Status& error) {
+  MutexLock lock(&mu_);
+  ++counters_.refused[absl::StatusCodeToString(error.code())];
+}
+
+size_t TransferTable::Retire(uint64_t id) {
   MutexLock lock(&mu_);
   finished_.push_back(id);
   unswept_.push_back(id);
   SweepLocked();
   EvictLocked();
+  return unswept_.size();
 }
 
 // A finished transfer can shrink to its snapshot once no write of it is in

@@ -28,6 +28,8 @@ struct TransferCounters {
   uint64_t cancelled = 0;
   uint32_t in_flight = 0;
   std::map<std::string, uint64_t> errors;  // by status code name
+  // Submissions refused before any transfer started, by status code name.
+  std::map<std::string, uint64_t> refused;
 };
 
 struct TransferFilter {
@@ -51,9 +53,12 @@ class TransferTable {
   // A transfer ended with `outcome`: counts it and frees its admission.
   // Called before the outcome is visible (TransferListener::OnTransferEnding).
   void Count(const TransferInfo& outcome);
+  // A submission was refused with `error` (not OK): counts it by code.
+  void CountRefused(const absl::Status& error);
   // Moves an ended transfer into the history. Called once its outcome is
   // visible (OnTransferFinished): its snapshot may be taken from then on.
-  void Retire(uint64_t id);
+  // Returns how many finished transfers are still held whole (see Sweep).
+  size_t Retire(uint64_t id);
 
   // The transfer while it is still kept whole (to watch or cancel it).
   std::shared_ptr<Transfer> FindLive(uint64_t id) const;

@@ -12,34 +12,13 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/base/status_macros.h"
 #include "daemon/base/units.h"
+#include "daemon/memory/confined_file.h"
+#include "daemon/memory/errno_status.h"
 
 namespace xferd::memory {
 namespace {
 
 constexpr uint64_t kHugePageSize = 2 << 20;
-
-absl::Status ErrnoStatus(int err, absl::string_view what) {
-  const std::string message = absl::StrCat(what, ": ", std::strerror(err));
-  switch (err) {
-    case ENOENT:
-      return absl::NotFoundError(message);
-    case EACCES:
-    case EPERM:
-    case EROFS:
-      return absl::PermissionDeniedError(message);
-    case ENOMEM:
-    case ENOSPC:
-    case EDQUOT:
-    case EFBIG:
-    case EMFILE:
-    case ENFILE:
-      return absl::ResourceExhaustedError(message);
-    case EEXIST:
-      return absl::AlreadyExistsError(message);
-    default:
-      return absl::InvalidArgumentError(message);
-  }
-}
 
 // Allocates the file's blocks up front. A store into a MAP_SHARED page whose
 // block cannot be allocated raises SIGBUS, so a full disk must fail here, at
@@ -120,31 +99,32 @@ absl::StatusOr<uint64_t> SizeFile(const BackingSpec& spec, int fd, FileChange* c
 // its pages), so read-only is the fall-back, reported in `read_only`.
 absl::StatusOr<uint64_t> OpenFile(const BackingSpec& spec, UniqueFd& fd, bool* read_only,
                                   FileChange* change) {
-  if (spec.file_path.empty() || spec.file_path[0] != '/') {
-    return absl::InvalidArgumentError(
-        absl::StrCat("file_path '", spec.file_path, "' must be an absolute path"));
-  }
+  auto open = [&](int flags, bool* created) -> absl::Status {
+    ASSIGN_OR_RETURN(fd, OpenConfined(spec.file_confinement, spec.file_path, flags, created));
+    return absl::OkStatus();
+  };
+  bool created = false;
+  absl::Status opened = absl::NotFoundError("");
   if (spec.create) {
-    fd.reset(::open(spec.file_path.c_str(), O_RDWR | O_CLOEXEC | O_CREAT | O_EXCL, 0644));
-    change->created = fd.valid();
+    opened = open(O_RDWR | O_CREAT | O_EXCL, &created);
+    change->created = created;
   }
-  if (!fd.valid() && (!spec.create || errno == EEXIST)) {
-    fd.reset(::open(spec.file_path.c_str(), O_RDWR | O_CLOEXEC));
+  if (!opened.ok() && (!spec.create || absl::IsAlreadyExists(opened))) {
+    opened = open(O_RDWR, &created);
   }
   *read_only = false;
-  if (!fd.valid() && !spec.writable && (errno == EACCES || errno == EPERM || errno == EROFS)) {
-    fd.reset(::open(spec.file_path.c_str(), O_RDONLY | O_CLOEXEC));
-    *read_only = true;
+  // Denied read-write (file permissions, a read-only mount): a source can
+  // still be read. A confinement refusal is refused again, as it should be.
+  if (!opened.ok() && !spec.writable && absl::IsPermissionDenied(opened)) {
+    opened = open(O_RDONLY, &created);
+    *read_only = opened.ok();
   }
-  if (!fd.valid()) {
-    absl::Status s = ErrnoStatus(errno, absl::StrCat("cannot open ", spec.file_path));
-    if (errno == ENOENT) {
-      return absl::NotFoundError(absl::StrCat(s.message(), spec.create
-                                                               ? " (its directory does not exist)"
-                                                               : " (set create to make it)"));
-    }
-    return s;
+  if (absl::IsNotFound(opened)) {
+    return absl::NotFoundError(absl::StrCat(
+        opened.message(),
+        spec.create ? " (its directory does not exist)" : " (set create to make it)"));
   }
+  RETURN_IF_ERROR(opened);
   absl::StatusOr<uint64_t> size = SizeFile(spec, fd.get(), change);
   if (!size.ok()) UndoFileChange(fd.get(), spec.file_path, *change);
   return size;

@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "daemon/common/unique_fd.h"
+#include "daemon/memory/confined_file.h"
 
 namespace xferd::memory {
 
@@ -30,6 +31,8 @@ struct BackingSpec {
   std::string file_path;
   bool create = false;
   bool writable = true;
+  // kFile: where file_path may be, and the mode of a created file.
+  FileConfinement file_confinement;
 };
 
 class MemoryBacking {

@@ -37,6 +37,7 @@ absl::StatusOr<std::unique_ptr<MemoryBacking>> RegionRegistry::CreateBacking(
   // A file that only serves as a source may be read-only on disk.
   backing.writable = spec.access.remote_write || spec.backing != Backing::kFile;
   backing.shm_mode = options_.shm_mode;
+  backing.file_confinement = options_.file_confinement;
   if (spec.backing == Backing::kShm) {
     backing.shm_path = absl::StrCat(options_.shm_dir, "/", options_.shm_prefix, ".", spec.name);
   }

@@ -109,6 +109,17 @@ void CollectTransferCounts(const EngineStats& s, Families* out) {
     Add(errors, {{"code", code}}, static_cast<double>(count));
   }
   out->push_back(std::move(errors));
+  MetricFamily refused = NewFamily(
+      "xferd_refused_submissions_total",
+      "Write/Read/SubmitBatch/SubmitStream requests refused before any transfer started, by gRPC "
+      "status code name: INVALID_ARGUMENT (a bad block or request), OUT_OF_RANGE (a block "
+      "outside its region), PERMISSION_DENIED (access flags, ACL), NOT_FOUND (unknown peer or "
+      "region), RESOURCE_EXHAUSTED (limits), ... The same counts as `xferctl stats`.",
+      MetricType::Counter);
+  for (const auto& [code, count] : s.transfers.refused) {
+    Add(refused, {{"code", code}}, static_cast<double>(count));
+  }
+  out->push_back(std::move(refused));
   AddOne(out, "xferd_landed_events_total",
          "Landed events raised on this daemon's regions: peers' transfers that completed "
          "into them (what WatchRegion streams report).",

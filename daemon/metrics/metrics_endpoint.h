@@ -2,7 +2,8 @@
 // serving one Collectable at GET /metrics, plus what the library leaves to us:
 // start-up errors as absl::Status (the Exposer throws), civetweb's messages in
 // our log, HEAD /metrics, 405 for other methods, 404 for other paths and an
-// index page at /. Nothing here touches the data path.
+// index page at /, and scrape authentication (basic auth, bearer tokens).
+// Nothing here touches the data path.
 #pragma once
 
 #include <prometheus/collectable.h>
@@ -12,12 +13,25 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace prometheus {
 class Exposer;
 }  // namespace prometheus
 
 namespace xferd::metrics {
+
+// Who may scrape. Empty fields: that method is off; with none set, anyone
+// who reaches the address may (bind it to a trusted interface). No HTTPS:
+// Debian's civetweb 1.15 looks up SSL_get_peer_certificate, which OpenSSL 3
+// no longer exports, and calls the null pointer on the first TLS connection.
+struct ScrapeSecurity {
+  // HTTP basic auth, and/or a bearer token: a scrape must carry one of them.
+  std::string basic_user;
+  std::string basic_password;
+  std::string bearer_token;
+  bool auth_required() const { return !basic_password.empty() || !bearer_token.empty(); }
+};
 
 // The Content-Type of /metrics: what prometheus-cpp's handler sends (the
 // text format 0.0.4, which Prometheus assumes for text/plain).
@@ -30,9 +44,11 @@ class MetricsEndpoint {
   // one of the server's threads per scrape, for as long as it lives. Errors:
   // INVALID_ARGUMENT (bad address, or IPv6, which Debian's civetweb is built
   // without), UNAVAILABLE (cannot bind, e.g. the port is taken; the message
-  // carries civetweb's reason).
+  // carries civetweb's reason). With `security`, requests without valid
+  // credentials get 401 and a WWW-Authenticate header.
   static absl::StatusOr<std::unique_ptr<MetricsEndpoint>> Start(
-      const std::string& listen, std::weak_ptr<prometheus::Collectable> collectable);
+      const std::string& listen, std::weak_ptr<prometheus::Collectable> collectable,
+      ScrapeSecurity security = {});
   // Stops serving: closes the listener and joins the server's threads (a
   // scrape in progress finishes first). Takes up to 2 s: civetweb's listener
   // thread notices the stop between its 2 s polls. Not on a server thread.
@@ -46,9 +62,11 @@ class MetricsEndpoint {
   uint16_t port() const { return port_; }
 
  private:
-  MetricsEndpoint(std::unique_ptr<prometheus::Exposer> exposer, std::string address, uint16_t port);
+  MetricsEndpoint(std::unique_ptr<prometheus::Exposer> exposer,
+                  std::unique_ptr<ScrapeSecurity> security, std::string address, uint16_t port);
 
-  const std::unique_ptr<prometheus::Exposer> exposer_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  const std::unique_ptr<ScrapeSecurity> security_;  // entered by port for the callbacks
   const std::string address_;
   const uint16_t port_;
 };

@@ -198,6 +198,7 @@ void ToProto(const engine::EngineStats& s, const ProcessStats& process, absl::Du
   out->set_lanes(s.lanes);
   out->set_pollers(static_cast<uint32_t>(s.pollers.size()));
   for (const auto& [code, count] : s.transfers.errors) (*out->mutable_errors())[code] = count;
+  for (const auto& [code, count] : s.transfers.refused) (*out->mutable_refused())[code] = count;
   out->set_rejected_writes(s.rejected_writes);
   out->set_resident_bytes(process.resident_bytes);
   out->set_open_fds(process.open_fds);

@@ -6,8 +6,6 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -88,15 +86,6 @@ std::vector<std::string> Names(X509* cert) {
   return names;
 }
 
-absl::StatusOr<std::string> ReadFile(const char* key, const std::string& path) {
-  std::ifstream in(path);
-  if (!in)
-    return absl::InvalidArgumentError(absl::StrCat("config key '", key, "': cannot read ", path));
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 absl::Status Invalid(const char* key, const std::string& path, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat("config key '", key, "' (", path, "): ", why));
 }
@@ -166,11 +155,11 @@ absl::Status CaVerifier::Verify(absl::string_view leaf_pem, absl::string_view ch
 
 absl::StatusOr<TlsMaterial> LoadTlsMaterial(const TlsConfig& tls) {
   TlsMaterial m;
-  ASSIGN_OR_RETURN(m.cert_pem, ReadFile("tls.cert", tls.cert));
-  ASSIGN_OR_RETURN(m.key_pem, ReadFile("tls.key", tls.key));
-  ASSIGN_OR_RETURN(m.ca_pem, ReadFile("tls.ca", tls.ca));
+  ASSIGN_OR_RETURN(m.cert_pem, ReadKeyFile("tls.cert", tls.cert));
+  ASSIGN_OR_RETURN(m.key_pem, ReadKeyFile("tls.key", tls.key));
+  ASSIGN_OR_RETURN(m.ca_pem, ReadKeyFile("tls.ca", tls.ca));
   if (!tls.client_ca.empty()) {
-    ASSIGN_OR_RETURN(m.client_ca_pem, ReadFile("tls.client_ca", tls.client_ca));
+    ASSIGN_OR_RETURN(m.client_ca_pem, ReadKeyFile("tls.client_ca", tls.client_ca));
     if (sk_X509_num(ReadCertificates(m.client_ca_pem).get()) == 0) {
       return Invalid("tls.client_ca", tls.client_ca, "no PEM certificate found");
     }

@@ -69,7 +69,8 @@ def cluster(net: NetPair, disk: str) -> Iterator[Cluster]:
     config = (f'[transport]\ntcp_user_timeout = "{USER_TIMEOUT_S:g}s"\n'
               f'[engine]\ndrain_timeout = "{DRAIN_S:g}s"\n')
     each = {side: {"netns": net.ns(side), "host": net.ip(side)} for side in "ab"}
-    with Cluster("ab", each=each, port=PORT, slice_size="256KiB", config_extra=config) as c:
+    with Cluster("ab", each=each, port=PORT, slice_size="256KiB", config_extra=config,
+                 file_dirs=[disk]) as c:
         c["a"].client().connect_peer(c["b"].address)
         c["b"].client().connect_peer(c["a"].address)
         yield c

@@ -332,7 +332,8 @@ class NodeInfo:
 @dataclasses.dataclass(frozen=True)
 class Stats:
     """A daemon's counters. `errors` maps status code names (e.g.
-    "UNAVAILABLE") to the number of transfers that failed with them."""
+    "UNAVAILABLE") to the number of transfers that failed with them;
+    `refused` the same for requests refused before any transfer started."""
 
     uptime: datetime.timedelta
     transport: str
@@ -356,12 +357,14 @@ class Stats:
     threads: int
     open_lanes: int
     memory_registrations: int
+    refused: Mapping[str, int]
 
     @classmethod
     def from_proto(cls, s: Any) -> "Stats":
         """Internal: converts an xferd.v1.Stats."""
         return _build(cls, s, uptime=_duration(s.uptime), transport=transport_name(s.transport),
-                      errors=types.MappingProxyType(dict(s.errors)))
+                      errors=types.MappingProxyType(dict(s.errors)),
+                      refused=types.MappingProxyType(dict(s.refused)))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -5,7 +5,10 @@ bytes of an unrelated destination region are unchanged."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
+import tempfile
 from typing import Callable, Dict, Iterator, Type
 
 import pytest
@@ -183,18 +186,45 @@ def test_longest_and_punctuated_names_are_fine(clients: Clients, regions: Region
         assert regions.make("a", name, 4 * KiB, backing="anonymous").name == name
 
 
-def test_bad_region_sizes_and_options(clients: Clients) -> None:
+def test_bad_region_sizes_and_options(cluster: Cluster, clients: Clients) -> None:
     a = clients["a"]
     expect(xferd.InvalidArgument, "size must be > 0", a.register_region, "z", 0, backing="shm")
     expect(xferd.InvalidArgument, "must be an absolute path", a.register_region, "f", 4 * KiB,
            backing="file", file_path="relative.bin", create=True)
     expect(xferd.NotFound, "(set create to make it)", a.register_region, "f", 4 * KiB,
-           backing="file", file_path="/nonexistent/dir/x.bin")
+           backing="file", file_path=os.path.join(cluster.workdir, "missing.bin"))
     expect(xferd.InvalidArgument, "apply to file-backed regions only", a.register_region, "f",
            4 * KiB, backing="anonymous", file_path="/tmp/x.bin")
     expect(xferd.InvalidArgument, "hugepages apply to anonymous regions only",
            a.register_region, "h", 4 * KiB, backing="shm", hugepages=True)
     assert {"z", "f", "h"}.isdisjoint(r.name for r in a.regions())
+
+
+def test_file_regions_stay_inside_the_data_directories(cluster: Cluster, clients: Clients) -> None:
+    """A file the daemon could write, outside regions.file_dirs (here a file
+    standing in for its configuration), a path escaping with '..', and one
+    through a symlink: each refused, naming the setting, the file unchanged."""
+    a = clients["a"]
+    outside = tempfile.mkdtemp(prefix="xferd-outside-")
+    try:
+        victim = os.path.join(outside, "xferd.toml")
+        with open(victim, "wb") as f:
+            f.write(b"[tls]\n")
+        link = os.path.join(cluster.workdir, "link.bin")
+        os.symlink(victim, link)
+        for path in (victim, os.path.join(cluster.workdir, "..", os.path.basename(outside),
+                                          "xferd.toml"), link):
+            for create in (False, True):
+                expect(xferd.PermissionDenied, "regions.file_dirs", a.register_region, "f",
+                       4 * KiB, backing="file", file_path=path, create=create,
+                       remote_write=True)
+        with open(victim, "rb") as f:
+            assert f.read() == b"[tls]\n"
+        assert "f" not in {r.name for r in a.regions()}
+    finally:
+        shutil.rmtree(outside)
+        if os.path.lexists(os.path.join(cluster.workdir, "link.bin")):
+            os.unlink(os.path.join(cluster.workdir, "link.bin"))
 
 
 def test_deregister_unknown_region(clients: Clients) -> None:

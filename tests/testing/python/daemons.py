@@ -7,7 +7,8 @@ serves a unix socket and writes a ready file, all under one short directory
 long).
 
 Its config file, written here, holds regions.shm_dir, a directory of its own
-under /dev/shm, after any extra configuration the caller gives. (So no
+under /dev/shm, and regions.file_dirs (the cluster's directory and any the
+caller adds), after any extra configuration the caller gives. (So no
 /etc/xferd/xferd.toml leaks in, and daemons of tests running in parallel
 cannot collide: Bazel's sandboxes have their own PID namespaces but share
 /dev/shm, and SHM files are named xferd.<pid>.<region>.)
@@ -81,7 +82,8 @@ class Daemon:
                  pollers: Optional[int] = 2, slice_size: Optional[str] = "1MiB",
                  extra_args: Sequence[str] = (), host: str = "127.0.0.1", port: int = 0,
                  netns: Optional[str] = None, config_extra: str = "",
-                 transport: str = TRANSPORT, log_level: str = "debug") -> None:
+                 transport: str = TRANSPORT, log_level: str = "debug",
+                 file_dirs: Sequence[str] = ()) -> None:
         """Describes a daemon; start() runs it.
 
         `pollers` and `slice_size` None leave the daemon's defaults. `host`
@@ -90,7 +92,8 @@ class Daemon:
         network namespace (`ip netns exec`); the caller still reaches it over
         its unix socket. `config_extra` opens its config file (TOML, e.g.
         "[tls]\nallowed_clients = [...]"). `transport` "verbs" also requires
-        RDMA, so a run never silently falls back to TCP.
+        RDMA, so a run never silently falls back to TCP. File regions may
+        be in `workdir` and in `file_dirs` (regions.file_dirs).
         """
         self.name = name
         self.host = host
@@ -98,6 +101,7 @@ class Daemon:
         self.netns = netns
         self.config_extra = config_extra
         self.shm_dir = shm_dir
+        self.file_dirs = [workdir, *file_dirs]
         self.binary = binary
         self.pollers = pollers
         self.slice_size = slice_size
@@ -154,7 +158,8 @@ class Daemon:
         assert self.proc is None or self.proc.poll() is not None, f"{self} is running"
         os.makedirs(self.shm_dir, exist_ok=True)
         with open(self.config_path, "w") as config:
-            config.write(f'{self.config_extra}\n[regions]\nshm_dir = "{self.shm_dir}"\n')
+            config.write(f'{self.config_extra}\n[regions]\nshm_dir = "{self.shm_dir}"\n'
+                         f'file_dirs = {json.dumps(self.file_dirs)}\n')
         for stale in (self.ready_path, self.socket_path):
             if os.path.exists(stale):
                 os.unlink(stale)

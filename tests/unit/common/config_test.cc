@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
+
 namespace xferd {
 namespace {
 
@@ -53,6 +55,30 @@ json = true
   EXPECT_EQ(config->regions.max_registered_bytes, 2ull << 30);
   EXPECT_TRUE(config->log.json);
   EXPECT_TRUE(Validate(*config).ok());
+}
+
+TEST(ConfigTest, FileDirsDefaultParseAndMustBeAbsolute) {
+  absl::StatusOr<Config> defaults = ParseConfig("", "x");
+  ASSERT_TRUE(defaults.ok()) << defaults.status();
+  EXPECT_EQ(defaults->regions.file_dirs, std::vector<std::string>{"/var/lib/xferd/data"});
+  EXPECT_EQ(defaults->regions.file_mode, 0640u);
+  absl::StatusOr<Config> two =
+      ParseConfig("[regions]\nfile_dirs = [\"/a\", \"/b/c\"]\nfile_mode = 0o600\n", "x");
+  ASSERT_TRUE(two.ok()) << two.status();
+  EXPECT_EQ(two->regions.file_dirs, (std::vector<std::string>{"/a", "/b/c"}));
+  EXPECT_EQ(two->regions.file_mode, 0600u);
+  absl::StatusOr<Config> none = ParseConfig("[regions]\nfile_dirs = []\n", "x");
+  ASSERT_TRUE(none.ok() && Validate(*none).ok()) << "no file regions";
+  for (const char* bad : {"[\"data\"]", "[\"/\"]", "[\"\"]"}) {
+    absl::StatusOr<Config> c = ParseConfig(absl::StrCat("[regions]\nfile_dirs = ", bad), "x");
+    ASSERT_TRUE(c.ok()) << c.status();
+    const absl::Status s = Validate(*c);
+    EXPECT_FALSE(s.ok()) << bad;
+    EXPECT_NE(s.message().find("regions.file_dirs"), absl::string_view::npos) << s;
+  }
+  absl::StatusOr<Config> mode = ParseConfig("[regions]\nfile_mode = 0o1777\n", "x");
+  ASSERT_TRUE(mode.ok()) << mode.status();
+  EXPECT_FALSE(Validate(*mode).ok());
 }
 
 TEST(ConfigTest, UnknownKeyIsAnErrorNamingIt) {

@@ -119,5 +119,39 @@ TEST(DeadlineTimerTest, ForgetsTransfersThatAreGone) {
   EXPECT_LT(absl::Now() - start, absl::Seconds(1));
 }
 
+// Delayed jobs run on the timer's thread in time order, not before their
+// time, and never once the timer stopped.
+TEST(DeadlineTimerTest, RunsJobsInTimeOrderAndNoneAfterStop) {
+  DeadlineTimer timer;
+  Mutex mu;
+  std::vector<int> ran;
+  const absl::Time start = absl::Now();
+  absl::Time first_at;
+  timer.RunAt(start + absl::Milliseconds(40), [&] {
+    MutexLock lock(&mu);
+    ran.push_back(2);
+  });
+  timer.RunAt(start + absl::Milliseconds(20), [&] {
+    MutexLock lock(&mu);
+    first_at = absl::Now();
+    ran.push_back(1);
+  });
+  timer.RunAt(start + absl::Hours(1), [&] {
+    MutexLock lock(&mu);
+    ran.push_back(3);
+  });
+  for (int i = 0; i < 500; ++i) {
+    {
+      MutexLock lock(&mu);
+      if (ran.size() == 2) break;
+    }
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  timer.Stop();
+  MutexLock lock(&mu);
+  EXPECT_EQ(ran, (std::vector<int>{1, 2}));
+  EXPECT_GE(first_at, start + absl::Milliseconds(20));
+}
+
 }  // namespace
 }  // namespace xferd::engine

@@ -106,6 +106,25 @@ TEST_F(EngineBlocksTest, PermutedWriteLandsEveryByteWithOneEvent) {
   EXPECT_FALSE(events[0].read);
 }
 
+// A finished transfer lets go of its plan (24 bytes a block) by itself, even
+// when no later transfer ends to sweep the table, once nobody holds it.
+TEST_F(EngineBlocksTest, FinishedTransferReleasesItsPlanWhenIdle) {
+  Fill(*local_, 4);
+  std::vector<uint64_t> perm;
+  auto submitted = h_.Submit(*a_, {Permuted(OpKind::kWrite, &perm)});
+  ASSERT_TRUE(submitted.ok()) << submitted.status();
+  ASSERT_EQ(h_.Wait((*submitted)[0]).state, TransferState::kDone);
+  const uint64_t id = (*submitted)[0]->id();
+  std::weak_ptr<engine::Transfer> weak = (*submitted)[0];
+  submitted->clear();
+  for (int i = 0; i < 500 && !weak.expired(); ++i) absl::SleepFor(absl::Milliseconds(10));
+  EXPECT_TRUE(weak.expired()) << "the transfer (and its block plan) is still held";
+  const absl::StatusOr<engine::TransferInfo> info = a_->engine->GetTransfer(id);
+  ASSERT_TRUE(info.ok()) << "its snapshot stays in the history: " << info.status();
+  EXPECT_EQ(info->state, TransferState::kDone);
+  ExpectPermuted(*local_, *remote_, perm);
+}
+
 TEST_F(EngineBlocksTest, PermutedReadPlacesEveryByteAndRaisesALocalEvent) {
   Fill(*remote_, 5);
   LandedRecorder watcher(*local_);
@@ -135,6 +154,13 @@ TEST_F(EngineBlocksTest, OutOfRangeBlockMovesNothing) {
             "block #731: destination range [4194294, 4194294+4096) exceeds region 'remote' on "
             "peer 'b' of 4194304 bytes");
   EXPECT_TRUE(AllZero(*remote_));
+  // Refusals are counted by code, and start no transfer.
+  w.peer = "nobody";
+  EXPECT_EQ(h_.Submit(*a_, {w}).status().code(), absl::StatusCode::kNotFound);
+  const engine::TransferCounters counters = a_->engine->Stats().transfers;
+  EXPECT_EQ(counters.refused, (std::map<std::string, uint64_t>{{"OUT_OF_RANGE", 1},
+                                                               {"NOT_FOUND", 1}}));
+  EXPECT_EQ(counters.submitted, 0u);
 }
 
 TEST_F(EngineBlocksTest, ReadWithoutRemoteReadIsDenied) {

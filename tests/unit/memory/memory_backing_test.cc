@@ -20,6 +20,13 @@ std::string TempDir() {
   return dir != nullptr ? dir : "/tmp";
 }
 
+// A file region's spec, confined to the test's directory (regions.file_dirs).
+BackingSpec FileSpec(uint64_t size) {
+  BackingSpec spec{Backing::kFile, size};
+  spec.file_confinement.dirs = {TempDir()};
+  return spec;
+}
+
 TEST(MemoryBackingTest, AnonymousIsZeroedAndWritable) {
   auto backing = MemoryBacking::Create(BackingSpec{Backing::kAnonymous, 1 << 20});
   ASSERT_TRUE(backing.ok()) << backing.status();
@@ -70,7 +77,7 @@ TEST(MemoryBackingTest, ReleasedShmNameIsLeftAloneForTheNextRegion) {
 TEST(MemoryBackingTest, FileCreateGrowAndUseExistingSize) {
   const std::string path = TempDir() + "/file-backing-test";
   ::unlink(path.c_str());
-  BackingSpec spec{Backing::kFile, 4096};
+  BackingSpec spec = FileSpec(4096);
   spec.file_path = path;
   EXPECT_EQ(MemoryBacking::Create(spec).status().code(), absl::StatusCode::kNotFound);
   spec.create = true;
@@ -79,7 +86,7 @@ TEST(MemoryBackingTest, FileCreateGrowAndUseExistingSize) {
     ASSERT_TRUE(backing.ok()) << backing.status();
     std::memcpy((*backing)->data() + 4090, "tail!", 5);
   }
-  BackingSpec existing{Backing::kFile, 0};
+  BackingSpec existing = FileSpec(0);
   existing.file_path = path;
   existing.writable = false;
   auto reopened = MemoryBacking::Create(existing);
@@ -87,7 +94,7 @@ TEST(MemoryBackingTest, FileCreateGrowAndUseExistingSize) {
   EXPECT_EQ((*reopened)->size(), 4096u);
   EXPECT_EQ(std::memcmp((*reopened)->data() + 4090, "tail!", 5), 0);
   // Larger than the file without create: refused with the fix in the message.
-  BackingSpec bigger{Backing::kFile, 8192};
+  BackingSpec bigger = FileSpec(8192);
   bigger.file_path = path;
   absl::Status s = MemoryBacking::Create(bigger).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
@@ -118,7 +125,7 @@ class FileSizeLimit {
 TEST(MemoryBackingTest, FailedRegistrationLeavesTheFileAsItWas) {
   const std::string path = TempDir() + "/file-undo-test";
   ::unlink(path.c_str());
-  BackingSpec spec{Backing::kFile, 1 << 20};
+  BackingSpec spec = FileSpec(1 << 20);
   spec.file_path = path;
   spec.create = true;
   {
@@ -142,7 +149,7 @@ TEST(MemoryBackingTest, FailedRegistrationLeavesTheFileAsItWas) {
 }
 
 TEST(MemoryBackingTest, CreateInAMissingDirectorySaysSo) {
-  BackingSpec spec{Backing::kFile, 4096};
+  BackingSpec spec = FileSpec(4096);
   spec.file_path = TempDir() + "/no-such-dir/file";
   spec.create = true;
   absl::Status s = MemoryBacking::Create(spec).status();
@@ -151,10 +158,10 @@ TEST(MemoryBackingTest, CreateInAMissingDirectorySaysSo) {
 }
 
 TEST(MemoryBackingTest, FileErrors) {
-  BackingSpec relative{Backing::kFile, 0};
+  BackingSpec relative = FileSpec(0);
   relative.file_path = "relative/path";
   EXPECT_EQ(MemoryBacking::Create(relative).status().code(), absl::StatusCode::kInvalidArgument);
-  BackingSpec dir{Backing::kFile, 0};
+  BackingSpec dir = FileSpec(0);
   dir.file_path = TempDir();
   EXPECT_FALSE(MemoryBacking::Create(dir).ok());
 }

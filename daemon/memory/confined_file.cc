@@ -1,0 +1,114 @@
+#include "daemon/memory/confined_file.h"
+
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "daemon/memory/errno_status.h"
+
+namespace xferd::memory {
+namespace {
+
+absl::Status Denied(const FileConfinement& c, const std::string& path, absl::string_view why) {
+  return absl::PermissionDeniedError(absl::StrCat(
+      "file_path '", path, "' ", why, ": file regions must be regular files inside "
+      "regions.file_dirs (", c.dirs.empty() ? "none configured" : absl::StrJoin(c.dirs, ", "),
+      "), reached without symlinks"));
+}
+
+// The part of `path` below `dir`, or empty if `path` is not inside it.
+absl::string_view Below(absl::string_view path, absl::string_view dir) {
+  while (dir.size() > 1 && dir.back() == '/') dir.remove_suffix(1);
+  if (path.size() <= dir.size() + 1 || !absl::StartsWith(path, dir) || path[dir.size()] != '/') {
+    return {};
+  }
+  return path.substr(dir.size() + 1);
+}
+
+// Lexically clean: no empty, "." or ".." component (the kernel refuses to
+// leave the directory anyway; this gives the clearer message).
+bool Clean(absl::string_view relative) {
+  for (absl::string_view part : absl::StrSplit(relative, '/')) {
+    if (part.empty() || part == "." || part == "..") return false;
+  }
+  return true;
+}
+
+int OpenBeneath(int dir_fd, const std::string& relative, int flags, mode_t mode) {
+  open_how how{};
+  how.flags = static_cast<uint64_t>(flags | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  how.mode = (flags & O_CREAT) != 0 ? mode : 0;
+  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+  return static_cast<int>(::syscall(SYS_openat2, dir_fd, relative.c_str(), &how, sizeof(how)));
+}
+
+}  // namespace
+
+absl::StatusOr<UniqueFd> OpenConfined(const FileConfinement& confinement, const std::string& path,
+                                      int flags, bool* created) {
+  *created = false;
+  if (path.empty() || path[0] != '/') {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "file_path '", path, "' must be an absolute path inside regions.file_dirs"));
+  }
+  for (const std::string& dir : confinement.dirs) {
+    // The configured name, or the directory it resolves to (the
+    // configuration is trusted; what a client names below it is not).
+    absl::string_view relative = Below(path, dir);
+    char resolved[PATH_MAX];
+    if (relative.empty() && ::realpath(dir.c_str(), resolved) != nullptr) {
+      relative = Below(path, resolved);
+    }
+    if (relative.empty()) continue;
+    if (!Clean(relative)) return Denied(confinement, path, "has an empty, '.' or '..' component");
+    UniqueFd dir_fd(::open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (!dir_fd.valid()) {
+      return ErrnoStatus(errno, absl::StrCat("regions.file_dirs: cannot open ", dir));
+    }
+    UniqueFd fd(OpenBeneath(dir_fd.get(), std::string(relative), flags, confinement.create_mode));
+    if (!fd.valid()) {
+      switch (errno) {
+        case ELOOP:
+          return Denied(confinement, path, "goes through a symlink");
+        case EXDEV:
+          return Denied(confinement, path, "leads outside its directory");
+        case EISDIR:
+          return Denied(confinement, path, "is not a regular file");
+        case ENOSYS:
+          return absl::FailedPreconditionError(
+              "file regions need openat2 (Linux 5.6 or later) to confine their paths");
+        default:
+          return ErrnoStatus(errno, absl::StrCat("cannot open ", path));
+      }
+    }
+    *created = (flags & O_CREAT) != 0;
+    struct stat st;
+    if (::fstat(fd.get(), &st) != 0) return ErrnoStatus(errno, absl::StrCat("fstat ", path));
+    if (!S_ISREG(st.st_mode)) return Denied(confinement, path, "is not a regular file");
+    if (st.st_nlink != 1) {
+      // A second name may live outside the directories (a hard link to a
+      // file the daemon can write).
+      return Denied(confinement, path, absl::StrCat("has ", st.st_nlink, " hard links"));
+    }
+    if (*created && ::fchmod(fd.get(), confinement.create_mode) != 0) {
+      const int err = errno;
+      ::unlinkat(dir_fd.get(), std::string(relative).c_str(), 0);
+      *created = false;
+      return ErrnoStatus(err, absl::StrCat("cannot set the mode of ", path));
+    }
+    return fd;
+  }
+  return Denied(confinement, path, "is outside the data directories");
+}
+
+}  // namespace xferd::memory
