@@ -31,7 +31,9 @@ namespace xferd::transport {
 class Lane {
  public:
   virtual ~Lane() = default;
-  // Ops that can be posted right now (0 while still connecting).
+  // Ops the lane takes right now (0 while still connecting or once broken):
+  // its depth less the ops it holds. An op carries at most kMaxBlocksPerOp
+  // blocks, so credits bound blocks in flight, whatever the transfers.
   virtual uint32_t credits() const = 0;
   // True once the lane (and so its link) is broken; Link::status() says why.
   virtual bool broken() const = 0;
@@ -113,9 +115,12 @@ class TransportWorker {
  public:
   virtual ~TransportWorker() = default;
 
-  // Posts up to lane.credits() ops (writes or reads), in order; returns how
-  // many it took. Poller thread only. Ops after a broken lane are not taken
-  // (0).
+  // Takes up to lane.credits() ops (writes or reads), in order, and returns
+  // how many it took: all it was offered, up to its credits, unless the lane
+  // broke during the call; the ops not taken are the caller's (the poller
+  // fails their transfer). A taken op is reported exactly once through
+  // CompletionSink, even if the transport holds it before putting it on the
+  // wire (verbs, while its send queue has no room). Poller thread only.
   virtual uint32_t Post(Lane& lane, absl::Span<const DataOp> ops) = 0;
 
   // Makes progress: sends, receives and places inbound writes, reports

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The Soft-RoCE suite: real verbs (rdma_rxe) in one qemu VM boot. Runs the
 # device discovery test, the transport conformance suite, the C++ and Python
-# integration suites and the kill/restart fault test with every daemon on
-# the verbs transport (require_rdma: no silent TCP), each test runner printing
-# its own summary, then a final "softroce: N passed, N failed" line.
+# integration suites (block lists and reads included) and the kill/restart
+# fault test with every daemon on the verbs transport (require_rdma: no
+# silent TCP), each test runner printing its own summary, then a final
+# "softroce: N passed, N failed" line.
 #
 #   tests/softroce/run.sh            install what is missing, build, run
 #   tests/softroce/run.sh --no-build run what is already built
@@ -20,8 +21,10 @@ TARGETS=(
   //tests/unit/transport:device_test
   //tests/transport:transport_conformance_test
   //tests/integration/cpp:client_integration_test
+  //tests/integration/cpp:blocks_integration_test
   //tests/integration/cpp:xferctl_test
   //tests/integration/python:transfers_test
+  //tests/integration/python:blocks_test
   //tests/integration/python:bad_input_test
   //tests/integration/python:peer_failure_test
   //tests/integration/python:kill_restart_test

@@ -26,11 +26,13 @@ namespace {
 constexpr uint32_t kPollers = 2;
 constexpr absl::Duration kTimeout = absl::Seconds(20);
 
-// Records completions by cookie.
+// Records completions by cookie, and their order.
 struct Recorder : CompletionSink {
   std::map<uint64_t, absl::Status> done;
+  std::vector<uint64_t> order;
   void OnOpDone(const OpCompletion& c) override {
     done[c.cookie] = c.error == nullptr ? absl::OkStatus() : *c.error;
+    order.push_back(c.cookie);
   }
 };
 
@@ -101,8 +103,11 @@ class TransportConformanceTest : public ::testing::TestWithParam<TransportFactor
   // Every 8-byte word gets a value of its own (a hash of its offset), so a
   // block that lands in another block's place shows: a short-period pattern
   // would repeat in every 4 KiB block.
-  static void Fill(memory::Region& region, uint8_t seed) {
-    for (uint64_t i = 0; i < region.size(); i += 8) {
+  // Only [from, to) when given (large regions whose tests touch a window:
+  // filling tens of MiB takes seconds unoptimized in the Soft-RoCE VM).
+  static void Fill(memory::Region& region, uint8_t seed, uint64_t from = 0,
+                   uint64_t to = UINT64_MAX) {
+    for (uint64_t i = from; i < std::min(to, region.size()); i += 8) {
       const uint64_t word = (i + seed + 1) * 0x9E3779B97F4A7C15ull;
       std::memcpy(region.data() + i, &word, std::min<uint64_t>(8, region.size() - i));
     }
@@ -174,6 +179,27 @@ class TransportConformanceTest : public ::testing::TestWithParam<TransportFactor
     for (uint64_t i = 0; i < count; ++i) {
       ASSERT_EQ(std::memcmp(from.data() + i * 4096, to.data() + perm[i] * 4096, 4096), 0) << i;
     }
+  }
+
+  // Op k of a run of worst-case ops (see WorstCaseOpsQueueInTheLane): 64
+  // blocks of 4 KiB, block j of the run starting 100 + j bytes before the
+  // 16 MiB boundary on the side it is read from and 400 + j bytes before it
+  // on the side it lands on, so every block crosses an MR chunk on both
+  // sides at different bytes (verbs, 16 MiB chunks: three work requests per
+  // block). All blocks map source to destination by one shift: they may
+  // overlap. Regions of kWorstRegion bytes; the blocks stay in kWorstWindow.
+  static constexpr uint64_t kWorstFrom = (16 << 20) - 100, kWorstTo = (16 << 20) - 400;
+  static constexpr uint64_t kWorstRegion = 17 << 20;
+  static constexpr uint64_t kWorstWindow[2] = {15 << 20, 17 << 20};
+  static std::vector<Block> WorstCaseBlocks(OpKind kind, uint32_t k) {
+    std::vector<Block> blocks;
+    for (uint32_t i = 0; i < kMaxBlocksPerOp; ++i) {
+      const uint64_t j = k * kMaxBlocksPerOp + i;
+      // A write reads locally and lands remotely; a read the other way.
+      blocks.push_back(kind == OpKind::kWrite ? Block{kWorstFrom - j, kWorstTo - j, 4096}
+                                              : Block{kWorstTo - j, kWorstFrom - j, 4096});
+    }
+    return blocks;
   }
 
   // Every block's bytes are the same on both sides.
@@ -463,6 +489,83 @@ TEST_P(TransportConformanceTest, BlocksCrossingRegistrationChunks) {
                                  {32 * kMiB - 4096, 8 * kMiB, 65536}};     // local
   ASSERT_TRUE(WaitFor(a_, PostBlocks(a_, 1, OpKind::kRead, *a_buf, key, in)).ok());
   ExpectBlocksEqual(*a_buf, *b_buf, in);
+}
+
+// Ops of the most work requests an op can need, back to back on one lane
+// (WorstCaseBlocks, and a write's notice: 193 requests over verbs, as many
+// as the conformance lanes' whole send queue holds). The lane takes every
+// op it has credit for and holds what its send queue has no room for:
+// nothing overflows, every op completes, in order, and every byte lands
+// (the ops overlap, but by one shift, so the result is still exact).
+TEST_P(TransportConformanceTest, WorstCaseOpsQueueInTheLane) {
+  constexpr uint32_t kOps = 24;
+  auto a_buf = Register(a_, "abuf", kWorstRegion, true);
+  auto b_buf = Register(b_, "bbuf", kWorstRegion, true, {}, /*remote_read=*/true);
+  // Zeros elsewhere: a stray block would bring non-zero bytes there.
+  Fill(*a_buf, 31, kWorstWindow[0], kWorstWindow[1]);
+  Fill(*b_buf, 37, kWorstWindow[0], kWorstWindow[1]);
+  const RemoteRegion key = b_.transport->DescribeRegion(*b_buf);
+  xferd::testing::LandedRecorder watcher(*b_buf);
+  const LandingNotice notice{77, 0, kWorstRegion, kMaxBlocksPerOp, kMaxBlocksPerOp * 4096};
+  const uint64_t low = kOps * kMaxBlocksPerOp - 1;  // the last block's distance below the first
+  // Writes a -> b, then reads b -> a (from b's bytes as the writes left them).
+  for (OpKind kind : {OpKind::kWrite, OpKind::kRead}) {
+    SCOPED_TRACE(kind == OpKind::kWrite ? "write" : "read");
+    const memory::Region& from = kind == OpKind::kWrite ? *a_buf : *b_buf;
+    const memory::Region& to = kind == OpKind::kWrite ? *b_buf : *a_buf;
+    const std::vector<std::byte> from_before(from.data(), from.data() + from.size());
+    const std::vector<std::byte> to_before(to.data(), to.data() + to.size());
+    const size_t first = a_.sink.order.size();
+    std::vector<uint64_t> cookies;
+    for (uint32_t k = 0; k < kOps; ++k) {
+      cookies.push_back(PostBlocks(a_, 0, kind, *a_buf, key, WorstCaseBlocks(kind, k),
+                                   kind == OpKind::kWrite ? &notice : nullptr));
+    }
+    for (uint64_t c : cookies) ASSERT_TRUE(WaitFor(a_, c).ok());
+    const std::vector<uint64_t> order(a_.sink.order.begin() + first, a_.sink.order.end());
+    EXPECT_EQ(order, cookies);
+    // The destination holds the source's span, shifted; nothing else moved.
+    const uint64_t start = kWorstTo - low, span = low + 4096;
+    ASSERT_EQ(std::memcmp(to.data() + start, from_before.data() + kWorstFrom - low, span), 0);
+    ASSERT_EQ(std::memcmp(to.data(), to_before.data(), start), 0);
+    ASSERT_EQ(std::memcmp(to.data() + start + span, to_before.data() + start + span,
+                          to.size() - start - span),
+              0);
+  }
+  // Every write op carried a notice: one landed event each.
+  ASSERT_TRUE(Pump([&] { return watcher.news >= static_cast<int>(kOps); }));
+  EXPECT_EQ(watcher.Take().size(), kOps);
+}
+
+// A lane closed while it holds ops its send queue had no room for (verbs;
+// the others send them at once): every op is still reported once, in the
+// order posted, done or failed with the close's reason, and none completes
+// after one before it failed.
+TEST_P(TransportConformanceTest, CloseFailsHeldOpsInOrder) {
+  auto a_buf = Register(a_, "abuf", kWorstRegion, false);
+  auto b_buf = Register(b_, "bbuf", kWorstRegion, true);
+  Fill(*a_buf, 41, kWorstWindow[0], kWorstWindow[1]);
+  const RemoteRegion key = b_.transport->DescribeRegion(*b_buf);
+  const uint32_t depth = a_.link->lane(0).credits();
+  std::vector<uint64_t> cookies;
+  for (uint32_t k = 0; k < depth; ++k) {
+    cookies.push_back(
+        PostBlocks(a_, 0, OpKind::kWrite, *a_buf, key, WorstCaseBlocks(OpKind::kWrite, k)));
+  }
+  EXPECT_EQ(a_.link->lane(0).credits(), 0u);  // all taken, whatever the send queue holds
+  a_.link->Close(absl::CancelledError("closing for the test"));
+  bool failed = false;
+  for (uint64_t c : cookies) {
+    const absl::Status s = WaitFor(a_, c);
+    if (s.ok()) {
+      EXPECT_FALSE(failed) << "op " << c << " completed after one before it failed";
+    } else {
+      EXPECT_EQ(s.code(), absl::StatusCode::kCancelled) << s;
+      failed = true;
+    }
+  }
+  EXPECT_EQ(a_.sink.order, cookies);
+  ASSERT_TRUE(Pump([&] { return a_.link->lane(0).broken() && a_.link->lane(0).credits() == 0; }));
 }
 
 // One landed event for a many-block write, with its block count and payload.

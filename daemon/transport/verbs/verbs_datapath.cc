@@ -1,6 +1,7 @@
 // The verbs data path: posting ops as chained RDMA WRITEs and READs (one
-// work request per block), retiring completions, and receiving the landing
-// notices of peers' WRITE_WITH_IMM. Runs on one
+// work request per block) as the send queue has room for them, retiring
+// completions, and receiving the landing notices of peers' WRITE_WITH_IMM.
+// Runs on one
 // poller thread per worker; no allocation, no locks, no logging above trace.
 #include <arpa/inet.h>
 
@@ -9,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/common/check.h"
 #include "daemon/common/log.h"
+#include "daemon/transport/verbs/chunk_pieces.h"
 #include "daemon/transport/verbs/notice_record.h"
 #include "daemon/transport/verbs/verbs_lane.h"
 #include "daemon/transport/verbs/verbs_registration.h"
@@ -51,17 +53,58 @@ absl::Status CompletionError(const ibv_wc& wc, const std::string& peer, bool rea
 
 }  // namespace
 
-uint32_t VerbsLane::Post(absl::Span<const DataOp> ops) {
-  chain_ = 0;
+uint32_t VerbsLane::Post(absl::Span<const DataOp> ops, bool* waiting) {
   uint32_t taken = 0;
-  // credits() counts the requests appended so far: the chain never outgrows
-  // the send queue (nor the worker's chain arrays, as large as it).
+  // Every op with a credit is taken: behind those already waiting (order is
+  // kept), then posted as far as the send queue has room for it.
   while (taken < ops.size() && credits() > 0) {
-    AppendOp(ops[taken]);
-    ++taken;
+    waiting_[(waiting_head_ + waiting_count_) % ops_depth_] = ops[taken];
+    ++waiting_count_;
     ++ops_in_flight_;
+    ++taken;
   }
-  if (chain_ == 0) return 0;
+  PostWaiting();
+  *waiting = waiting_count_ > 0;
+  return taken;
+}
+
+bool VerbsLane::ServiceWaiting(CompletionSink& sink) {
+  if (!draining_ && !link_.broken()) {
+    PostWaiting();
+    return waiting_count_ > 0;
+  }
+  // Reported after every posted op (RC flushes them in order), with the
+  // reason the link broke.
+  if (posted_ != retired_) return true;
+  const absl::Status status =
+      link_.broken()
+          ? link_.status()
+          : absl::UnavailableError(absl::StrCat("link to ", link_.peer().node_id, " closed"));
+  for (; waiting_count_ > 0; --waiting_count_) {
+    const DataOp& op = waiting_[waiting_head_];
+    waiting_head_ = (waiting_head_ + 1) % ops_depth_;
+    --ops_in_flight_;
+    sink.OnOpDone(OpCompletion{op.cookie, op.length, &status});
+  }
+  return false;
+}
+
+void VerbsLane::PostWaiting() {
+  if (waiting_count_ == 0 || !active_.load(std::memory_order_relaxed) || draining_ ||
+      link_.broken()) {
+    return;
+  }
+  chain_ = 0;
+  uint32_t appended = 0;
+  // The chain never outgrows the send queue (Fits counts it), nor the
+  // worker's chain arrays, as large as the deepest queue.
+  while (appended < waiting_count_) {
+    const DataOp& op = waiting_[(waiting_head_ + appended) % ops_depth_];
+    if (!Fits(op)) break;
+    AppendOp(op);
+    ++appended;
+  }
+  if (chain_ == 0) return;
   for (uint32_t i = 0; i + 1 < chain_; ++i) wrs_[i].next = &wrs_[i + 1];
   wrs_[chain_ - 1].next = nullptr;
   // The last request of a chain is always signaled: otherwise an idle lane
@@ -70,24 +113,43 @@ uint32_t VerbsLane::Post(absl::Span<const DataOp> ops) {
   unsignaled_ = 0;
   ibv_send_wr* bad = nullptr;
   const int rc = ibv_post_send(qp_.get(), wrs_, &bad);
-  if (rc == 0) return taken;
-  // Requests from `bad` on were not posted: forget them. An op counts as
-  // taken only if its last request went out; its other requests retire
-  // silently, and the link fails.
-  const uint64_t first_seq = posted_ - chain_ + 1;
-  const uint32_t went_out = static_cast<uint32_t>(bad - wrs_);
-  uint32_t ops_posted = 0;
-  for (uint32_t k = 0; k < went_out; ++k) {
-    if (slots_[(first_seq + k) % sq_depth_].ends_op) ++ops_posted;
+  uint32_t ops_posted = appended;
+  if (rc != 0) {
+    // Requests from `bad` on were not posted: forget them. An op is posted
+    // only if its last request went out; the others of a partly posted op
+    // retire silently, and it waits to be failed with the link.
+    const uint64_t first_seq = posted_ - chain_ + 1;
+    const uint32_t went_out = static_cast<uint32_t>(bad - wrs_);
+    ops_posted = 0;
+    for (uint32_t k = 0; k < went_out; ++k) {
+      if (slots_[(first_seq + k) % sq_depth_].ends_op) ++ops_posted;
+    }
+    posted_ = first_seq + went_out - 1;
   }
-  posted_ = first_seq + went_out - 1;
-  ops_in_flight_ -= taken - ops_posted;
-  link_.Close(VerbsError(absl::StrCat("ibv_post_send to ", link_.peer().node_id), rc));
-  return ops_posted;
+  waiting_head_ = (waiting_head_ + ops_posted) % ops_depth_;
+  waiting_count_ -= ops_posted;
+  if (rc != 0) link_.Close(VerbsError(absl::StrCat("ibv_post_send to ", link_.peer().node_id), rc));
+}
+
+bool VerbsLane::Fits(const DataOp& op) const {
+  const uint32_t free = sq_depth_ - static_cast<uint32_t>(posted_ - retired_);
+  return free >= kMaxWrsPerOp || WorkRequests(op) <= free;
+}
+
+uint32_t VerbsLane::WorkRequests(const DataOp& op) const {
+  const auto& local = static_cast<const VerbsRegistration&>(*op.local_registration);
+  uint32_t n = op.notice != nullptr ? 1 : 0;
+  for (uint32_t b = 0; b < op.block_count; ++b) {
+    const Block& block = op.blocks[b];
+    n += CountPieces(block.local_offset, local.chunk_bytes(), block.remote_offset,
+                     op.remote->mr_chunk_bytes, block.length);
+  }
+  return n;
 }
 
 void VerbsLane::AppendOp(const DataOp& op) {
-  // More blocks would break credits()' promise; none would report nothing.
+  // More blocks could need more requests than an empty send queue holds;
+  // none would report nothing.
   XFERD_CHECK(op.block_count >= 1 && op.block_count <= kMaxBlocksPerOp);
   uint32_t imm = 0;
   if (op.notice != nullptr) {
@@ -114,19 +176,12 @@ void VerbsLane::AppendBlock(const DataOp& op, const Block& block) {
   const RemoteRegion& remote = *op.remote;
   const auto& local = static_cast<const VerbsRegistration&>(*op.local_registration);
   const ibv_wr_opcode opcode = op.kind == OpKind::kRead ? IBV_WR_RDMA_READ : IBV_WR_RDMA_WRITE;
-  uint64_t local_offset = block.local_offset;
-  uint64_t remote_offset = block.remote_offset;
-  uint32_t left = block.length;
-  while (left > 0) {
-    uint64_t n = std::min<uint64_t>(left, local.chunk_bytes() - local_offset % local.chunk_bytes());
-    n = std::min<uint64_t>(n, remote.mr_chunk_bytes - remote_offset % remote.mr_chunk_bytes);
-    AppendWr(opcode, reinterpret_cast<uint64_t>(local.base() + local_offset),
-             static_cast<uint32_t>(n), local.lkey_at(local_offset), remote.addr + remote_offset,
-             remote.rkeys[remote_offset / remote.mr_chunk_bytes], &op);
-    local_offset += n;
-    remote_offset += n;
-    left -= static_cast<uint32_t>(n);
-  }
+  ForEachPiece(block.local_offset, local.chunk_bytes(), block.remote_offset, remote.mr_chunk_bytes,
+               block.length, [&](uint64_t local_offset, uint64_t remote_offset, uint32_t length) {
+                 AppendWr(opcode, reinterpret_cast<uint64_t>(local.base() + local_offset), length,
+                          local.lkey_at(local_offset), remote.addr + remote_offset,
+                          remote.rkeys[remote_offset / remote.mr_chunk_bytes], &op);
+               });
 }
 
 ibv_send_wr& VerbsLane::AppendWr(ibv_wr_opcode opcode, uint64_t local, uint32_t length,
@@ -229,7 +284,29 @@ void VerbsLane::Land(uint32_t slot, const memory::RegionRegistry& regions) {
 }
 
 uint32_t VerbsWorker::Post(Lane& lane, absl::Span<const DataOp> ops) {
-  return static_cast<VerbsLane&>(lane).Post(ops);
+  auto& verbs_lane = static_cast<VerbsLane&>(lane);
+  bool waiting = false;
+  const uint32_t taken = verbs_lane.Post(ops, &waiting);
+  if (waiting && !verbs_lane.listed()) {
+    verbs_lane.set_listed(true);
+    waiting_lanes_.push_back(&verbs_lane);  // reserved for every lane of the table
+  }
+  return taken;
+}
+
+uint32_t VerbsWorker::ServiceWaitingLanes(CompletionSink& sink) {
+  const size_t listed = waiting_lanes_.size();
+  for (size_t i = 0; i < waiting_lanes_.size();) {
+    VerbsLane* lane = waiting_lanes_[i];
+    if (lane->ServiceWaiting(sink)) {
+      ++i;
+      continue;
+    }
+    lane->set_listed(false);
+    waiting_lanes_[i] = waiting_lanes_.back();
+    waiting_lanes_.pop_back();
+  }
+  return static_cast<uint32_t>(listed - waiting_lanes_.size());
 }
 
 uint32_t VerbsWorker::Poll(CompletionSink& sink) {
@@ -249,6 +326,9 @@ uint32_t VerbsWorker::Poll(CompletionSink& sink) {
     }
   }
   if (n > 0) handled += static_cast<uint32_t>(n);
+  // After the completions, which made room; before reaping, which needs the
+  // lanes' waiting ops reported.
+  if (!waiting_lanes_.empty()) handled += ServiceWaitingLanes(sink);
   if (!draining_.empty()) ReapDrained();
   return handled;
 }

@@ -29,6 +29,7 @@ VerbsLane::VerbsLane(Link& link, VerbsWorker& worker, uint32_t ops_depth, uint32
       sq_depth_(send_depth),
       psn_(RandomPsn()),
       slots_(sq_depth_),
+      waiting_(ops_depth_),
       wrs_(worker.chain_wrs()),
       sges_(worker.chain_sges()) {
   XFERD_CHECK(send_depth >= kMaxWrsPerOp && send_depth <= worker.chain_capacity());
@@ -38,10 +39,10 @@ VerbsLane::~VerbsLane() = default;
 
 uint32_t VerbsLane::credits() const {
   if (!active_.load(std::memory_order_acquire) || broken() || draining_) return 0;
-  // Every op may need kMaxWrsPerOp work requests; promise only what surely
-  // fits, so the send queue never overflows however many blocks ops carry.
-  const uint32_t free_wrs = sq_depth_ - static_cast<uint32_t>(posted_ - retired_);
-  return std::min(ops_depth_ - ops_in_flight_, free_wrs / kMaxWrsPerOp);
+  // Ops, not send-queue entries: an op the queue has no room for yet waits
+  // in the lane (PostWaiting), so the queue is bounded by the requests ops
+  // actually need, not by their worst case.
+  return ops_depth_ - ops_in_flight_;
 }
 
 absl::Status VerbsLane::Create(ibv_pd* pd, uint8_t port, uint32_t max_inline) {

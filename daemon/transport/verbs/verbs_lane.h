@@ -2,7 +2,8 @@
 // each op into one work request per block (RDMA WRITE, or RDMA READ into
 // the local region), chains all of a call's requests into one
 // ibv_post_send, signals selectively, and keeps a slot per work request so
-// each op's completion (or its first error) is reported exactly once.
+// each op's completion (or its first error) is reported exactly once. Ops
+// whose requests do not fit the send queue yet wait in the lane, in order.
 // Receives of WRITE_WITH_IMM carry the peer's landing notices.
 #pragma once
 
@@ -35,11 +36,16 @@ struct NoticeArea {
 
 class VerbsLane final : public Lane {
  public:
-  // `ops_depth`: ops in flight at most; `send_depth`: the send queue's work
-  // requests (>= kMaxWrsPerOp, <= the worker's chain capacity).
+  // `ops_depth`: ops the lane holds at most (posted or waiting); `send_depth`:
+  // the send queue's work requests (>= kMaxWrsPerOp, <= the worker's chain
+  // capacity).
   VerbsLane(Link& link, VerbsWorker& worker, uint32_t ops_depth, uint32_t send_depth);
   ~VerbsLane() override;
 
+  // Ops the lane takes now: ops_depth less those it holds, posted or waiting
+  // for room in the send queue (0 while connecting, draining or broken).
+  // Each op carries at most kMaxBlocksPerOp blocks, so this bounds blocks in
+  // flight; the send queue is bounded by the ops' actual work requests.
   uint32_t credits() const override;
   bool broken() const override { return link_.broken(); }
 
@@ -55,13 +61,28 @@ class VerbsLane final : public Lane {
   Link& link() { return link_; }
 
   // ---- poller thread ----
-  uint32_t Post(absl::Span<const DataOp> ops);
+  // Takes ops while credits() > 0 (all of them unless the link broke) and
+  // posts those that fit the send queue; the rest wait (see PostWaiting).
+  // Returns the ops taken; each is reported once through OnOpDone or
+  // ServiceWaiting. True in `*waiting` when some wait.
+  uint32_t Post(absl::Span<const DataOp> ops, bool* waiting);
+  // Once per Poll while ops wait: posts those that fit now, in order; on a
+  // broken or draining lane, once every posted request is back, fails them
+  // with the link's status (after the posted ones: completions stay in
+  // order). Returns true while some still wait.
+  bool ServiceWaiting(CompletionSink& sink);
   void OnSendCompletion(const ibv_wc& wc, CompletionSink& sink);
   void OnRecvCompletion(const ibv_wc& wc, const memory::RegionRegistry& regions);
   // Moves the QP to ERR so everything outstanding flushes; drained() turns
   // true once every posted request has come back, then the QP can go.
   void BeginDrain();
-  bool drained() const { return draining_ && posted_ == retired_ && recvs_posted_ == 0; }
+  bool drained() const {
+    return draining_ && posted_ == retired_ && recvs_posted_ == 0 && waiting_count_ == 0 &&
+           !listed_;
+  }
+  // Whether the worker lists the lane among those with waiting ops.
+  bool listed() const { return listed_; }
+  void set_listed(bool listed) { listed_ = listed; }
   // Destroys the QP (after draining, or at teardown). Idempotent.
   void ReleaseQp() { qp_.reset(); }
   uint32_t index() const { return index_; }
@@ -76,7 +97,16 @@ class VerbsLane final : public Lane {
     bool read = false;     // an RDMA READ (for the error message)
   };
 
-  // Appends the work requests of one op to the chain (credits() > 0 checked).
+  // Chains the waiting ops that fit the send queue, in order, and posts
+  // them; stops at the first that does not fit (order is kept).
+  void PostWaiting();
+  // True if the op's requests fit the send queue's free entries now (the
+  // chain being built counts as posted). Counts them only when the queue
+  // has less room than any op can need.
+  bool Fits(const DataOp& op) const;
+  // The op's work requests: its blocks cut at MR chunks, and its notice.
+  uint32_t WorkRequests(const DataOp& op) const;
+  // Appends the work requests of one op to the chain (Fits checked).
   void AppendOp(const DataOp& op);
   // One block, cut where it crosses an MR chunk on either side.
   void AppendBlock(const DataOp& op, const Block& block);
@@ -104,7 +134,14 @@ class VerbsLane final : public Lane {
   std::vector<SendSlot> slots_;
   uint64_t posted_ = 0;
   uint64_t retired_ = 0;
-  uint32_t ops_in_flight_ = 0;
+  uint32_t ops_in_flight_ = 0;  // taken and not yet reported: posted or waiting
+  // Ops taken but not posted yet, oldest first: a ring of ops_depth_ (the
+  // most the lane holds), so taking one never allocates. What they point to
+  // stays valid until they are reported (DataOp's contract).
+  std::vector<DataOp> waiting_;
+  uint32_t waiting_head_ = 0;
+  uint32_t waiting_count_ = 0;
+  bool listed_ = false;
   uint32_t unsignaled_ = 0;
   uint32_t next_notice_ = 0;
   uint32_t recvs_posted_ = 0;

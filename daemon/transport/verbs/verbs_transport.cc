@@ -56,7 +56,9 @@ VerbsTransport::VerbsTransport(const VerbsTransportOptions& options,
   link_settings_.path.timeout = options.qp_timeout;
   link_settings_.path.retry_count = options.retry_count;
   link_settings_.ops_depth = options.lane_depth;
-  // Room for the worst case of one op at least, within what the device allows.
+  // Room for lane_depth contiguous ops (ops of scattered blocks wait in the
+  // lane for room) and for the worst case of one op at least, so none waits
+  // forever; within what the device allows (Create refuses less than that).
   const uint64_t send_depth =
       std::max<uint64_t>(uint64_t{options.lane_depth} * kSendWrsPerOp, kMaxWrsPerOp);
   link_settings_.send_depth = static_cast<uint32_t>(

@@ -60,6 +60,7 @@ VerbsWorker::VerbsWorker(std::shared_ptr<VerbsContext> context, uint32_t chain_c
       chain_wrs_(chain_capacity),
       chain_sges_(chain_capacity) {
   draining_.reserve(kMaxLanesPerWorker);
+  waiting_lanes_.reserve(kMaxLanesPerWorker);
   MutexLock lock(&mu_);
   reserved_.assign(kMaxLanesPerWorker, 0);
   for (uint32_t i = kMaxLanesPerWorker; i > 0; --i) free_slots_.push_back(i - 1);

@@ -62,6 +62,9 @@ class VerbsWorker final : public TransportWorker {
 
   VerbsWorker(std::shared_ptr<VerbsContext> context, uint32_t chain_capacity,
               const memory::RegionRegistry& regions);
+  // Lets each listed lane post (or fail) its waiting ops; unlists those with
+  // none left. Returns the lanes unlisted.
+  uint32_t ServiceWaitingLanes(CompletionSink& sink);
   void ReapDrained();
   void ConsumeChannelEvents();
 
@@ -85,6 +88,7 @@ class VerbsWorker final : public TransportWorker {
 
   // Poller thread only.
   std::vector<Detaching> draining_;
+  std::vector<VerbsLane*> waiting_lanes_;  // lanes holding ops the send queue had no room for
   bool armed_ = false;
   uint32_t unacked_events_ = 0;
 };

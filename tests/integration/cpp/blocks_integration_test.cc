@@ -1,6 +1,7 @@
 // Many-block writes and reads between two real daemons, driven by the C++
 // client: a million blocks through SubmitStream both ways with every byte
-// checked, precise refusals that move nothing, and peers that die or
+// checked (fewer over verbs in the Soft-RoCE VM), precise refusals of
+// million-block requests that move nothing, and peers that die or
 // deregister mid-read.
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -24,6 +25,12 @@ constexpr uint64_t kBlocks = 1000000;
 constexpr uint64_t kBlock = 64;
 constexpr uint64_t kSize = kBlocks * kBlock;
 
+// Blocks of the tests that move data: a million over TCP. Soft-RoCE in the
+// VM (qemu TCG) moves about 10,000 blocks a second, so there they move
+// 20,000: still hundreds of ops over both lanes, with reads bounded by
+// max_rd_atomic. Requests that are refused (nothing moves) keep a million.
+uint64_t MovedBlocks() { return TestTransport() == "verbs" ? 20000 : kBlocks; }
+
 template <typename T>
 T Unwrap(absl::StatusOr<T> value, const char* what) {
   EXPECT_TRUE(value.ok()) << what << ": " << value.status();
@@ -37,8 +44,16 @@ std::string Packed(const std::vector<uint64_t>& values) {
   return out;
 }
 
+// Compares page by page with memcmp: a byte loop over 64 MB takes seconds in
+// an unoptimized build under the Soft-RoCE VM's emulated CPU.
 bool AllZero(const MappedFile& f) {
-  return std::all_of(f.data(), f.data() + f.size(), [](uint8_t b) { return b == 0; });
+  static const uint8_t kZeros[4096] = {};
+  for (size_t at = 0; at < f.size(); at += sizeof(kZeros)) {
+    if (std::memcmp(f.data() + at, kZeros, std::min(sizeof(kZeros), f.size() - at)) != 0) {
+      return false;
+    }
+  }
+  return true;
 }
 
 class BlocksIntegrationTest : public ::testing::Test {
@@ -136,23 +151,27 @@ class BlocksIntegrationTest : public ::testing::Test {
 };
 
 TEST_F(BlocksIntegrationTest, MillionBlocksWrittenAndReadBackThroughSubmitStream) {
-  auto src = AddShm(*client_a_, "src", kSize, false, false);
-  auto back = AddShm(*client_a_, "back", kSize, false, false);
-  auto dst = AddShm(*client_b_, "dst", kSize, true, true);
-  FillPattern(src->data(), kSize, 31);
-  const std::vector<uint64_t> perm = Shuffled(kBlocks, 1);
+  const uint64_t blocks_moved = MovedBlocks();
+  const uint64_t size = blocks_moved * kBlock;
+  auto src = AddShm(*client_a_, "src", size, false, false);
+  auto back = AddShm(*client_a_, "back", size, false, false);
+  auto dst = AddShm(*client_b_, "dst", size, true, true);
+  FillPattern(src->data(), size, 31);
+  const std::vector<uint64_t> perm = Shuffled(blocks_moved, 1);
   const v1::WriteRequest write = Write("src", "dst", Permutation(perm));
-  ASSERT_GT(write.ByteSizeLong(), 4u << 20);  // beyond one default gRPC message
+  if (blocks_moved == kBlocks) {
+    ASSERT_GT(write.ByteSizeLong(), 4u << 20);  // beyond one default gRPC message
+  }
   const v1::Transfer written = Unwrap(client_a_->WriteBlocks(write), "write");
   ASSERT_EQ(written.state(), v1::TRANSFER_STATE_DONE) << written.error().message();
-  EXPECT_EQ(written.blocks(), kBlocks);
-  EXPECT_EQ(written.length(), kSize);
+  EXPECT_EQ(written.blocks(), blocks_moved);
+  EXPECT_EQ(written.length(), size);
   EXPECT_EQ(written.direction(), v1::Transfer::DIRECTION_WRITE);
   ExpectPermuted(*src, *dst, perm);
 
   // Read them back into place: dst block perm[i] -> back block i.
-  std::vector<uint64_t> src_offsets(kBlocks), dst_offsets(kBlocks);
-  for (uint64_t i = 0; i < kBlocks; ++i) {
+  std::vector<uint64_t> src_offsets(blocks_moved), dst_offsets(blocks_moved);
+  for (uint64_t i = 0; i < blocks_moved; ++i) {
     src_offsets[i] = perm[i] * kBlock;
     dst_offsets[i] = i * kBlock;
   }
@@ -163,13 +182,14 @@ TEST_F(BlocksIntegrationTest, MillionBlocksWrittenAndReadBackThroughSubmitStream
   const v1::Transfer read = Unwrap(client_a_->ReadBlocks(Read("dst", "back", blocks)), "read");
   ASSERT_EQ(read.state(), v1::TRANSFER_STATE_DONE) << read.error().message();
   EXPECT_EQ(read.direction(), v1::Transfer::DIRECTION_READ);
-  EXPECT_EQ(std::memcmp(src->data(), back->data(), kSize), 0);
+  EXPECT_EQ(std::memcmp(src->data(), back->data(), size), 0);
 }
 
 TEST_F(BlocksIntegrationTest, OutOfRangeBlockOfAMillionIsNamedAndNothingMoves) {
   auto src = AddShm(*client_a_, "src", kSize, false, false);
   auto dst = AddShm(*client_b_, "dst", kSize, true, true);
-  FillPattern(src->data(), kSize, 5);
+  // Nothing moves, so no pattern is needed: any non-zero byte would show.
+  std::memset(src->data(), 0x5a, kSize);
   std::vector<uint64_t> perm = Shuffled(kBlocks, 2);
   perm[731512] = kBlocks;  // one block past the end
   const absl::StatusOr<v1::Transfer> t =
@@ -238,10 +258,11 @@ TEST_F(BlocksIntegrationTest, ReadsNeedRemoteReadAndTheAcl) {
 }
 
 TEST_F(BlocksIntegrationTest, PeerKilledMidReadFailsUnavailable) {
-  auto local = AddShm(*client_a_, "local", kSize, false, false);
-  auto remote = AddShm(*client_b_, "remote", kSize, true, true);
-  FillPattern(remote->data(), kSize, 3);
-  v1::ReadRequest r = Read("remote", "local", Permutation(Shuffled(kBlocks, 4)));
+  const uint64_t size = MovedBlocks() * kBlock;
+  auto local = AddShm(*client_a_, "local", size, false, false);
+  auto remote = AddShm(*client_b_, "remote", size, true, true);
+  FillPattern(remote->data(), size, 3);
+  v1::ReadRequest r = Read("remote", "local", Permutation(Shuffled(MovedBlocks(), 4)));
   r.set_wait(false);
   const v1::Transfer started = Unwrap(client_a_->ReadBlocks(r), "read");
   ::kill(b_->pid(), SIGKILL);
@@ -257,10 +278,11 @@ TEST_F(BlocksIntegrationTest, PeerKilledMidReadFailsUnavailable) {
 }
 
 TEST_F(BlocksIntegrationTest, DeregisteringTheSourceMidReadNeverCorrupts) {
-  auto local = AddShm(*client_a_, "local", kSize, false, false);
-  auto remote = AddShm(*client_b_, "remote", kSize, true, true);
-  FillPattern(remote->data(), kSize, 8);
-  const std::vector<uint64_t> perm = Shuffled(kBlocks, 5);
+  const uint64_t size = MovedBlocks() * kBlock;
+  auto local = AddShm(*client_a_, "local", size, false, false);
+  auto remote = AddShm(*client_b_, "remote", size, true, true);
+  FillPattern(remote->data(), size, 8);
+  const std::vector<uint64_t> perm = Shuffled(MovedBlocks(), 5);
   v1::ReadRequest r = Read("remote", "local", Permutation(perm));
   r.set_wait(false);
   const v1::Transfer started = Unwrap(client_a_->ReadBlocks(r), "read");
@@ -268,7 +290,7 @@ TEST_F(BlocksIntegrationTest, DeregisteringTheSourceMidReadNeverCorrupts) {
   const v1::Transfer end = Unwrap(client_a_->WaitTransfer(started.id()), "wait");
   if (end.state() == v1::TRANSFER_STATE_DONE) {
     // Completed before the deregistration took effect: every byte is right.
-    for (uint64_t i = 0; i < kBlocks; ++i) {
+    for (uint64_t i = 0; i < perm.size(); ++i) {
       ASSERT_EQ(std::memcmp(local->data() + perm[i] * kBlock, remote->data() + i * kBlock, kBlock),
                 0);
     }
