@@ -25,6 +25,7 @@ TARGETS=(
   //tests/integration/cpp:xferctl_test
   //tests/integration/python:transfers_test
   //tests/integration/python:blocks_test
+  //tests/integration/python:blocks_failure_test
   //tests/integration/python:bad_input_test
   //tests/integration/python:peer_failure_test
   //tests/integration/python:kill_restart_test
@@ -37,4 +38,4 @@ if [ "${1:-}" != "--no-build" ]; then
   bazel build "${TARGETS[@]}"
 fi
 # The guest sees the host root read-only, Bazel's outputs included.
-exec tests/softroce/vm_run.sh -t "${XFERD_SOFTROCE_TIMEOUT:-900}" -- tests/softroce/suite_guest.sh
+exec tests/softroce/vm_run.sh -t "${XFERD_SOFTROCE_TIMEOUT:-1500}" -- tests/softroce/suite_guest.sh
