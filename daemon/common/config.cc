@@ -6,6 +6,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <sstream>
 
@@ -230,6 +231,19 @@ absl::Status InvalidKey(absl::string_view key, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat("config key '", key, "' ", why));
 }
 
+// Keys that name files the daemon reads at start-up: each set one must be
+// readable now, so a typo fails --check-config, not the first use.
+absl::Status CheckReadable(
+    std::initializer_list<std::pair<const char*, const std::string*>> files) {
+  for (const auto& [key, path] : files) {
+    if (!path->empty() && ::access(path->c_str(), R_OK) != 0) {
+      return InvalidKey(
+          key, absl::StrCat("names ", *path, ", which cannot be read: ", std::strerror(errno)));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateServer(const ServerConfig& server) {
   if (server.listen.empty() && server.unix_socket.empty()) {
     return InvalidKey("server.listen",
@@ -310,10 +324,7 @@ absl::Status ValidateTls(const TlsConfig& tls) {
                         "is not set: mTLS needs tls.cert, tls.key and tls.ca together (or none of "
                         "them for the insecure mode)");
     }
-    if (!path->empty() && ::access(path->c_str(), R_OK) != 0) {
-      return InvalidKey(
-          key, absl::StrCat("names ", *path, ", which cannot be read: ", std::strerror(errno)));
-    }
+    RETURN_IF_ERROR(CheckReadable({{key, path}}));
   }
   for (const std::string& name : tls.allowed_clients) {
     if (name.empty()) return InvalidKey("tls.allowed_clients", "contains an empty name");
@@ -353,15 +364,8 @@ absl::Status ValidateCluster(const ClusterConfig& cluster) {
                       "is not set: TLS to etcd needs the CA that signed etcd's "
                       "certificate");
   }
-  const std::pair<const char*, const std::string*> files[] = {
-      {"cluster.ca", &cluster.ca}, {"cluster.cert", &cluster.cert}, {"cluster.key", &cluster.key}};
-  for (const auto& [key, path] : files) {
-    if (!path->empty() && ::access(path->c_str(), R_OK) != 0) {
-      return InvalidKey(
-          key, absl::StrCat("names ", *path, ", which cannot be read: ", std::strerror(errno)));
-    }
-  }
-  return absl::OkStatus();
+  return CheckReadable(
+      {{"cluster.ca", &cluster.ca}, {"cluster.cert", &cluster.cert}, {"cluster.key", &cluster.key}});
 }
 
 }  // namespace
@@ -434,16 +438,8 @@ absl::Status ValidateMetrics(const MetricsConfig& m) {
   if (absl::StrContains(m.basic_auth_user, ':')) {
     return InvalidKey("metrics.basic_auth_user", "must not contain ':' (RFC 7617)");
   }
-  const std::pair<const char*, const std::string*> files[] = {
-      {"metrics.basic_auth_password_file", &m.basic_auth_password_file},
-      {"metrics.bearer_token_file", &m.bearer_token_file}};
-  for (const auto& [key, path] : files) {
-    if (!path->empty() && ::access(path->c_str(), R_OK) != 0) {
-      return InvalidKey(
-          key, absl::StrCat("names ", *path, ", which cannot be read: ", std::strerror(errno)));
-    }
-  }
-  return absl::OkStatus();
+  return CheckReadable({{"metrics.basic_auth_password_file", &m.basic_auth_password_file},
+                        {"metrics.bearer_token_file", &m.bearer_token_file}});
 }
 
 }  // namespace
