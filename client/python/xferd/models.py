@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import types
-from typing import Any, Mapping, Optional, Tuple, Type, TypeVar
+from typing import Any, Mapping, Optional, Sequence, Tuple, Type, TypeVar, Union
 
 import grpc
 
@@ -129,6 +129,54 @@ class Region:
             raise ValueError(
                 f"region '{self.name}' is {self.backing}-backed: only shm regions have a buffer")
         return self._mapping.view()
+
+    def _shm(self) -> ShmMapping:
+        if self._mapping is None:
+            raise ValueError(f"region '{self.name}' is {self.backing}-backed: only shm regions "
+                             "can be viewed as arrays")
+        return self._mapping
+
+    def numpy(self, dtype: Any, shape: Union[int, Sequence[int], None] = None,
+              offset: int = 0) -> Any:
+        """A numpy array of `dtype` and `shape` over the region's memory from
+        `offset` (shape None: 1-D over the rest of the region), no copy.
+
+        The array (an `xferd.arrays.RegionArray`) and the views numpy makes
+        of it raise ValueError on access once the region is deregistered or
+        its client closed.
+
+        Raises:
+            ValueError: not an shm region, the view does not fit it, or the
+                mapping is closed.
+        """
+        from xferd import arrays  # numpy is optional: imported on use
+
+        return arrays.numpy_view(self._shm(), dtype, shape, offset)
+
+    def torch(self, dtype: Any, shape: Union[int, Sequence[int], None] = None,
+              offset: int = 0) -> Any:
+        """A CPU torch tensor of `dtype` and `shape` over the region's memory
+        from `offset`, no copy; checked on access as numpy().
+
+        Raises:
+            ImportError: torch is not installed.
+            ValueError: as numpy().
+        """
+        from xferd import arrays
+
+        return arrays.torch_view(self._shm(), dtype, shape, offset)
+
+    def fill(self, array: Any) -> Any:
+        """Copies `array` (numpy, or a CPU torch tensor; any strides) to the
+        start of the region and returns the region's view of the same shape
+        and dtype (numpy() or torch()).
+
+        Raises:
+            ValueError: as numpy(), e.g. the array is larger than the region.
+        """
+        from xferd import arrays
+
+        return arrays.fill(self._shm(), array)
 
     @classmethod
     def from_proto(cls, r: Any, mapping: Optional[ShmMapping] = None) -> "Region":
