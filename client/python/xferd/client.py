@@ -5,7 +5,8 @@ from __future__ import annotations
 import itertools
 import threading
 import weakref
-from typing import Any, Callable, Iterable, Iterator, List, Mapping, Optional, Sequence, Union
+from typing import (Any, Callable, Iterable, Iterator, List, Literal, Mapping, Optional, Sequence,
+                    Tuple, Union)
 
 import grpc
 
@@ -39,7 +40,7 @@ _BACKINGS = {
 _RPC_TIMEOUT = object()
 
 
-def _transfer_request(direction: str, peer: str, src_region: str, dst_region: str,
+def _transfer_request(direction: Literal["write", "read"], peer: str, src_region: str, dst_region: str,
                       length: int = 0, src_offset: int = 0, dst_offset: int = 0,
                       slice_size: int = 0, timeout: Optional[float] = None, label: str = "",
                       wait: bool = False) -> Union[xferd_pb2.WriteRequest, xferd_pb2.ReadRequest]:
@@ -103,7 +104,7 @@ class Client:
     """
 
     def __init__(self, target: str, rpc_timeout: float = DEFAULT_RPC_TIMEOUT,
-                 options: Sequence[tuple] = (), tls: Optional[TlsConfig] = None) -> None:
+                 options: Sequence[Tuple[str, Any]] = (), tls: Optional[TlsConfig] = None) -> None:
         """Opens a channel to `target`; nothing is sent until the first call.
 
         Args:
@@ -121,7 +122,7 @@ class Client:
         else:
             self._channel = grpc.insecure_channel(target, options=list(options))
         #: The generated stub, for calls this class does not wrap.
-        self.stub = xferd_pb2_grpc.XferdStub(self._channel)
+        self.stub: Any = xferd_pb2_grpc.XferdStub(self._channel)
         self._lock = threading.Lock()
         self._mappings: "weakref.WeakSet[ShmMapping]" = weakref.WeakSet()
         self._watches: "weakref.WeakSet[RegionWatch]" = weakref.WeakSet()
@@ -209,7 +210,8 @@ class Client:
 
     # ------------------------------------------------------------ regions --
 
-    def register_region(self, name: str, size: int, backing: str = "anonymous",
+    def register_region(self, name: str, size: int,
+                        backing: Literal["anonymous", "shm", "file"] = "anonymous",
                         remote_write: bool = False, remote_read: bool = False,
                         file_path: Optional[str] = None, create: bool = False,
                         hugepages: bool = False,
