@@ -14,7 +14,7 @@ version=$(sed -n 's/^XFERD_VERSION = "\(.*\)"$/\1/p' version.bzl)
 [ -n "$version" ] || { echo "build-deb.sh: no XFERD_VERSION in version.bzl" >&2; exit 1; }
 
 deploy/install-deps.sh build </dev/null
-bazel build --config=opt //daemon:xferd //client/cpp:xferctl //client/python:xferd_zip
+bazel build --config=opt //daemon:xferd //client/cpp:xferctl //client/python:wheel
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 deploy/install.sh --no-build --prefix /usr --destdir "$stage/pkg" >/dev/null
