@@ -40,7 +40,7 @@ _BACKINGS = {
 _RPC_TIMEOUT = object()
 
 
-def _transfer_request(direction: Literal["write", "read"], peer: str, src_region: str, dst_region: str,
+def _transfer_request(direction: str, peer: str, src_region: str, dst_region: str,
                       length: int = 0, src_offset: int = 0, dst_offset: int = 0,
                       slice_size: int = 0, timeout: Optional[float] = None, label: str = "",
                       wait: bool = False) -> Union[xferd_pb2.WriteRequest, xferd_pb2.ReadRequest]:

@@ -219,7 +219,8 @@ class RegionEvent:
         ranges = None
         if e.range_offsets:
             ranges = (unpack_u64(e.range_offsets), unpack_u64(e.range_lengths))
-        return _build(cls, e, kind=_enum_name(xferd_pb2.RegionEvent.Kind, e.kind, "KIND_", EventKind),
+        return _build(cls, e,
+                      kind=_enum_name(xferd_pb2.RegionEvent.Kind, e.kind, "KIND_", EventKind),
                       time=_time(e.time), ranges=ranges)
 
 
