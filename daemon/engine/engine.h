@@ -206,9 +206,10 @@ class Engine final : public TransferListener {
   absl::Status ResolveMissing(const std::vector<WriteSpec>& writes, absl::Time deadline);
   // *stale: it failed because the peer's link broke or the remote key was
   // invalidated since resolution (resolving again may succeed).
-  absl::StatusOr<Transfer::Plan> Plan(const WriteSpec& spec, bool* stale) const;
+  absl::StatusOr<Transfer::Plan> Plan(const WriteSpec& spec, RemoteKeySnapshot& keys,
+                                      bool* stale) const;
   absl::StatusOr<ResolvedRegion> CheckRemote(const WriteSpec& spec, const Peer& peer,
-                                             bool* stale) const;
+                                             RemoteKeySnapshot& keys, bool* stale) const;
   absl::Status PlanMany(const WriteSpec& spec, const Peer& peer, uint64_t remote_size,
                         Transfer::Plan* plan) const;
   absl::StatusOr<std::vector<std::shared_ptr<Transfer>>> Admit(const std::vector<WriteSpec>& writes,
