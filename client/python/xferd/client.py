@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import threading
 import weakref
-from typing import Any, Callable, Iterable, Iterator, List, Mapping, Optional, Sequence, Union
+from typing import (Any, Callable, Iterable, Iterator, List, Literal, Mapping, Optional, Sequence,
+                    Tuple, Union)
 
 import grpc
 
@@ -39,7 +40,7 @@ class Client:
     """
 
     def __init__(self, target: str, rpc_timeout: float = DEFAULT_RPC_TIMEOUT,
-                 options: Sequence[tuple] = (), tls: Optional[TlsConfig] = None) -> None:
+                 options: Sequence[Tuple[str, Any]] = (), tls: Optional[TlsConfig] = None) -> None:
         """Opens a channel to `target`; nothing is sent until the first call.
 
         Args:
@@ -57,7 +58,7 @@ class Client:
         else:
             self._channel = grpc.insecure_channel(target, options=list(options))
         #: The generated stub, for calls this class does not wrap.
-        self.stub = xferd_pb2_grpc.XferdStub(self._channel)
+        self.stub: Any = xferd_pb2_grpc.XferdStub(self._channel)
         self._lock = threading.Lock()
         self._mappings = Mappings()
         self._watches: "weakref.WeakSet[RegionWatch]" = weakref.WeakSet()
@@ -127,7 +128,8 @@ class Client:
 
     # ------------------------------------------------------------ regions --
 
-    def register_region(self, name: str, size: int, backing: str = "anonymous",
+    def register_region(self, name: str, size: int,
+                        backing: Literal["anonymous", "shm", "file"] = "anonymous",
                         remote_write: bool = False, remote_read: bool = False,
                         file_path: Optional[str] = None, create: bool = False,
                         hugepages: bool = False,
