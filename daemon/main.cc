@@ -259,10 +259,12 @@ absl::Status StartEngine(const Config& config, Daemon& d) {
   const uint64_t incarnation = RandomIncarnation();
   registry_options.shm_prefix = absl::StrFormat("xferd.%08x", incarnation >> 32);
   d.regions = std::make_unique<memory::RegionRegistry>(registry_options);
+  // Security first: its checks of the [tls] files name the key at fault,
+  // and the TCP transport's encrypted lanes use the same files.
+  ASSIGN_OR_RETURN(d.security, service::SetUpSecurity(config));
   ASSIGN_OR_RETURN(d.transport, transport::CreateTransport(config, *d.regions));
   spdlog::info("transport {} ({})", transport::TransportKindName(d.transport.transport->kind()),
                d.transport.reason);
-  ASSIGN_OR_RETURN(d.security, service::SetUpSecurity(config));
   d.peer_rpc =
       std::make_unique<service::GrpcPeerRpc>(d.security.peer_credentials, d.security.peer_auth);
   absl::StatusOr<std::unique_ptr<engine::Engine>> engine =

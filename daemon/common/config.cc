@@ -172,6 +172,7 @@ void DefineTransport(TableReader& r, TransportConfig& c) {
   r.On("tcp_advertise_host", String(&c.tcp_advertise_host));
   r.On("tcp_socket_buffer", Size(&c.tcp_socket_buffer));
   r.On("tcp_user_timeout", Duration(&c.tcp_user_timeout));
+  r.On("tcp_encryption", String(&c.tcp_encryption));
   r.On("verbs_device", String(&c.verbs_device));
   r.On("verbs_port", Integer(&c.verbs_port));
   r.On("verbs_gid_index", Integer(&c.verbs_gid_index));
@@ -332,6 +333,21 @@ absl::Status ValidateTls(const TlsConfig& tls) {
   return absl::OkStatus();
 }
 
+// tcp_encryption: a known value, and "tls" only with certificates to use.
+absl::Status ValidateTcpEncryption(const Config& c) {
+  const std::string& value = c.transport.tcp_encryption;
+  if (!value.empty() && value != "tls" && value != "off") {
+    return InvalidKey("transport.tcp_encryption", "must be \"tls\" or \"off\"");
+  }
+  if (value == "tls" && !c.tls.enabled()) {
+    return InvalidKey("transport.tcp_encryption",
+                      "is \"tls\" but [tls] is not configured: the data lanes use the daemon's "
+                      "certificates, so set tls.cert, tls.key and tls.ca (or set "
+                      "tcp_encryption = \"off\")");
+  }
+  return absl::OkStatus();
+}
+
 // [cluster]: endpoints that parse, a prefix that cannot swallow another
 // (it starts and ends with '/'), a TTL etcd accepts, TLS files readable now.
 absl::Status ValidateCluster(const ClusterConfig& cluster) {
@@ -364,8 +380,9 @@ absl::Status ValidateCluster(const ClusterConfig& cluster) {
                       "is not set: TLS to etcd needs the CA that signed etcd's "
                       "certificate");
   }
-  return CheckReadable(
-      {{"cluster.ca", &cluster.ca}, {"cluster.cert", &cluster.cert}, {"cluster.key", &cluster.key}});
+  return CheckReadable({{"cluster.ca", &cluster.ca},
+                        {"cluster.cert", &cluster.cert},
+                        {"cluster.key", &cluster.key}});
 }
 
 }  // namespace
@@ -376,6 +393,11 @@ absl::StatusOr<TransportChoice> ParseTransportChoice(absl::string_view text) {
   if (text == "verbs") return TransportChoice::kVerbs;
   return absl::InvalidArgumentError(
       absl::StrCat("unknown transport '", text, "': use auto, tcp or verbs"));
+}
+
+bool TcpEncrypted(const Config& config) {
+  const std::string& value = config.transport.tcp_encryption;
+  return value == "tls" || (value.empty() && config.tls.enabled());
 }
 
 absl::string_view TransportChoiceName(TransportChoice choice) {
@@ -470,7 +492,8 @@ absl::Status Validate(const Config& c) {
     return InvalidKey("log.level", "must be one of trace, debug, info, warn, error");
   }
   RETURN_IF_ERROR(ValidateCluster(c.cluster));
-  return ValidateTls(c.tls);
+  RETURN_IF_ERROR(ValidateTls(c.tls));
+  return ValidateTcpEncryption(c);
 }
 
 absl::StatusOr<std::string> ReadKeyFile(absl::string_view key, const std::string& path) {

@@ -42,6 +42,10 @@ struct TransportConfig {
   // lane (TCP_USER_TIMEOUT): how long a partition may last before transfers
   // on it fail and the next write reconnects.
   absl::Duration tcp_user_timeout = absl::Seconds(10);
+  // TCP transport: "tls" (TLS 1.3 on every data lane, with the [tls]
+  // certificates) or "off"; empty: "tls" when [tls] is configured, else
+  // "off". See TcpEncrypted().
+  std::string tcp_encryption;
   // Verbs transport choices; empty/0 means "pick automatically".
   std::string verbs_device;
   uint32_t verbs_port = 0;
@@ -175,6 +179,9 @@ absl::Status Validate(const Config& config);
 absl::StatusOr<std::string> ReadKeyFile(absl::string_view key, const std::string& path);
 
 absl::StatusOr<TransportChoice> ParseTransportChoice(absl::string_view text);
+// Whether the TCP transport encrypts its data lanes: transport.tcp_encryption,
+// or by default whenever [tls] is configured.
+bool TcpEncrypted(const Config& config);
 absl::string_view TransportChoiceName(TransportChoice choice);
 
 }  // namespace xferd

@@ -6,11 +6,11 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
-
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "daemon/base/status_macros.h"
+#include "daemon/common/x509_names.h"
 #include "daemon/service/peer_auth.h"
 
 namespace xferd::service {
@@ -61,31 +61,6 @@ std::string OpenSslError() {
   return text;
 }
 
-std::vector<std::string> Names(X509* cert) {
-  std::vector<std::string> names;
-  auto* sans =
-      static_cast<GENERAL_NAMES*>(X509_get_ext_d2i(cert, NID_subject_alt_name, nullptr, nullptr));
-  if (sans != nullptr) {
-    for (int i = 0; i < sk_GENERAL_NAME_num(sans); ++i) {
-      const GENERAL_NAME* san = sk_GENERAL_NAME_value(sans, i);
-      if (san->type != GEN_DNS) continue;
-      const ASN1_STRING* dns = san->d.dNSName;
-      names.emplace_back(reinterpret_cast<const char*>(ASN1_STRING_get0_data(dns)),
-                         ASN1_STRING_length(dns));
-    }
-    GENERAL_NAMES_free(sans);
-    return names;  // SANs present: the CN does not count (as in gRPC and RFC 6125)
-  }
-  X509_NAME* subject = X509_get_subject_name(cert);
-  const int index = X509_NAME_get_index_by_NID(subject, NID_commonName, -1);
-  if (index >= 0) {
-    const ASN1_STRING* cn = X509_NAME_ENTRY_get_data(X509_NAME_get_entry(subject, index));
-    names.emplace_back(reinterpret_cast<const char*>(ASN1_STRING_get0_data(cn)),
-                       ASN1_STRING_length(cn));
-  }
-  return names;
-}
-
 absl::Status Invalid(const char* key, const std::string& path, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat("config key '", key, "' (", path, "): ", why));
 }
@@ -120,7 +95,7 @@ absl::StatusOr<std::vector<std::string>> PemCertificateNames(absl::string_view p
   if (sk_X509_num(certs.get()) == 0) {
     return absl::InvalidArgumentError("no PEM certificate found");
   }
-  return Names(sk_X509_value(certs.get(), 0));
+  return X509IdentityNames(sk_X509_value(certs.get(), 0));
 }
 
 absl::StatusOr<std::unique_ptr<CaVerifier>> CaVerifier::Create(absl::string_view ca_pem) {
@@ -176,7 +151,7 @@ absl::StatusOr<TlsMaterial> LoadTlsMaterial(const TlsConfig& tls) {
                    absl::StrCat("is not accepted by the CA in ", tls.ca, ": ", s.message(),
                                 " (peers would refuse it)"));
   }
-  m.names = Names(leaf);
+  m.names = X509IdentityNames(leaf);
   if (m.names.empty()) {
     return Invalid("tls.cert", tls.cert,
                    "names nobody: it needs a DNS subjectAltName (or a CN and no SANs) equal to the "

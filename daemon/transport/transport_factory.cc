@@ -18,6 +18,14 @@ absl::StatusOr<std::unique_ptr<Transport>> CreateTcp(const Config& config,
   options.advertise_host = config.transport.tcp_advertise_host;
   options.socket.buffer_bytes = config.transport.tcp_socket_buffer;
   options.socket.user_timeout = config.transport.tcp_user_timeout;
+  if (TcpEncrypted(config)) {
+    // The files were checked by the service's TLS set-up (main runs it first).
+    tcp::LaneTlsFiles files;
+    ASSIGN_OR_RETURN(files.cert_pem, ReadKeyFile("tls.cert", config.tls.cert));
+    ASSIGN_OR_RETURN(files.key_pem, ReadKeyFile("tls.key", config.tls.key));
+    ASSIGN_OR_RETURN(files.ca_pem, ReadKeyFile("tls.ca", config.tls.ca));
+    options.tls = std::move(files);
+  }
   ASSIGN_OR_RETURN(auto transport, tcp::TcpTransport::Create(options, regions));
   return std::unique_ptr<Transport>(std::move(transport));
 }
@@ -45,9 +53,14 @@ absl::StatusOr<std::unique_ptr<Transport>> CreateVerbs(const Config& config,
 absl::StatusOr<TransportChoiceResult> CreateTransport(const Config& config,
                                                       const memory::RegionRegistry& regions) {
   const TransportConfig& t = config.transport;
+  // NodeInfo.transport_reason says whether TCP data lanes are encrypted.
+  const char* lanes = TcpEncrypted(config)
+                          ? "; data lanes: TLS 1.3 (transport.tcp_encryption)"
+                          : "; data lanes: unencrypted (transport.tcp_encryption = \"off\")";
   if (t.kind == TransportChoice::kTcp) {
     ASSIGN_OR_RETURN(auto transport, CreateTcp(config, regions));
-    return TransportChoiceResult{std::move(transport), "configured: transport.kind = \"tcp\""};
+    return TransportChoiceResult{std::move(transport),
+                                 absl::StrCat("configured: transport.kind = \"tcp\"", lanes)};
   }
   std::string description;
   absl::StatusOr<std::unique_ptr<Transport>> verbs = CreateVerbs(config, regions, &description);
@@ -64,8 +77,8 @@ absl::StatusOr<TransportChoiceResult> CreateTransport(const Config& config,
   }
   ASSIGN_OR_RETURN(auto transport, CreateTcp(config, regions));
   return TransportChoiceResult{
-      std::move(transport),
-      absl::StrCat("auto: no usable RDMA device (", verbs.status().message(), "); using tcp")};
+      std::move(transport), absl::StrCat("auto: no usable RDMA device (", verbs.status().message(),
+                                         "); using tcp", lanes)};
 }
 
 }  // namespace xferd::transport

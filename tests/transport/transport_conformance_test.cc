@@ -52,7 +52,7 @@ class TransportConformanceTest : public ::testing::TestWithParam<TransportFactor
       options.shm_prefix = "conformance-" + side->name;
       side->regions = std::make_unique<memory::RegionRegistry>(options);
       absl::StatusOr<std::unique_ptr<Transport>> transport =
-          GetParam().create(*side->regions, kPollers);
+          GetParam().create(*side->regions, kPollers, side->name);
       if (!transport.ok()) GTEST_SKIP() << GetParam().name << ": " << transport.status();
       side->transport = *std::move(transport);
     }

@@ -1,17 +1,33 @@
 #include "tests/transport/transport_factories.h"
 
+#include <cstdlib>
+
 #include "daemon/transport/tcp/tcp_transport.h"
 #include "daemon/transport/verbs/verbs_transport.h"
 #include "tests/testing/fake_transport.h"
+#include "tests/testing/test_certs.h"
 
 namespace xferd::transport {
+
+absl::StatusOr<tcp::LaneTlsFiles> TestLaneTlsFiles(const std::string& node_id) {
+  static auto* const ca = [] {
+    const char* tmp = std::getenv("TEST_TMPDIR");
+    return new absl::StatusOr<testing::TestCa>(
+        testing::TestCa::Create(tmp != nullptr ? tmp : "/tmp", "lane-ca"));
+  }();
+  if (!ca->ok()) return ca->status();
+  absl::StatusOr<testing::TestCert> cert = (*ca)->IssueForDaemon(node_id);
+  if (!cert.ok()) return cert.status();
+  return tcp::LaneTlsFiles{testing::ReadTestFile(cert->cert), testing::ReadTestFile(cert->key),
+                           testing::ReadTestFile((*ca)->cert())};
+}
 
 std::vector<TransportFactory> AllTransportFactories() {
   std::vector<TransportFactory> factories;
   factories.push_back(
       TransportFactory{"tcp",
-                       [](const memory::RegionRegistry& regions,
-                          uint32_t pollers) -> absl::StatusOr<std::unique_ptr<Transport>> {
+                       [](const memory::RegionRegistry& regions, uint32_t pollers,
+                          const std::string&) -> absl::StatusOr<std::unique_ptr<Transport>> {
                          tcp::TcpTransportOptions options;
                          options.pollers = pollers;
                          options.lane_depth = 16;
@@ -20,12 +36,28 @@ std::vector<TransportFactory> AllTransportFactories() {
                          return std::unique_ptr<Transport>(*std::move(transport));
                        },
                        /*refuses_per_write=*/true, /*enforces_acl_per_write=*/true});
+  // The same over TLS 1.3 lanes, each side with a certificate naming it.
+  factories.push_back(TransportFactory{
+      "tcp_tls",
+      [](const memory::RegionRegistry& regions, uint32_t pollers,
+         const std::string& node_id) -> absl::StatusOr<std::unique_ptr<Transport>> {
+        tcp::TcpTransportOptions options;
+        options.pollers = pollers;
+        options.lane_depth = 16;
+        absl::StatusOr<tcp::LaneTlsFiles> files = TestLaneTlsFiles(node_id);
+        if (!files.ok()) return files.status();
+        options.tls = *std::move(files);
+        auto transport = tcp::TcpTransport::Create(options, regions);
+        if (!transport.ok()) return transport.status();
+        return std::unique_ptr<Transport>(*std::move(transport));
+      },
+      /*refuses_per_write=*/true, /*enforces_acl_per_write=*/true});
   // Real verbs on whatever device this machine has (Soft-RoCE in the VM
   // suite); skipped where there is none.
   factories.push_back(
       TransportFactory{"verbs",
-                       [](const memory::RegionRegistry& regions,
-                          uint32_t pollers) -> absl::StatusOr<std::unique_ptr<Transport>> {
+                       [](const memory::RegionRegistry& regions, uint32_t pollers,
+                          const std::string&) -> absl::StatusOr<std::unique_ptr<Transport>> {
                          auto devices = verbs::QueryDevices();
                          if (!devices.ok()) return devices.status();
                          auto port = verbs::SelectPort(*devices, verbs::DeviceRequest{});
@@ -47,8 +79,8 @@ std::vector<TransportFactory> AllTransportFactories() {
   // through one fabric for the whole process, as TCP's through loopback.
   factories.push_back(TransportFactory{
       "fake",
-      [](const memory::RegionRegistry& regions,
-         uint32_t pollers) -> absl::StatusOr<std::unique_ptr<Transport>> {
+      [](const memory::RegionRegistry& regions, uint32_t pollers,
+         const std::string&) -> absl::StatusOr<std::unique_ptr<Transport>> {
         static auto* const fabric = new testing::FakeFabric();
         return std::make_unique<testing::FakeTransport>(*fabric, regions, pollers, 16);
       },

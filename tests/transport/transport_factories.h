@@ -1,6 +1,6 @@
-// The transports the conformance suite runs over: TCP, verbs and the engine
-// tests' fake. A factory returns an error when its transport cannot run on
-// this machine; the suite then skips it.
+// The transports the conformance suite runs over: TCP (plain and with TLS
+// lanes), verbs and the engine tests' fake. A factory returns an error when its transport cannot
+// run on this machine; the suite then skips it.
 #pragma once
 
 #include <functional>
@@ -11,14 +11,17 @@
 
 #include "absl/status/statusor.h"
 #include "daemon/memory/region_registry.h"
+#include "daemon/transport/tcp/tcp_tls.h"
 #include "daemon/transport/transport.h"
 
 namespace xferd::transport {
 
 struct TransportFactory {
   std::string name;
-  std::function<absl::StatusOr<std::unique_ptr<Transport>>(const memory::RegionRegistry&,
-                                                           uint32_t pollers)>
+  // `node_id`: the daemon the transport stands for (TLS lanes present a
+  // certificate naming it).
+  std::function<absl::StatusOr<std::unique_ptr<Transport>>(
+      const memory::RegionRegistry&, uint32_t pollers, const std::string& node_id)>
       create;
   // A refused inbound write fails alone and the lane carries on (TCP NACK);
   // otherwise the refusal breaks the lane (an RDMA remote access error).
@@ -29,6 +32,10 @@ struct TransportFactory {
 };
 
 std::vector<TransportFactory> AllTransportFactories();
+
+// TLS files of a daemon certificate for `node_id` (DNS SAN, as the daemon's
+// must be), issued by one test CA made for the process (in TEST_TMPDIR).
+absl::StatusOr<tcp::LaneTlsFiles> TestLaneTlsFiles(const std::string& node_id);
 
 // gtest prints a parameter by its name.
 inline void PrintTo(const TransportFactory& factory, std::ostream* out) { *out << factory.name; }

@@ -1,7 +1,9 @@
 // The TCP transport's data listener. Accepted connections must present a
 // HELLO with the session token of a link this daemon created in a handshake
-// and a free lane index, within a deadline; anything else is closed. One
-// thread, an epoll set over the listening socket and pending HELLOs.
+// and a free lane index, within a deadline; anything else is closed. With
+// TLS, the handshake comes first and the client certificate must name the
+// node of the link whose token it presents. One thread, an epoll set over
+// the listening socket and pending connections, all non-blocking.
 #pragma once
 
 #include <atomic>
@@ -16,6 +18,7 @@
 #include "daemon/base/mutex.h"
 #include "daemon/common/unique_fd.h"
 #include "daemon/transport/tcp/tcp_socket.h"
+#include "daemon/transport/tcp/tcp_tls.h"
 
 namespace xferd::transport::tcp {
 
@@ -23,8 +26,10 @@ class TcpLink;
 
 class TcpAcceptor {
  public:
+  // `tls` (null: plain lanes) outlives the acceptor.
   static absl::StatusOr<std::unique_ptr<TcpAcceptor>> Create(const HostPort& listen,
-                                                             absl::Duration hello_timeout);
+                                                             absl::Duration hello_timeout,
+                                                             const LaneTls* tls);
   ~TcpAcceptor();  // stops the thread
 
   uint16_t port() const { return port_; }
@@ -34,7 +39,8 @@ class TcpAcceptor {
               absl::Time deadline);
   void Stop();
 
-  // Connections refused (bad HELLO, unknown token, timeout). Any thread.
+  // Connections refused (TLS handshake or certificate, bad HELLO, unknown
+  // token, timeout). Any thread.
   uint64_t refused() const { return refused_.load(std::memory_order_relaxed); }
 
  private:
@@ -45,18 +51,26 @@ class TcpAcceptor {
   };
   struct Pending {
     UniqueFd fd;
+    UniqueSsl ssl;  // TLS: the server session, handshaken once `handshaken`
+    bool handshaken = false;
+    uint32_t events = 0;  // what epoll watches for
     absl::Time deadline;
     uint8_t hello[64];
     size_t have = 0;
   };
 
   TcpAcceptor(UniqueFd listen, UniqueFd wake, UniqueFd epoll, uint16_t port,
-              absl::Duration hello_timeout);
+              absl::Duration hello_timeout, const LaneTls* tls);
   void Run();
   void AcceptAll();
-  // Reads a pending connection's HELLO; returns true when it is finished with
-  // (attached or refused).
+  // Advances a pending connection (TLS handshake, HELLO); returns true when
+  // it is finished with (attached or refused).
+  bool Advance(Pending& pending);
   bool ReadHello(Pending& pending);
+  // The link whose token and free lane the HELLO names, claiming the lane if
+  // `claim`; null if there is none.
+  std::shared_ptr<TcpLink> FindLink(const std::string& token, uint32_t lane, bool claim);
+  void Watch(Pending& pending, uint32_t events);
   void Refuse(Pending& pending, absl::string_view why);
   void ExpireOld(absl::Time now);
 
@@ -65,6 +79,7 @@ class TcpAcceptor {
   UniqueFd epoll_;
   const uint16_t port_;
   const absl::Duration hello_timeout_;
+  const LaneTls* const tls_;
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> refused_{0};
 

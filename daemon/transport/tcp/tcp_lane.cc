@@ -1,5 +1,5 @@
-// TcpLane, transmit side: our frames, our answers to the peer's frames, and
-// the socket writes that carry both.
+// TcpLane, transmit side: our frames and our answers to the peer's frames,
+// in the order the socket writes of tcp_lane_io.cc carry them.
 #include "daemon/transport/tcp/tcp_lane.h"
 
 #include <sys/socket.h>
@@ -14,16 +14,6 @@
 #include "daemon/common/log.h"
 
 namespace xferd::transport::tcp {
-namespace {
-
-// iovecs per sendmsg: a few frames of kMaxBlocksPerOp blocks each (the
-// kernel's limit, IOV_MAX, is 1024).
-constexpr size_t kMaxIov = 512;
-static_assert(kMaxIov >= 2 * (kMaxBlocksPerOp + 1), "a frame and an answer fit one sendmsg");
-
-bool WouldBlock(int err) { return err == EAGAIN || err == EWOULDBLOCK || err == EINTR; }
-
-}  // namespace
 
 TcpLane::TcpLane(Link& link, const memory::RegionRegistry& regions, uint32_t depth)
     : link_(link),
@@ -39,11 +29,6 @@ TcpLane::~TcpLane() = default;
 uint32_t TcpLane::credits() const {
   if (!fd_.valid() || broken()) return 0;
   return static_cast<uint32_t>(tx_ring_.size() - (posted_ - acked_));
-}
-
-void TcpLane::Attach(UniqueFd fd) {
-  XFERD_CHECK(!fd_.valid());
-  fd_ = std::move(fd);
 }
 
 uint32_t TcpLane::Post(absl::Span<const DataOp> ops) {
@@ -179,31 +164,6 @@ void TcpLane::Consume(size_t bytes) {
   }
 }
 
-absl::Status TcpLane::Flush() {
-  if (!fd_.valid() || !error_.ok()) return error_;
-  iovec iov[kMaxIov];
-  for (;;) {
-    const size_t count = BuildIov(iov, kMaxIov);
-    if (count == 0) {
-      wants_writable_ = false;
-      return absl::OkStatus();
-    }
-    msghdr msg{};
-    msg.msg_iov = iov;
-    msg.msg_iovlen = count;
-    const ssize_t n = ::sendmsg(fd_.get(), &msg, MSG_NOSIGNAL);
-    if (n < 0) {
-      if (WouldBlock(errno)) {
-        wants_writable_ = true;
-        return absl::OkStatus();
-      }
-      return Fail(absl::UnavailableError(
-          absl::StrCat("lane to ", link_.peer().node_id, " failed: send: ", std::strerror(errno))));
-    }
-    Consume(static_cast<size_t>(n));
-  }
-}
-
 // A free answer slot, or null when the peer does not read its answers.
 TcpLane::Answer* TcpLane::NewAnswer() {
   if (answers_queued_ - answers_sent_ >= answers_.size()) return nullptr;
@@ -294,6 +254,8 @@ void TcpLane::Detach(const absl::Status& error, CompletionSink& sink) {
   answers_sent_ = answers_queued_;
   answer_offset_ = 0;
   rx_region_.reset();
+  tls_stage_len_ = tls_stage_sent_ = 0;
+  ssl_.reset();  // before its socket
   fd_.reset();
 }
 

@@ -3,7 +3,8 @@
 // the peer's answers (ACK, NACK, READ_RESP), and the peer's frames and our
 // answers. Payload moves straight between the socket and region memory with
 // vectored I/O (sendmsg / readv over the blocks): no staging copies, no
-// allocation and no per-block syscall.
+// allocation and no per-block syscall. With TLS (tcp_tls.h) the same frames
+// travel as TLS records, decrypted straight into region memory.
 #pragma once
 
 #include <sys/uio.h>
@@ -18,6 +19,7 @@
 #include "daemon/common/unique_fd.h"
 #include "daemon/memory/region_registry.h"
 #include "daemon/transport/tcp/tcp_frame.h"
+#include "daemon/transport/tcp/tcp_tls.h"
 #include "daemon/transport/transport.h"
 
 namespace xferd::transport::tcp {
@@ -37,9 +39,13 @@ class TcpLane final : public Lane {
   const absl::Status& error() const { return error_; }
 
   // ---- poller thread only ----
-  void Attach(UniqueFd fd);
+  // `ssl`: a handshaken TLS session on `fd`, or null for a plain lane.
+  void Attach(UniqueFd fd, UniqueSsl ssl);
   bool attached() const { return fd_.valid(); }
   int fd() const { return fd_.get(); }
+  // Decrypted bytes wait in OpenSSL while the socket may be empty: the
+  // worker must call OnReadable again without waiting for epoll.
+  bool input_buffered() const;
   // Queues up to credits() ops as frames and starts sending them. The ops'
   // blocks and memory stay valid until their completion.
   uint32_t Post(absl::Span<const DataOp> ops);
@@ -89,6 +95,15 @@ class TcpLane final : public Lane {
   void Consume(size_t bytes);
   Answer* NewAnswer();
 
+  // tcp_lane_io.cc: the socket calls, plain or TLS (see there).
+  ssize_t RecvSome(void* buf, size_t len);
+  ssize_t ReadVec(iovec* iov, int count);
+  ssize_t SendPlain(iovec* iov, size_t count);
+  ssize_t SendTls(const iovec* iov, size_t count);
+  ssize_t WriteTls(const void* data, size_t len);
+  ssize_t TlsResult(int rc, size_t n);
+  std::string IoError(int err) const;
+
   // tcp_lane_rx.cc
   absl::Status ReceiveOnce(CompletionSink& sink, absl::Span<std::byte> scratch, uint32_t* frames,
                            ssize_t* n);
@@ -109,7 +124,9 @@ class TcpLane final : public Lane {
   Link& link_;
   const memory::RegionRegistry& regions_;
   UniqueFd fd_;
+  UniqueSsl ssl_;  // null: a plain lane
   absl::Status error_;
+  std::string io_error_;  // OpenSSL's reason for the last TLS failure
 
   // ---- transmit: frames seq in (acked_, posted_]; (acked_, sent_] fully sent ----
   std::vector<TxSlot> tx_ring_;
@@ -124,6 +141,12 @@ class TcpLane final : public Lane {
   uint64_t answers_sent_ = 0;
   size_t answer_offset_ = 0;
   bool wants_writable_ = false;
+  // TLS: one record's worth of small pieces gathered for one SSL_write;
+  // [tls_stage_sent_, tls_stage_len_) still to write.
+  static constexpr size_t kTlsRecordBytes = 16384;  // TLS's largest record
+  std::vector<uint8_t> tls_stage_;
+  size_t tls_stage_len_ = 0;
+  size_t tls_stage_sent_ = 0;
 
   // ---- receive ----
   RxState rx_state_ = RxState::kHeader;

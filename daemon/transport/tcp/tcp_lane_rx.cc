@@ -37,8 +37,8 @@ absl::Status TcpLane::OnReadable(CompletionSink& sink, absl::Span<std::byte> scr
       status = absl::UnavailableError(
           absl::StrCat("peer ", link_.peer().node_id, " closed the data connection"));
     } else if (!WouldBlock(errno)) {
-      status = absl::UnavailableError(absl::StrCat("lane to ", link_.peer().node_id,
-                                                   " failed: receive: ", std::strerror(errno)));
+      status = absl::UnavailableError(
+          absl::StrCat("lane to ", link_.peer().node_id, " failed: receive: ", IoError(errno)));
     } else {
       break;  // drained
     }
@@ -58,7 +58,7 @@ absl::Status TcpLane::ReceiveOnce(CompletionSink& sink, absl::Span<std::byte> sc
     case RxState::kHeader:
     case RxState::kTable: {
       const size_t want = rx_want_ - rx_have_;
-      *n = want > 0 ? ::recv(fd_.get(), rx_header_ + rx_have_, want, 0) : 1;
+      *n = want > 0 ? RecvSome(rx_header_ + rx_have_, want) : 1;
       if (want > 0 && *n > 0) rx_have_ += static_cast<size_t>(*n);
       if (rx_have_ < rx_want_) return absl::OkStatus();
       *n = 1;
@@ -69,7 +69,7 @@ absl::Status TcpLane::ReceiveOnce(CompletionSink& sink, absl::Span<std::byte> sc
     case RxState::kPayload:
       return ReceivePayload(sink, n);
     case RxState::kDiscard:
-      *n = ::recv(fd_.get(), scratch.data(), std::min<size_t>(rx_left_, scratch.size()), 0);
+      *n = RecvSome(scratch.data(), std::min<size_t>(rx_left_, scratch.size()));
       if (*n > 0) {
         rx_left_ -= static_cast<uint32_t>(*n);
         if (rx_left_ == 0) {
@@ -81,7 +81,7 @@ absl::Status TcpLane::ReceiveOnce(CompletionSink& sink, absl::Span<std::byte> sc
     case RxState::kNackText: {
       const size_t want = rx_frame_.length - rx_nack_text_.size();
       char buf[kMaxNackMessage];
-      *n = want > 0 ? ::recv(fd_.get(), buf, want, 0) : 1;
+      *n = want > 0 ? RecvSome(buf, want) : 1;
       if (want > 0 && *n > 0) rx_nack_text_.append(buf, static_cast<size_t>(*n));
       if (rx_nack_text_.size() == rx_frame_.length) return HandleNack(sink);
       return absl::OkStatus();
@@ -228,7 +228,7 @@ absl::Status TcpLane::ReceivePayload(CompletionSink& sink, ssize_t* n) {
   const uint32_t blocks = rx_iov_count_ - rx_iov_next_;
   std::copy(rx_iov_ + rx_iov_next_, rx_iov_ + rx_iov_count_, iov);
   iov[blocks] = {rx_header_, kHeaderBytes};
-  *n = ::readv(fd_.get(), iov, static_cast<int>(blocks + 1));
+  *n = ReadVec(iov, static_cast<int>(blocks + 1));
   if (*n <= 0) return absl::OkStatus();
   size_t got = static_cast<size_t>(*n);
   while (got > 0 && rx_iov_next_ < rx_iov_count_) {

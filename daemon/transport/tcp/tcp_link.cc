@@ -1,6 +1,7 @@
 #include "daemon/transport/tcp/tcp_link.h"
 
 #include "absl/strings/str_cat.h"
+#include "daemon/base/status_macros.h"
 #include "daemon/common/log.h"
 #include "daemon/transport/tcp/tcp_frame.h"
 #include "daemon/transport/tcp/tcp_worker.h"
@@ -9,8 +10,11 @@ namespace xferd::transport::tcp {
 
 TcpLink::TcpLink(PeerIdentity peer, std::vector<TcpWorker*> workers,
                  const memory::RegionRegistry& regions, uint32_t lanes, uint32_t depth,
-                 DataSocketOptions socket_options)
-    : Link(std::move(peer)), workers_(std::move(workers)), socket_options_(socket_options) {
+                 DataSocketOptions socket_options, const LaneTls* tls)
+    : Link(std::move(peer)),
+      workers_(std::move(workers)),
+      socket_options_(socket_options),
+      tls_(tls) {
   lanes_.reserve(lanes);
   for (uint32_t i = 0; i < lanes; ++i) {
     lanes_.push_back(std::make_unique<TcpLane>(*this, regions, depth));
@@ -23,17 +27,18 @@ bool TcpLink::ready() const {
   return !broken() && lanes_handed_over_.load(std::memory_order_acquire) == lanes_.size();
 }
 
-void TcpLink::AttachLane(uint32_t lane, UniqueFd fd) {
-  workers_[lane]->RequestAttach(shared_from_this(), lanes_[lane].get(), std::move(fd));
+void TcpLink::AttachLane(uint32_t lane, UniqueFd fd, UniqueSsl ssl) {
+  workers_[lane]->RequestAttach(shared_from_this(), lanes_[lane].get(), std::move(fd),
+                                std::move(ssl));
   lanes_handed_over_.fetch_add(1, std::memory_order_acq_rel);
 }
 
-void TcpLink::AttachAccepted(uint32_t lane, UniqueFd fd) {
+void TcpLink::AttachAccepted(uint32_t lane, UniqueFd fd, UniqueSsl ssl) {
   if (absl::Status s = ConfigureDataSocket(fd.get(), socket_options_); !s.ok()) {
     Close(s);
     return;
   }
-  AttachLane(lane, std::move(fd));
+  AttachLane(lane, std::move(fd), std::move(ssl));
 }
 
 absl::Status TcpLink::Connect(const PeerIdentity& remote_peer, const LinkEndpoints& remote,
@@ -52,26 +57,7 @@ absl::Status TcpLink::Connect(const PeerIdentity& remote_peer, const LinkEndpoin
   lanes_.resize(remote.lanes);
   HostPort where{remote.tcp.host.empty() ? fallback_host_ : remote.tcp.host, remote.tcp.port};
   for (uint32_t i = 0; i < lanes_.size(); ++i) {
-    absl::StatusOr<UniqueFd> fd = Dial(where, deadline);
-    absl::Status status = fd.status();
-    if (status.ok()) {
-      uint8_t hello[kHeaderBytes + kTokenBytes];
-      FrameHeader header;
-      header.type = FrameType::kHello;
-      header.word = i;
-      header.length = kTokenBytes;
-      EncodeHeader(header, hello);
-      std::memcpy(hello + kHeaderBytes, remote.tcp.session_token.data(), kTokenBytes);
-      status = SendExactly(fd->get(), hello, sizeof(hello), deadline);
-      uint8_t reply[kHeaderBytes];
-      if (status.ok()) status = RecvExactly(fd->get(), reply, sizeof(reply), deadline);
-      FrameHeader answer;
-      if (status.ok()) status = DecodeHeader(reply, &answer);
-      if (status.ok() && answer.type != FrameType::kHelloAck) {
-        status = absl::UnavailableError("peer refused the data connection");
-      }
-      if (status.ok()) status = ConfigureDataSocket(fd->get(), socket_options_);
-    }
+    absl::Status status = ConnectLane(i, where, remote.tcp.session_token, deadline);
     if (!status.ok()) {
       status = absl::Status(
           status.code(), absl::StrCat("data lane ", i, " to ", peer().node_id, " at ", where.host,
@@ -79,8 +65,44 @@ absl::Status TcpLink::Connect(const PeerIdentity& remote_peer, const LinkEndpoin
       Close(status);
       return status;
     }
-    AttachLane(i, *std::move(fd));
   }
+  return absl::OkStatus();
+}
+
+absl::Status TcpLink::ConnectLane(uint32_t index, const HostPort& where, const std::string& token,
+                                  absl::Time deadline) {
+  ASSIGN_OR_RETURN(UniqueFd fd, Dial(where, deadline));
+  UniqueSsl ssl;
+  // With TLS the HELLO (and its token) travels encrypted, to a responder
+  // whose certificate names the node we handshook with over gRPC.
+  if (tls_ != nullptr) {
+    ASSIGN_OR_RETURN(ssl, tls_->Connect(fd.get(), peer().node_id, deadline));
+  }
+  uint8_t hello[kHeaderBytes + kTokenBytes];
+  FrameHeader header;
+  header.type = FrameType::kHello;
+  header.word = index;
+  header.length = kTokenBytes;
+  EncodeHeader(header, hello);
+  std::memcpy(hello + kHeaderBytes, token.data(), kTokenBytes);
+  uint8_t reply[kHeaderBytes];
+  if (ssl != nullptr) {
+    RETURN_IF_ERROR(LaneTls::WriteExactly(ssl.get(), hello, sizeof(hello), deadline));
+    RETURN_IF_ERROR(LaneTls::ReadExactly(ssl.get(), reply, sizeof(reply), deadline));
+  } else {
+    RETURN_IF_ERROR(SendExactly(fd.get(), hello, sizeof(hello), deadline));
+    RETURN_IF_ERROR(RecvExactly(fd.get(), reply, sizeof(reply), deadline));
+  }
+  FrameHeader answer;
+  RETURN_IF_ERROR(DecodeHeader(reply, &answer));
+  if (answer.type != FrameType::kHelloAck) {
+    return absl::UnavailableError("peer refused the data connection");
+  }
+  RETURN_IF_ERROR(ConfigureDataSocket(fd.get(), socket_options_));
+  if (ssl != nullptr) {
+    SPDLOG_DEBUG("data lane {} to {}: {}", index, peer().node_id, LaneTls::Mode(ssl.get()));
+  }
+  AttachLane(index, std::move(fd), std::move(ssl));
   return absl::OkStatus();
 }
 

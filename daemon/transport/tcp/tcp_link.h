@@ -1,5 +1,6 @@
-// A TCP link: one data connection per lane. The initiator dials each lane and
-// presents the link's session token in a HELLO; the responder's acceptor
+// A TCP link: one data connection per lane. The initiator dials each lane
+// (with TLS: handshakes, checking the responder's certificate names the peer)
+// and presents the link's session token in a HELLO; the responder's acceptor
 // matches the token and attaches the connection to the same lane index.
 #pragma once
 
@@ -18,9 +19,10 @@ class TcpWorker;
 
 class TcpLink final : public Link, public std::enable_shared_from_this<TcpLink> {
  public:
-  // `workers[i]` serves lane i; they outlive the link's lanes.
+  // `workers[i]` serves lane i; they outlive the link's lanes, and `tls`
+  // (null: plain lanes) outlives the link.
   TcpLink(PeerIdentity peer, std::vector<TcpWorker*> workers, const memory::RegionRegistry& regions,
-          uint32_t lanes, uint32_t depth, DataSocketOptions socket_options);
+          uint32_t lanes, uint32_t depth, DataSocketOptions socket_options, const LaneTls* tls);
   ~TcpLink() override;
 
   // Dials every lane of the responder (`remote.tcp`); `fallback_host` is used
@@ -33,14 +35,19 @@ class TcpLink final : public Link, public std::enable_shared_from_this<TcpLink> 
   Lane& lane(uint32_t index) override { return *lanes_[index]; }
   bool ready() const override;
 
-  // Responder side: hands an accepted, HELLO-checked connection to its lane.
-  void AttachAccepted(uint32_t lane, UniqueFd fd);
+  // Responder side: hands an accepted, HELLO-checked connection (and its
+  // TLS session, or null) to its lane.
+  void AttachAccepted(uint32_t lane, UniqueFd fd, UniqueSsl ssl);
 
  private:
-  void AttachLane(uint32_t lane, UniqueFd fd);
+  void AttachLane(uint32_t lane, UniqueFd fd, UniqueSsl ssl);
+  // Dials lane `index` at `where` and exchanges the HELLO.
+  absl::Status ConnectLane(uint32_t index, const HostPort& where, const std::string& token,
+                           absl::Time deadline);
 
   const std::vector<TcpWorker*> workers_;
   const DataSocketOptions socket_options_;
+  const LaneTls* const tls_;
   std::vector<std::unique_ptr<TcpLane>> lanes_;
   std::string fallback_host_;
   std::atomic<uint32_t> lanes_handed_over_{0};

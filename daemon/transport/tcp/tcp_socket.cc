@@ -56,7 +56,8 @@ absl::StatusOr<UniqueFd> OpenFirstAddress(
   return last;
 }
 
-// Waits until fd is ready for `events` or the deadline passes.
+}  // namespace
+
 absl::Status WaitFor(int fd, short events, absl::Time deadline) {
   for (;;) {
     const absl::Duration left = deadline - absl::Now();
@@ -67,8 +68,6 @@ absl::Status WaitFor(int fd, short events, absl::Time deadline) {
     if (rc < 0 && errno != EINTR) return SysError("poll", errno);
   }
 }
-
-}  // namespace
 
 absl::StatusOr<UniqueFd> Listen(const HostPort& where, int backlog) {
   return OpenFirstAddress(where, /*passive=*/true, [&](int fd, const addrinfo& ai) {

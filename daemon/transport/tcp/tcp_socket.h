@@ -21,6 +21,9 @@ std::string PeerAddress(int fd);
 
 // Connects by the deadline. UNAVAILABLE / DEADLINE_EXCEEDED.
 absl::StatusOr<UniqueFd> Dial(const HostPort& where, absl::Time deadline);
+// Waits until `fd` is ready for poll `events` (POLLIN, POLLOUT) or the
+// deadline passes: DEADLINE_EXCEEDED.
+absl::Status WaitFor(int fd, short events, absl::Time deadline);
 // Exactly `len` bytes, or UNAVAILABLE / DEADLINE_EXCEEDED.
 absl::Status SendExactly(int fd, const void* data, size_t len, absl::Time deadline);
 absl::Status RecvExactly(int fd, void* data, size_t len, absl::Time deadline);

@@ -32,18 +32,23 @@ absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Create(
     TcpTransportOptions options, const memory::RegionRegistry& regions) {
   ASSIGN_OR_RETURN(HostPort listen, ParseHostPort(options.data_listen));
   auto transport = std::unique_ptr<TcpTransport>(new TcpTransport(std::move(options), regions));
+  if (transport->options_.tls.has_value()) {
+    ASSIGN_OR_RETURN(transport->tls_, LaneTls::Create(*transport->options_.tls));
+  }
   for (uint32_t i = 0; i < transport->options_.pollers; ++i) {
     ASSIGN_OR_RETURN(auto worker, TcpWorker::Create());
     transport->workers_.push_back(std::move(worker));
   }
-  ASSIGN_OR_RETURN(transport->acceptor_,
-                   TcpAcceptor::Create(listen, transport->options_.connect_timeout));
+  ASSIGN_OR_RETURN(
+      transport->acceptor_,
+      TcpAcceptor::Create(listen, transport->options_.connect_timeout, transport->tls_.get()));
   transport->advertise_host_ = !transport->options_.advertise_host.empty()
                                    ? transport->options_.advertise_host
                                : IsWildcard(listen.host) ? ""
                                                          : listen.host;
-  spdlog::info("tcp transport: {} pollers, data lanes on {}:{}", transport->options_.pollers,
-               listen.host, transport->acceptor_->port());
+  spdlog::info("tcp transport: {} pollers, data lanes on {}:{}, {}", transport->options_.pollers,
+               listen.host, transport->acceptor_->port(),
+               transport->tls_ != nullptr ? "TLS 1.3 on every lane" : "unencrypted");
   return transport;
 }
 
@@ -56,7 +61,7 @@ std::shared_ptr<TcpLink> TcpTransport::NewLink(const PeerIdentity& peer, uint32_
   std::vector<TcpWorker*> workers;
   for (uint32_t i = 0; i < lanes; ++i) workers.push_back(workers_[i].get());
   auto link = std::make_shared<TcpLink>(peer, std::move(workers), regions_, lanes,
-                                        options_.lane_depth, options_.socket);
+                                        options_.lane_depth, options_.socket, tls_.get());
   links_.Add(link);
   return link;
 }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "daemon/transport/tcp/tcp_acceptor.h"
 #include "daemon/transport/tcp/tcp_link.h"
 #include "daemon/transport/tcp/tcp_socket.h"
+#include "daemon/transport/tcp/tcp_tls.h"
 #include "daemon/transport/tcp/tcp_worker.h"
 #include "daemon/transport/transport.h"
 
@@ -29,12 +31,16 @@ struct TcpTransportOptions {
   DataSocketOptions socket;
   // How long an initiator has to connect all lanes after a handshake.
   absl::Duration connect_timeout = absl::Seconds(10);
+  // TLS on every lane with these certificates (transport.tcp_encryption =
+  // "tls"); none: plain lanes.
+  std::optional<LaneTlsFiles> tls;
 };
 
 class TcpTransport final : public Transport {
  public:
   // Binds the data listener. `regions` resolves inbound writes; it outlives
-  // the transport. UNAVAILABLE if the listener cannot bind.
+  // the transport. UNAVAILABLE if the listener cannot bind; INVALID_ARGUMENT
+  // if OpenSSL refuses the TLS files.
   static absl::StatusOr<std::unique_ptr<TcpTransport>> Create(
       TcpTransportOptions options, const memory::RegionRegistry& regions);
   ~TcpTransport() override;
@@ -56,6 +62,9 @@ class TcpTransport final : public Transport {
   void Shutdown() override;
 
   uint16_t data_port() const { return acceptor_->port(); }
+  // Data connections the listener refused (see TcpAcceptor::refused).
+  uint64_t refused_connections() const { return acceptor_->refused(); }
+  bool encrypted() const { return tls_ != nullptr; }
 
  private:
   TcpTransport(TcpTransportOptions options, const memory::RegionRegistry& regions);
@@ -63,6 +72,7 @@ class TcpTransport final : public Transport {
 
   const TcpTransportOptions options_;
   const memory::RegionRegistry& regions_;
+  std::unique_ptr<LaneTls> tls_;  // null: plain lanes; outlives links and acceptor
   std::vector<std::unique_ptr<TcpWorker>> workers_;
   std::unique_ptr<TcpAcceptor> acceptor_;
   std::string advertise_host_;

@@ -46,18 +46,19 @@ void TcpWorker::Enqueue(Command command) {
   XFERD_CHECK(inbox_->Push(std::move(command)));  // unbounded
 }
 
-void TcpWorker::RequestAttach(std::shared_ptr<Link> keep_alive, TcpLane* lane, UniqueFd fd) {
-  Enqueue(Command{true, std::move(keep_alive), lane, std::move(fd)});
+void TcpWorker::RequestAttach(std::shared_ptr<Link> keep_alive, TcpLane* lane, UniqueFd fd,
+                              UniqueSsl ssl) {
+  Enqueue(Command{true, std::move(keep_alive), lane, std::move(fd), std::move(ssl)});
 }
 
 void TcpWorker::RequestDetach(std::shared_ptr<Link> keep_alive, TcpLane* lane) {
-  Enqueue(Command{false, std::move(keep_alive), lane, UniqueFd()});
+  Enqueue(Command{false, std::move(keep_alive), lane, UniqueFd(), nullptr});
 }
 
 void TcpWorker::Apply(Command& c, CompletionSink& sink) {
   if (c.attach) {
     if (c.keep_alive->broken()) return;  // closed while connecting: fd closes with the command
-    c.lane->Attach(std::move(c.fd));
+    c.lane->Attach(std::move(c.fd), std::move(c.ssl));
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLRDHUP;
     ev.data.ptr = c.lane;
@@ -115,6 +116,14 @@ uint32_t TcpWorker::Poll(CompletionSink& sink) {
       ++handled;
     }
     AfterLaneIo(*lane);
+  }
+  // A lane that spent its read budget may leave decrypted bytes in OpenSSL
+  // and none in the socket, which level-triggered epoll would never report.
+  for (const Attached& a : attached_) {
+    if (!a.lane->attached() || !a.lane->error().ok() || !a.lane->input_buffered()) continue;
+    (void)a.lane->OnReadable(sink, absl::MakeSpan(scratch_), &handled);
+    ++handled;
+    AfterLaneIo(*a.lane);
   }
   return handled;
 }

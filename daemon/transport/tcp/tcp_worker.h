@@ -28,7 +28,8 @@ class TcpWorker final : public TransportWorker {
   bool PrepareToSleep() override { return inbox_->PrepareToSleep(); }
 
   // Any thread. `keep_alive` owns `lane` and stays referenced while attached.
-  void RequestAttach(std::shared_ptr<Link> keep_alive, TcpLane* lane, UniqueFd fd);
+  // `ssl`: the lane's TLS session on `fd`, or null.
+  void RequestAttach(std::shared_ptr<Link> keep_alive, TcpLane* lane, UniqueFd fd, UniqueSsl ssl);
   void RequestDetach(std::shared_ptr<Link> keep_alive, TcpLane* lane);
 
   // Lanes attached right now (for stats). Any thread.
@@ -40,6 +41,7 @@ class TcpWorker final : public TransportWorker {
     std::shared_ptr<Link> keep_alive;
     TcpLane* lane = nullptr;
     UniqueFd fd;
+    UniqueSsl ssl;
   };
   struct Attached {
     TcpLane* lane;

@@ -185,6 +185,29 @@ TEST(ConfigTest, ValidateTlsNeedsAllThreeReadableFiles) {
   EXPECT_NE(Validate(config).message().find("tls.cert"), absl::string_view::npos);
 }
 
+TEST(ConfigTest, TcpEncryptionFollowsTlsUnlessSetAndNeedsIt) {
+  absl::StatusOr<Config> config = ParseConfig("", "<string>");
+  ASSERT_TRUE(config.ok());
+  EXPECT_FALSE(TcpEncrypted(*config));  // no [tls]: nothing to encrypt with
+  config->tls.cert = config->tls.key = config->tls.ca = "/proc/self/status";
+  EXPECT_TRUE(TcpEncrypted(*config));  // [tls]: on by default
+  config = ParseConfig("[transport]\ntcp_encryption = \"off\"\n", "<string>");
+  ASSERT_TRUE(config.ok()) << config.status();
+  config->tls.cert = config->tls.key = config->tls.ca = "/proc/self/status";
+  EXPECT_FALSE(TcpEncrypted(*config));
+  EXPECT_TRUE(Validate(*config).ok());
+  config = ParseConfig("[transport]\ntcp_encryption = \"tls\"\n", "<string>");
+  ASSERT_TRUE(config.ok()) << config.status();
+  absl::Status s = Validate(*config);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("'transport.tcp_encryption' is \"tls\" but [tls] is not configured"),
+            absl::string_view::npos)
+      << s;
+  config->transport.tcp_encryption = "aes";
+  EXPECT_NE(Validate(*config).message().find("must be \"tls\" or \"off\""),
+            absl::string_view::npos);
+}
+
 TEST(ConfigTest, MissingFileIsNotFound) {
   EXPECT_EQ(LoadConfigFile("/nonexistent/xferd.toml").status().code(), absl::StatusCode::kNotFound);
 }

@@ -1,0 +1,235 @@
+#include "daemon/transport/tcp/tcp_tls.h"
+
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <poll.h>
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "daemon/common/x509_names.h"
+#include "daemon/transport/tcp/tcp_socket.h"
+
+namespace xferd::transport::tcp {
+namespace {
+
+// AES-128-GCM first: the cheapest suite with AES-NI, and one the kernel's
+// TLS offload takes; the others stay acceptable for peers that prefer them.
+constexpr char kCipherSuites[] =
+    "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256";
+
+struct BioFree {
+  void operator()(BIO* b) const { BIO_free(b); }
+};
+struct X509Free {
+  void operator()(X509* x) const { X509_free(x); }
+};
+struct KeyFree {
+  void operator()(EVP_PKEY* k) const { EVP_PKEY_free(k); }
+};
+struct CtxFree {
+  void operator()(SSL_CTX* c) const { SSL_CTX_free(c); }
+};
+using UniqueCtx = std::unique_ptr<SSL_CTX, CtxFree>;
+
+std::unique_ptr<BIO, BioFree> MemBio(const std::string& text) {
+  return std::unique_ptr<BIO, BioFree>(BIO_new_mem_buf(text.data(), static_cast<int>(text.size())));
+}
+
+absl::Status Refused(const char* what) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("TCP lane TLS: ", what, ": ", LaneTls::TakeError("refused by OpenSSL")));
+}
+
+// Certificate chain, key and CA into `ctx`, with the settings both sides share.
+absl::Status Configure(SSL_CTX* ctx, const LaneTlsFiles& files) {
+  // TLS 1.3 only: no renegotiation, forward secrecy always, one round trip.
+  SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION);
+  if (SSL_CTX_set_ciphersuites(ctx, kCipherSuites) != 1) return Refused("cipher suites");
+  // A peer that goes away closes its lanes without close_notify; that is a
+  // closed lane, not an attack: frames are self-delimiting and a frame cut
+  // short is never acknowledged, so a truncation cannot pass for data.
+  SSL_CTX_set_options(ctx, SSL_OP_ENABLE_KTLS | SSL_OP_IGNORE_UNEXPECTED_EOF);
+  // Lanes write from region memory and retry from wherever the not yet sent
+  // bytes are now; a partial write returns after each record, so a slow
+  // socket never makes OpenSSL hold more than one record of a lane.
+  SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+  // Every lane does a full handshake: no resumption state to steal or leak.
+  SSL_CTX_set_num_tickets(ctx, 0);
+  SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+
+  auto cert_bio = MemBio(files.cert_pem);
+  std::unique_ptr<X509, X509Free> leaf(
+      PEM_read_bio_X509(cert_bio.get(), nullptr, nullptr, nullptr));
+  if (leaf == nullptr || SSL_CTX_use_certificate(ctx, leaf.get()) != 1) {
+    return Refused("tls.cert");
+  }
+  while (X509* extra = PEM_read_bio_X509(cert_bio.get(), nullptr, nullptr, nullptr)) {
+    SSL_CTX_add0_chain_cert(ctx, extra);  // takes ownership
+  }
+  ERR_clear_error();  // the read that ended the loop left "no start line"
+  auto key_bio = MemBio(files.key_pem);
+  std::unique_ptr<EVP_PKEY, KeyFree> key(
+      PEM_read_bio_PrivateKey(key_bio.get(), nullptr, nullptr, nullptr));
+  if (key == nullptr || SSL_CTX_use_PrivateKey(ctx, key.get()) != 1 ||
+      SSL_CTX_check_private_key(ctx) != 1) {
+    return Refused("tls.key");
+  }
+  X509_STORE* store = SSL_CTX_get_cert_store(ctx);
+  auto ca_bio = MemBio(files.ca_pem);
+  int cas = 0;
+  while (X509* ca = PEM_read_bio_X509(ca_bio.get(), nullptr, nullptr, nullptr)) {
+    X509_STORE_add_cert(store, ca);
+    X509_free(ca);
+    ++cas;
+  }
+  ERR_clear_error();
+  if (cas == 0) return absl::InvalidArgumentError("TCP lane TLS: tls.ca holds no certificate");
+  // Both ends must present a certificate the CA verifies; which node it must
+  // name is checked once the lane's link is known (CheckPeerNamed).
+  SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
+  return absl::OkStatus();
+}
+
+// Why a handshake failed: the certificate verdict if there is one, else
+// OpenSSL's error (e.g. the peer's alert).
+std::string HandshakeError(SSL* ssl) {
+  const long verdict = SSL_get_verify_result(ssl);
+  std::string error = LaneTls::TakeError("connection closed during the handshake");
+  if (verdict != X509_V_OK) {
+    return absl::StrCat("certificate refused: ", X509_verify_cert_error_string(verdict));
+  }
+  return error;
+}
+
+// Waits for what a non-blocking SSL call asked for; false on a real error.
+bool WaitForSsl(SSL* ssl, int rc, absl::Time deadline, absl::Status* status) {
+  const int error = SSL_get_error(ssl, rc);
+  if (error != SSL_ERROR_WANT_READ && error != SSL_ERROR_WANT_WRITE) return false;
+  *status = WaitFor(SSL_get_fd(ssl), error == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, deadline);
+  return true;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<LaneTls>> LaneTls::Create(const LaneTlsFiles& files) {
+  UniqueCtx client(SSL_CTX_new(TLS_client_method()));
+  UniqueCtx server(SSL_CTX_new(TLS_server_method()));
+  if (client == nullptr || server == nullptr) return Refused("SSL_CTX_new");
+  if (absl::Status s = Configure(client.get(), files); !s.ok()) return s;
+  if (absl::Status s = Configure(server.get(), files); !s.ok()) return s;
+  return std::unique_ptr<LaneTls>(new LaneTls(client.release(), server.release()));
+}
+
+LaneTls::~LaneTls() {
+  SSL_CTX_free(client_);
+  SSL_CTX_free(server_);
+}
+
+absl::StatusOr<UniqueSsl> LaneTls::Connect(int fd, const std::string& peer_node_id,
+                                           absl::Time deadline) const {
+  UniqueSsl ssl(SSL_new(client_));
+  if (ssl == nullptr || SSL_set_fd(ssl.get(), fd) != 1) {
+    return absl::ResourceExhaustedError(absl::StrCat("SSL_new: ", TakeError("out of memory")));
+  }
+  for (;;) {
+    const int rc = SSL_connect(ssl.get());
+    if (rc == 1) break;
+    absl::Status waited;
+    if (!WaitForSsl(ssl.get(), rc, deadline, &waited)) {
+      return absl::UnavailableError(absl::StrCat("TLS handshake: ", HandshakeError(ssl.get())));
+    }
+    if (!waited.ok()) return absl::Status(waited.code(), "TLS handshake: timed out");
+  }
+  if (absl::Status s = CheckPeerNamed(ssl.get(), peer_node_id); !s.ok()) return s;
+  return ssl;
+}
+
+absl::StatusOr<UniqueSsl> LaneTls::NewServerSession(int fd) const {
+  UniqueSsl ssl(SSL_new(server_));
+  if (ssl == nullptr || SSL_set_fd(ssl.get(), fd) != 1) {
+    return absl::ResourceExhaustedError(absl::StrCat("SSL_new: ", TakeError("out of memory")));
+  }
+  return ssl;
+}
+
+TlsStep LaneTls::Accept(SSL* ssl, std::string* error) {
+  const int rc = SSL_accept(ssl);
+  if (rc == 1) return TlsStep::kDone;
+  switch (SSL_get_error(ssl, rc)) {
+    case SSL_ERROR_WANT_READ:
+      return TlsStep::kWantRead;
+    case SSL_ERROR_WANT_WRITE:
+      return TlsStep::kWantWrite;
+    default:
+      *error = HandshakeError(ssl);
+      return TlsStep::kFailed;
+  }
+}
+
+absl::Status LaneTls::WriteExactly(SSL* ssl, const void* data, size_t len, absl::Time deadline) {
+  const char* p = static_cast<const char*>(data);
+  while (len > 0) {
+    size_t n = 0;
+    const int rc = SSL_write_ex(ssl, p, len, &n);
+    if (rc == 1) {
+      p += n;
+      len -= n;
+      continue;
+    }
+    absl::Status waited;
+    if (!WaitForSsl(ssl, rc, deadline, &waited)) {
+      return absl::UnavailableError(absl::StrCat("TLS write: ", TakeError("connection closed")));
+    }
+    if (!waited.ok()) return waited;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LaneTls::ReadExactly(SSL* ssl, void* data, size_t len, absl::Time deadline) {
+  char* p = static_cast<char*>(data);
+  while (len > 0) {
+    size_t n = 0;
+    const int rc = SSL_read_ex(ssl, p, len, &n);
+    if (rc == 1) {
+      p += n;
+      len -= n;
+      continue;
+    }
+    absl::Status waited;
+    if (!WaitForSsl(ssl, rc, deadline, &waited)) {
+      return absl::UnavailableError(
+          absl::StrCat("TLS read: ", TakeError("connection closed by peer")));
+    }
+    if (!waited.ok()) return waited;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LaneTls::CheckPeerNamed(SSL* ssl, const std::string& node_id) {
+  X509* cert = SSL_get0_peer_certificate(ssl);
+  if (cert == nullptr || SSL_get_verify_result(ssl) != X509_V_OK) {
+    return absl::PermissionDeniedError("the peer presented no certificate the CA verifies");
+  }
+  const std::vector<std::string> names = X509IdentityNames(cert);
+  if (std::find(names.begin(), names.end(), node_id) != names.end()) return absl::OkStatus();
+  return absl::PermissionDeniedError(absl::StrCat("the data lane's certificate names [",
+                                                  absl::StrJoin(names, ", "), "], not node '",
+                                                  node_id, "' whose link it joins"));
+}
+
+std::string LaneTls::Mode(SSL* ssl) {
+  return BIO_get_ktls_send(SSL_get_wbio(ssl)) ? "tls (kernel send offload)" : "tls (user space)";
+}
+
+std::string LaneTls::TakeError(const char* fallback) {
+  const unsigned long code = ERR_get_error();
+  ERR_clear_error();
+  if (code == 0) return fallback;
+  char text[256];
+  ERR_error_string_n(code, text, sizeof(text));
+  return text;
+}
+
+}  // namespace xferd::transport::tcp
