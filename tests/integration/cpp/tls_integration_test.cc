@@ -93,6 +93,9 @@ TEST_F(TlsIntegrationTest, DaemonsConnectOverMtlsAndMoveBytes) {
       Unwrap(Client::Connect(b_->unix_target(), absl::Seconds(5)), "client of B");
   const v1::NodeInfo info = Unwrap(a->GetNodeInfo(), "node info");
   EXPECT_TRUE(absl::StartsWith(info.security(), "mtls")) << info.security();
+  // With [tls] the TCP data lanes are encrypted by default, and say so.
+  EXPECT_TRUE(absl::StrContains(info.transport_reason(), "data lanes: TLS 1.3"))
+      << info.transport_reason();
   EXPECT_EQ(Unwrap(a->ConnectPeer(b_->grpc_address()), "connect").node_id(), "node-b");
 
   v1::RegisterRegionRequest r;
