@@ -48,7 +48,10 @@ absl::StatusOr<Security> SetUpSecurity(const Config& config) {
                        : absl::StrCat("; client API over TCP only for ",
                                       absl::StrJoin(config.tls.allowed_clients, ", ")),
                    "; this daemon's certificate names ", absl::StrJoin(material.names, ", "),
-                   "; the data plane is not encrypted");
+                   TcpEncrypted(config)
+                       ? "; TCP data lanes use TLS 1.3 with this certificate (RDMA traffic is "
+                         "not encrypted)"
+                       : "; the data plane is not encrypted (transport.tcp_encryption = \"off\")");
   spdlog::info("{}", security.description);
   return security;
 }

@@ -61,6 +61,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--size", type=int, default=GiB, help="bytes per bulk write (default 1 GiB)")
     p.add_argument("--reps", type=int, help="bulk runs per slice size (default 5, quick 2)")
     p.add_argument("--json-out", help="also write the JSON summary to this file")
+    p.add_argument("--encryption", action="store_true",
+                   help="instead: TLS vs plain TCP data lanes (two mTLS pairs, interleaved)")
     args = p.parse_args()
     args.toml = args.toml.replace("\\n", "\n")
     args.reps = args.reps or (2 if args.quick else 5)
@@ -127,13 +129,16 @@ class Pair:
     """Daemons a and b, a connected to b, with Python clients on both."""
 
     def __init__(self, children: benchlib.Children, bins: benchlib.Binaries, workdir: str,
-                 args: argparse.Namespace) -> None:
+                 args: argparse.Namespace, names: Tuple[str, str] = ("a", "b"),
+                 flags: Optional[Dict[str, List[str]]] = None, toml: str = "") -> None:
+        """`flags`: extra xferd flags per daemon name; `toml` after args.toml."""
         import xferd  # from the build's zip (Binaries.import_client)
         from xferd.v1 import xferd_pb2
         self.pb = xferd_pb2
         extra = ["--pollers", str(args.pollers)] if args.pollers else []
-        self.a, self.b = (benchlib.start_daemon(children, bins.xferd, workdir, name, "tcp", extra,
-                                                args.toml) for name in ("a", "b"))
+        self.a, self.b = (benchlib.start_daemon(children, bins.xferd, workdir, name, "tcp",
+                                                extra + (flags or {}).get(name, []),
+                                                args.toml + toml) for name in names)
         self.ca = xferd.Client(self.a.target)
         self.cb = xferd.Client(self.b.target)
         self.idle_at_start = {d.name: self.rss_beyond_registered(c)
@@ -149,7 +154,8 @@ class Pair:
 
     def write(self, src: str, dst: str, length: int, slice_size: int = 0) -> Any:
         """A Write with wait through the Python stub; raises on failure."""
-        request = self.pb.WriteRequest(src_region=src, peer="b", dst_region=dst, length=length,
+        request = self.pb.WriteRequest(src_region=src, peer=self.peer.node_id, dst_region=dst,
+                                       length=length,
                                        slice_size=slice_size, wait=True)
         done = self.ca.stub.Write(request, timeout=600)
         if done.state != 3:  # TRANSFER_STATE_DONE
@@ -303,7 +309,7 @@ def run_verify(pair: Pair, bins: benchlib.Binaries, size: int) -> Dict[str, Any]
     both mappings checksummed by bench_client."""
     benchlib.log(f"checksummed {size_name(size)} SHM-to-SHM write")
     return benchlib.run_json([bins.bench_client, "--target", pair.a.target, "verify",
-                              "--peer-target", pair.b.target, "--peer", "b",
+                              "--peer-target", pair.b.target, "--peer", pair.peer.node_id,
                               "--size", str(size)])
 
 
@@ -463,12 +469,75 @@ def measure(children: benchlib.Children, bins: benchlib.Binaries, workdir: str,
             "idle_end": idle_end, "load": load, "pair": pair}
 
 
+# ------------------------------------------------------------ encryption --
+
+def run_encryption(children: benchlib.Children, bins: benchlib.Binaries, workdir: str,
+                   args: argparse.Namespace) -> Dict[str, Any]:
+    """Two mTLS pairs that differ only in transport.tcp_encryption, written
+    to in alternation (the same host load for both); MiB/s and both daemons'
+    CPU seconds per GiB, and the bytes of the last TLS write checked."""
+    sys.path.insert(0, os.path.join(benchlib.REPO, "tests", "integration", "python"))
+    import certs  # the tests' CA, made with openssl
+    ca = certs.Ca(os.path.join(workdir, "ca"), "bench-ca")
+    pairs = {}
+    for mode in ("off", "tls"):
+        names = (f"{mode}-a", f"{mode}-b")
+        flags = {n: ca.issue(n).daemon_args(ca) for n in names}
+        pairs[mode] = Pair(children, bins, workdir, args, names, flags,
+                           f'\n[transport]\ntcp_encryption = "{mode}"\n')
+        if f"data lanes: {'TLS' if mode == 'tls' else 'unencrypted'}" not in \
+                pairs[mode].info.transport_reason:
+            raise SystemExit(f"{mode}: {pairs[mode].info.transport_reason}")
+        pairs[mode].ca.register_region("bulk_src", args.size)
+        pairs[mode].cb.register_region("bulk_dst", args.size, remote_write=True)
+        pairs[mode].write("bulk_src", "bulk_dst", args.size)  # warm-up
+    slice_size = 1 * MiB
+    rates: Dict[str, List[float]] = {"off": [], "tls": []}
+    for rep in range(args.reps):
+        for mode, pair in pairs.items():
+            rates[mode].append(pair.timed_write(args.size, slice_size))
+        benchlib.log(f"round {rep + 1}/{args.reps}, MiB/s: plain {rates['off'][-1]:.0f}, "
+                     f"tls {rates['tls'][-1]:.0f}")
+    for pair in pairs.values():
+        pair.ca.deregister_region("bulk_src")
+        pair.cb.deregister_region("bulk_dst")
+    verify = run_verify(pairs["tls"], bins, args.size)  # bytes through TLS lanes
+    if not verify.get("match"):
+        raise SystemExit(f"TLS lanes corrupted the checksummed write: {verify}")
+    return {**{mode: figures(rates[mode], pairs[mode].cpu[(args.size, slice_size)])
+               for mode in pairs}, "verify": verify}
+
+
+def report_encryption(result: Dict[str, Any], args: argparse.Namespace) -> str:
+    off, tls = result["off"], result["tls"]
+    ratio = tls["median"] / off["median"]
+    return "\n".join([
+        f"{size_name(args.size)} writes, 1 MiB slices, {args.reps} rounds alternating; "
+        "CPU = both daemons; a checksummed write through TLS lanes matched",
+        f"  plain TCP lanes: {mib(off['median'])} MiB/s (best {mib(off['best'])}), "
+        f"{off['cpu_s_per_gib']:.2f} CPU s/GiB",
+        f"  TLS 1.3 lanes:   {mib(tls['median'])} MiB/s (best {mib(tls['best'])}), "
+        f"{tls['cpu_s_per_gib']:.2f} CPU s/GiB",
+        f"  encryption keeps {ratio:.0%} of plain throughput (costs {1 - ratio:.0%})"])
+
+
 def main() -> int:
     args = parse_args()
     bins = benchlib.build(args.no_build, args.bazel_bin)
     bins.import_client()
     children = benchlib.Children()
     workdir = tempfile.mkdtemp(prefix="xfb", dir="/tmp")
+    if args.encryption:
+        try:
+            result = run_encryption(children, bins, workdir, args)
+        finally:
+            children.stop_all()
+            shutil.rmtree(workdir, ignore_errors=True)
+        print("\n== tcp_bench --encryption: TLS vs plain TCP data lanes, same run ==")
+        print(report_encryption(result, args))
+        benchlib.emit_summary({"bench": "tcp_bench_encryption", "cpus": os.cpu_count(),
+                               "transfer_bytes": args.size, **result}, args.json_out)
+        return 0
     started = time.monotonic()
     try:
         m = measure(children, bins, workdir, args)
