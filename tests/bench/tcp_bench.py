@@ -2,7 +2,7 @@
 """tcp_bench.py: xferd over its TCP transport on loopback, beside references
 measured in the same run.
 
-  tests/bench/tcp_bench.py [--quick] [--no-build] [--pollers N] [--toml TEXT]
+  tests/bench/tcp_bench.py [--quick] [--no-build] [--pollers N] [--toml TEXT] [--encryption]
 
 Builds the daemon, xferctl, the Python client zip and bench_client with
 --config=opt, then, on this host:
@@ -18,6 +18,11 @@ Builds the daemon, xferctl, the Python client zip and bench_client with
      call (GetNodeInfo) on the same daemon;
   4. the daemons' memory: idle RSS beyond registered regions, and peak RSS
      (VmHWM) during 64 MiB and during 1 GiB writes.
+With --encryption it instead runs two mTLS pairs that differ only in
+transport.tcp_encryption ("off" and "tls"), alternating --size writes at
+1 MiB slices, and prints MiB/s and both daemons' CPU s/GiB for each and
+the share of plain throughput TLS keeps, after one checksummed write
+through TLS lanes.
 Prints tables, then one JSON line with every figure. A benchmark, not a test:
 it checks the bytes, never the speed.
 """

@@ -4,7 +4,7 @@
 // answers. Payload moves straight between the socket and region memory with
 // vectored I/O (sendmsg / readv over the blocks): no staging copies, no
 // allocation and no per-block syscall. With TLS (tcp_tls.h) the same frames
-// travel as TLS records, decrypted straight into region memory.
+// travel as TLS records, read into region memory with no buffer of ours.
 #pragma once
 
 #include <sys/uio.h>
