@@ -21,7 +21,9 @@ std::string OrDash(const std::string& text) { return text.empty() ? "-" : text; 
 std::string DirectoryText(const v1::DirectoryStatus& d) {
   if (!d.enabled()) return "none (no [cluster] section)";
   return absl::StrCat(d.connected() ? "connected" : "disconnected", " to etcd ", d.etcd(),
-                      ", prefix ", d.prefix(), d.error().empty() ? "" : ": " + d.error());
+                      ", prefix ", d.prefix(), ", cache at revision ", d.revision(), " (watch ",
+                      d.watching() ? "open" : "closed", ")",
+                      d.error().empty() ? "" : ": " + d.error());
 }
 
 std::string NodeInfoText(const v1::NodeInfo& info) {

@@ -60,7 +60,7 @@ PeerState = Literal["connecting", "connected", "broken", Unset]
 #: A watched region's event.
 EventKind = Literal["subscribed", "landed", "deregistered", Unset]
 #: A cluster node: the daemon that answered ("self") or another live one.
-NodeState = Literal["self", "live", "unknown"]
+NodeState = Literal["self", "live", "cached", "unknown"]
 
 #: Transfer states after which nothing changes any more.
 TERMINAL_STATES = frozenset({"done", "failed", "cancelled"})
@@ -420,6 +420,12 @@ class NodeInfo:
     #: A [cluster] section is configured, and the daemon's keys are live in etcd.
     directory_enabled: bool = False
     directory_connected: bool = False
+    #: The daemon's cache of the directory: the etcd revision it reflects,
+    #: whether its etcd watch is open, and how often it was read whole again
+    #: after etcd compacted what the watch was to resume from.
+    directory_revision: int = 0
+    directory_watching: bool = False
+    directory_relists: int = 0
 
     @classmethod
     def from_proto(cls, n: Any) -> "NodeInfo":
@@ -427,7 +433,10 @@ class NodeInfo:
         return _build(cls, n, transport=transport_name(n.transport),
                       started_at=_time(n.started_at),
                       directory_enabled=n.directory.enabled,
-                      directory_connected=n.directory.connected)
+                      directory_connected=n.directory.connected,
+                      directory_revision=n.directory.revision,
+                      directory_watching=n.directory.watching,
+                      directory_relists=n.directory.relists)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -454,7 +463,9 @@ class DirectoryRegion:
 
 @dataclasses.dataclass(frozen=True)
 class ClusterNode:
-    """A live daemon of the cluster directory (`state`: "self" or "live")."""
+    """A live daemon of the cluster directory. `state`: "self" (the daemon
+    that answered), "live" (its watch of etcd is open) or "cached" (etcd is
+    out of reach: the record as last seen)."""
 
     node_id: str
     address: str
