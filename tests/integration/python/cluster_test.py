@@ -492,6 +492,47 @@ def test_tls_to_etcd(tmp_path) -> None:
         assert prefix + "nodes/b" not in keys(etcd, prefix)
 
 
+def test_mtls_and_acls_unchanged_by_the_directory(etcd: Etcd, prefix: str, tmp_path) -> None:
+    """The directory names peers; it never vouches for them: mTLS and region
+    ACLs decide exactly as without it."""
+    ca = certs.Ca(str(tmp_path / "ca"), "xferd-ca")
+    rogue_ca = certs.Ca(str(tmp_path / "rogue"), "rogue-ca")
+    each = {n: {"extra_args": ca.issue(n).daemon_args(ca)} for n in ("a", "b", "c")}
+    each["r"] = {"extra_args": rogue_ca.issue("r").daemon_args(rogue_ca)}
+    with directory_cluster(etcd, prefix, names=("a", "b", "c", "r"), each=each) as cluster:
+        a, b, c, r = (cluster[n].client() for n in ("a", "b", "c", "r"))
+        assert a.node_info().security.startswith("mtls")
+        # The names the certificate carries are published with the record.
+        assert "a" in keys(etcd, prefix)[prefix + "nodes/a"]["identity"]
+        dst = b.register_region("dst", MiB, backing="shm", remote_write=True,
+                                allowed_peers=["a"])
+        fill(dst, seed=1)
+        sent = {n: sha(fill(client.register_region("src", MiB, backing="shm"), seed=ord(n)))
+                for n, client in (("a", a), ("c", c), ("r", r))}
+        wait_until("dst published", lambda: prefix + "regions/b/dst" in keys(etcd, prefix),
+                   timeout=5)
+        assert keys(etcd, prefix)[prefix + "regions/b/dst"]["allowedPeers"] == ["a"]
+        wait_until("every cache has r", lambda: all("r" in listed(x) for x in (a, b, c)),
+                   timeout=5)
+
+        # a, in the ACL, writes by node id over mTLS to b, never connected.
+        assert a.peers() == []
+        assert a.write("src", "b", "dst", MiB).wait(WAIT_S).state == "done"
+        written = sha(dst.buffer)
+        assert written == sent["a"]
+        # c is authenticated but not in the ACL: refused, nothing written.
+        with pytest.raises(xferd.PermissionDenied, match="node 'c' is not in the ACL"):
+            c.write("src", "b", "dst", MiB).wait(WAIT_S)
+        # r is in the directory, but its certificate is from another CA.
+        with pytest.raises(xferd.Unavailable, match="TLS handshake"):
+            a.connect_peer("r")
+        with pytest.raises(xferd.XferdError):
+            r.write("src", "b", "dst", MiB).wait(WAIT_S)
+        assert sha(dst.buffer) == written
+        # c is a peer (authenticated, only not allowed into dst); r never was.
+        assert sorted(p.node_id for p in b.peers()) == ["a", "c"]
+
+
 def test_without_cluster_nothing_changes(etcd: Etcd) -> None:
     with Cluster(("solo",)) as cluster:
         c = cluster["solo"].client()
