@@ -22,6 +22,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from typing import Dict, Iterator, List, Optional
 
@@ -361,6 +362,72 @@ def test_watch_reads_everything_again_after_a_compaction(etcd: Etcd, prefix: str
         b.register_region("after", MiB)
         wait_until("a has after", lambda: region_names(listed(a)["b"]) == ["after", "late"],
                    timeout=1)
+
+
+def test_twenty_daemons_churn_while_writes_flow_between_those_that_stay(etcd: Etcd,
+                                                                          prefix: str) -> None:
+    """3 daemons stay and write to each other by node id, each write checked
+    byte for byte, while 17 others join, publish a region and leave (SIGTERM
+    or SIGKILL), twice each: no write among those that stay may fail, and in
+    the end every cache holds exactly the daemons etcd holds."""
+    stay = ("s0", "s1", "s2")
+    churn = tuple(f"c{i:02d}" for i in range(17))
+    with directory_cluster(etcd, prefix, names=stay + churn) as cluster:
+        # Only those that stay run now; the others join and leave below.
+        for name in churn:
+            cluster[name].stop()
+        failures: List[str] = []
+        writes = [0]
+        stop = threading.Event()
+
+        def writer(i: int) -> None:
+            me, to = stay[i], stay[(i + 1) % len(stay)]
+            client, peer = cluster[me].client(), cluster[to].client()
+            src = client.register_region("src", MiB, backing="shm")
+            dst = peer.register_region(f"from_{me}", MiB, backing="shm", remote_write=True)
+            seed = 0
+            while not stop.is_set():
+                seed += 1
+                digest = sha(fill(src, seed=seed))
+                try:
+                    state = client.write("src", to, f"from_{me}", MiB).wait(WAIT_S).state
+                    if state != "done" or sha(dst.buffer) != digest:
+                        failures.append(f"{me} -> {to}: {state}, bytes match: "
+                                        f"{sha(dst.buffer) == digest}")
+                except xferd.XferdError as e:
+                    failures.append(f"{me} -> {to}: {e}")
+                writes[0] += 1
+
+        threads = [threading.Thread(target=writer, args=(i,)) for i in range(len(stay))]
+        for t in threads:
+            t.start()
+        try:
+            for round_ in range(2):
+                for i, name in enumerate(churn):
+                    d = cluster[name]
+                    d.port = 0
+                    d.start()
+                    d.client().register_region("kv", MiB)
+                    # Leave some running, so that several are members at once.
+                    if i >= 4:
+                        old = cluster[churn[i - 4]]
+                        old.kill() if (i + round_) % 2 else old.stop()
+                for name in churn[-4:]:
+                    cluster[name].stop()
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(WAIT_S)
+        assert failures == [], failures
+        assert writes[0] >= 3, writes  # writes did flow all along
+        print(f"{writes[0]} writes among the daemons that stay, none failed")
+        # Killed daemons' keys go with their leases; every cache then agrees.
+        wait_until("only those that stay in etcd",
+                   lambda: {k for k in keys(etcd, prefix) if "/nodes/" in k} ==
+                   {prefix + "nodes/" + n for n in stay}, timeout=TTL_S + 3)
+        for name in stay:
+            wait_until(f"{name}'s cache", lambda: set(listed(cluster[name].client())) ==
+                       set(stay), timeout=1)
 
 
 def test_three_member_etcd_loses_its_leader() -> None:
