@@ -26,9 +26,9 @@ from xferd.errors import (Aborted, AlreadyExists, Cancelled, DataLoss, DeadlineE
                           Unimplemented, Unknown, XferdError)
 from xferd.handles import RegionWatch, TransferHandle
 from xferd.tls import TlsConfig
-from xferd.models import (TERMINAL_STATES, ClusterNode, DirectoryRegion, Layout, NodeInfo, Peer,
-                          RdmaDevice, RdmaGid, RdmaPort, Region, RegionEvent, Stats, Status,
-                          Transfer, WriteSpec)
+from xferd.models import (TERMINAL_STATES, ClusterNode, DeviceStats, DirectoryRegion, Layout,
+                          NodeInfo, Peer, RdmaDevice, RdmaGid, RdmaPort, Region, RegionEvent,
+                          Stats, Status, Transfer, WriteSpec)
 
 __all__ = [
     "DEFAULT_RPC_TIMEOUT",
@@ -40,6 +40,7 @@ __all__ = [
     "ClusterNode",
     "DataLoss",
     "DeadlineExceeded",
+    "DeviceStats",
     "DirectoryRegion",
     "FailedPrecondition",
     "Internal",
