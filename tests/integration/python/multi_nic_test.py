@@ -158,9 +158,11 @@ def test_a_device_going_down_mid_transfer(cluster: Cluster,
     try:
         data = fill(src, seed=202)
         failovers = {d.name: d.failovers for d in a.stats().devices}
-        handle = a.write("fail_src", "b", "fail_dst", size)
-        wait_until("the transfer to be well under way",
-                   lambda: handle.snapshot().bytes_done >= 16 * MiB)
+        # Small slices: thousands of ops, so the port goes down while many
+        # are in flight on rxe1 (the write must not be over by then).
+        handle = a.write("fail_src", "b", "fail_dst", size, slice_size=64 * KiB)
+        wait_until("the transfer to be under way",
+                   lambda: handle.snapshot().bytes_done >= 2 * MiB, period=0.005)
         subprocess.run(["ip", "link", "set", "dummy1", "down"], check=True)
         try:
             wait_until("rxe1 to go down", lambda: "DOWN" in port_state("rxe1"))
