@@ -41,7 +41,7 @@
 namespace xferd {
 namespace {
 
-constexpr char kVersion[] = "0.1.0";
+constexpr char kVersion[] = XFERD_VERSION;  // from //:version.bzl, by daemon/BUILD
 constexpr char kDefaultConfigPath[] = "/etc/xferd/xferd.toml";
 // After the drain, how long calls and client connections may linger.
 constexpr absl::Duration kServerShutdownGrace = absl::Milliseconds(500);

@@ -10,11 +10,11 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 cd "$root"
 out=$(mkdir -p "${1:-dist}" && cd "${1:-dist}" && pwd -P)
-version=$(sed -n 's/^constexpr char kVersion\[\] = "\(.*\)";/\1/p' daemon/main.cc)
-[ -n "$version" ] || { echo "build-deb.sh: no kVersion in daemon/main.cc" >&2; exit 1; }
+version=$(sed -n 's/^XFERD_VERSION = "\(.*\)"$/\1/p' version.bzl)
+[ -n "$version" ] || { echo "build-deb.sh: no XFERD_VERSION in version.bzl" >&2; exit 1; }
 
 deploy/install-deps.sh build </dev/null
-bazel build --config=opt //daemon:xferd //client/cpp:xferctl //client/python:xferd_zip
+bazel build --config=opt //daemon:xferd //client/cpp:xferctl //client/python:wheel
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 deploy/install.sh --no-build --prefix /usr --destdir "$stage/pkg" >/dev/null

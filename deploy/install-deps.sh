@@ -6,27 +6,29 @@ set -euo pipefail
 
 # Build and run: Bazel (offline, Debian's bazel-bootstrap), gRPC/protobuf,
 # Abseil, spdlog/fmt, toml++, CLI11, libsystemd, rdma-core's libibverbs,
-# prometheus-cpp with civetweb (the Prometheus /metrics endpoint).
+# prometheus-cpp with civetweb (the Prometheus /metrics endpoint), pip (the
+# Python client's wheel is installed with it).
 BUILD_PACKAGES=(
   bazel-bootstrap pkg-config g++
   protobuf-compiler protobuf-compiler-grpc libgrpc++-dev libprotobuf-dev
   libabsl-dev libspdlog-dev libfmt-dev libtomlplusplus-dev libcli11-dev libsystemd-dev
   libibverbs-dev ibverbs-providers
   prometheus-cpp-dev libcivetweb-dev
-  python3-grpcio python3-protobuf
+  python3-grpcio python3-protobuf python3-pip
 )
 # Tests and benchmarks: gtest, pytest, iperf3 (the benchmark's reference),
 # systemd-analyze (the unit is verified), dpkg-deb/objdump (the package) and
 # prometheus-client (an independent parser of the /metrics exposition), numpy
 # (the Python client's many-block tests and README example), etcd and etcdctl
-# (the cluster directory's tests run a real etcd);
+# (the cluster directory's tests run a real etcd), venv (the wheel is tested
+# in a fresh one) and mypy (the client is checked with --strict);
 # clang and its sanitizer/libFuzzer runtimes (libclang-rt-14-dev, which clang
 # does not depend on) for the fuzz targets. gcc's ASan, TSan and UBSan
 # runtimes come with g++ (libgcc-12-dev).
 TEST_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev python3-pytest iperf3 openssl
   systemd binutils python3-prometheus-client python3-numpy clang libclang-rt-14-dev
-  etcd-server etcd-client
+  etcd-server etcd-client python3-venv python3-mypy
 )
 
 case "${1:-all}" in

@@ -29,16 +29,19 @@ done
 
 if [ "$build" = 1 ]; then
   deploy/install-deps.sh build </dev/null
-  bazel build --config=opt //daemon:xferd //client/cpp:xferctl //client/python:xferd_zip
+  bazel build --config=opt //daemon:xferd //client/cpp:xferctl //client/python:wheel
 fi
 bin=$(bazel info --config=opt bazel-bin 2>/dev/null)
-for f in daemon/xferd client/cpp/xferctl client/python/xferd.zip; do
+version=$(sed -n 's/^XFERD_VERSION = "\(.*\)"$/\1/p' version.bzl)
+wheel=client/python/xferd-$version-py3-none-any.whl
+for f in daemon/xferd client/cpp/xferctl "$wheel"; do
   [ -e "$bin/$f" ] || { echo "install.sh: $bin/$f is missing: build first" >&2; exit 1; }
 done
 
 say() { echo "install.sh: $*"; }
 # Python: Debian's /usr/bin/python3 reads packages from /usr/lib/python3/
-# dist-packages and local installs from /usr/local/lib/python3.X/dist-packages.
+# dist-packages (the .deb's) and local installs from /usr/local/lib/python3.X/
+# dist-packages (where pip puts them as root).
 if [ "$prefix" = /usr ]; then
   pydir=/usr/lib/python3/dist-packages
 else
@@ -56,10 +59,29 @@ else
   install -m 0644 deploy/xferd.toml "$destdir/etc/xferd/xferd.toml"
 fi
 install -m 0644 deploy/xferd.toml README.md "$destdir$prefix/share/doc/xferd/"
-# The Python package, generated stubs included.
-rm -rf "$destdir$pydir/xferd"
-/usr/bin/python3 -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])' \
-  "$bin/client/python/xferd.zip" "$destdir$pydir"
+# The Python package from its wheel (generated stubs included), by pip, so it
+# has its metadata: `pip show xferd` sees it and `pip uninstall xferd` removes it.
+pip=(/usr/bin/python3 -m pip install --quiet --no-index --disable-pip-version-check
+  --root-user-action=ignore)
+if [ -n "$destdir" ]; then
+  # Staged: into exactly $pydir; the .deb depends on python3-grpcio and
+  # python3-protobuf instead of pip checking them here.
+  rm -rf "$destdir$pydir/xferd" "$destdir$pydir"/xferd-*.dist-info
+  "${pip[@]}" --no-deps --target "$destdir$pydir" "$bin/$wheel"
+else
+  # This machine: pip's own location for root, /usr/local/lib/python3.X/
+  # dist-packages, replacing an older xferd by its record. Debian marks its
+  # Python as externally managed, hence --break-system-packages. The
+  # dependencies are Debian's python3-grpcio and python3-protobuf
+  # (install-deps.sh build): the import below checks them. An install of old
+  # (unzipped, without metadata) goes first.
+  if [ -d "$pydir/xferd" ] && ! compgen -G "$pydir/xferd-*.dist-info" >/dev/null; then
+    rm -rf "$pydir/xferd"
+  fi
+  "${pip[@]}" --break-system-packages --force-reinstall --no-deps "$bin/$wheel"
+  (cd / && /usr/bin/python3 -c 'import xferd') ||
+    { echo "install.sh: /usr/bin/python3 cannot import the installed xferd (above)" >&2; exit 1; }
+fi
 say "installed under ${destdir:-/}"
 
 [ -n "$destdir" ] && exit 0

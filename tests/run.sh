@@ -5,11 +5,14 @@
 # outside itself. Then:
 #   1. bazel test //...   unit tests, the transport conformance suite (TCP
 #                         here; verbs skips without a device), and the C++ and
-#                         Python integration suites over TCP on loopback;
-#                         first, tests/lint/layering_test.sh checks that Bazel
+#                         Python integration suites over TCP on loopback (the
+#                         Python ones also against the pip-installed wheel,
+#                         installed_wheel_test, and mypy --strict on the
+#                         client); first, tests/lint/layering_test.sh checks that Bazel
 #                         refuses dependencies against the layering;
 #   2. bazel test --config=asan //...   the same under AddressSanitizer,
-#                         LeakSanitizer and UBSan (gcc; daemons included);
+#                         LeakSanitizer and UBSan (gcc; daemons included;
+#                         not installed_wheel_test, see .bazelrc);
 #   3. bazel test --config=tsan //...   the same under ThreadSanitizer (unit
 #                         and transport conformance tests; see .bazelrc);
 #   4. tests/fuzz/run.sh   every libFuzzer target (clang) for a bounded time;

@@ -306,6 +306,12 @@ absl::StatusOr<v1::Transfer> Client::CancelTransfer(uint64_t id) {
 
 absl::StatusOr<v1::Transfer> Client::WaitTransfer(uint64_t id, const ProgressCallback& on_progress,
                                                   const WaitOptions& options) {
+  if (!on_progress) {
+    // Only the end matters: one unary call instead of a stream.
+    v1::WaitTransferRequest wait;
+    wait.set_id(id);
+    return Call(&v1::Xferd::Stub::WaitTransfer, wait, absl::InfiniteDuration());
+  }
   v1::WatchTransferRequest request;
   request.set_id(id);
   SetDuration(options.interval, request.mutable_interval());

@@ -113,11 +113,12 @@ class Client {
   absl::StatusOr<v1::ListTransfersResponse> ListTransfers(
       const v1::ListTransfersRequest& request = {});
   absl::StatusOr<v1::Transfer> CancelTransfer(uint64_t id);
-  // Watches the transfer until it ends, calling `on_progress` (if set) on the
-  // calling thread with each snapshot, and returns the terminal snapshot (a
+  // Waits until the transfer ends and returns the terminal snapshot (a
   // FAILED or CANCELLED transfer is a successful return: see its error).
+  // With `on_progress`, watches it (WatchTransfer), calling `on_progress` on
+  // the calling thread with each snapshot; without, one WaitTransfer call.
   // Blocks without a client deadline: the transfer's own timeout bounds it.
-  // Errors: NOT_FOUND (unknown id), the stream's error, INTERNAL if the
+  // Errors: NOT_FOUND (unknown id), the call's error, INTERNAL if the
   // stream ended before a terminal snapshot.
   absl::StatusOr<v1::Transfer> WaitTransfer(uint64_t id, const ProgressCallback& on_progress = {},
                                             const WaitOptions& options = {});

@@ -24,6 +24,14 @@ def archive_name(path: str, package_dir: str) -> str:
     return path[index + len(package_dir):]
 
 
+def write_entry(archive: zipfile.ZipFile, name: str, data: bytes) -> None:
+    """Adds `data` as `name`, with the fixed timestamp and mode 0644."""
+    info = zipfile.ZipInfo(name, date_time=_EPOCH)
+    info.compress_type = zipfile.ZIP_DEFLATED
+    info.external_attr = 0o644 << 16
+    archive.writestr(info, data)
+
+
 def main(argv: List[str]) -> int:
     """Writes the zip; returns the exit code."""
     if len(argv) < 4:
@@ -33,11 +41,8 @@ def main(argv: List[str]) -> int:
     entries = sorted((archive_name(f, package_dir), f) for f in files)
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
         for name, path in entries:
-            info = zipfile.ZipInfo(name, date_time=_EPOCH)
-            info.compress_type = zipfile.ZIP_DEFLATED
-            info.external_attr = 0o644 << 16
             with open(path, "rb") as f:
-                archive.writestr(info, f.read())
+                write_entry(archive, name, f.read())
     return 0
 
 

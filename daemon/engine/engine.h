@@ -23,6 +23,7 @@
 #include "daemon/common/config.h"
 #include "daemon/engine/control_executor.h"
 #include "daemon/engine/deadline_timer.h"
+#include "daemon/engine/engine_stats.h"
 #include "daemon/engine/layouts.h"
 #include "daemon/engine/observers.h"
 #include "daemon/engine/peer.h"
@@ -37,32 +38,6 @@ namespace xferd::engine {
 
 template <typename T>
 using Callback = std::function<void(absl::StatusOr<T>)>;
-
-// Traffic with one peer node, summed over all its links (reconnects included),
-// so it only grows for as long as the daemon runs.
-struct PeerTraffic {
-  uint64_t bytes_sent = 0;
-  uint64_t bytes_received = 0;
-  uint64_t rejected_writes = 0;  // inbound writes from it that were refused
-};
-
-struct EngineStats {
-  TransferCounters transfers;
-  uint64_t bytes_sent = 0;
-  uint64_t bytes_received = 0;
-  uint64_t rejected_writes = 0;
-  uint64_t landed_events = 0;
-  uint32_t regions = 0;
-  uint64_t registered_bytes = 0;
-  uint32_t peers = 0;
-  uint32_t lanes = 0;
-  std::vector<PollerStats> pollers;
-  // What the transport itself holds open (QPs/connections, MRs).
-  transport::TransportStats transport;
-  // By node id, for every peer connected since the start. Consistent with
-  // the totals above: a link being retired is counted exactly once.
-  std::map<std::string, PeerTraffic> traffic;
-};
 
 class Engine final : public TransferListener {
  public:
@@ -206,9 +181,10 @@ class Engine final : public TransferListener {
   absl::Status ResolveMissing(const std::vector<WriteSpec>& writes, absl::Time deadline);
   // *stale: it failed because the peer's link broke or the remote key was
   // invalidated since resolution (resolving again may succeed).
-  absl::StatusOr<Transfer::Plan> Plan(const WriteSpec& spec, bool* stale) const;
+  absl::StatusOr<Transfer::Plan> Plan(const WriteSpec& spec, RemoteKeySnapshot& keys,
+                                      bool* stale) const;
   absl::StatusOr<ResolvedRegion> CheckRemote(const WriteSpec& spec, const Peer& peer,
-                                             bool* stale) const;
+                                             RemoteKeySnapshot& keys, bool* stale) const;
   absl::Status PlanMany(const WriteSpec& spec, const Peer& peer, uint64_t remote_size,
                         Transfer::Plan* plan) const;
   absl::StatusOr<std::vector<std::shared_ptr<Transfer>>> Admit(const std::vector<WriteSpec>& writes,

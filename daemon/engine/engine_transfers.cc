@@ -236,7 +236,8 @@ absl::Status Engine::ResolveMissing(const std::vector<WriteSpec>& writes, absl::
   return absl::OkStatus();
 }
 
-absl::StatusOr<Transfer::Plan> Engine::Plan(const WriteSpec& w, bool* stale) const {
+absl::StatusOr<Transfer::Plan> Engine::Plan(const WriteSpec& w, RemoteKeySnapshot& keys,
+                                            bool* stale) const {
   RETURN_IF_ERROR(CheckLocal(w));
   Transfer::Plan plan;
   plan.spec = Summarize(w);
@@ -254,7 +255,7 @@ absl::StatusOr<Transfer::Plan> Engine::Plan(const WriteSpec& w, bool* stale) con
                                                "' is disconnected (", plan.link->status().message(),
                                                "): connect it again with ConnectPeer"));
   }
-  ASSIGN_OR_RETURN(ResolvedRegion remote, CheckRemote(w, *plan.peer, stale));
+  ASSIGN_OR_RETURN(ResolvedRegion remote, CheckRemote(w, *plan.peer, keys, stale));
   plan.remote = remote.key;
   plan.stage_ranges = !IsRead(w) && remote.landed_ranges && w.blocks.count() > 1;
   const uint64_t slice = w.slice_size == 0 ? config_.slice_size : w.slice_size;
@@ -281,9 +282,9 @@ absl::StatusOr<Transfer::Plan> Engine::Plan(const WriteSpec& w, bool* stale) con
 // The peer's region as resolved: allows this direction, and (for a range)
 // contains it. Blocks are checked one by one when planned.
 absl::StatusOr<ResolvedRegion> Engine::CheckRemote(const WriteSpec& w, const Peer& peer,
-                                                   bool* stale) const {
+                                                   RemoteKeySnapshot& keys, bool* stale) const {
   const std::string& name = RemoteRegionName(w);
-  std::optional<ResolvedRegion> remote = peer.CachedRegion(name);
+  std::optional<ResolvedRegion> remote = keys.Find(peer, name);
   if (!remote) {
     *stale = true;
     return absl::UnavailableError(absl::StrCat("region '", name, "' on peer '", peer.node_id(),
@@ -336,8 +337,9 @@ absl::StatusOr<std::vector<std::shared_ptr<Transfer>>> Engine::Admit(
     const std::vector<WriteSpec>& writes, bool batch, absl::Time submitted_at, bool* stale) {
   std::vector<Transfer::Plan> plans;
   plans.reserve(writes.size());
+  RemoteKeySnapshot keys;
   for (size_t i = 0; i < writes.size(); ++i) {
-    absl::StatusOr<Transfer::Plan> plan = Plan(writes[i], stale);
+    absl::StatusOr<Transfer::Plan> plan = Plan(writes[i], keys, stale);
     if (!plan.ok()) return ForWrite(plan.status(), i, writes.size());
     plans.push_back(*std::move(plan));
   }

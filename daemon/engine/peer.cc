@@ -100,4 +100,10 @@ std::vector<std::shared_ptr<Peer>> PeerDirectory::List() const {
   return peers;
 }
 
+std::optional<ResolvedRegion> RemoteKeySnapshot::Find(const Peer& peer, const std::string& name) {
+  auto [it, inserted] = keys_.try_emplace(std::make_pair(&peer, name));
+  if (inserted) it->second = peer.CachedRegion(name);
+  return it->second;
+}
+
 }  // namespace xferd::engine

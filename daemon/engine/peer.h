@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -78,6 +79,19 @@ class PeerDirectory {
 
   mutable Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<Peer>> by_node_ ABSL_GUARDED_BY(mu_);
+};
+
+// The remote keys one admission plans with, each looked up in its peer's
+// cache once. A key invalidated while a long batch is planned is then used
+// as if the batch had been admitted just before (the same race as an
+// invalidation right after admission), instead of sending the whole batch
+// back to resolve: a peer that re-registers often could do that forever.
+class RemoteKeySnapshot {
+ public:
+  std::optional<ResolvedRegion> Find(const Peer& peer, const std::string& name);
+
+ private:
+  absl::flat_hash_map<std::pair<const Peer*, std::string>, std::optional<ResolvedRegion>> keys_;
 };
 
 }  // namespace xferd::engine

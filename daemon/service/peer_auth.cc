@@ -1,5 +1,6 @@
 #include "daemon/service/peer_auth.h"
 
+#include <arpa/inet.h>
 #include <grpc/grpc_security_constants.h>
 
 #include <algorithm>
@@ -7,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "daemon/common/host_port.h"
 
 namespace xferd::service {
 namespace {
@@ -17,6 +19,23 @@ std::vector<std::string> Values(const grpc::AuthContext& context, const char* pr
     out.emplace_back(v.data(), v.size());
   }
   return out;
+}
+
+// An IP address's bytes (v4 or v6), or empty if `text` is not one.
+std::string IpBytes(const std::string& text) {
+  unsigned char bytes[sizeof(in6_addr)];
+  if (inet_pton(AF_INET, text.c_str(), bytes) == 1) return std::string(bytes, bytes + 4);
+  if (inet_pton(AF_INET6, text.c_str(), bytes) == 1) return std::string(bytes, bytes + 16);
+  return "";
+}
+
+// RFC 6125 matching: case-insensitive, a "*." SAN covering one left label.
+bool DnsNameMatches(absl::string_view san, absl::string_view host) {
+  if (absl::EqualsIgnoreCase(san, host)) return true;
+  if (!absl::StartsWith(san, "*.")) return false;
+  const size_t dot = host.find('.');
+  return dot != absl::string_view::npos && dot > 0 &&
+         absl::EqualsIgnoreCase(san.substr(1), host.substr(dot));
 }
 
 }  // namespace
@@ -69,6 +88,35 @@ absl::Status PeerAuth::CheckCallee(const grpc::ClientContext& context, absl::str
   std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
   return CheckClaimedNodeId(absl::StrCat("the daemon at ", address),
                             auth ? CertificateNames(*auth) : std::vector<std::string>{}, node_id);
+}
+
+absl::Status PeerAuth::CheckAdvertised(const grpc::CallbackServerContext& context,
+                                       absl::string_view what, absl::string_view address) const {
+  if (!mtls_ || address.empty()) return absl::OkStatus();
+  absl::StatusOr<HostPort> where = ParseHostPort(address);
+  if (!where.ok()) where = HostPort{std::string(address), 0};  // a bare host (a data host)
+  std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
+  const std::vector<std::string> dns =
+      auth ? Values(*auth, GRPC_PEER_DNS_PROPERTY_NAME) : std::vector<std::string>{};
+  const std::vector<std::string> ips =
+      auth ? Values(*auth, GRPC_PEER_IP_PROPERTY_NAME) : std::vector<std::string>{};
+  const std::string ip = IpBytes(where->host);
+  if (ip.empty()) {
+    for (const std::string& name : dns) {
+      if (DnsNameMatches(name, where->host)) return absl::OkStatus();
+    }
+  } else {
+    for (const std::string& san : ips) {
+      if (IpBytes(san) == ip) return absl::OkStatus();
+    }
+  }
+  std::vector<std::string> names = dns;
+  names.insert(names.end(), ips.begin(), ips.end());
+  return absl::PermissionDeniedError(
+      absl::StrCat("the caller advertises ", what, " '", address,
+                   "' but its certificate's subjectAltNames are [", absl::StrJoin(names, ", "),
+                   "]: add ", ip.empty() ? "DNS:" : "IP:", where->host,
+                   " to its tls.cert, or advertise an address the certificate names"));
 }
 
 }  // namespace xferd::service

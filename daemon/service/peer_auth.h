@@ -39,6 +39,14 @@ class PeerAuth {
   absl::Status CheckCaller(const grpc::CallbackServerContext& context,
                            absl::string_view node_id) const;
 
+  // A Handshake's caller (mTLS): the host of every address it advertises
+  // (`what`, e.g. "gRPC address") must be a DNS or IP subjectAltName of its
+  // certificate, as daemons calling it there will verify. Checked up front
+  // so a wrong address fails the handshake, naming it, instead of a later
+  // call back; and so no daemon can point peers at a host not its own.
+  absl::Status CheckAdvertised(const grpc::CallbackServerContext& context, absl::string_view what,
+                               absl::string_view address) const;
+
   // After a Handshake reply (mTLS): the callee at `address` must present a
   // certificate naming the node id it answered with. PERMISSION_DENIED if not.
   absl::Status CheckCallee(const grpc::ClientContext& context, absl::string_view address,

@@ -26,6 +26,15 @@ grpc::ServerUnaryReactor* PeerServiceImpl::Handshake(grpc::CallbackServerContext
   if (absl::Status s = auth_.CheckCaller(*context, request->caller().node_id()); !s.ok()) {
     return Reply(context, s);
   }
+  if (absl::Status s = auth_.CheckAdvertised(*context, "gRPC address", request->caller().address());
+      !s.ok()) {
+    return Reply(context, s);
+  }
+  if (absl::Status s =
+          auth_.CheckAdvertised(*context, "TCP data host", request->endpoints().tcp().host());
+      !s.ok()) {
+    return Reply(context, s);
+  }
   absl::StatusOr<engine::HandshakeMessage> message =
       FromProto(request->caller(), request->endpoints());
   if (!message.ok()) return Reply(context, message.status());

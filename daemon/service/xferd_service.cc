@@ -281,6 +281,30 @@ grpc::ServerWriteReactor<v1::Transfer>* XferdServiceImpl::WatchTransfer(
   return new Once(*info);
 }
 
+grpc::ServerUnaryReactor* XferdServiceImpl::WaitTransfer(grpc::CallbackServerContext* context,
+                                                         const v1::WaitTransferRequest* request,
+                                                         v1::Transfer* response) {
+  // The waiter of Write with wait: it replies from the watch thread once the
+  // transfer has ended. A client that gives up leaves it to end with the
+  // transfer (a bounded lifetime: every transfer ends).
+  if (std::shared_ptr<engine::Transfer> t = engine_.FindTransfer(request->id())) {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    std::vector<std::shared_ptr<engine::Transfer>> one;
+    one.push_back(std::move(t));
+    TransferWaiter::Start(
+        watch_loop_, std::move(one),
+        [response](const std::vector<engine::TransferInfo>& infos) {
+          ToProto(infos.front(), response);
+        },
+        FinishWith(reactor));
+    return reactor;
+  }
+  // Finished and reduced to its snapshot (or unknown): the snapshot is final.
+  absl::StatusOr<engine::TransferInfo> info = engine_.GetTransfer(request->id());
+  if (info.ok()) ToProto(*info, response);
+  return Reply(context, info.status());
+}
+
 grpc::ServerUnaryReactor* XferdServiceImpl::CancelTransfer(grpc::CallbackServerContext* context,
                                                            const v1::CancelTransferRequest* request,
                                                            v1::Transfer* response) {

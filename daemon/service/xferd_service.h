@@ -78,6 +78,9 @@ class XferdServiceImpl final : public v1::Xferd::CallbackService {
                                           v1::ListTransfersResponse* response) override;
   grpc::ServerWriteReactor<v1::Transfer>* WatchTransfer(
       grpc::CallbackServerContext* context, const v1::WatchTransferRequest* request) override;
+  grpc::ServerUnaryReactor* WaitTransfer(grpc::CallbackServerContext* context,
+                                         const v1::WaitTransferRequest* request,
+                                         v1::Transfer* response) override;
   grpc::ServerUnaryReactor* CancelTransfer(grpc::CallbackServerContext* context,
                                            const v1::CancelTransferRequest* request,
                                            v1::Transfer* response) override;

@@ -2,7 +2,8 @@
 # Checks the deployment path: builds the .deb, then verifies its control data
 # and files, the packaged daemon and xferctl, the packaged configuration
 # (xferd --check-config), the systemd unit (systemd-analyze verify), and that
-# the packaged Python client imports. Prints "deploy: N passed, N failed".
+# the packaged Python client imports and pip sees it with its metadata.
+# Prints "deploy: N passed, N failed".
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)
 cd "$root"
@@ -44,8 +45,16 @@ sed "s#^ExecStart=/usr/bin/xferd#ExecStart=$work/root/usr/bin/xferd#" \
 check "systemd-analyze verify accepts the unit" systemd-analyze verify "$work/xferd.service"
 check "the unit is Type=notify with LimitMEMLOCK=infinity" \
   grep -Eqz 'Type=notify.*LimitMEMLOCK=infinity' "$work/xferd.service"
-check "the packaged Python client imports" env PYTHONPATH="$work/root/usr/lib/python3/dist-packages" \
+pydir=$work/root/usr/lib/python3/dist-packages
+check "the packaged Python client imports" env PYTHONPATH="$pydir" \
   /usr/bin/python3 -c 'import xferd, xferd.v1.xferd_pb2; xferd.Client'
+# Installed from the wheel, with its metadata: pip sees it, at the daemon's version.
+check "pip shows the packaged Python client at the package's version" \
+  bash -c "cd / && PYTHONPATH='$pydir' /usr/bin/python3 -m pip show xferd |
+    grep -qx 'Version: $(dpkg-deb -f "$deb" Version)'"
+check "the packaged Python client's record lists its generated stubs and py.typed" \
+  bash -c "grep -q '^xferd/v1/xferd_pb2.py,sha256=' '$pydir'/xferd-*.dist-info/RECORD &&
+    grep -q '^xferd/py.typed,' '$pydir'/xferd-*.dist-info/RECORD"
 
 echo "deploy: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -46,10 +46,9 @@ def write(name, data):
     path.write_bytes(data)
 
 
-def encode(message, text):
+def encode(message, text, proto="xferd/v1/peer.proto"):
     return subprocess.run(
-        ["protoc", "-I", str(ROOT / "proto"), f"--encode=xferd.v1.{message}",
-         "xferd/v1/peer.proto"],
+        ["protoc", "-I", str(ROOT / "proto"), f"--encode=xferd.v1.{message}", proto],
         input=text.encode(), stdout=subprocess.PIPE, check=True).stdout
 
 
@@ -183,6 +182,41 @@ def resolve():
         write(f"resolve_fuzzer/{name}", encode("ResolveRegionResponse", text))
 
 
+def block_plan():
+    # Header: source and destination sizes, slice exponent (4 KiB << n), a
+    # layout's block length - 1, its block count - 1, flags (1: a write).
+    def case(name, text, src=1 << 20, dst=1 << 20, slice_exp=4, layout_block=4095,
+             layout_count=255, write_=1):
+        head = struct.pack("<QQIHBB", src, dst, slice_exp, layout_block, layout_count, write_)
+        write(f"block_plan_fuzzer/{name}", head + encode("Blocks", text, "xferd/v1/xferd.proto"))
+
+    def u64s(*values):
+        return "".join("\\%03o" % b for b in struct.pack(f"<{len(values)}Q", *values))
+
+    case("list_permutation", f'list {{ src_offsets: "{u64s(0, 4096, 8192)}" '
+         f'dst_offsets: "{u64s(8192, 0, 4096)}" block_length: 4096 }}')
+    case("list_lengths_read", f'list {{ src_offsets: "{u64s(0, 100)}" dst_offsets: "{u64s(0, 100)}" '
+         f'lengths: "{u64s(100, 5000)}" }}', write_=0)
+    case("list_out_of_range", f'list {{ src_offsets: "{u64s(0)}" dst_offsets: "{u64s(1 << 20)}" '
+         'block_length: 1 }')
+    case("list_overlap", f'list {{ src_offsets: "{u64s(0, 4096)}" dst_offsets: "{u64s(0, 2048)}" '
+         'block_length: 4096 }')
+    case("list_wrap", f'list {{ src_offsets: "{u64s(0)}" dst_offsets: "{u64s(2**64 - 8)}" '
+         'block_length: 16 }')
+    case("strided", "strided { runs { src_start: 0 dst_start: 65536 block_length: 4096 "
+         "src_stride: 8192 dst_stride: 4096 count: 16 } runs { src_start: 4096 "
+         "block_length: 100 src_stride: 8192 dst_stride: 100 count: 3 } }")
+    case("strided_merge", "strided { runs { block_length: 4096 src_stride: 4096 "
+         "dst_stride: 4096 count: 256 } }", slice_exp=0)
+    def u32s(*values):
+        return "".join("\\%03o" % b for b in struct.pack(f"<{len(values)}I", *values))
+
+    case("layout", 'layout { src_layout: "src" dst_layout: "dst" '
+         f'src_indices: "{u32s(0, 1, 255)}" dst_indices: "{u32s(3, 2, 1)}" }}')
+    case("layout_index_past_end", 'layout { src_layout: "src" dst_layout: "dst" '
+         f'src_indices: "{u32s(256)}" dst_indices: "{u32s(0)}" }}')
+
+
 def config():
     write("config_fuzzer/deploy_example", (ROOT / "deploy/xferd.toml").read_bytes())
     write("config_fuzzer/minimal", b'node_id = "a"\n[server]\nlisten = "127.0.0.1:7300"\n')
@@ -198,5 +232,6 @@ if __name__ == "__main__":
     tcp_lane()
     notice_record()
     handshake()
+    block_plan()
     resolve()
     config()

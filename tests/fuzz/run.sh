@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds every libFuzzer target (tests/fuzz/BUILD, --config=fuzz: clang with
-# ASan and UBSan) and fuzzes each for XFERD_FUZZ_SECONDS (default 30; six
-# targets, about three minutes on two cores). Each starts from its seed corpus
+# ASan and UBSan) and fuzzes each for XFERD_FUZZ_SECONDS (default 30; seven
+# targets, about three and a half minutes on two cores). Each starts from its seed corpus
 # (tests/fuzz/corpus/<target>/, read-only here) plus what it finds, in a
 # scratch directory. Prints libFuzzer's final statistics per target; fails if
 # any target crashes, leaks, times out or trips a check, and leaves the input

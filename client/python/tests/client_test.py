@@ -49,7 +49,7 @@ class FakeXferd(xferd_pb2_grpc.XferdServicer):
 
 # Every scripted RPC goes through FakeXferd._handle under its own name.
 for _method in ("RegisterRegion", "DeregisterRegion", "Write", "Read", "SubmitStream",
-                "SubmitBatch", "GetNodeInfo", "GetStats", "ListPeers", "WatchTransfer",
+                "SubmitBatch", "GetNodeInfo", "GetStats", "ListPeers", "WatchTransfer", "WaitTransfer",
                 "WatchRegion", "PrepareLayout", "DeleteLayout", "ListLayouts"):
     setattr(FakeXferd, _method,
             lambda self, request, context, _name=_method: self._handle(_name, request, context))
@@ -128,12 +128,13 @@ class ClientTest(FakeServerTest):
     def test_wait_returns_done_and_raises_typed_failures(self) -> None:
         self.fake.handlers["Write"] = lambda r, c: _transfer(common_pb2.TRANSFER_STATE_QUEUED)
         outcome: List[xferd_pb2.Transfer] = []
-        self.fake.handlers["WatchTransfer"] = lambda r, c: iter(
-            [_transfer(common_pb2.TRANSFER_STATE_RUNNING, 50)] + outcome)
+        # One unary call, no stream: the cost of write(..., wait=True).
+        self.fake.handlers["WaitTransfer"] = lambda r, c: outcome[0]
 
         outcome[:] = [_transfer(common_pb2.TRANSFER_STATE_DONE, 100)]
         done = self.client.write("s", "b", "d", 100).wait(10)
         self.assertEqual((done.state, done.bytes_done, done.terminal), ("done", 100, True))
+        self.assertEqual(self.fake.requests[-1], xferd_pb2.WaitTransferRequest(id=7))
 
         for state, code, cls in ((common_pb2.TRANSFER_STATE_FAILED, 14, xferd.Unavailable),
                                  (common_pb2.TRANSFER_STATE_FAILED, 4, xferd.DeadlineExceeded),
@@ -181,10 +182,18 @@ class ClientTest(FakeServerTest):
             yield _transfer(common_pb2.TRANSFER_STATE_RUNNING, 1)
             release.wait(10)
 
+        def never_returns(request: Any, context: grpc.ServicerContext) -> Any:
+            release.wait(10)
+            return _transfer(common_pb2.TRANSFER_STATE_DONE, 100)
+
         self.fake.handlers["WatchTransfer"] = never_ends
+        self.fake.handlers["WaitTransfer"] = never_returns
         try:
-            with self.assertRaises(TimeoutError):
+            with self.assertRaisesRegex(TimeoutError, "transfer 7 has not ended after 0.3 s"):
                 self.client.write("s", "b", "d", 100).wait(timeout=0.3)
+            with self.assertRaises(TimeoutError):
+                for _ in self.client.write("s", "b", "d", 100).progress(timeout=0.3):
+                    pass
         finally:
             release.set()
 

@@ -15,7 +15,8 @@ registered once with prepare_layout().
 
 Errors are `XferdError` subclasses named after gRPC status codes; snapshots
 (Region, Peer, Transfer, ...) are frozen dataclasses whose `transport` field
-says "tcp" or "verbs".
+says "tcp" or "verbs". The package is typed (py.typed); enumerations are
+`Literal` strings (Transport, TransferState, ...).
 """
 
 from xferd.blocks import Strided
@@ -26,33 +27,39 @@ from xferd.errors import (Aborted, AlreadyExists, Cancelled, DataLoss, DeadlineE
                           Unimplemented, Unknown, XferdError)
 from xferd.handles import RegionWatch, TransferHandle
 from xferd.tls import TlsConfig
-from xferd.models import (TERMINAL_STATES, ClusterNode, DeviceStats, DirectoryRegion, Layout,
-                          NodeInfo, Peer, RdmaDevice, RdmaGid, RdmaPort, Region, RegionEvent,
-                          Stats, Status, Transfer, WriteSpec)
+from xferd.models import (TERMINAL_STATES, Backing, ClusterNode, DeviceStats, Direction,
+                          DirectoryRegion, EventKind, Layout, NodeInfo, NodeState, Peer, PeerState,
+                          RdmaDevice, RdmaGid, RdmaPort, Region, RegionEvent, Stats, Status,
+                          Transfer, TransferState, Transport, Unset, WriteSpec)
 
 __all__ = [
     "DEFAULT_RPC_TIMEOUT",
     "TERMINAL_STATES",
     "Aborted",
     "AlreadyExists",
+    "Backing",
     "Cancelled",
     "Client",
     "ClusterNode",
     "DataLoss",
     "DeadlineExceeded",
     "DeviceStats",
+    "Direction",
     "DirectoryRegion",
+    "EventKind",
     "FailedPrecondition",
     "Internal",
     "InvalidArgument",
     "Layout",
     "NodeInfo",
+    "NodeState",
     "RdmaDevice",
     "RdmaGid",
     "RdmaPort",
     "NotFound",
     "OutOfRange",
     "Peer",
+    "PeerState",
     "PermissionDenied",
     "Region",
     "RegionEvent",
@@ -64,10 +71,13 @@ __all__ = [
     "TlsConfig",
     "Transfer",
     "TransferHandle",
+    "TransferState",
+    "Transport",
     "Unauthenticated",
     "Unavailable",
     "Unimplemented",
     "Unknown",
+    "Unset",
     "WriteSpec",
     "XferdError",
 ]

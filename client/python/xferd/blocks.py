@@ -151,7 +151,8 @@ def _pack_numpy(values: Any, what: str, width: int) -> bytes:
             _raise_element(what, values, int(_np.argmax(values < 0)), width)
         if values.dtype.itemsize > width and values.max() > limit:
             _raise_element(what, values, int(_np.argmax(values > limit)), width)
-    return values.astype(f"<u{width}", copy=False).tobytes()
+    packed: bytes = values.astype(f"<u{width}", copy=False).tobytes()
+    return packed
 
 
 def _pack_buffer(view: memoryview, what: str, width: int) -> bytes:
@@ -191,7 +192,8 @@ def _raise_type(what: str, values: Any, why: str) -> NoReturn:
 def _fits(value: Any, width: int) -> bool:
     if not hasattr(value, "__index__"):
         return False
-    return 0 <= value.__index__() < (1 << (8 * width))
+    index: int = value.__index__()
+    return 0 <= index < (1 << (8 * width))
 
 
 def _raise_element(what: str, values: Any, index: int, width: int) -> NoReturn:

@@ -2,93 +2,30 @@
 
 from __future__ import annotations
 
-import itertools
 import threading
 import weakref
-from typing import Any, Callable, Iterable, Iterator, List, Mapping, Optional, Sequence, Union
+from typing import (Any, Callable, Iterable, Iterator, List, Literal, Mapping, Optional, Sequence,
+                    Tuple, Union)
 
 import grpc
 
-from xferd import blocks
+from xferd import requests
 from xferd.blocks import Integers, Strided
 from xferd.errors import NotFound, from_rpc_error
-from xferd.handles import RegionWatch, TransferHandle, duration
+from xferd.handles import RegionWatch, TransferHandle
 from xferd.models import (ClusterNode, DirectoryRegion, Layout, NodeInfo, Peer, RdmaDevice,
                           Region, Stats, Transfer, WriteSpec)
-from xferd.shm import ShmMapping
+from xferd.shm import Mappings
 from xferd.tls import TlsConfig
-from xferd.v1 import common_pb2, xferd_pb2, xferd_pb2_grpc
+from xferd.v1 import xferd_pb2, xferd_pb2_grpc
 
 __all__ = ["Client", "DEFAULT_RPC_TIMEOUT"]
 
 #: Bound (seconds) on unary calls that do not wait for a transfer.
 DEFAULT_RPC_TIMEOUT = 30.0
-# The daemon's own bound on a handshake when ConnectPeer gives none.
-_DEFAULT_CONNECT_TIMEOUT = 10.0
-# Slack on top of a server-side bound, so the daemon's answer arrives first.
-_RPC_SLACK = 5.0
-
-_BACKINGS = {
-    "anonymous": common_pb2.REGION_BACKING_ANONYMOUS,
-    "shm": common_pb2.REGION_BACKING_SHM,
-    "file": common_pb2.REGION_BACKING_FILE,
-}
-
 
 # _call's default: the client's rpc_timeout (None means no deadline).
 _RPC_TIMEOUT = object()
-
-
-def _transfer_request(direction: str, peer: str, src_region: str, dst_region: str,
-                      length: int = 0, src_offset: int = 0, dst_offset: int = 0,
-                      slice_size: int = 0, timeout: Optional[float] = None, label: str = "",
-                      wait: bool = False) -> Union[xferd_pb2.WriteRequest, xferd_pb2.ReadRequest]:
-    """A WriteRequest ("write") or ReadRequest ("read"): both have these fields."""
-    message = xferd_pb2.WriteRequest if direction == "write" else xferd_pb2.ReadRequest
-    request = message(peer=peer, src_region=src_region, dst_region=dst_region, length=length,
-                      src_offset=src_offset, dst_offset=dst_offset, slice_size=slice_size,
-                      label=label, wait=wait)
-    if timeout is not None:
-        request.timeout.CopyFrom(duration(timeout))
-    return request
-
-
-def _write_request(spec: WriteSpec) -> xferd_pb2.WriteRequest:
-    return _transfer_request("write", spec.peer, spec.src_region, spec.dst_region,
-                             length=spec.length, src_offset=spec.src_offset,
-                             dst_offset=spec.dst_offset, slice_size=spec.slice_size,
-                             timeout=spec.timeout, label=spec.label)
-
-
-def _stream(request: Union[xferd_pb2.WriteRequest, xferd_pb2.ReadRequest],
-            more: Iterator[xferd_pb2.Blocks]) -> Iterator[xferd_pb2.TransferChunk]:
-    """The messages of a SubmitStream call: the request, then more blocks."""
-    if isinstance(request, xferd_pb2.WriteRequest):
-        yield xferd_pb2.TransferChunk(write=request)
-    else:
-        yield xferd_pb2.TransferChunk(read=request)
-    for chunk in more:
-        yield xferd_pb2.TransferChunk(more_blocks=chunk)
-
-
-def _layout_name(layout: Union[str, Layout]) -> str:
-    return layout.name if isinstance(layout, Layout) else layout
-
-
-def _block_list(src_offsets: Integers, dst_offsets: Integers, lengths: Optional[Integers],
-                block_length: Optional[int]) -> Iterator[xferd_pb2.Blocks]:
-    """Packs an explicit block list (ValueError on bad arrays) into chunks."""
-    return blocks.list_chunks(
-        blocks.pack_u64(src_offsets, "src_offsets"), blocks.pack_u64(dst_offsets, "dst_offsets"),
-        None if lengths is None else blocks.pack_u64(lengths, "lengths"), block_length or 0)
-
-
-def _layout_blocks(src_layout: Union[str, Layout], dst_layout: Union[str, Layout],
-                   src_indices: Integers, dst_indices: Integers) -> Iterator[xferd_pb2.Blocks]:
-    """Packs layout indices (ValueError on bad arrays) into chunks."""
-    return blocks.layout_chunks(_layout_name(src_layout), _layout_name(dst_layout),
-                                blocks.pack_u32(src_indices, "src_indices"),
-                                blocks.pack_u32(dst_indices, "dst_indices"))
 
 
 class Client:
@@ -103,7 +40,7 @@ class Client:
     """
 
     def __init__(self, target: str, rpc_timeout: float = DEFAULT_RPC_TIMEOUT,
-                 options: Sequence[tuple] = (), tls: Optional[TlsConfig] = None) -> None:
+                 options: Sequence[Tuple[str, Any]] = (), tls: Optional[TlsConfig] = None) -> None:
         """Opens a channel to `target`; nothing is sent until the first call.
 
         Args:
@@ -121,9 +58,9 @@ class Client:
         else:
             self._channel = grpc.insecure_channel(target, options=list(options))
         #: The generated stub, for calls this class does not wrap.
-        self.stub = xferd_pb2_grpc.XferdStub(self._channel)
+        self.stub: Any = xferd_pb2_grpc.XferdStub(self._channel)
         self._lock = threading.Lock()
-        self._mappings: "weakref.WeakSet[ShmMapping]" = weakref.WeakSet()
+        self._mappings = Mappings()
         self._watches: "weakref.WeakSet[RegionWatch]" = weakref.WeakSet()
         self._closed = False
 
@@ -142,11 +79,10 @@ class Client:
             if self._closed:
                 return
             self._closed = True
-            watches, mappings = list(self._watches), list(self._mappings)
+            watches = list(self._watches)
         for watch in watches:
             watch.close()
-        for mapping in mappings:
-            mapping.close()
+        self._mappings.close()
         self._channel.close()
 
     def _call(self, method: Callable[..., Any], request: Any,
@@ -162,54 +98,38 @@ class Client:
             raise from_rpc_error(e) from None
 
     def _pages(self, method: Callable[..., Any], request: Any, field: str,
-               limit: int = 0) -> List[Any]:
+              limit: int = 0) -> List[Any]:
         """Every page of a paged List call (up to `limit` items if > 0), in
         the server's order."""
-        items: List[Any] = []
-        while True:
-            if limit:
-                request.page_size = limit - len(items)
-            page = self._call(method, request)
-            items.extend(getattr(page, field))
-            if not page.next_page_token or (limit and len(items) >= limit):
-                return items
-            request.page_token = page.next_page_token
+        pager = requests.Pager(request, field, limit)
+        while pager.add(self._call(method, pager.request)):
+            pass
+        return pager.items
 
-    def _start(self, request: Union[xferd_pb2.WriteRequest, xferd_pb2.ReadRequest],
+    def _start(self, request: requests.TransferRequest,
                chunks: Optional[Iterator[xferd_pb2.Blocks]] = None) -> TransferHandle:
         """Submits one transfer: Write or Read, or SubmitStream when `chunks`
         (its blocks) has more than one. Returns its handle."""
-        more: Optional[Iterator[xferd_pb2.Blocks]] = None
-        if chunks is not None:
-            request.blocks.CopyFrom(next(chunks))
-            second = next(chunks, None)
-            if second is not None:
-                more = itertools.chain([second], chunks)
+        more = requests.split_blocks(request, chunks)
         # A waiting call lasts as long as the transfer: bounded by its own
         # deadline (plus the usual allowance for the call), else not at all.
-        rpc_timeout: Union[float, None, object] = _RPC_TIMEOUT
-        if request.wait:
-            rpc_timeout = (request.timeout.ToNanoseconds() / 1e9 + self.rpc_timeout
-                           if request.HasField("timeout") else None)
+        timeout = requests.waiting_timeout(request, self.rpc_timeout)
         if more is not None:
-            transfer = self._call(self.stub.SubmitStream, _stream(request, more), rpc_timeout)
+            transfer = self._call(self.stub.SubmitStream,
+                                  requests.stream_messages(request, more), timeout)
         elif isinstance(request, xferd_pb2.WriteRequest):
-            transfer = self._call(self.stub.Write, request, rpc_timeout)
+            transfer = self._call(self.stub.Write, request, timeout)
         else:
-            transfer = self._call(self.stub.Read, request, rpc_timeout)
+            transfer = self._call(self.stub.Read, request, timeout)
         return TransferHandle(self, Transfer.from_proto(transfer))
 
     def _region(self, message: xferd_pb2.Region) -> Region:
-        mapping = None
-        if message.backing == common_pb2.REGION_BACKING_SHM and message.shm_path:
-            mapping = ShmMapping(message.name, message.shm_path, message.size)
-            with self._lock:
-                self._mappings.add(mapping)
-        return Region.from_proto(message, mapping)
+        return Region.from_proto(message, self._mappings.open(message))
 
     # ------------------------------------------------------------ regions --
 
-    def register_region(self, name: str, size: int, backing: str = "anonymous",
+    def register_region(self, name: str, size: int,
+                        backing: Literal["anonymous", "shm", "file"] = "anonymous",
                         remote_write: bool = False, remote_read: bool = False,
                         file_path: Optional[str] = None, create: bool = False,
                         hugepages: bool = False,
@@ -231,14 +151,32 @@ class Client:
         Raises:
             InvalidArgument, AlreadyExists, ResourceExhausted, PermissionDenied.
         """
-        if backing not in _BACKINGS:
-            raise ValueError(f"backing must be one of {sorted(_BACKINGS)}, not {backing!r}")
-        request = xferd_pb2.RegisterRegionRequest(
-            name=name, size=size, backing=_BACKINGS[backing],
-            access=common_pb2.RegionAccess(remote_write=remote_write, remote_read=remote_read),
-            file_path=file_path or "", create=create, hugepages=hugepages,
-            allowed_peers=list(allowed_peers), landed_ranges=landed_ranges)
+        request = requests.register_region_request(
+            name, size, backing, remote_write, remote_read, file_path, create, hugepages,
+            allowed_peers, landed_ranges)
         return self._region(self._call(self.stub.RegisterRegion, request))
+
+    def register_array(self, name: str, like: Any, fill: bool = True,
+                       remote_write: bool = False, remote_read: bool = False,
+                       allowed_peers: Iterable[str] = (),
+                       landed_ranges: bool = False) -> Region:
+        """Registers an shm region `name` sized for `like` (a numpy array or
+        CPU torch tensor) and, with `fill`, copies `like` into it in place.
+
+        `region.numpy(like.dtype, like.shape)` (or `.torch(...)`) is then the
+        region as an array. Other arguments as for register_region().
+
+        Raises:
+            As register_region().
+        """
+        from xferd import arrays  # numpy is optional: imported on use
+
+        region = self.register_region(name, arrays.nbytes_of(like), backing="shm",
+                                      remote_write=remote_write, remote_read=remote_read,
+                                      allowed_peers=allowed_peers, landed_ranges=landed_ranges)
+        if fill:
+            region.fill(like)
+        return region
 
     def deregister_region(self, name: str, force: bool = False) -> int:
         """Removes a region; returns how many transfers `force` cancelled.
@@ -250,10 +188,7 @@ class Client:
         """
         request = xferd_pb2.DeregisterRegionRequest(name=name, force=force)
         response = self._call(self.stub.DeregisterRegion, request)
-        with self._lock:
-            mappings = [m for m in self._mappings if m.region == name]
-        for mapping in mappings:
-            mapping.close()
+        self._mappings.close(name)
         return int(response.cancelled_transfers)
 
     def regions(self) -> List[Region]:
@@ -303,10 +238,7 @@ class Client:
         Raises:
             Unavailable: unreachable; FailedPrecondition: incompatible peer.
         """
-        request = xferd_pb2.ConnectPeerRequest(address=address)
-        if timeout is not None:
-            request.timeout.CopyFrom(duration(timeout))
-        bound = (_DEFAULT_CONNECT_TIMEOUT if timeout is None else timeout) + _RPC_SLACK
+        request, bound = requests.connect_peer_request(address, timeout)
         return Peer.from_proto(self._call(self.stub.ConnectPeer, request, bound))
 
     def peers(self) -> List[Peer]:
@@ -344,7 +276,7 @@ class Client:
             NotFound, InvalidArgument, OutOfRange, PermissionDenied,
             Unavailable, ResourceExhausted: the write was refused.
         """
-        return self._start(_transfer_request(
+        return self._start(requests.transfer_request(
             "write", peer, src_region, dst_region, length=length, src_offset=src_offset,
             dst_offset=dst_offset, slice_size=slice_size, timeout=timeout, label=label,
             wait=wait))
@@ -366,7 +298,7 @@ class Client:
             NotFound, InvalidArgument, OutOfRange, Unavailable,
             ResourceExhausted: the read was refused.
         """
-        return self._start(_transfer_request(
+        return self._start(requests.transfer_request(
             "read", peer, src_region, dst_region, length=length, src_offset=src_offset,
             dst_offset=dst_offset, slice_size=slice_size, timeout=timeout, label=label,
             wait=wait))
@@ -402,8 +334,8 @@ class Client:
             Unavailable, ResourceExhausted: the daemon refused the request,
                 naming the first invalid block; nothing was written.
         """
-        chunks = _block_list(src_offsets, dst_offsets, lengths, block_length)
-        return self._start(_transfer_request(
+        chunks = requests.block_list(src_offsets, dst_offsets, lengths, block_length)
+        return self._start(requests.transfer_request(
             "write", peer, src_region, dst_region, slice_size=slice_size, timeout=timeout,
             label=label, wait=wait), chunks)
 
@@ -422,8 +354,8 @@ class Client:
             InvalidArgument, OutOfRange, NotFound, Unavailable: as for
                 write_blocks().
         """
-        chunks = _block_list(src_offsets, dst_offsets, lengths, block_length)
-        return self._start(_transfer_request(
+        chunks = requests.block_list(src_offsets, dst_offsets, lengths, block_length)
+        return self._start(requests.transfer_request(
             "read", peer, src_region, dst_region, slice_size=slice_size, timeout=timeout,
             label=label, wait=wait), chunks)
 
@@ -439,9 +371,9 @@ class Client:
             ValueError: no runs, or an element that is not a Strided.
             InvalidArgument, OutOfRange, ...: as for write_blocks().
         """
-        return self._start(_transfer_request(
+        return self._start(requests.transfer_request(
             "write", peer, src_region, dst_region, slice_size=slice_size, timeout=timeout,
-            label=label, wait=wait), blocks.strided_chunks(runs))
+            label=label, wait=wait), requests.strided_blocks(runs))
 
     def read_strided(self, peer: str, src_region: str, dst_region: str,
                      runs: Union[Strided, Sequence[Strided]], *, slice_size: int = 0,
@@ -453,9 +385,9 @@ class Client:
         Raises:
             As read_blocks().
         """
-        return self._start(_transfer_request(
+        return self._start(requests.transfer_request(
             "read", peer, src_region, dst_region, slice_size=slice_size, timeout=timeout,
-            label=label, wait=wait), blocks.strided_chunks(runs))
+            label=label, wait=wait), requests.strided_blocks(runs))
 
     def write_indexed(self, src_layout: Union[str, Layout], peer: str,
                       dst_layout: Union[str, Layout], src_indices: Integers,
@@ -477,9 +409,9 @@ class Client:
                 peer or block length, or an index past a layout's end (the
                 block is named); nothing was written.
         """
-        return self._start(_transfer_request(
+        return self._start(requests.transfer_request(
             "write", peer, "", "", slice_size=slice_size, timeout=timeout, label=label,
-            wait=wait), _layout_blocks(src_layout, dst_layout, src_indices, dst_indices))
+            wait=wait), requests.layout_blocks(src_layout, dst_layout, src_indices, dst_indices))
 
     def read_indexed(self, peer: str, src_layout: Union[str, Layout],
                      dst_layout: Union[str, Layout], src_indices: Integers,
@@ -492,9 +424,9 @@ class Client:
         Raises:
             As write_indexed(), and PermissionDenied as read_blocks().
         """
-        return self._start(_transfer_request(
+        return self._start(requests.transfer_request(
             "read", peer, "", "", slice_size=slice_size, timeout=timeout, label=label,
-            wait=wait), _layout_blocks(src_layout, dst_layout, src_indices, dst_indices))
+            wait=wait), requests.layout_blocks(src_layout, dst_layout, src_indices, dst_indices))
 
     # ------------------------------------------------------------ layouts --
 
@@ -514,16 +446,8 @@ class Client:
             InvalidArgument (names the block), AlreadyExists, NotFound,
             OutOfRange (a block outside the region).
         """
-        if (offsets is None) == (count is None):
-            raise ValueError("give either offsets or count (blocks at start + k * stride), not "
-                             + ("both" if count is not None else "neither"))
-        request = xferd_pb2.PrepareLayoutRequest(name=name, peer=peer or "", region=region,
-                                                 block_length=block_length)
-        if offsets is not None:
-            request.offsets = blocks.pack_u64(offsets, "offsets")
-        else:
-            request.start, request.count = start, count
-            request.stride = block_length if stride is None else stride
+        request = requests.prepare_layout_request(name, region, block_length, offsets, start,
+                                                  stride, count, peer)
         return Layout.from_proto(self._call(self.stub.PrepareLayout, request))
 
     def delete_layout(self, name: str) -> None:
@@ -550,8 +474,7 @@ class Client:
             XferdError: one write is invalid and none was started; the
                 message names the write ("write #i: ...", see `write_index`).
         """
-        specs = [w if isinstance(w, WriteSpec) else WriteSpec(**w) for w in writes]
-        request = xferd_pb2.SubmitBatchRequest(writes=[_write_request(s) for s in specs])
+        request = requests.batch_request(writes)
         response = self._call(self.stub.SubmitBatch, request)
         return [TransferHandle(self, Transfer.from_proto(t)) for t in response.transfers]
 

@@ -8,10 +8,9 @@ import threading
 from typing import TYPE_CHECKING, Any, Iterator, Optional, Union
 
 import grpc
-from google.protobuf import duration_pb2
-
 from xferd.errors import XferdError, error_for, from_rpc_error
 from xferd.models import RegionEvent, Transfer
+from xferd.requests import duration, timeout_error
 from xferd.v1 import xferd_pb2
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -19,41 +18,37 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
 __all__ = ["TransferHandle", "RegionWatch"]
 
-# WatchTransfer interval while only the end matters: the daemon sends the
-# terminal snapshot at once whatever the interval, so this only bounds the
-# number of intermediate snapshots.
-_WAIT_INTERVAL_S = 5.0
-
-
-def duration(seconds: float) -> duration_pb2.Duration:
-    """A protobuf Duration of `seconds` (rounded to nanoseconds)."""
-    d = duration_pb2.Duration()
-    d.FromNanoseconds(int(round(seconds * 1e9)))
-    return d
-
-
-class TransferHandle:
-    """A transfer submitted through a Client.
+class HandleBase:
+    """What the blocking and the asyncio transfer handles share: the id and
+    the snapshots seen, with no RPC.
 
     Attributes:
         id: The daemon's transfer id.
         submitted: The snapshot the daemon returned at submission.
     """
 
-    def __init__(self, client: "Client", submitted: Transfer) -> None:
-        """Wraps the submission snapshot of a transfer of `client`'s daemon."""
-        self._client = client
+    def __init__(self, submitted: Transfer) -> None:
+        """Starts from the submission snapshot."""
         self.id = submitted.id
         self.submitted = submitted
         self._last = submitted
 
     def __repr__(self) -> str:
-        return f"TransferHandle(id={self.id}, state={self._last.state!r})"
+        return f"{type(self).__name__}(id={self.id}, state={self._last.state!r})"
 
     @property
     def last(self) -> Transfer:
         """The most recent snapshot this handle has seen (no RPC)."""
         return self._last
+
+
+class TransferHandle(HandleBase):
+    """A transfer submitted through a Client (attributes: HandleBase)."""
+
+    def __init__(self, client: "Client", submitted: Transfer) -> None:
+        """Wraps the submission snapshot of a transfer of `client`'s daemon."""
+        super().__init__(submitted)
+        self._client = client
 
     def snapshot(self) -> Transfer:
         """Fetches the transfer's current state (GetTransfer)."""
@@ -80,8 +75,7 @@ class TransferHandle:
                 yield self._last
         except grpc.RpcError as e:
             if e.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
-                raise TimeoutError(
-                    f"transfer {self.id} still {self._last.state} after {timeout} s") from None
+                raise timeout_error(self.id, timeout) from None
             raise from_rpc_error(e) from None
         finally:
             call.cancel()
@@ -93,6 +87,10 @@ class TransferHandle:
     def wait(self, timeout: Optional[float] = None) -> Transfer:
         """Blocks until the transfer ends and returns its final snapshot.
 
+        One WaitTransfer call (no stream): as cheap as write(..., wait=True);
+        at once when this handle has already seen the end. Giving up (the
+        timeout, an interrupt) leaves the transfer running.
+
         Raises:
             XferdError: the transfer ended FAILED or CANCELLED; the subclass
                 matches its error code (e.g. Unavailable, DeadlineExceeded,
@@ -100,8 +98,14 @@ class TransferHandle:
             TimeoutError: it is still running after `timeout` seconds.
         """
         if not self._last.terminal:
-            for _ in self.progress(interval=_WAIT_INTERVAL_S, timeout=timeout):
-                pass
+            request = xferd_pb2.WaitTransferRequest(id=self.id)
+            try:
+                self._last = Transfer.from_proto(
+                    self._client.stub.WaitTransfer(request, timeout=timeout))
+            except grpc.RpcError as e:
+                if e.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+                    raise timeout_error(self.id, timeout) from None
+                raise from_rpc_error(e) from None
         return self._last.raise_for_state()
 
     def cancel(self) -> Transfer:

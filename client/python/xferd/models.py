@@ -2,8 +2,9 @@
 region events, node information and statistics.
 
 Enumerations become lower-case strings ("tcp", "verbs", "done", "landed", ...)
-so they read well in logs and compare simply; timestamps become aware UTC
-datetimes (None when the daemon left them unset).
+so they read well in logs and compare simply, typed as `Literal`s (Transport,
+Backing, ...); timestamps become aware UTC datetimes (None when the daemon left
+them unset).
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import types
-from typing import Any, Mapping, Optional, Tuple, Type, TypeVar
+from typing import (Any, Literal, Mapping, Optional, Sequence, Tuple, Type, TypeVar, Union, cast,
+                    get_args)
 
 import grpc
 
@@ -21,6 +23,14 @@ from xferd.shm import ShmMapping
 from xferd.v1 import common_pb2, xferd_pb2
 
 __all__ = [
+    "Backing",
+    "Direction",
+    "EventKind",
+    "NodeState",
+    "PeerState",
+    "TransferState",
+    "Transport",
+    "Unset",
     "Status",
     "Region",
     "RegionEvent",
@@ -33,28 +43,50 @@ __all__ = [
     "TERMINAL_STATES",
 ]
 
+# The enumerations, as the strings the snapshots carry. Each also admits
+# "unspecified" (the daemon left the field unset) and "unknown" (a value of a
+# newer daemon than this client knows).
+Unset = Literal["unspecified", "unknown"]
+#: How a daemon moves data: TCP, or RDMA verbs.
+Transport = Literal["tcp", "verbs", Unset]
+#: What a region's memory is (register_region takes the first three).
+Backing = Literal["anonymous", "shm", "file", Unset]
+#: A transfer's state; the last three are terminal.
+TransferState = Literal["queued", "running", "done", "failed", "cancelled", Unset]
+#: "write": src here, dst on the peer; "read": src on the peer, dst here.
+Direction = Literal["write", "read", Unset]
+#: A peer's lanes: being set up, usable, or broken (Peer.last_error says why).
+PeerState = Literal["connecting", "connected", "broken", Unset]
+#: A watched region's event.
+EventKind = Literal["subscribed", "landed", "deregistered", Unset]
+#: A cluster node: the daemon that answered ("self") or another live one.
+NodeState = Literal["self", "live", "unknown"]
+
 #: Transfer states after which nothing changes any more.
 TERMINAL_STATES = frozenset({"done", "failed", "cancelled"})
 
 
-def _enum_name(enum_type: Any, value: int, prefix: str) -> str:
-    """TRANSPORT_KIND_TCP -> "tcp"; unknown numbers -> "unknown(N)"."""
+def _enum_name(enum_type: Any, value: int, prefix: str, names: Any) -> Any:
+    """TRANSPORT_KIND_TCP -> "tcp": one of the strings of Literal `names`,
+    "unknown" for a number this client does not know."""
     try:
         name: str = enum_type.Name(value)
     except ValueError:
-        return f"unknown({value})"
-    return name[len(prefix):].lower() if name.startswith(prefix) else name.lower()
+        return "unknown"
+    name = name[len(prefix):].lower() if name.startswith(prefix) else name.lower()
+    return name if name in get_args(names) else "unknown"
 
 
-def transport_name(value: int) -> str:
+def transport_name(value: int) -> Transport:
     """The readable name of a TransportKind number ("tcp", "verbs")."""
-    return _enum_name(common_pb2.TransportKind, value, "TRANSPORT_KIND_")
+    return cast(Transport,
+                _enum_name(common_pb2.TransportKind, value, "TRANSPORT_KIND_", Transport))
 
 
 def _time(ts: Any) -> Optional[datetime.datetime]:
     if ts.seconds == 0 and ts.nanos == 0:
         return None
-    return ts.ToDatetime(tzinfo=datetime.timezone.utc)
+    return cast(datetime.datetime, ts.ToDatetime(tzinfo=datetime.timezone.utc))
 
 
 def _duration(d: Any) -> datetime.timedelta:
@@ -69,7 +101,7 @@ def _build(cls: Type[_T], message: Any, **converted: Any) -> _T:
     `converted` take those values, the other public fields are copied from
     the message field of the same name."""
     values = {}
-    for field in dataclasses.fields(cls):  # type: ignore[arg-type]
+    for field in dataclasses.fields(cls):
         if field.name in converted:
             values[field.name] = converted[field.name]
         elif not field.name.startswith("_"):
@@ -103,7 +135,7 @@ class Region:
 
     name: str
     size: int
-    backing: str  # "anonymous", "shm" or "file"
+    backing: Backing
     remote_write: bool
     remote_read: bool
     shm_path: Optional[str]
@@ -113,7 +145,7 @@ class Region:
     transfers_in_flight: int
     landed_events: int
     registered_at: Optional[datetime.datetime]
-    transport: str
+    transport: Transport
     landed_ranges: bool
     _mapping: Optional[ShmMapping] = dataclasses.field(
         default=None, repr=False, compare=False)
@@ -130,12 +162,60 @@ class Region:
                 f"region '{self.name}' is {self.backing}-backed: only shm regions have a buffer")
         return self._mapping.view()
 
+    def _shm(self) -> ShmMapping:
+        if self._mapping is None:
+            raise ValueError(f"region '{self.name}' is {self.backing}-backed: only shm regions "
+                             "can be viewed as arrays")
+        return self._mapping
+
+    def numpy(self, dtype: Any, shape: Union[int, Sequence[int], None] = None,
+              offset: int = 0) -> Any:
+        """A numpy array of `dtype` and `shape` over the region's memory from
+        `offset` (shape None: 1-D over the rest of the region), no copy.
+
+        The array (an `xferd.arrays.RegionArray`) and the views numpy makes
+        of it raise ValueError on access once the region is deregistered or
+        its client closed.
+
+        Raises:
+            ValueError: not an shm region, the view does not fit it, or the
+                mapping is closed.
+        """
+        from xferd import arrays  # numpy is optional: imported on use
+
+        return arrays.numpy_view(self._shm(), dtype, shape, offset)
+
+    def torch(self, dtype: Any, shape: Union[int, Sequence[int], None] = None,
+              offset: int = 0) -> Any:
+        """A CPU torch tensor of `dtype` and `shape` over the region's memory
+        from `offset`, no copy; checked on access as numpy().
+
+        Raises:
+            ImportError: torch is not installed.
+            ValueError: as numpy().
+        """
+        from xferd import arrays
+
+        return arrays.torch_view(self._shm(), dtype, shape, offset)
+
+    def fill(self, array: Any) -> Any:
+        """Copies `array` (numpy, or a CPU torch tensor; any strides) to the
+        start of the region and returns the region's view of the same shape
+        and dtype (numpy() or torch()).
+
+        Raises:
+            ValueError: as numpy(), e.g. the array is larger than the region.
+        """
+        from xferd import arrays
+
+        return arrays.fill(self._shm(), array)
+
     @classmethod
     def from_proto(cls, r: Any, mapping: Optional[ShmMapping] = None) -> "Region":
         """Internal: converts an xferd.v1.Region."""
         return _build(
             cls, r,
-            backing=_enum_name(common_pb2.RegionBacking, r.backing, "REGION_BACKING_"),
+            backing=_enum_name(common_pb2.RegionBacking, r.backing, "REGION_BACKING_", Backing),
             remote_write=r.access.remote_write,
             remote_read=r.access.remote_read,
             shm_path=r.shm_path or None,
@@ -167,7 +247,7 @@ class RegionEvent:
     them (its bound on held ranges, or the writer could not send them).
     """
 
-    kind: str
+    kind: EventKind
     region: str
     offset: int
     length: int
@@ -188,7 +268,8 @@ class RegionEvent:
         ranges = None
         if e.range_offsets:
             ranges = (unpack_u64(e.range_offsets), unpack_u64(e.range_lengths))
-        return _build(cls, e, kind=_enum_name(xferd_pb2.RegionEvent.Kind, e.kind, "KIND_"),
+        return _build(cls, e,
+                      kind=_enum_name(xferd_pb2.RegionEvent.Kind, e.kind, "KIND_", EventKind),
                       time=_time(e.time), ranges=ranges)
 
 
@@ -202,8 +283,8 @@ class Peer:
 
     node_id: str
     address: str
-    transport: str
-    state: str
+    transport: Transport
+    state: PeerState
     lanes: int
     outbound: bool
     last_error: Optional[Status]
@@ -217,7 +298,7 @@ class Peer:
         """Internal: converts an xferd.v1.Peer."""
         return _build(cls, p,
                       transport=transport_name(p.transport),
-                      state=_enum_name(xferd_pb2.Peer.State, p.state, "STATE_"),
+                      state=_enum_name(xferd_pb2.Peer.State, p.state, "STATE_", PeerState),
                       last_error=Status.from_proto(p.last_error),
                       connected_at=_time(p.connected_at))
 
@@ -233,7 +314,7 @@ class Transfer:
     """
 
     id: int
-    state: str
+    state: TransferState
     src_region: str
     src_offset: int
     peer: str
@@ -243,13 +324,13 @@ class Transfer:
     bytes_done: int
     slice_size: int
     slices: int
-    transport: str
+    transport: Transport
     error: Optional[Status]
     submitted_at: Optional[datetime.datetime]
     finished_at: Optional[datetime.datetime]
     batch_id: int
     label: str
-    direction: str
+    direction: Direction
     blocks: int
 
     @property
@@ -273,11 +354,12 @@ class Transfer:
     def from_proto(cls, t: Any) -> "Transfer":
         """Internal: converts an xferd.v1.Transfer."""
         return _build(cls, t,
-                      state=_enum_name(common_pb2.TransferState, t.state, "TRANSFER_STATE_"),
+                      state=_enum_name(common_pb2.TransferState, t.state, "TRANSFER_STATE_",
+                                       TransferState),
                       transport=transport_name(t.transport),
                       error=Status.from_proto(t.error),
                       direction=_enum_name(xferd_pb2.Transfer.Direction, t.direction,
-                                           "DIRECTION_"),
+                                           "DIRECTION_", Direction),
                       submitted_at=_time(t.submitted_at),
                       finished_at=_time(t.finished_at))
 
@@ -324,7 +406,7 @@ class NodeInfo:
 
     node_id: str
     version: str
-    transport: str
+    transport: Transport
     device: str
     transport_reason: str
     grpc_address: str
@@ -355,7 +437,7 @@ class DirectoryRegion:
     node_id: str
     name: str
     size: int
-    backing: str  # "anonymous", "shm" or "file"
+    backing: Backing
     remote_write: bool
     remote_read: bool
     allowed_peers: Tuple[str, ...]
@@ -364,7 +446,8 @@ class DirectoryRegion:
     def from_proto(cls, r: Any) -> "DirectoryRegion":
         """Internal: converts an xferd.v1.DirectoryRegion."""
         return _build(cls, r,
-                      backing=_enum_name(common_pb2.RegionBacking, r.backing, "REGION_BACKING_"),
+                      backing=_enum_name(common_pb2.RegionBacking, r.backing, "REGION_BACKING_",
+                                         Backing),
                       remote_write=r.access.remote_write, remote_read=r.access.remote_read,
                       allowed_peers=tuple(r.allowed_peers))
 
@@ -375,11 +458,11 @@ class ClusterNode:
 
     node_id: str
     address: str
-    transport: str
+    transport: Transport
     device: str
     version: str
     identity: Tuple[str, ...]
-    state: str
+    state: NodeState
     regions: Tuple[DirectoryRegion, ...]
 
     @classmethod
@@ -388,7 +471,7 @@ class ClusterNode:
         n = c.node
         return cls(node_id=n.node_id, address=n.address, transport=transport_name(n.transport),
                    device=n.device, version=n.version, identity=tuple(n.identity),
-                   state=c.state,
+                   state=c.state if c.state in get_args(NodeState) else "unknown",
                    regions=tuple(DirectoryRegion.from_proto(r) for r in c.regions))
 
 
@@ -422,7 +505,7 @@ class Stats:
     `refused` the same for requests refused before any transfer started."""
 
     uptime: datetime.timedelta
-    transport: str
+    transport: Transport
     transfers_submitted: int
     transfers_done: int
     transfers_failed: int

@@ -9,9 +9,12 @@ from __future__ import annotations
 import mmap
 import os
 import threading
-from typing import Optional
+import weakref
+from typing import Any, Optional
 
-__all__ = ["ShmMapping"]
+from xferd.v1 import common_pb2
+
+__all__ = ["Mappings", "ShmMapping"]
 
 
 class ShmMapping:
@@ -19,8 +22,11 @@ class ShmMapping:
 
     Thread-safe. `view()` always returns the same memoryview until `close()`,
     which releases it (later use of that view raises ValueError) and unmaps
-    the file. Views derived from it (slices, numpy arrays) keep the memory
-    mapped until they are released themselves.
+    the file. Arrays and tensors of `xferd.arrays` check `closed` on every
+    access and raise once it is set; while any of them (or a slice of the
+    memoryview) is still alive, the memory stays mapped, so nothing that
+    escapes the checks can touch unmapped memory: it reads stale bytes of a
+    region that is gone, never crashes.
     """
 
     def __init__(self, region: str, path: str, size: int) -> None:
@@ -43,7 +49,7 @@ class ShmMapping:
         """
         with self._lock:
             if self._closed:
-                raise ValueError(f"the mapping of {self.path} is closed")
+                raise ValueError(self.closed_message())
             if self._view is None:
                 fd = os.open(self.path, os.O_RDWR | os.O_CLOEXEC)
                 try:
@@ -53,6 +59,33 @@ class ShmMapping:
                     os.close(fd)  # the mapping keeps the memory alive
                 self._view = memoryview(self._mmap)
             return self._view
+
+    def mmap(self) -> mmap.mmap:
+        """The mapping itself (mapping it if needed), for array views.
+
+        Raises:
+            ValueError, OSError: as view().
+        """
+        self.view()
+        with self._lock:
+            if self._mmap is None:
+                raise ValueError(self.closed_message())
+            return self._mmap
+
+    @property
+    def closed(self) -> bool:
+        """True once close() ran: the region's views must not be used."""
+        return self._closed
+
+    def closed_message(self) -> str:
+        """Why a view of this region cannot be used any more."""
+        return (f"region '{self.region}' was deregistered or its client closed: its views "
+                "are no longer usable (register it again and take new views)")
+
+    def check(self) -> None:
+        """Raises ValueError (closed_message()) once the mapping is closed."""
+        if self._closed:
+            raise ValueError(self.closed_message())
 
     @property
     def mapped(self) -> bool:
@@ -72,6 +105,36 @@ class ShmMapping:
             if mapping is not None:
                 mapping.close()
         except BufferError:
-            # Views derived from ours are still alive; the memory is unmapped
-            # when the last of them is garbage-collected.
+            # Views derived from ours (slices, arrays) are still alive; the
+            # memory is unmapped when the last of them is garbage-collected,
+            # and until then array views raise on access (`closed`).
             pass
+
+
+class Mappings:
+    """The SHM mappings a client made, to close by region or all at once.
+
+    Thread-safe; shared by `xferd.Client` and `xferd.aio.Client`. Holds them
+    weakly: a mapping no Region refers to any more goes with its last view.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._mappings: "weakref.WeakSet[ShmMapping]" = weakref.WeakSet()
+
+    def open(self, region: Any) -> Optional[ShmMapping]:
+        """The (lazy) mapping of an xferd.v1.Region message if it is an SHM
+        region with a path, else None."""
+        if region.backing != common_pb2.REGION_BACKING_SHM or not region.shm_path:
+            return None
+        mapping = ShmMapping(region.name, region.shm_path, region.size)
+        with self._lock:
+            self._mappings.add(mapping)
+        return mapping
+
+    def close(self, region: Optional[str] = None) -> None:
+        """Closes the mappings of `region` (None: all of them)."""
+        with self._lock:
+            closing = [m for m in self._mappings if region is None or m.region == region]
+        for mapping in closing:
+            mapping.close()

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -162,6 +163,51 @@ TEST_F(ClientIntegrationTest, MultiSliceOddRangeLandsByteForByte) {
   const v1::Transfer waited = Unwrap(client_a_->Write(write), "write with wait");
   EXPECT_EQ(waited.state(), v1::TRANSFER_STATE_DONE);
   EXPECT_EQ(0, std::memcmp(dst->data(), src->data() + kSrcOffset, kLength));
+}
+
+// WaitTransfer, the unary wait: bounded only by the caller's deadline, which
+// leaves the transfer running; then the terminal snapshot, at once for a
+// transfer that has ended.
+TEST_F(ClientIntegrationTest, WaitTransferRpcRepliesOnceTheTransferEnded) {
+  SlowWrite w = MakeSlowWrite("waited", 4);
+  v1::WriteRequest resolve = w.write;  // resolves the destination while b answers
+  resolve.set_length(4 * kKiB);
+  resolve.set_wait(true);
+  ASSERT_EQ(Unwrap(client_a_->Write(resolve), "resolve").state(), v1::TRANSFER_STATE_DONE);
+  auto channel = grpc::CreateChannel(a_->unix_target(), grpc::InsecureChannelCredentials());
+  std::unique_ptr<v1::Xferd::Stub> stub = v1::Xferd::NewStub(channel);
+  v1::WaitTransferRequest wait;
+  v1::Transfer reply;
+
+  b_->Pause();  // the write cannot end while b is stopped
+  const v1::Transfer queued = Unwrap(client_a_->Write(w.write), "write");
+  wait.set_id(queued.id());
+  grpc::ClientContext short_wait;
+  short_wait.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(300));
+  EXPECT_EQ(stub->WaitTransfer(&short_wait, wait, &reply).error_code(),
+            grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_FALSE(client::IsTerminal(Unwrap(client_a_->GetTransfer(queued.id()), "get").state()))
+      << "a wait that gave up must not end the transfer";
+  b_->Resume();
+
+  grpc::ClientContext full_wait;
+  ASSERT_TRUE(stub->WaitTransfer(&full_wait, wait, &reply).ok());
+  EXPECT_EQ(reply.id(), queued.id());
+  EXPECT_EQ(reply.state(), v1::TRANSFER_STATE_DONE) << reply.DebugString();
+  EXPECT_EQ(reply.bytes_done(), kSlowLength);
+  EXPECT_EQ(0, std::memcmp(w.dst->data(), w.src->data(), kSlowLength));
+
+  grpc::ClientContext again;  // ended: the same terminal snapshot at once
+  v1::Transfer ended;
+  ASSERT_TRUE(stub->WaitTransfer(&again, wait, &ended).ok());
+  EXPECT_EQ(ended.state(), v1::TRANSFER_STATE_DONE);
+  EXPECT_EQ(ended.finished_at().seconds(), reply.finished_at().seconds());
+
+  grpc::ClientContext unknown;
+  wait.set_id(987654);
+  const grpc::Status missing = stub->WaitTransfer(&unknown, wait, &reply);
+  EXPECT_EQ(missing.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_NE(missing.error_message().find("987654"), std::string::npos) << missing.error_message();
 }
 
 TEST_F(ClientIntegrationTest, BatchWritesAllLand) {

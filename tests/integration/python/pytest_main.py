@@ -12,7 +12,7 @@ import pytest
 
 def main(test_file: str, argv: List[str]) -> int:
     """Runs the tests of `test_file`; returns pytest's exit code."""
-    args = [test_file, "-v", "-p", "no:cacheprovider", "--durations=5"]
+    args = [test_file, "-v", "-rs", "-p", "no:cacheprovider", "--durations=5"]  # -rs: why skipped
     only = os.environ.get("TESTBRIDGE_TEST_ONLY")
     if only:
         args += ["-k", only]

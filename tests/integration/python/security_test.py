@@ -204,6 +204,37 @@ def test_caller_must_be_the_node_its_certificate_names(pki: Pki, cluster: Cluste
     untouched.received += 4096
 
 
+def test_caller_must_advertise_addresses_its_certificate_names(
+        pki: Pki, cluster: Cluster, clients: Dict[str, xferd.Client],
+        untouched: Untouched) -> None:
+    # a's own certificate (SANs a, localhost, 127.0.0.1), but pointing b at
+    # hosts that certificate does not name: refused before b links anything.
+    channel, stub = peer_stub(pki, pki.daemons["a"], cluster["b"].address)
+    with channel:
+        cases = [
+            ("gRPC address '10.1.2.3:7000'", "add IP:10.1.2.3",
+             peer_pb2.NodeIdentity(node_id="a", incarnation=9, address="10.1.2.3:7000"), ""),
+            ("gRPC address 'evil.example:7000'", "add DNS:evil.example",
+             peer_pb2.NodeIdentity(node_id="a", incarnation=9, address="evil.example:7000"), ""),
+            ("TCP data host '10.9.9.9'", "add IP:10.9.9.9",
+             peer_pb2.NodeIdentity(node_id="a", incarnation=9, address="127.0.0.1:1"),
+             "10.9.9.9"),
+        ]
+        for what, fix, caller, data_host in cases:
+            request = peer_pb2.HandshakeRequest(version=peer_pb2.PROTOCOL_VERSION_1, caller=caller)
+            request.endpoints.tcp.host = data_host
+            e = rpc_error(stub.Handshake, request)
+            assert e.code() == grpc.StatusCode.PERMISSION_DENIED, e
+            assert (f"the caller advertises {what} but its certificate's subjectAltNames are "
+                    "[a, localhost, 127.0.0.1]" in e.details()), e.details()
+            assert fix in e.details(), e.details()
+    # a's real link (advertising 127.0.0.1, which its certificate names) is intact.
+    assert clients["a"].write("src", "b", "dst", 4096, dst_offset=SIZE - 4096).wait(
+        timeout=WAIT_S).state == "done"
+    untouched.digest = sha(untouched.dst.buffer)
+    untouched.received += 4096
+
+
 def test_daemon_whose_certificate_does_not_name_it_does_not_start(pki: Pki) -> None:
     c = Cluster(["not-mallory"])
     d = c["not-mallory"]
