@@ -487,6 +487,29 @@ class ClusterNode:
 
 
 @dataclasses.dataclass(frozen=True)
+class DeviceStats:
+    """One RDMA device the daemon's verbs transport drives: whether its port
+    is up, its NUMA node (-1 unknown), port rate (Mb/s, 0 unknown), the
+    payload bytes of this daemon's writes (`bytes_sent`) and reads
+    (`bytes_received`) that completed on it, and ops moved off it after it
+    failed."""
+
+    name: str
+    port: int
+    up: bool
+    numa_node: int
+    rate_mbps: int
+    bytes_sent: int
+    bytes_received: int
+    failovers: int
+
+    @classmethod
+    def from_proto(cls, d: Any) -> "DeviceStats":
+        """Internal: converts an xferd.v1.DeviceStats."""
+        return _build(cls, d)
+
+
+@dataclasses.dataclass(frozen=True)
 class Stats:
     """A daemon's counters. `errors` maps status code names (e.g.
     "UNAVAILABLE") to the number of transfers that failed with them;
@@ -515,13 +538,16 @@ class Stats:
     open_lanes: int
     memory_registrations: int
     refused: Mapping[str, int]
+    # Verbs: each RDMA device the daemon drives; empty on TCP.
+    devices: Tuple[DeviceStats, ...] = ()
 
     @classmethod
     def from_proto(cls, s: Any) -> "Stats":
         """Internal: converts an xferd.v1.Stats."""
         return _build(cls, s, uptime=_duration(s.uptime), transport=transport_name(s.transport),
                       errors=types.MappingProxyType(dict(s.errors)),
-                      refused=types.MappingProxyType(dict(s.refused)))
+                      refused=types.MappingProxyType(dict(s.refused)),
+                      devices=tuple(DeviceStats.from_proto(d) for d in s.devices))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -567,8 +593,13 @@ class RdmaDevice:
     node_guid: str
     ports: Tuple[RdmaPort, ...]
     error: str
+    numa_node: int = -1
+    # The daemon drives this device; `stats` then has its counters.
+    in_use: bool = False
+    stats: Optional[DeviceStats] = None
 
     @classmethod
     def from_proto(cls, d: Any) -> "RdmaDevice":
         """Internal: converts an xferd.v1.RdmaDevice."""
-        return _build(cls, d, ports=tuple(RdmaPort.from_proto(p) for p in d.ports))
+        return _build(cls, d, ports=tuple(RdmaPort.from_proto(p) for p in d.ports),
+                      stats=DeviceStats.from_proto(d.stats) if d.in_use else None)
