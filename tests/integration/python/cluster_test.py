@@ -404,6 +404,10 @@ def test_twenty_daemons_churn_while_writes_flow_between_those_that_stay(etcd: Et
         try:
             for round_ in range(2):
                 for i, name in enumerate(churn):
+                    # A killed daemon's id stays taken until its lease expires.
+                    wait_until(f"{name}'s old lease gone",
+                               lambda: prefix + "nodes/" + name not in keys(etcd, prefix),
+                               timeout=TTL_S + 3)
                     d = cluster[name]
                     d.port = 0
                     d.start()
