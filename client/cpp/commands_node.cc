@@ -21,7 +21,9 @@ std::string OrDash(const std::string& text) { return text.empty() ? "-" : text; 
 std::string DirectoryText(const v1::DirectoryStatus& d) {
   if (!d.enabled()) return "none (no [cluster] section)";
   return absl::StrCat(d.connected() ? "connected" : "disconnected", " to etcd ", d.etcd(),
-                      ", prefix ", d.prefix(), d.error().empty() ? "" : ": " + d.error());
+                      ", prefix ", d.prefix(), ", cache at revision ", d.revision(), " (watch ",
+                      d.watching() ? "open" : "closed", ")",
+                      d.error().empty() ? "" : ": " + d.error());
 }
 
 std::string NodeInfoText(const v1::NodeInfo& info) {
@@ -71,6 +73,13 @@ std::string StatsText(const v1::Stats& s) {
   }
   rows.push_back({"open lanes", absl::StrCat(s.open_lanes())});
   rows.push_back({"memory registrations", absl::StrCat(s.memory_registrations())});
+  // Verbs striping: what each device carried.
+  for (const v1::DeviceStats& d : s.devices()) {
+    rows.push_back({"device " + d.name(),
+                    absl::StrCat(d.up() ? "up" : "DOWN", ", ", FormatBytes(d.bytes_sent()),
+                                 " sent, ", FormatBytes(d.bytes_received()), " received, ",
+                                 d.failovers(), " failovers")});
+  }
   rows.push_back({"resident memory", FormatBytes(s.resident_bytes())});
   rows.push_back({"open fds", absl::StrCat(s.open_fds())});
   rows.push_back({"threads", absl::StrCat(s.threads())});
@@ -112,7 +121,29 @@ std::string DevicesText(const v1::ListDevicesResponse& r) {
       }
     }
   }
-  return table.Render();
+  std::string text = table.Render();
+  // The devices the daemon drives: where its bytes went, and their NUMA nodes.
+  Table driven({{"DEVICE"},
+                {"PORT", true},
+                {"STATE"},
+                {"NUMA", true},
+                {"RATE"},
+                {"SENT", true},
+                {"RECEIVED", true},
+                {"FAILOVERS", true}});
+  bool any = false;
+  for (const v1::RdmaDevice& d : r.devices()) {
+    if (!d.in_use()) continue;
+    any = true;
+    const v1::DeviceStats& s = d.stats();
+    driven.AddRow({d.name(), absl::StrCat(s.port()), s.up() ? "up" : "DOWN",
+                   s.numa_node() < 0 ? "-" : absl::StrCat(s.numa_node()),
+                   s.rate_mbps() == 0 ? "-" : absl::StrCat(s.rate_mbps() / 1000.0, " Gb/s"),
+                   FormatBytes(s.bytes_sent()), FormatBytes(s.bytes_received()),
+                   absl::StrCat(s.failovers())});
+  }
+  if (any) absl::StrAppend(&text, "\nin use:\n", driven.Render());
+  return text;
 }
 
 // One row per live daemon: its regions by name.

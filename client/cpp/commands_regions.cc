@@ -1,4 +1,4 @@
-// xferctl regions [list] | register | deregister | watch.
+// xferctl regions [list] [--cluster] | register | deregister | watch.
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -47,6 +47,27 @@ std::string RegionsText(const v1::ListRegionsResponse& list) {
                   AccessLabel(r.access()), TransportLabel(r.transport()),
                   absl::StrCat(r.transfers_in_flight()), absl::StrCat(r.landed_events()),
                   RegionPath(r)});
+  }
+  return table.Render();
+}
+
+// Every region the cluster directory publishes, from ListNodes: one row per
+// node and region.
+v1::FindRegionResponse ClusterRegions(const v1::ListNodesResponse& nodes) {
+  v1::FindRegionResponse all;
+  for (const v1::ClusterNode& n : nodes.nodes()) {
+    for (const v1::DirectoryRegion& r : n.regions()) *all.add_regions() = r;
+  }
+  return all;
+}
+
+std::string ClusterRegionsText(const v1::FindRegionResponse& list) {
+  if (list.regions().empty()) return "no regions in the cluster directory\n";
+  Table table({{"NODE"}, {"NAME"}, {"SIZE", true}, {"BACKING"}, {"REMOTE"}, {"ALLOWED PEERS"}});
+  for (const v1::DirectoryRegion& r : list.regions()) {
+    table.AddRow({r.node_id(), r.name(), FormatBytes(r.size()), BackingLabel(r.backing()),
+                  AccessLabel(r.access()),
+                  r.allowed_peers().empty() ? "any" : absl::StrJoin(r.allowed_peers(), ",")});
   }
   return table.Render();
 }
@@ -130,12 +151,22 @@ absl::Status Watch(Client& client, const GlobalOptions& global, const std::strin
 }  // namespace
 
 void AddRegionCommands(CLI::App& app, Action* action) {
-  CLI::App* regions =
-      AddListingGroup(app, "regions", "list, register, deregister or watch regions",
-                      "list the regions registered on the daemon", action,
-                      [](Client& client, const GlobalOptions& global) {
-                        return EmitResult(global, client.ListRegions(), RegionsText);
-                      });
+  auto cluster = std::make_shared<bool>(false);
+  CLI::App* regions = AddListingGroup(
+      app, "regions", "list, register, deregister or watch regions",
+      "list the regions registered on the daemon (--cluster: on every daemon of the directory)",
+      action, [cluster](Client& client, const GlobalOptions& global) {
+        if (!*cluster) return EmitResult(global, client.ListRegions(), RegionsText);
+        absl::StatusOr<v1::ListNodesResponse> nodes = client.ListNodes();
+        if (!nodes.ok()) return nodes.status();
+        return EmitResult(global, absl::StatusOr<v1::FindRegionResponse>(ClusterRegions(*nodes)),
+                          ClusterRegionsText);
+      });
+  // `regions --cluster` and `regions list --cluster` alike.
+  const char* cluster_help =
+      "the regions every daemon of the cluster directory publishes (needs [cluster])";
+  regions->add_flag("--cluster", *cluster, cluster_help);
+  regions->get_subcommand("list")->add_flag("--cluster", *cluster, cluster_help);
 
   auto reg = std::make_shared<RegisterOptions>();
   CLI::App* add = AddCommand(*regions, "register", "register a region", action,

@@ -129,10 +129,12 @@ class Client {
   absl::StatusOr<v1::ListDevicesResponse> ListDevices();
 
   // ---- cluster directory (a daemon with [cluster]) ----
-  // Every live daemon of the directory with its regions. Errors:
-  // FAILED_PRECONDITION (no [cluster]), UNAVAILABLE (etcd unreachable).
+  // Every live daemon of the directory with its regions, from the daemon's
+  // cache (while etcd is out of reach: as last seen, state "cached").
+  // Errors: FAILED_PRECONDITION (no [cluster]).
   absl::StatusOr<v1::ListNodesResponse> ListNodes();
-  // The live daemons' regions named `name`. Errors: as ListNodes, NOT_FOUND.
+  // The live daemons' regions named `name`. Errors: as ListNodes, NOT_FOUND,
+  // UNAVAILABLE naming etcd (a name not cached while etcd is out of reach).
   absl::StatusOr<v1::FindRegionResponse> FindRegion(const std::string& name);
 
  private:

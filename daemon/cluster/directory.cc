@@ -68,10 +68,9 @@ absl::StatusOr<std::unique_ptr<Directory>> Directory::Join(const ClusterConfig& 
   RETURN_IF_ERROR(directory->Claim());
   RETURN_IF_ERROR(directory->SyncRegions());
   directory->SetState(absl::OkStatus());
-  engine.SetRegionObserver(directory.get());
-  engine.SetNodeDirectory(directory.get());
-  directory->watch_ = std::make_unique<NodeWatch>(
-      *directory->etcd_, config.prefix, [d = directory.get()](const v1::DirectoryNode& gone) {
+  directory->watch_ = std::make_unique<DirectoryWatch>(
+      *directory->etcd_, config.prefix, directory->cache_,
+      [d = directory.get()](const v1::DirectoryNode& gone) {
         if (gone.node_id() == d->self_.node_id()) return;
         // The engine fails the peer's transfers UNAVAILABLE with this reason,
         // and the next write to it looks it up again.
@@ -79,16 +78,27 @@ absl::StatusOr<std::unique_ptr<Directory>> Directory::Join(const ClusterConfig& 
                                    "it left the cluster directory (it stopped, or its etcd lease "
                                    "expired: it crashed, hung or lost etcd)");
       });
+  // The cache is full before the first lookup can reach it.
+  if (absl::Status started = directory->watch_->Start(); !started.ok()) {
+    directory->Leave(absl::Now() + kCallTimeout);
+    return started;
+  }
+  engine.SetRegionObserver(directory.get());
+  engine.SetNodeDirectory(directory.get());
   directory->thread_ = std::thread([d = directory.get()] { d->Run(); });
   return directory;
 }
 
 Directory::Directory(const ClusterConfig& config, v1::DirectoryNode self, engine::Engine& engine,
                      std::unique_ptr<EtcdClient> etcd)
-    : config_(config), self_(std::move(self)), engine_(engine), etcd_(std::move(etcd)) {}
+    : config_(config),
+      self_(std::move(self)),
+      engine_(engine),
+      etcd_(std::move(etcd)),
+      cache_(config.prefix) {}
 
 Directory::~Directory() {
-  watch_.reset();
+  if (watch_ != nullptr) watch_->Stop();
   engine_.SetRegionObserver(nullptr);
   engine_.SetNodeDirectory(nullptr);
   {
@@ -219,7 +229,7 @@ void Directory::OnRegionsChanged() {
 }
 
 void Directory::Leave(absl::Time deadline) {
-  watch_.reset();
+  watch_->Stop();
   engine_.SetRegionObserver(nullptr);
   engine_.SetNodeDirectory(nullptr);
   {
@@ -246,47 +256,29 @@ void Directory::Leave(absl::Time deadline) {
   lease_ = 0;
 }
 
-absl::StatusOr<DirectoryListing> Directory::List() const {
-  // Nodes and regions in one transaction: one revision, one round trip.
-  etcdserverpb::TxnRequest txn;
-  for (const std::string& prefix : {NodesPrefix(config_.prefix), RegionsPrefix(config_.prefix)}) {
-    etcdserverpb::RangeRequest* range = txn.add_success()->mutable_request_range();
-    range->set_key(prefix);
-    range->set_range_end(RangeEnd(prefix));
-  }
-  ASSIGN_OR_RETURN(etcdserverpb::TxnResponse response, etcd_->Txn(txn, kCallTimeout));
-  DirectoryListing listing;
-  listing.revision = response.header().revision();
-  std::map<std::string, DirectoryEntry> by_id;
-  for (const mvccpb::KeyValue& kv : response.responses(0).response_range().kvs()) {
-    absl::StatusOr<v1::DirectoryNode> node = DecodeNode(kv.key(), kv.value());
-    if (!node.ok()) {
-      spdlog::warn("cluster directory: skipping {}", node.status().message());
-      continue;
-    }
-    by_id[node->node_id()].node = *std::move(node);
-  }
-  for (const mvccpb::KeyValue& kv : response.responses(1).response_range().kvs()) {
-    absl::StatusOr<v1::DirectoryRegion> region = DecodeRegion(kv.key(), kv.value());
-    if (!region.ok()) {
-      spdlog::warn("cluster directory: skipping {}", region.status().message());
-      continue;
-    }
-    auto it = by_id.find(region->node_id());
-    if (it != by_id.end()) it->second.regions.push_back(*std::move(region));
-  }
-  for (auto& [id, entry] : by_id) listing.nodes.push_back(std::move(entry));
-  return listing;
-}
+DirectoryListing Directory::Listing() const { return cache_.Listing(); }
 
-void Directory::ListAsync(std::function<void(absl::StatusOr<DirectoryListing>)> done) const {
-  lookups_.Run([this, done = std::move(done)] { done(List()); });
+bool Directory::current() const { return watch_ != nullptr && watch_->live() && state().connected; }
+
+void Directory::FindRegionAsync(std::string name, std::function<void(FoundRegions)> done) const {
+  std::vector<v1::DirectoryRegion> cached = cache_.FindRegion(name);
+  if (!cached.empty()) return done(std::move(cached));
+  lookups_.Run([this, name = std::move(name), done = std::move(done)] {
+    absl::StatusOr<etcdserverpb::TxnResponse> read =
+        ReadDirectory(*etcd_, config_.prefix, kCallTimeout);
+    if (!read.ok()) return done(read.status());
+    DirectoryCache fresh(config_.prefix);
+    fresh.Reset(read->responses(0).response_range().kvs(),
+                read->responses(1).response_range().kvs(), read->header().revision());
+    done(fresh.FindRegion(name));
+  });
 }
 
 absl::StatusOr<std::string> Directory::AddressOf(const std::string& node_id, absl::Time deadline) {
   if (!CheckNodeId(node_id).ok()) {
     return absl::NotFoundError(absl::StrCat("'", node_id, "' is not a node id"));
   }
+  if (std::optional<v1::DirectoryNode> cached = cache_.Node(node_id)) return cached->address();
   const std::string key = NodeKey(config_.prefix, node_id);
   etcdserverpb::RangeRequest range;
   range.set_key(key);
@@ -303,8 +295,17 @@ absl::StatusOr<std::string> Directory::AddressOf(const std::string& node_id, abs
 }
 
 DirectoryState Directory::state() const {
-  MutexLock lock(&mu_);
-  return state_;
+  DirectoryState state;
+  {
+    MutexLock lock(&mu_);
+    state = state_;
+  }
+  state.revision = cache_.revision();
+  if (watch_ != nullptr) {
+    state.watching = watch_->live();
+    state.relists = watch_->relists();
+  }
+  return state;
 }
 
 }  // namespace xferd::cluster

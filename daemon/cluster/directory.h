@@ -2,7 +2,9 @@
 // claims its node id under a lease (refused if another live daemon holds it),
 // publishes its regions' public descriptions, keeps the lease alive, comes
 // back under a new lease when etcd returns after an outage, and deletes its
-// keys when it leaves. The key layout is in records.h.
+// keys when it leaves. Lookups are answered from a cache of the whole prefix
+// kept current by an etcd watch (directory_watch.h); a miss asks etcd. The
+// key layout is in records.h.
 #pragma once
 
 #include <cstdint>
@@ -16,8 +18,9 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "daemon/base/mutex.h"
+#include "daemon/cluster/directory_cache.h"
+#include "daemon/cluster/directory_watch.h"
 #include "daemon/cluster/etcd_client.h"
-#include "daemon/cluster/node_watch.h"
 #include "daemon/common/config.h"
 #include "daemon/engine/control_executor.h"
 #include "daemon/engine/engine.h"
@@ -25,21 +28,15 @@
 
 namespace xferd::cluster {
 
-// One live daemon as the directory holds it.
-struct DirectoryEntry {
-  v1::DirectoryNode node;
-  std::vector<v1::DirectoryRegion> regions;
-};
-
-struct DirectoryListing {
-  std::vector<DirectoryEntry> nodes;  // by node id
-  int64_t revision = 0;               // the etcd revision it was read at
-};
-
 // What NodeInfo reports.
 struct DirectoryState {
   bool connected = false;
   std::string error;  // the last failure while not connected
+  // The cache: the etcd revision it reflects, whether its watch is open,
+  // and how often it was read whole again after a compaction.
+  int64_t revision = 0;
+  bool watching = false;
+  int64_t relists = 0;
 };
 
 class Directory final : public engine::RegionObserver, public engine::NodeDirectory {
@@ -63,12 +60,19 @@ class Directory final : public engine::RegionObserver, public engine::NodeDirect
   // expire with the lease.
   void Leave(absl::Time deadline);
 
-  // Every live daemon of the prefix and its regions, read from etcd now
-  // (any thread). Errors: UNAVAILABLE naming etcd.
-  absl::StatusOr<DirectoryListing> List() const;
-  // List() on the directory's lookup thread, so gRPC threads never wait on
-  // etcd; `done` runs there (or inline once the directory is stopping).
-  void ListAsync(std::function<void(absl::StatusOr<DirectoryListing>)> done) const;
+  // Every daemon of the prefix and its regions, from the cache (any thread;
+  // never waits on etcd). While etcd is out of reach it is the directory as
+  // last seen: see current().
+  DirectoryListing Listing() const;
+  // The cache follows etcd: its watch is open and this daemon's lease holds.
+  bool current() const;
+  // The regions of that name, from the cache; if it has none, read from
+  // etcd (the region may be a moment old) on the directory's lookup thread,
+  // so gRPC threads never wait on etcd. `done` runs inline or there. An
+  // empty answer: no live daemon has such a region. Errors: UNAVAILABLE
+  // naming etcd (a miss while etcd is out of reach).
+  using FoundRegions = absl::StatusOr<std::vector<v1::DirectoryRegion>>;
+  void FindRegionAsync(std::string name, std::function<void(FoundRegions)> done) const;
 
   DirectoryState state() const;
   const ClusterConfig& config() const { return config_; }
@@ -76,8 +80,10 @@ class Directory final : public engine::RegionObserver, public engine::NodeDirect
 
   // engine::RegionObserver: wakes the thread, which publishes the change.
   void OnRegionsChanged() override;
-  // engine::NodeDirectory: reads <prefix>nodes/<node_id> from etcd now.
-  // Errors: NOT_FOUND (no live daemon of that id), UNAVAILABLE naming etcd.
+  // engine::NodeDirectory: the cached record's address; a node the cache
+  // does not have (it may have joined a moment ago) is read from etcd.
+  // Errors: NOT_FOUND (no live daemon of that id), UNAVAILABLE naming etcd
+  // (a node not cached while etcd is out of reach).
   absl::StatusOr<std::string> AddressOf(const std::string& node_id, absl::Time deadline) override;
 
  private:
@@ -99,8 +105,10 @@ class Directory final : public engine::RegionObserver, public engine::NodeDirect
   const std::unique_ptr<EtcdClient> etcd_;
   // Lookups for the service; mutable: a const List may be queued.
   mutable engine::ControlExecutor lookups_{1};
-  // Peers whose record goes away are marked gone in the engine.
-  std::unique_ptr<NodeWatch> watch_;
+  // Fed by watch_, which also marks peers whose record goes away gone in
+  // the engine. Declared before it: the watch writes into it.
+  DirectoryCache cache_;
+  std::unique_ptr<DirectoryWatch> watch_;
 
   mutable Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

@@ -174,6 +174,20 @@ void DefineTransport(TableReader& r, TransportConfig& c) {
   r.On("tcp_user_timeout", Duration(&c.tcp_user_timeout));
   r.On("tcp_encryption", String(&c.tcp_encryption));
   r.On("verbs_device", String(&c.verbs_device));
+  r.On("verbs_devices", [&c](const toml::node& node, const std::string& key) -> absl::Status {
+    if (auto all = node.value<std::string>()) {
+      if (*all != "all") {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "config key '", key, "' must be \"all\" or an array of device names, like [\"mlx5_0\", "
+            "\"mlx5_1\"]; got \"", *all, "\""));
+      }
+      c.verbs_devices = {"all"};
+      return absl::OkStatus();
+    }
+    return StringList(&c.verbs_devices)(node, key);
+  });
+  r.On("verbs_pairing", String(&c.verbs_pairing));
+  r.On("verbs_rail_prefix_bits", Integer(&c.verbs_rail_prefix_bits));
   r.On("verbs_port", Integer(&c.verbs_port));
   r.On("verbs_gid_index", Integer(&c.verbs_gid_index));
   r.On("verbs_mtu", Integer(&c.verbs_mtu));
@@ -293,6 +307,23 @@ absl::Status ValidateVerbs(const TransportConfig& transport) {
   }
   if (transport.verbs_mr_chunk < (16u << 20)) {
     return InvalidKey("transport.verbs_mr_chunk", "must be at least 16MiB (the largest slice)");
+  }
+  if (!transport.verbs_devices.empty() && !transport.verbs_device.empty()) {
+    return InvalidKey("transport.verbs_devices",
+                      "cannot be combined with transport.verbs_device: list that device in "
+                      "verbs_devices instead");
+  }
+  for (const std::string& name : transport.verbs_devices) {
+    if (name.empty() || (name == "all" && transport.verbs_devices.size() > 1)) {
+      return InvalidKey("transport.verbs_devices",
+                        "must be \"all\" or a list of non-empty device names");
+    }
+  }
+  if (transport.verbs_pairing != "index" && transport.verbs_pairing != "rail") {
+    return InvalidKey("transport.verbs_pairing", "must be \"index\" or \"rail\"");
+  }
+  if (transport.verbs_rail_prefix_bits > 128) {
+    return InvalidKey("transport.verbs_rail_prefix_bits", "must be 0 (auto) or 1..128");
   }
   if (transport.verbs_gid_index < -1 || transport.verbs_gid_index > 255) {
     return InvalidKey("transport.verbs_gid_index", "must be -1 (auto) or 0..255");

@@ -51,6 +51,17 @@ struct TransportConfig {
   uint32_t verbs_port = 0;
   int32_t verbs_gid_index = -1;
   uint32_t verbs_mtu = 0;
+  // Several devices at once: their names, or {"all"} for every device with
+  // an ACTIVE port. Empty: the one device of verbs_device (or the first
+  // usable one). verbs_port, verbs_gid_index and verbs_mtu apply to each.
+  std::vector<std::string> verbs_devices;
+  // How local devices pair with a peer's: "index" (the i-th with the i-th;
+  // the larger side's extra devices stay idle towards that peer) or "rail"
+  // (devices whose GIDs share a prefix: the same subnet).
+  std::string verbs_pairing = "index";
+  // Rail pairing: GID bits that must match; 0 = 120 (a /24) for IPv4-mapped
+  // RoCE GIDs, 64 (the subnet prefix) otherwise.
+  uint32_t verbs_rail_prefix_bits = 0;
   // RC retransmission: timeout exponent (4.096 us * 2^t) and retry count.
   // 14 and 3 let a dead peer surface in well under 2 s.
   uint32_t verbs_qp_timeout = 14;

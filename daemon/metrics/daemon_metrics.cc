@@ -140,6 +140,32 @@ void CollectResources(const EngineStats& s, const std::string& transport, Famili
          "Memory registrations the transport holds now (verbs MRs; large regions are registered "
          "in transport.verbs_mr_chunk pieces). 0 on TCP.",
          MetricType::Gauge, s.transport.memory_registrations, {{"transport", transport}});
+  if (s.transport.devices.empty()) return;
+  MetricFamily sent = NewFamily(
+      "xferd_device_sent_bytes_total",
+      "Payload bytes of this daemon's RDMA writes that completed on each device (striping "
+      "spreads a transfer over the devices by port rate).",
+      MetricType::Counter);
+  MetricFamily received = NewFamily(
+      "xferd_device_received_bytes_total",
+      "Payload bytes of this daemon's RDMA reads that completed on each device.",
+      MetricType::Counter);
+  MetricFamily failovers = NewFamily(
+      "xferd_device_failovers_total",
+      "Ops moved from each device to another one after the device failed (port down, "
+      "completion error).",
+      MetricType::Counter);
+  MetricFamily up = NewFamily("xferd_device_up",
+                              "1 while the device's port is ACTIVE, 0 after a port-down event.",
+                              MetricType::Gauge);
+  for (const transport::DeviceStats& d : s.transport.devices) {
+    const LabelPairs labels = {{"device", d.name}, {"numa_node", absl::StrCat(d.numa_node)}};
+    Add(sent, labels, static_cast<double>(d.bytes_sent));
+    Add(received, labels, static_cast<double>(d.bytes_received));
+    Add(failovers, labels, static_cast<double>(d.failovers));
+    Add(up, labels, d.up ? 1 : 0);
+  }
+  for (MetricFamily* f : {&sent, &received, &failovers, &up}) out->push_back(std::move(*f));
 }
 
 void CollectPeers(const std::vector<engine::PeerInfo>& peers, Families* out) {

@@ -12,6 +12,39 @@ bool ValidMtu(uint32_t mtu) {
   return mtu == 256 || mtu == 512 || mtu == 1024 || mtu == 2048 || mtu == 4096;
 }
 
+void ToProto(const transport::QueuePairEndpoint& qp, v1::QueuePairEndpoint* q) {
+  q->set_qpn(qp.qpn);
+  q->set_psn(qp.psn);
+  q->set_lid(qp.lid);
+  q->set_gid(std::string(reinterpret_cast<const char*>(qp.gid.data()), qp.gid.size()));
+  q->set_gid_index(qp.gid_index);
+  q->set_mtu(qp.mtu);
+}
+
+absl::StatusOr<std::vector<transport::QueuePairEndpoint>> QueuePairsFromProto(
+    const google::protobuf::RepeatedPtrField<v1::QueuePairEndpoint>& qps, uint32_t lanes) {
+  if (static_cast<uint32_t>(qps.size()) != lanes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("handshake has ", qps.size(), " queue pairs for ", lanes, " lanes"));
+  }
+  std::vector<transport::QueuePairEndpoint> out;
+  for (const v1::QueuePairEndpoint& q : qps) {
+    if (q.gid().size() != 16 || q.gid_index() > 255 || q.lid() > 0xffff || q.psn() > 0xffffff ||
+        q.qpn() > 0xffffff || !ValidMtu(q.mtu())) {
+      return absl::InvalidArgumentError("malformed queue pair endpoint in handshake");
+    }
+    transport::QueuePairEndpoint qp;
+    qp.qpn = q.qpn();
+    qp.psn = q.psn();
+    qp.lid = static_cast<uint16_t>(q.lid());
+    std::copy(q.gid().begin(), q.gid().end(), qp.gid.begin());
+    qp.gid_index = static_cast<uint8_t>(q.gid_index());
+    qp.mtu = q.mtu();
+    out.push_back(qp);
+  }
+  return out;
+}
+
 }  // namespace
 
 void ToProto(const engine::NodeIdentity& node, v1::NodeIdentity* out) {
@@ -27,22 +60,29 @@ engine::NodeIdentity FromProto(const v1::NodeIdentity& node) {
 void ToProto(const transport::LinkEndpoints& e, v1::LinkEndpoints* out) {
   out->set_transport(ToProto(e.kind));
   out->set_lanes(e.lanes);
-  for (const transport::QueuePairEndpoint& qp : e.queue_pairs) {
-    v1::QueuePairEndpoint* q = out->add_queue_pairs();
-    q->set_qpn(qp.qpn);
-    q->set_psn(qp.psn);
-    q->set_lid(qp.lid);
-    q->set_gid(std::string(reinterpret_cast<const char*>(qp.gid.data()), qp.gid.size()));
-    q->set_gid_index(qp.gid_index);
-    q->set_mtu(qp.mtu);
+  for (const transport::DeviceEndpoints& d : e.devices) {
+    v1::DeviceEndpoints* p = out->add_devices();
+    p->set_name(d.name);
+    p->set_index(d.index);
+    p->set_peer_device(d.peer_device);
+    p->set_rate_mbps(d.rate_mbps);
+    for (const transport::QueuePairEndpoint& qp : d.queue_pairs) {
+      ToProto(qp, p->add_queue_pairs());
+    }
+    p->set_notice_ring_addr(d.notice_ring_addr);
+    p->set_notice_ring_rkey(d.notice_ring_rkey);
+  }
+  // The first device again in the fields older daemons read.
+  if (!e.devices.empty()) {
+    *out->mutable_queue_pairs() = out->devices(0).queue_pairs();
+    out->set_notice_ring_addr(e.devices[0].notice_ring_addr);
+    out->set_notice_ring_rkey(e.devices[0].notice_ring_rkey);
   }
   if (e.kind == transport::TransportKind::kTcp) {
     out->mutable_tcp()->set_host(e.tcp.host);
     out->mutable_tcp()->set_port(e.tcp.port);
     out->mutable_tcp()->set_session_token(e.tcp.session_token);
   }
-  out->set_notice_ring_addr(e.notice_ring_addr);
-  out->set_notice_ring_rkey(e.notice_ring_rkey);
   out->set_notice_ring_slots(e.notice_ring_slots);
   out->set_max_rd_atomic(e.max_rd_atomic);
   out->set_max_dest_rd_atomic(e.max_dest_rd_atomic);
@@ -66,23 +106,40 @@ absl::StatusOr<transport::LinkEndpoints> FromProto(const v1::LinkEndpoints& p) {
   }
   e.lanes = p.lanes();
   if (e.kind == transport::TransportKind::kVerbs) {
-    if (static_cast<uint32_t>(p.queue_pairs_size()) != e.lanes) {
-      return absl::InvalidArgumentError(absl::StrCat("handshake has ", p.queue_pairs_size(),
-                                                     " queue pairs for ", e.lanes, " lanes"));
+    if (p.devices_size() > kMaxDevices) {
+      return absl::InvalidArgumentError(absl::StrCat("handshake offers ", p.devices_size(),
+                                                     " RDMA devices; expected at most ",
+                                                     kMaxDevices));
     }
-    for (const v1::QueuePairEndpoint& q : p.queue_pairs()) {
-      if (q.gid().size() != 16 || q.gid_index() > 255 || q.lid() > 0xffff || q.psn() > 0xffffff ||
-          q.qpn() > 0xffffff || !ValidMtu(q.mtu())) {
-        return absl::InvalidArgumentError("malformed queue pair endpoint in handshake");
+    if (p.devices_size() == 0) {
+      // An older daemon: one device, in the first fields.
+      transport::DeviceEndpoints d;
+      if (auto qps = QueuePairsFromProto(p.queue_pairs(), e.lanes); qps.ok()) {
+        d.queue_pairs = *std::move(qps);
+      } else {
+        return qps.status();
       }
-      transport::QueuePairEndpoint qp;
-      qp.qpn = q.qpn();
-      qp.psn = q.psn();
-      qp.lid = static_cast<uint16_t>(q.lid());
-      std::copy(q.gid().begin(), q.gid().end(), qp.gid.begin());
-      qp.gid_index = static_cast<uint8_t>(q.gid_index());
-      qp.mtu = q.mtu();
-      e.queue_pairs.push_back(qp);
+      d.notice_ring_addr = p.notice_ring_addr();
+      d.notice_ring_rkey = p.notice_ring_rkey();
+      e.devices.push_back(std::move(d));
+    }
+    for (const v1::DeviceEndpoints& pd : p.devices()) {
+      if (pd.name().size() > 64 || pd.index() >= kMaxDevices || pd.peer_device() >= kMaxDevices) {
+        return absl::InvalidArgumentError("malformed RDMA device in handshake");
+      }
+      transport::DeviceEndpoints d;
+      d.name = pd.name();
+      d.index = pd.index();
+      d.peer_device = pd.peer_device();
+      d.rate_mbps = pd.rate_mbps();
+      if (auto qps = QueuePairsFromProto(pd.queue_pairs(), e.lanes); qps.ok()) {
+        d.queue_pairs = *std::move(qps);
+      } else {
+        return qps.status();
+      }
+      d.notice_ring_addr = pd.notice_ring_addr();
+      d.notice_ring_rkey = pd.notice_ring_rkey();
+      e.devices.push_back(std::move(d));
     }
     if (p.notice_ring_slots() == 0 || p.notice_ring_slots() > (1u << 16)) {
       return absl::InvalidArgumentError("malformed notice ring in handshake");
@@ -98,7 +155,7 @@ absl::StatusOr<transport::LinkEndpoints> FromProto(const v1::LinkEndpoints& p) {
     e.max_dest_rd_atomic = p.max_dest_rd_atomic();
     // Refused rather than ignored: the peer would believe we use it.
     if (p.has_tcp()) return absl::InvalidArgumentError("verbs handshake carries a TCP endpoint");
-  } else if (p.queue_pairs_size() != 0) {
+  } else if (p.queue_pairs_size() != 0 || p.devices_size() != 0) {
     return absl::InvalidArgumentError("TCP handshake carries queue pairs");
   }
   if (p.has_tcp()) {
@@ -110,8 +167,6 @@ absl::StatusOr<transport::LinkEndpoints> FromProto(const v1::LinkEndpoints& p) {
     e.tcp.port = static_cast<uint16_t>(p.tcp().port());
     e.tcp.session_token = p.tcp().session_token();
   }
-  e.notice_ring_addr = p.notice_ring_addr();
-  e.notice_ring_rkey = p.notice_ring_rkey();
   e.notice_ring_slots = p.notice_ring_slots();
   return e;
 }
@@ -133,6 +188,10 @@ void ToProto(const engine::ResolvedRegion& region, v1::ResolveRegionResponse* ou
   out->mutable_access()->set_remote_read(region.access.remote_read);
   out->set_addr(region.key.addr);
   for (uint32_t rkey : region.key.rkeys) out->add_rkeys(rkey);
+  for (const std::vector<uint32_t>& keys : region.key.more_rkeys) {
+    v1::DeviceKeys* device = out->add_more_rkeys();
+    for (uint32_t rkey : keys) device->add_rkeys(rkey);
+  }
   out->set_mr_chunk_bytes(region.key.mr_chunk_bytes);
   out->set_landed_ranges(region.landed_ranges);
 }
@@ -141,6 +200,9 @@ engine::ResolvedRegion FromProto(const v1::ResolveRegionResponse& r) {
   engine::ResolvedRegion region;
   region.key = transport::RemoteRegion{
       r.region_id(), r.size(), r.addr(), r.mr_chunk_bytes(), {r.rkeys().begin(), r.rkeys().end()}};
+  for (const v1::DeviceKeys& keys : r.more_rkeys()) {
+    region.key.more_rkeys.emplace_back(keys.rkeys().begin(), keys.rkeys().end());
+  }
   region.access.remote_write = r.access().remote_write();
   region.access.remote_read = r.access().remote_read();
   region.landed_ranges = r.landed_ranges();

@@ -10,6 +10,8 @@ namespace xferd::service {
 
 // Lanes a peer may offer; more is a malformed handshake.
 inline constexpr uint32_t kMaxLanes = 256;
+// RDMA devices a handshake may offer (hosts carry up to 8 or so).
+inline constexpr uint32_t kMaxDevices = 32;
 
 void ToProto(const engine::NodeIdentity& node, v1::NodeIdentity* out);
 engine::NodeIdentity FromProto(const v1::NodeIdentity& node);

@@ -214,20 +214,42 @@ void ToProto(const engine::EngineStats& s, const ProcessStats& process, absl::Du
   out->set_threads(process.threads);
   out->set_open_lanes(s.transport.lanes);
   out->set_memory_registrations(s.transport.memory_registrations);
+  for (const transport::DeviceStats& d : s.transport.devices) ToProto(d, out->add_devices());
+}
+
+void ToProto(const transport::DeviceStats& d, v1::DeviceStats* out) {
+  out->set_name(d.name);
+  out->set_port(d.port);
+  out->set_up(d.up);
+  out->set_numa_node(d.numa_node);
+  out->set_rate_mbps(d.rate_mbps);
+  out->set_bytes_sent(d.bytes_sent);
+  out->set_bytes_received(d.bytes_received);
+  out->set_failovers(d.failovers);
 }
 
 void ToProto(const std::vector<transport::verbs::DeviceInfo>& devices,
+             const std::vector<transport::DeviceStats>& used,
              const std::optional<transport::RdmaPortInUse>& in_use, v1::ListDevicesResponse* out) {
   for (const transport::verbs::DeviceInfo& d : devices) {
     v1::RdmaDevice* device = out->add_devices();
     device->set_name(d.name);
+    device->set_numa_node(d.numa_node);
+    const transport::DeviceStats* driven = nullptr;
+    for (const transport::DeviceStats& u : used) {
+      if (u.name == d.name) driven = &u;
+    }
+    device->set_in_use(driven != nullptr);
+    if (driven != nullptr) ToProto(*driven, device->mutable_stats());
     const uint64_t g = d.node_guid;
     device->set_node_guid(absl::StrFormat("%04x:%04x:%04x:%04x", g >> 48, (g >> 32) & 0xffff,
                                           (g >> 16) & 0xffff, g & 0xffff));
     device->set_error(d.error);
     for (const transport::verbs::PortInfo& p : d.ports) {
       v1::RdmaPort* port = device->add_ports();
-      const bool used = in_use && in_use->device == d.name && in_use->port == p.number;
+      const bool used = driven != nullptr ? driven->port == p.number
+                                          : in_use && in_use->device == d.name &&
+                                                in_use->port == p.number;
       port->set_number(p.number);
       port->set_state(transport::verbs::PortStateName(p.state));
       port->set_link_layer(p.ethernet ? "Ethernet" : "InfiniBand");
@@ -241,7 +263,8 @@ void ToProto(const std::vector<transport::verbs::DeviceInfo>& devices,
         gid->set_gid(g.ToString());
         gid->set_type(transport::verbs::GidTypeName(g.type));
         gid->set_netdev(g.netdev);
-        gid->set_in_use(used && in_use->gid_index == g.index);
+        gid->set_in_use(used && (driven != nullptr ? driven->gid_index : in_use->gid_index) ==
+                                    g.index);
       }
     }
   }

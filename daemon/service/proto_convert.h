@@ -34,7 +34,9 @@ void ToProto(const engine::TransferInfo& info, v1::Transfer* out);
 void ToProto(const engine::PeerInfo& info, v1::Peer* out);
 // `in_use`: the port and GID the daemon's transport uses, if verbs.
 void ToProto(const std::vector<transport::verbs::DeviceInfo>& devices,
+             const std::vector<transport::DeviceStats>& used,
              const std::optional<transport::RdmaPortInUse>& in_use, v1::ListDevicesResponse* out);
+void ToProto(const transport::DeviceStats& device, v1::DeviceStats* out);
 void ToProto(const engine::EngineStats& stats, const ProcessStats& process, absl::Duration uptime,
              transport::TransportKind transport, v1::Stats* out);
 

@@ -1,6 +1,7 @@
 // XferdServiceImpl's cluster-directory calls: ListNodes, FindRegion and
-// NodeInfo.directory. The directory reads etcd on its own lookup thread; the
-// reply goes out from there.
+// NodeInfo.directory. Answers come from the directory's cache; a FindRegion
+// the cache cannot answer reads etcd on the directory's lookup thread, and
+// its reply goes out from there.
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -32,6 +33,9 @@ void FillDirectoryStatus(const cluster::Directory* directory, v1::DirectoryStatu
   out->set_etcd(absl::StrJoin(directory->config().etcd, ","));
   out->set_prefix(directory->config().prefix);
   out->set_error(state.error);
+  out->set_revision(state.revision);
+  out->set_watching(state.watching);
+  out->set_relists(state.relists);
 }
 
 grpc::ServerUnaryReactor* XferdServiceImpl::ListNodes(grpc::CallbackServerContext* context,
@@ -39,21 +43,17 @@ grpc::ServerUnaryReactor* XferdServiceImpl::ListNodes(grpc::CallbackServerContex
                                                       v1::ListNodesResponse* response) {
   cluster::Directory* directory = directory_.load(std::memory_order_acquire);
   if (directory == nullptr) return Reply(context, NoDirectory());
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  directory->ListAsync([reactor, response, self = directory->node_id()](
-                           absl::StatusOr<cluster::DirectoryListing> listing) {
-    if (listing.ok()) {
-      response->set_revision(listing->revision);
-      for (cluster::DirectoryEntry& entry : listing->nodes) {
-        v1::ClusterNode* node = response->add_nodes();
-        node->set_state(entry.node.node_id() == self ? "self" : "live");
-        *node->mutable_node() = std::move(entry.node);
-        for (v1::DirectoryRegion& region : entry.regions) *node->add_regions() = std::move(region);
-      }
-    }
-    reactor->Finish(ToGrpc(listing.status()));
-  });
-  return reactor;
+  // From the cache: it answers while etcd is out of reach, saying so.
+  const char* others = directory->current() ? "live" : "cached";
+  cluster::DirectoryListing listing = directory->Listing();
+  response->set_revision(listing.revision);
+  for (cluster::DirectoryEntry& entry : listing.nodes) {
+    v1::ClusterNode* node = response->add_nodes();
+    node->set_state(entry.node.node_id() == directory->node_id() ? "self" : others);
+    *node->mutable_node() = std::move(entry.node);
+    for (v1::DirectoryRegion& region : entry.regions) *node->add_regions() = std::move(region);
+  }
+  return Reply(context, absl::OkStatus());
 }
 
 grpc::ServerUnaryReactor* XferdServiceImpl::FindRegion(grpc::CallbackServerContext* context,
@@ -65,16 +65,12 @@ grpc::ServerUnaryReactor* XferdServiceImpl::FindRegion(grpc::CallbackServerConte
     return Reply(context, absl::InvalidArgumentError("FindRegion needs a region name"));
   }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  directory->ListAsync([reactor, response, name = request->name(),
-                        prefix = directory->config().prefix](
-                           absl::StatusOr<cluster::DirectoryListing> listing) {
-    absl::Status status = listing.status();
-    if (listing.ok()) {
-      for (cluster::DirectoryEntry& entry : listing->nodes) {
-        for (v1::DirectoryRegion& region : entry.regions) {
-          if (region.name() == name) *response->add_regions() = std::move(region);
-        }
-      }
+  directory->FindRegionAsync(request->name(), [reactor, response, name = request->name(),
+                                               prefix = directory->config().prefix](
+                                                  cluster::Directory::FoundRegions found) {
+    absl::Status status = found.status();
+    if (found.ok()) {
+      for (v1::DirectoryRegion& region : *found) *response->add_regions() = std::move(region);
       if (response->regions_size() == 0) {
         status = absl::NotFoundError(absl::StrCat("no live daemon under cluster prefix ", prefix,
                                                   " publishes a region named '", name, "'"));

@@ -351,7 +351,9 @@ grpc::ServerUnaryReactor* XferdServiceImpl::ListDevices(grpc::CallbackServerCont
                                                         v1::ListDevicesResponse* response) {
   absl::StatusOr<std::vector<transport::verbs::DeviceInfo>> devices =
       transport::verbs::QueryDevices();
-  if (devices.ok()) ToProto(*devices, engine_.rdma_port(), response);
+  if (devices.ok()) {
+    ToProto(*devices, engine_.Stats().transport.devices, engine_.rdma_port(), response);
+  }
   return Reply(context, devices.status());
 }
 

@@ -1,6 +1,7 @@
 #include "daemon/transport/transport_factory.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "daemon/base/status_macros.h"
 #include "daemon/transport/tcp/tcp_transport.h"
 #include "daemon/transport/verbs/device.h"
@@ -36,15 +37,25 @@ absl::StatusOr<std::unique_ptr<Transport>> CreateVerbs(const Config& config,
   const TransportConfig& t = config.transport;
   ASSIGN_OR_RETURN(std::vector<verbs::DeviceInfo> devices, verbs::QueryDevices());
   verbs::DeviceRequest request{t.verbs_device, t.verbs_port, t.verbs_gid_index, t.verbs_mtu};
-  ASSIGN_OR_RETURN(verbs::PortSelection port, verbs::SelectPort(devices, request));
+  std::vector<verbs::PortSelection> ports;
+  if (t.verbs_devices.empty()) {
+    ASSIGN_OR_RETURN(verbs::PortSelection port, verbs::SelectPort(devices, request));
+    ports.push_back(std::move(port));
+  } else {
+    ASSIGN_OR_RETURN(ports, verbs::SelectPorts(devices, t.verbs_devices, request));
+  }
   verbs::VerbsTransportOptions options;
+  ASSIGN_OR_RETURN(options.pairing.pairing, verbs::ParsePairing(t.verbs_pairing));
+  options.pairing.prefix_bits = t.verbs_rail_prefix_bits;
   options.pollers = config.engine.pollers;
   options.lane_depth = config.engine.lane_depth;
   options.qp_timeout = static_cast<uint8_t>(t.verbs_qp_timeout);
   options.retry_count = static_cast<uint8_t>(t.verbs_retry_count);
   options.mr_chunk = t.verbs_mr_chunk;
-  ASSIGN_OR_RETURN(auto transport, verbs::VerbsTransport::Create(options, port, regions));
-  *description = port.description;
+  ASSIGN_OR_RETURN(auto transport, verbs::VerbsTransport::Create(options, ports, regions));
+  std::vector<std::string> descriptions;
+  for (const verbs::PortSelection& port : ports) descriptions.push_back(port.description);
+  *description = absl::StrJoin(descriptions, "; ");
   return std::unique_ptr<Transport>(std::move(transport));
 }
 

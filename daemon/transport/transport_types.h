@@ -43,15 +43,33 @@ struct TcpEndpoint {
   std::string session_token;  // raw bytes
 };
 
+// Verbs: one RDMA device's share of a link: a queue pair per lane and the
+// notice ring its peer writes into, registered on that device.
+struct DeviceEndpoints {
+  std::string name;  // "mlx5_0", for logs and errors
+  // The device's position in its daemon's device list: which of the region
+  // keys of a ResolveRegion answer (RemoteRegion::device_rkeys) it uses.
+  uint32_t index = 0;
+  // In a responder's answer: the initiator's device (its `index`) this one
+  // is paired with.
+  uint32_t peer_device = 0;
+  // The port's signalling rate (active width x speed), Mb/s; 0 if unknown.
+  // Striping weighs each device pair by the smaller of its two rates.
+  uint64_t rate_mbps = 0;
+  std::vector<QueuePairEndpoint> queue_pairs;  // one per lane
+  uint64_t notice_ring_addr = 0;
+  uint32_t notice_ring_rkey = 0;
+};
+
 // One side's half of a link, as carried by the handshake.
 struct LinkEndpoints {
   TransportKind kind = TransportKind::kTcp;
   uint32_t lanes = 0;
-  std::vector<QueuePairEndpoint> queue_pairs;  // verbs
-  TcpEndpoint tcp;                             // tcp (responder side)
-  uint64_t notice_ring_addr = 0;               // verbs
-  uint32_t notice_ring_rkey = 0;
-  uint32_t notice_ring_slots = 0;
+  // Verbs: the initiator offers every device it drives; the responder
+  // answers with those it paired, each naming its partner (peer_device).
+  std::vector<DeviceEndpoints> devices;
+  TcpEndpoint tcp;  // tcp (responder side)
+  uint32_t notice_ring_slots = 0;  // verbs, per lane of every device
   // Verbs: RDMA READs one queue pair may have outstanding as the requester,
   // and serves at once as the responder (1..255; see peer.proto).
   uint32_t max_rd_atomic = 0;
@@ -69,6 +87,15 @@ struct RemoteRegion {
   uint64_t addr = 0;
   uint64_t mr_chunk_bytes = 0;
   std::vector<uint32_t> rkeys;
+  // A daemon with several RDMA devices registers the region on each: the
+  // keys of its devices 1, 2, ... (device 0's are `rkeys`), same chunks.
+  std::vector<std::vector<uint32_t>> more_rkeys;
+
+  // The keys on the owner's device `device` (device_count() > device).
+  const std::vector<uint32_t>& device_rkeys(uint32_t device) const {
+    return device == 0 ? rkeys : more_rkeys[device - 1];
+  }
+  uint32_t device_count() const { return 1 + static_cast<uint32_t>(more_rkeys.size()); }
 };
 
 // Sent with a write transfer's final op: the receiver raises one landed event
@@ -136,9 +163,24 @@ struct RdmaPortInUse {
   uint32_t gid_index = 0;
 };
 
+// One RDMA device a verbs transport drives, as stats report it.
+struct DeviceStats {
+  std::string name;  // "rxe0"
+  uint32_t port = 0;
+  uint32_t gid_index = 0;
+  bool up = true;        // its port is ACTIVE (false after a port-down event)
+  int32_t numa_node = -1;  // from sysfs; -1 unknown
+  uint64_t rate_mbps = 0;  // active width x speed
+  std::vector<uint32_t> poller_cpus;  // CPUs its pollers are pinned to; empty = not pinned
+  uint64_t bytes_sent = 0;      // our writes acknowledged on this device
+  uint64_t bytes_received = 0;  // our reads, and peers' landed writes, on this device
+  uint64_t failovers = 0;       // ops moved off this device to another one
+};
+
 struct TransportStats {
   uint32_t lanes = 0;
   uint32_t memory_registrations = 0;
+  std::vector<DeviceStats> devices;  // verbs only
 };
 
 // Largest slice a lane carries; bounds frames and work requests.

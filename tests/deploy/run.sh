@@ -43,6 +43,11 @@ check "xferctl runs" "$work/root/usr/bin/xferctl" --help
 sed "s#^ExecStart=/usr/bin/xferd#ExecStart=$work/root/usr/bin/xferd#" \
   "$work/root/lib/systemd/system/xferd.service" >"$work/xferd.service"
 check "systemd-analyze verify accepts the unit" systemd-analyze verify "$work/xferd.service"
+# The [cluster] drop-in (deploy/cluster.md), read next to the unit: no warnings.
+mkdir -p "$work/xferd.service.d"
+cp deploy/xferd-cluster.conf "$work/xferd.service.d/cluster.conf"
+check "systemd-analyze verify accepts the [cluster] drop-in, silently" \
+  bash -c "out=\$(systemd-analyze verify '$work/xferd.service' 2>&1) && [ -z \"\$out\" ] || { echo \"\$out\"; false; }"
 check "the unit is Type=notify with LimitMEMLOCK=infinity" \
   grep -Eqz 'Type=notify.*LimitMEMLOCK=infinity' "$work/xferd.service"
 pydir=$work/root/usr/lib/python3/dist-packages

@@ -15,19 +15,27 @@ namespace xferd::service {
 namespace {
 
 bool SameEndpoints(const transport::LinkEndpoints& a, const transport::LinkEndpoints& b) {
-  if (a.kind != b.kind || a.lanes != b.lanes || a.queue_pairs.size() != b.queue_pairs.size() ||
+  if (a.kind != b.kind || a.lanes != b.lanes || a.devices.size() != b.devices.size() ||
       a.tcp.host != b.tcp.host || a.tcp.port != b.tcp.port ||
-      a.tcp.session_token != b.tcp.session_token || a.notice_ring_addr != b.notice_ring_addr ||
-      a.notice_ring_rkey != b.notice_ring_rkey || a.notice_ring_slots != b.notice_ring_slots ||
+      a.tcp.session_token != b.tcp.session_token || a.notice_ring_slots != b.notice_ring_slots ||
       a.max_rd_atomic != b.max_rd_atomic || a.max_dest_rd_atomic != b.max_dest_rd_atomic) {
     return false;
   }
-  for (size_t i = 0; i < a.queue_pairs.size(); ++i) {
-    const transport::QueuePairEndpoint& x = a.queue_pairs[i];
-    const transport::QueuePairEndpoint& y = b.queue_pairs[i];
-    if (x.qpn != y.qpn || x.psn != y.psn || x.lid != y.lid || x.gid != y.gid ||
-        x.gid_index != y.gid_index || x.mtu != y.mtu) {
+  for (size_t d = 0; d < a.devices.size(); ++d) {
+    const transport::DeviceEndpoints& u = a.devices[d];
+    const transport::DeviceEndpoints& v = b.devices[d];
+    if (u.name != v.name || u.index != v.index || u.peer_device != v.peer_device ||
+        u.rate_mbps != v.rate_mbps || u.notice_ring_addr != v.notice_ring_addr ||
+        u.notice_ring_rkey != v.notice_ring_rkey || u.queue_pairs.size() != v.queue_pairs.size()) {
       return false;
+    }
+    for (size_t i = 0; i < u.queue_pairs.size(); ++i) {
+      const transport::QueuePairEndpoint& x = u.queue_pairs[i];
+      const transport::QueuePairEndpoint& y = v.queue_pairs[i];
+      if (x.qpn != y.qpn || x.psn != y.psn || x.lid != y.lid || x.gid != y.gid ||
+          x.gid_index != y.gid_index || x.mtu != y.mtu) {
+        return false;
+      }
     }
   }
   return true;
@@ -43,18 +51,22 @@ void Check(const v1::NodeIdentity& node, const v1::LinkEndpoints& endpoints) {
   FUZZ_CHECK(!message->node.node_id.empty());
   FUZZ_CHECK(e.lanes >= 1 && e.lanes <= kMaxLanes);
   if (e.kind == transport::TransportKind::kVerbs) {
-    FUZZ_CHECK(e.queue_pairs.size() == e.lanes);
+    FUZZ_CHECK(!e.devices.empty() && e.devices.size() <= kMaxDevices);
     FUZZ_CHECK(e.notice_ring_slots >= 1 && e.notice_ring_slots <= (1u << 16));
     // Both go into 8-bit QP attributes; 0 would stall every RDMA READ.
     FUZZ_CHECK(e.max_rd_atomic >= 1 && e.max_rd_atomic <= 255);
     FUZZ_CHECK(e.max_dest_rd_atomic >= 1 && e.max_dest_rd_atomic <= 255);
-    for (const transport::QueuePairEndpoint& qp : e.queue_pairs) {
-      FUZZ_CHECK(qp.qpn <= 0xffffff && qp.psn <= 0xffffff);
-      FUZZ_CHECK(qp.mtu >= 256 && qp.mtu <= 4096 && (qp.mtu & (qp.mtu - 1)) == 0);
+    for (const transport::DeviceEndpoints& d : e.devices) {
+      FUZZ_CHECK(d.queue_pairs.size() == e.lanes);
+      FUZZ_CHECK(d.index < kMaxDevices && d.peer_device < kMaxDevices);
+      for (const transport::QueuePairEndpoint& qp : d.queue_pairs) {
+        FUZZ_CHECK(qp.qpn <= 0xffffff && qp.psn <= 0xffffff);
+        FUZZ_CHECK(qp.mtu >= 256 && qp.mtu <= 4096 && (qp.mtu & (qp.mtu - 1)) == 0);
+      }
     }
   } else {
     FUZZ_CHECK(e.kind == transport::TransportKind::kTcp);
-    FUZZ_CHECK(e.queue_pairs.empty());
+    FUZZ_CHECK(e.devices.empty());
   }
   // What we accepted survives our own encoding unchanged.
   v1::LinkEndpoints again;

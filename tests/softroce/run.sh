@@ -3,7 +3,7 @@
 # device discovery test, the transport conformance suite, the C++ and Python
 # integration suites (block lists and reads included) and the kill/restart
 # fault test with every daemon on the verbs transport (require_rdma: no
-# silent TCP), each test runner printing its own summary, then a final
+# silent TCP), then the multi-device suite on a second rxe device, each test runner printing its own summary, then a final
 # "softroce: N passed, N failed" line.
 #
 #   tests/softroce/run.sh            install what is missing, build, run
@@ -30,6 +30,7 @@ TARGETS=(
   //tests/integration/python:peer_failure_test
   //tests/integration/python:kill_restart_test
   //tests/integration/python:security_test
+  //tests/integration/python:multi_nic_test
   //tests/load:load_test
 )
 

@@ -27,10 +27,10 @@ from xferd.errors import (Aborted, AlreadyExists, Cancelled, DataLoss, DeadlineE
                           Unimplemented, Unknown, XferdError)
 from xferd.handles import RegionWatch, TransferHandle
 from xferd.tls import TlsConfig
-from xferd.models import (TERMINAL_STATES, Backing, ClusterNode, Direction, DirectoryRegion,
-                          EventKind, Layout, NodeInfo, NodeState, Peer, PeerState, RdmaDevice,
-                          RdmaGid, RdmaPort, Region, RegionEvent, Stats, Status, Transfer,
-                          TransferState, Transport, Unset, WriteSpec)
+from xferd.models import (TERMINAL_STATES, Backing, ClusterNode, DeviceStats, Direction,
+                          DirectoryRegion, EventKind, Layout, NodeInfo, NodeState, Peer, PeerState,
+                          RdmaDevice, RdmaGid, RdmaPort, Region, RegionEvent, Stats, Status,
+                          Transfer, TransferState, Transport, Unset, WriteSpec)
 
 __all__ = [
     "DEFAULT_RPC_TIMEOUT",
@@ -43,6 +43,7 @@ __all__ = [
     "ClusterNode",
     "DataLoss",
     "DeadlineExceeded",
+    "DeviceStats",
     "Direction",
     "DirectoryRegion",
     "EventKind",

@@ -518,21 +518,25 @@ class Client:
                                               xferd_pb2.GetNodeInfoRequest()))
 
     def nodes(self) -> List[ClusterNode]:
-        """Every live daemon of the cluster directory (etcd), with its regions.
+        """Every live daemon of the cluster directory (etcd), with its regions,
+        from the daemon's cache of it: while etcd is out of reach, the
+        directory as last seen, each other daemon's `state` then "cached".
 
         Raises:
             FailedPrecondition: the daemon has no [cluster] section.
-            Unavailable: etcd cannot be reached (the message names it).
         """
         reply = self._call(self.stub.ListNodes, xferd_pb2.ListNodesRequest())
         return [ClusterNode.from_proto(n) for n in reply.nodes]
 
     def find_region(self, name: str) -> List[DirectoryRegion]:
-        """The live daemons' regions called `name`, from the cluster directory.
+        """The live daemons' regions called `name`, from the cluster directory
+        (the daemon's cache; a name it does not hold is asked of etcd).
 
         Raises:
             NotFound: no live daemon publishes one.
-            FailedPrecondition, Unavailable: as nodes().
+            FailedPrecondition: as nodes().
+            Unavailable: the name is not cached and etcd cannot be reached
+                (the message names it).
         """
         reply = self._call(self.stub.FindRegion, xferd_pb2.FindRegionRequest(name=name))
         return [DirectoryRegion.from_proto(r) for r in reply.regions]

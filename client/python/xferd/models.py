@@ -60,7 +60,7 @@ PeerState = Literal["connecting", "connected", "broken", Unset]
 #: A watched region's event.
 EventKind = Literal["subscribed", "landed", "deregistered", Unset]
 #: A cluster node: the daemon that answered ("self") or another live one.
-NodeState = Literal["self", "live", "unknown"]
+NodeState = Literal["self", "live", "cached", "unknown"]
 
 #: Transfer states after which nothing changes any more.
 TERMINAL_STATES = frozenset({"done", "failed", "cancelled"})
@@ -420,6 +420,12 @@ class NodeInfo:
     #: A [cluster] section is configured, and the daemon's keys are live in etcd.
     directory_enabled: bool = False
     directory_connected: bool = False
+    #: The daemon's cache of the directory: the etcd revision it reflects,
+    #: whether its etcd watch is open, and how often it was read whole again
+    #: after etcd compacted what the watch was to resume from.
+    directory_revision: int = 0
+    directory_watching: bool = False
+    directory_relists: int = 0
 
     @classmethod
     def from_proto(cls, n: Any) -> "NodeInfo":
@@ -427,7 +433,10 @@ class NodeInfo:
         return _build(cls, n, transport=transport_name(n.transport),
                       started_at=_time(n.started_at),
                       directory_enabled=n.directory.enabled,
-                      directory_connected=n.directory.connected)
+                      directory_connected=n.directory.connected,
+                      directory_revision=n.directory.revision,
+                      directory_watching=n.directory.watching,
+                      directory_relists=n.directory.relists)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -454,7 +463,9 @@ class DirectoryRegion:
 
 @dataclasses.dataclass(frozen=True)
 class ClusterNode:
-    """A live daemon of the cluster directory (`state`: "self" or "live")."""
+    """A live daemon of the cluster directory. `state`: "self" (the daemon
+    that answered), "live" (its watch of etcd is open) or "cached" (etcd is
+    out of reach: the record as last seen)."""
 
     node_id: str
     address: str
@@ -473,6 +484,29 @@ class ClusterNode:
                    device=n.device, version=n.version, identity=tuple(n.identity),
                    state=c.state if c.state in get_args(NodeState) else "unknown",
                    regions=tuple(DirectoryRegion.from_proto(r) for r in c.regions))
+
+
+@dataclasses.dataclass(frozen=True)
+class DeviceStats:
+    """One RDMA device the daemon's verbs transport drives: whether its port
+    is up, its NUMA node (-1 unknown), port rate (Mb/s, 0 unknown), the
+    payload bytes of this daemon's writes (`bytes_sent`) and reads
+    (`bytes_received`) that completed on it, and ops moved off it after it
+    failed."""
+
+    name: str
+    port: int
+    up: bool
+    numa_node: int
+    rate_mbps: int
+    bytes_sent: int
+    bytes_received: int
+    failovers: int
+
+    @classmethod
+    def from_proto(cls, d: Any) -> "DeviceStats":
+        """Internal: converts an xferd.v1.DeviceStats."""
+        return _build(cls, d)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -504,13 +538,16 @@ class Stats:
     open_lanes: int
     memory_registrations: int
     refused: Mapping[str, int]
+    # Verbs: each RDMA device the daemon drives; empty on TCP.
+    devices: Tuple[DeviceStats, ...] = ()
 
     @classmethod
     def from_proto(cls, s: Any) -> "Stats":
         """Internal: converts an xferd.v1.Stats."""
         return _build(cls, s, uptime=_duration(s.uptime), transport=transport_name(s.transport),
                       errors=types.MappingProxyType(dict(s.errors)),
-                      refused=types.MappingProxyType(dict(s.refused)))
+                      refused=types.MappingProxyType(dict(s.refused)),
+                      devices=tuple(DeviceStats.from_proto(d) for d in s.devices))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -556,8 +593,13 @@ class RdmaDevice:
     node_guid: str
     ports: Tuple[RdmaPort, ...]
     error: str
+    numa_node: int = -1
+    # The daemon drives this device; `stats` then has its counters.
+    in_use: bool = False
+    stats: Optional[DeviceStats] = None
 
     @classmethod
     def from_proto(cls, d: Any) -> "RdmaDevice":
         """Internal: converts an xferd.v1.RdmaDevice."""
-        return _build(cls, d, ports=tuple(RdmaPort.from_proto(p) for p in d.ports))
+        return _build(cls, d, ports=tuple(RdmaPort.from_proto(p) for p in d.ports),
+                      stats=DeviceStats.from_proto(d.stats) if d.in_use else None)

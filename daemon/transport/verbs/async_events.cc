@@ -66,12 +66,22 @@ void AsyncEventThread::Handle(const ibv_async_event& event) {
           absl::StrCat("queue pair to ", lane->link().peer().node_id, " failed: ", what)));
       break;
     }
-    case IBV_EVENT_CQ_ERR:
     case IBV_EVENT_PORT_ERR:
+      // Only this device's links close: a link striped over several devices
+      // moves their ops to the others.
+      context_->up.store(false, std::memory_order_relaxed);
+      [[fallthrough]];
+    case IBV_EVENT_CQ_ERR:
     case IBV_EVENT_DEVICE_FATAL:
       spdlog::error("RDMA device {}: {}", context_->port.device, what);
       close_all_(
           absl::UnavailableError(absl::StrCat("RDMA device ", context_->port.device, ": ", what)));
+      break;
+    case IBV_EVENT_PORT_ACTIVE:
+      // Links made from now on use the device again.
+      context_->up.store(true, std::memory_order_relaxed);
+      spdlog::info("RDMA device {}: {}: back in service for new links", context_->port.device,
+                   what);
       break;
     default:
       spdlog::info("RDMA device {}: {}", context_->port.device, what);

@@ -1,6 +1,7 @@
 // The device's asynchronous events (ibv_get_async_event): a queue pair gone
-// fatal, a port going down, the device failing. The affected links are closed
-// with a clear status, so their transfers fail and their peers reconnect.
+// fatal, a port going down or coming back, the device failing. The affected
+// per-device links are closed with a clear status: a striped link moves their
+// ops to its other devices, and fails only when none is left.
 #pragma once
 
 #include <functional>
@@ -14,7 +15,7 @@ namespace xferd::transport::verbs {
 
 class AsyncEventThread {
  public:
-  // `close_all` closes every link of the transport with the given reason.
+  // `close_all` closes every link on this device with the given reason.
   AsyncEventThread(std::shared_ptr<VerbsContext> context,
                    std::function<void(absl::Status)> close_all);
   ~AsyncEventThread();  // stops and joins

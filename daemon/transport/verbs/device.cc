@@ -6,15 +6,65 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "daemon/transport/verbs/ibv.h"
 
 namespace xferd::transport::verbs {
 namespace {
 
 uint32_t MtuBytes(ibv_mtu mtu) { return 128u << static_cast<int>(mtu); }
+
+// ibv_port_attr's encodings (ibv_query_port(3)): lanes, and Mb/s per lane.
+uint64_t RateMbps(uint8_t width, uint32_t speed) {
+  uint64_t lanes = 0;
+  switch (width) {
+    case 1: lanes = 1; break;
+    case 2: lanes = 4; break;
+    case 4: lanes = 8; break;
+    case 8: lanes = 12; break;
+    case 16: lanes = 2; break;
+    default: return 0;
+  }
+  uint64_t per_lane = 0;
+  switch (speed) {
+    case 1: per_lane = 2500; break;     // SDR
+    case 2: per_lane = 5000; break;     // DDR
+    case 4: case 8: per_lane = 10000; break;  // QDR, FDR10
+    case 16: per_lane = 14062; break;   // FDR
+    case 32: per_lane = 25781; break;   // EDR
+    case 64: per_lane = 53125; break;   // HDR
+    case 128: per_lane = 106250; break; // NDR
+    case 256: per_lane = 212500; break; // XDR
+    default: return 0;
+  }
+  return lanes * per_lane;
+}
+
+// A one-line sysfs file, or "" when it cannot be read.
+std::string ReadSysfs(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "r");
+  if (f == nullptr) return "";
+  char line[4096] = {};
+  const bool ok = std::fgets(line, sizeof(line), f) != nullptr;
+  std::fclose(f);
+  if (!ok) return "";
+  std::string s(line);
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+int32_t DeviceNumaNode(const std::string& device) {
+  const std::string text = ReadSysfs("/sys/class/infiniband/" + device + "/device/numa_node");
+  int32_t node = -1;
+  if (text.empty() || !absl::SimpleAtoi(text, &node) || node < 0) return -1;
+  return node;
+}
 
 PortState ToPortState(ibv_port_state state) {
   switch (state) {
@@ -65,6 +115,7 @@ absl::Status QueryPorts(ibv_context* context, DeviceInfo& device) {
     info.active_mtu = MtuBytes(port.active_mtu);
     info.max_mtu = MtuBytes(port.max_mtu);
     info.lid = port.lid;
+    info.rate_mbps = RateMbps(port.active_width, port.active_speed);
     device.ports.push_back(info);
     gid_entries += static_cast<uint32_t>(port.gid_tbl_len);
   }
@@ -180,6 +231,7 @@ absl::StatusOr<std::vector<DeviceInfo>> QueryDevices() {
   for (int i = 0; i < count; ++i) {
     DeviceInfo device;
     device.name = ibv_get_device_name(list.get()[i]);
+    device.numa_node = DeviceNumaNode(device.name);
     IbvContext context(ibv_open_device(list.get()[i]));
     absl::Status status = context != nullptr ? QueryPorts(context.get(), device)
                                              : VerbsError("ibv_open_device", errno);
@@ -222,6 +274,8 @@ absl::StatusOr<PortSelection> SelectPort(const std::vector<DeviceInfo>& devices,
       s.gid = *gid;
       s.lid = port.lid;
       s.mtu = request.mtu != 0 ? request.mtu : port.active_mtu;
+      s.rate_mbps = port.rate_mbps;
+      s.numa_node = device.numa_node;
       s.description = port.ethernet
                           ? absl::StrCat(device.name, " port ", port.number, ", Ethernet, ",
                                          GidTypeName(gid->type), " GID[", gid->index, "] ",
@@ -242,6 +296,67 @@ absl::StatusOr<PortSelection> SelectPort(const std::vector<DeviceInfo>& devices,
   }
   return absl::FailedPreconditionError(
       absl::StrCat("no usable RDMA port: ", absl::StrJoin(seen, "; ")));
+}
+
+absl::StatusOr<std::vector<PortSelection>> SelectPorts(const std::vector<DeviceInfo>& devices,
+                                                       const std::vector<std::string>& names,
+                                                       const DeviceRequest& request) {
+  std::vector<PortSelection> selected;
+  if (names.size() == 1 && names[0] == "all") {
+    std::vector<std::string> unusable;
+    for (const DeviceInfo& device : devices) {
+      DeviceRequest one = request;
+      one.device = device.name;
+      absl::StatusOr<PortSelection> port = SelectPort(devices, one);
+      if (port.ok()) {
+        selected.push_back(*std::move(port));
+      } else {
+        unusable.push_back(std::string(port.status().message()));
+      }
+    }
+    if (selected.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "transport.verbs_devices = \"all\" found no device with an ACTIVE port",
+          unusable.empty() ? " (libibverbs lists none)" : ": ", absl::StrJoin(unusable, "; ")));
+    }
+    return selected;
+  }
+  for (size_t i = 0; i < names.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (names[i] == names[j]) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "transport.verbs_devices names ", names[i], " twice: list each device once"));
+      }
+    }
+    DeviceRequest one = request;
+    one.device = names[i];
+    absl::StatusOr<PortSelection> port = SelectPort(devices, one);
+    if (!port.ok()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("transport.verbs_devices: ", port.status().message()));
+    }
+    selected.push_back(*std::move(port));
+  }
+  return selected;
+}
+
+std::vector<uint32_t> NodeCpus(int32_t node) {
+  std::vector<uint32_t> cpus;
+  if (node < 0) return cpus;
+  const std::string list = ReadSysfs(absl::StrCat("/sys/devices/system/node/node", node, "/cpulist"));
+  // "0-3,8-11"
+  for (absl::string_view range : absl::StrSplit(list, ',', absl::SkipEmpty())) {
+    std::pair<std::string, std::string> ends = absl::StrSplit(range, absl::MaxSplits('-', 1));
+    uint32_t first = 0, last = 0;
+    if (!absl::SimpleAtoi(ends.first, &first)) return {};
+    if (ends.second.empty()) {
+      last = first;
+    } else if (!absl::SimpleAtoi(ends.second, &last) || last < first || last - first > 4096) {
+      return {};
+    }
+    for (uint32_t c = first; c <= last; ++c) cpus.push_back(c);
+  }
+  return cpus;
 }
 
 }  // namespace xferd::transport::verbs

@@ -34,6 +34,9 @@ struct PortInfo {
   uint32_t active_mtu = 0;  // bytes
   uint32_t max_mtu = 0;
   uint16_t lid = 0;
+  // Signalling rate: active width x active speed, Mb/s (0 if the device
+  // reports neither). Striping weighs devices by it.
+  uint64_t rate_mbps = 0;
   std::vector<GidEntry> gids;
 };
 
@@ -41,6 +44,9 @@ struct DeviceInfo {
   std::string name;
   uint64_t node_guid = 0;  // host byte order
   std::vector<PortInfo> ports;
+  // The NUMA node of the device's PCI function (sysfs); -1 when unknown
+  // (software devices such as rxe, or a single-node machine).
+  int32_t numa_node = -1;
   // Set when the device could not be opened or queried.
   std::string error;
 };
@@ -64,6 +70,8 @@ struct PortSelection {
   GidEntry gid;
   uint16_t lid = 0;
   uint32_t mtu = 0;  // bytes
+  uint64_t rate_mbps = 0;
+  int32_t numa_node = -1;
   // One line for logs and NodeInfo, e.g.
   // "rxe0 port 1, Ethernet, RoCE v2 GID[1] ::ffff:10.9.9.1, MTU 1024".
   std::string description;
@@ -75,6 +83,17 @@ struct PortSelection {
 // usable exists or why the request cannot be met.
 absl::StatusOr<PortSelection> SelectPort(const std::vector<DeviceInfo>& devices,
                                          const DeviceRequest& request);
+
+// Several devices: `names` lists them ("all": every device with an ACTIVE
+// port, in libibverbs' order). Each gets SelectPort with the request's port,
+// GID index and MTU. Names must be distinct; FAILED_PRECONDITION names the
+// device that cannot be used and why.
+absl::StatusOr<std::vector<PortSelection>> SelectPorts(const std::vector<DeviceInfo>& devices,
+                                                       const std::vector<std::string>& names,
+                                                       const DeviceRequest& request);
+
+// The CPUs of a NUMA node (sysfs cpulist); empty when unknown.
+std::vector<uint32_t> NodeCpus(int32_t node);
 
 const char* PortStateName(PortState state);
 const char* GidTypeName(GidType type);

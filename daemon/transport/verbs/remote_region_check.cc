@@ -18,10 +18,12 @@ absl::Status CheckRemoteRegionKeys(const RemoteRegion& r) {
                             : r.size / r.mr_chunk_bytes + (r.size % r.mr_chunk_bytes != 0 ? 1 : 0);
   // The region's last byte must be addressable: addr + size - 1 must not wrap.
   const bool fits = r.size != 0 && r.addr <= std::numeric_limits<uint64_t>::max() - (r.size - 1);
-  if (r.addr == 0 || !fits || !chunk_ok || r.rkeys.size() != chunks) {
+  bool devices_ok = r.more_rkeys.size() < 64;  // no daemon drives more devices
+  for (const std::vector<uint32_t>& keys : r.more_rkeys) devices_ok &= keys.size() == chunks;
+  if (r.addr == 0 || !fits || !chunk_ok || r.rkeys.size() != chunks || !devices_ok) {
     return absl::InvalidArgumentError(
         absl::StrCat("peer sent malformed RDMA keys for region id ", r.region_id, " (",
-                     r.rkeys.size(), " rkeys, chunk ", r.mr_chunk_bytes, " bytes, size ", r.size,
+                     r.rkeys.size(), " rkeys on ", r.device_count(), " devices, chunk ", r.mr_chunk_bytes, " bytes, size ", r.size,
                      ", address 0x", absl::Hex(r.addr), ")"));
   }
   return absl::OkStatus();

@@ -6,12 +6,14 @@
 
 namespace xferd::transport::verbs {
 
-absl::StatusOr<std::shared_ptr<VerbsContext>> VerbsContext::Open(const PortSelection& port) {
+absl::StatusOr<std::shared_ptr<VerbsContext>> VerbsContext::Open(const PortSelection& port,
+                                                                 uint32_t index) {
   int count = 0;
   IbvDeviceList list(ibv_get_device_list(&count));
   if (list == nullptr) return VerbsError("ibv_get_device_list", errno);
   auto ctx = std::make_shared<VerbsContext>();
   ctx->port = port;
+  ctx->index = index;
   for (int i = 0; i < count && ctx->context == nullptr; ++i) {
     if (port.device == ibv_get_device_name(list.get()[i])) {
       ctx->context.reset(ibv_open_device(list.get()[i]));

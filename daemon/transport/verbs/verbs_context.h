@@ -1,8 +1,10 @@
-// The opened RDMA device shared by the verbs transport's workers and links:
-// context, protection domain and the chosen port. Held by shared_ptr so it
-// outlives every MR and QP made on it, whatever order owners go away in.
+// One opened RDMA device shared by the verbs transport's workers and links:
+// context, protection domain, the chosen port, and the device's counters and
+// state (a daemon may drive several). Held by shared_ptr so it outlives
+// every MR and QP made on it, whatever order owners go away in.
 #pragma once
 
+#include <atomic>
 #include <memory>
 
 #include "absl/status/statusor.h"
@@ -13,9 +15,20 @@ namespace xferd::transport::verbs {
 
 struct VerbsContext {
   // Opens the selected device and allocates its protection domain.
-  static absl::StatusOr<std::shared_ptr<VerbsContext>> Open(const PortSelection& port);
+  // `index`: the device's position in the transport's list.
+  static absl::StatusOr<std::shared_ptr<VerbsContext>> Open(const PortSelection& port,
+                                                           uint32_t index = 0);
 
   PortSelection port;
+  uint32_t index = 0;
+  // Payload bytes of our writes and reads that completed on this device (the
+  // data path counts them; peers' writes land without our CPU, so they are
+  // not counted per device), and ops moved from it to another device.
+  std::atomic<uint64_t> bytes_sent{0};
+  std::atomic<uint64_t> bytes_received{0};
+  std::atomic<uint64_t> failovers{0};
+  // False from a port-down event until the port is ACTIVE again.
+  std::atomic<bool> up{true};
   ibv_device_attr attr{};
   // Declared in dependency order: the PD goes before the context.
   IbvContext context;

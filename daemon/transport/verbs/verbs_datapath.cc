@@ -84,7 +84,7 @@ bool VerbsLane::ServiceWaiting(CompletionSink& sink) {
     const DataOp& op = waiting_[waiting_head_];
     waiting_head_ = (waiting_head_ + 1) % ops_depth_;
     --ops_in_flight_;
-    sink.OnOpDone(OpCompletion{op.cookie, op.length, &status});
+    Report(OpCompletion{op.cookie, op.length, &status}, sink);
   }
   return false;
 }
@@ -176,11 +176,14 @@ void VerbsLane::AppendBlock(const DataOp& op, const Block& block) {
   const RemoteRegion& remote = *op.remote;
   const auto& local = static_cast<const VerbsRegistration&>(*op.local_registration);
   const ibv_wr_opcode opcode = op.kind == OpKind::kRead ? IBV_WR_RDMA_READ : IBV_WR_RDMA_WRITE;
+  // The striped lane posts here only ops whose region has keys on this
+  // lane's remote device.
+  const std::vector<uint32_t>& rkeys = remote.device_rkeys(remote_device_);
   ForEachPiece(block.local_offset, local.chunk_bytes(), block.remote_offset, remote.mr_chunk_bytes,
                block.length, [&](uint64_t local_offset, uint64_t remote_offset, uint32_t length) {
                  AppendWr(opcode, reinterpret_cast<uint64_t>(local.base() + local_offset), length,
-                          local.lkey_at(local_offset), remote.addr + remote_offset,
-                          remote.rkeys[remote_offset / remote.mr_chunk_bytes], &op);
+                          local.lkey_at(local_device_, local_offset), remote.addr + remote_offset,
+                          rkeys[remote_offset / remote.mr_chunk_bytes], &op);
                });
 }
 
@@ -240,11 +243,18 @@ void VerbsLane::Retire(uint64_t through, const absl::Status* error, CompletionSi
     if (!slot.ends_op) continue;
     --ops_in_flight_;
     if (error == nullptr) (slot.read ? read : written) += slot.length;
-    sink.OnOpDone(OpCompletion{slot.cookie, slot.length, error});
+    Report(OpCompletion{slot.cookie, slot.length, error}, sink);
   }
   // Reads bring the peer's bytes here: they count as received.
-  if (written > 0) link_.counters().bytes_sent.fetch_add(written, std::memory_order_relaxed);
-  if (read > 0) link_.counters().bytes_received.fetch_add(read, std::memory_order_relaxed);
+  VerbsContext& device = worker_.context();
+  if (written > 0) {
+    counters_.bytes_sent.fetch_add(written, std::memory_order_relaxed);
+    device.bytes_sent.fetch_add(written, std::memory_order_relaxed);
+  }
+  if (read > 0) {
+    counters_.bytes_received.fetch_add(read, std::memory_order_relaxed);
+    device.bytes_received.fetch_add(read, std::memory_order_relaxed);
+  }
 }
 
 void VerbsLane::OnRecvCompletion(const ibv_wc& wc, const memory::RegionRegistry& regions) {
@@ -271,12 +281,14 @@ void VerbsLane::Land(uint32_t slot, const memory::RegionRegistry& regions) {
     region = AcceptNotice(record, regions, peer);
   }
   if (region == nullptr) {
-    link_.counters().writes_rejected.fetch_add(1, std::memory_order_relaxed);
+    counters_.writes_rejected.fetch_add(1, std::memory_order_relaxed);
     SPDLOG_DEBUG("ignored a malformed landing notice from {} (slot {})", peer, slot);
     return;
   }
   const LandingNotice& n = record.notice;
-  link_.counters().bytes_received.fetch_add(n.bytes, std::memory_order_relaxed);
+  // Not counted per device: the notice names the whole transfer's bytes,
+  // which the writer may have striped over every device.
+  counters_.bytes_received.fetch_add(n.bytes, std::memory_order_relaxed);
   memory::LandedEvent event{n.offset, n.length, peer, n.transfer_id, 0, absl::Now()};
   event.blocks = n.blocks;
   event.bytes = n.bytes;

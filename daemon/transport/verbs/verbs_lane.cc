@@ -22,12 +22,15 @@ uint32_t RandomPsn() {
 
 }  // namespace
 
-VerbsLane::VerbsLane(Link& link, VerbsWorker& worker, uint32_t ops_depth, uint32_t send_depth)
+VerbsLane::VerbsLane(Link& link, LinkCounters& counters, VerbsWorker& worker, uint32_t ops_depth,
+                     uint32_t send_depth, uint32_t local_device)
     : link_(link),
+      counters_(counters),
       worker_(worker),
       ops_depth_(ops_depth),
       sq_depth_(send_depth),
       psn_(RandomPsn()),
+      local_device_(local_device),
       slots_(sq_depth_),
       waiting_(ops_depth_),
       wrs_(worker.chain_wrs()),
@@ -71,8 +74,9 @@ QueuePairEndpoint VerbsLane::local_endpoint(const QpPath& path, const std::array
 }
 
 absl::Status VerbsLane::Activate(const QpPath& path, const QueuePairEndpoint& remote,
-                                 NoticeArea notices) {
+                                 NoticeArea notices, uint32_t remote_device) {
   notices_ = notices;
+  remote_device_ = remote_device;
   RETURN_IF_ERROR(ModifyToRtr(qp_.get(), path, remote));
   RETURN_IF_ERROR(ModifyToRts(qp_.get(), path, psn_));
   active_.store(true, std::memory_order_release);

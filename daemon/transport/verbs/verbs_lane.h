@@ -24,6 +24,16 @@ namespace xferd::transport::verbs {
 
 class VerbsWorker;
 
+// Receives a lane's op completions instead of the engine's sink: the striped
+// lane above it, which moves a failed device's ops to another device.
+class OpReporter {
+ public:
+  virtual ~OpReporter() = default;
+  // Poller thread, once per op the lane took, in the order it took them.
+  virtual void OnLaneOpDone(uint32_t sub, const OpCompletion& completion,
+                            CompletionSink& sink) = 0;
+};
+
 // Where this lane's notice records live: ours (incoming, outgoing) and the
 // peer's ring we write into.
 struct NoticeArea {
@@ -39,7 +49,10 @@ class VerbsLane final : public Lane {
   // `ops_depth`: ops the lane holds at most (posted or waiting); `send_depth`:
   // the send queue's work requests (>= kMaxWrsPerOp, <= the worker's chain
   // capacity).
-  VerbsLane(Link& link, VerbsWorker& worker, uint32_t ops_depth, uint32_t send_depth);
+  // `counters`: where the bytes count (the striped link's, shared by its
+  // devices); `local_device`: the device of `worker` (which lkeys to use).
+  VerbsLane(Link& link, LinkCounters& counters, VerbsWorker& worker, uint32_t ops_depth,
+            uint32_t send_depth, uint32_t local_device);
   ~VerbsLane() override;
 
   // Ops the lane takes now: ops_depth less those it holds, posted or waiting
@@ -56,7 +69,15 @@ class VerbsLane final : public Lane {
   QueuePairEndpoint local_endpoint(const QpPath& path, const std::array<uint8_t, 16>& gid,
                                    uint16_t lid) const;
   // INIT -> RTR -> RTS towards the peer's queue pair.
-  absl::Status Activate(const QpPath& path, const QueuePairEndpoint& remote, NoticeArea notices);
+  // `remote_device`: the peer's device index, whose region keys to use.
+  absl::Status Activate(const QpPath& path, const QueuePairEndpoint& remote, NoticeArea notices,
+                        uint32_t remote_device);
+  // Completions go to `reporter` (as its sub-lane `sub`) rather than the sink.
+  void set_reporter(OpReporter* reporter, uint32_t sub) {
+    reporter_ = reporter;
+    sub_ = sub;
+  }
+  uint32_t remote_device() const { return remote_device_; }
   uint32_t qp_num() const { return qp_->qp_num; }
   Link& link() { return link_; }
 
@@ -117,12 +138,24 @@ class VerbsLane final : public Lane {
   absl::Status PostReceives(uint32_t count);
   // Validates the peer's notice record in `slot` and raises its landed event.
   void Land(uint32_t slot, const memory::RegionRegistry& regions);
+  void Report(const OpCompletion& completion, CompletionSink& sink) {
+    if (reporter_ != nullptr) {
+      reporter_->OnLaneOpDone(sub_, completion, sink);
+    } else {
+      sink.OnOpDone(completion);
+    }
+  }
 
   Link& link_;
+  LinkCounters& counters_;
   VerbsWorker& worker_;
   const uint32_t ops_depth_;
   const uint32_t sq_depth_;  // work requests
   const uint32_t psn_;       // our initial packet sequence number
+  const uint32_t local_device_;
+  uint32_t remote_device_ = 0;
+  OpReporter* reporter_ = nullptr;
+  uint32_t sub_ = 0;
   uint32_t index_ = 0;
   bool in_table_ = false;
   uint32_t max_inline_ = 0;

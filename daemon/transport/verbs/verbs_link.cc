@@ -15,12 +15,13 @@ constexpr size_t kLaneRingBytes = kNoticeSlots * kNoticeRecordBytes;
 
 }  // namespace
 
-absl::StatusOr<std::shared_ptr<VerbsLink>> VerbsLink::Create(std::shared_ptr<VerbsContext> context,
-                                                             std::vector<VerbsWorker*> workers,
-                                                             const VerbsLinkSettings& settings,
-                                                             PeerIdentity peer, uint32_t lanes) {
+absl::StatusOr<std::shared_ptr<VerbsLink>> VerbsLink::Create(
+    std::shared_ptr<VerbsContext> context, std::vector<VerbsWorker*> workers,
+    const VerbsLinkSettings& settings, PeerIdentity peer, uint32_t lanes, Link* owner,
+    std::weak_ptr<Link> owner_alive, std::function<void()> on_close) {
   auto link = std::shared_ptr<VerbsLink>(
-      new VerbsLink(std::move(context), std::move(workers), settings, std::move(peer)));
+      new VerbsLink(std::move(context), std::move(workers), settings, std::move(peer), owner,
+                    std::move(owner_alive), std::move(on_close)));
   if (absl::Status s = link->Build(lanes); !s.ok()) {
     // Lanes already in worker tables leave through their workers.
     link->Close(s);
@@ -30,11 +31,15 @@ absl::StatusOr<std::shared_ptr<VerbsLink>> VerbsLink::Create(std::shared_ptr<Ver
 }
 
 VerbsLink::VerbsLink(std::shared_ptr<VerbsContext> context, std::vector<VerbsWorker*> workers,
-                     const VerbsLinkSettings& settings, PeerIdentity peer)
+                     const VerbsLinkSettings& settings, PeerIdentity peer, Link* owner,
+                     std::weak_ptr<Link> owner_alive, std::function<void()> on_close)
     : Link(std::move(peer)),
       context_(std::move(context)),
       workers_(std::move(workers)),
-      settings_(settings) {}
+      settings_(settings),
+      owner_(owner),
+      owner_alive_(std::move(owner_alive)),
+      on_close_(std::move(on_close)) {}
 
 VerbsLink::~VerbsLink() = default;
 
@@ -52,8 +57,9 @@ absl::Status VerbsLink::Build(uint32_t lanes) {
     detached_.assign(lanes, false);
   }
   for (uint32_t i = 0; i < lanes; ++i) {
-    lanes_.push_back(std::make_unique<VerbsLane>(*this, *workers_[i], settings_.ops_depth,
-                                                 settings_.send_depth));
+    lanes_.push_back(std::make_unique<VerbsLane>(
+        *this, owner_ != nullptr ? owner_->counters() : counters(), *workers_[i],
+        settings_.ops_depth, settings_.send_depth, context_->index));
     lane_count_.store(i + 1, std::memory_order_release);
     RETURN_IF_ERROR(
         lanes_.back()->Create(context_->pd.get(), settings_.path.port, settings_.max_inline));
@@ -61,33 +67,32 @@ absl::Status VerbsLink::Build(uint32_t lanes) {
   return absl::OkStatus();
 }
 
-void VerbsLink::Describe(LinkEndpoints* out) const {
+void VerbsLink::Describe(DeviceEndpoints* out) const {
   const PortSelection& port = context_->port;
-  out->kind = TransportKind::kVerbs;
-  out->lanes = lane_count();
+  out->name = port.device;
+  out->index = context_->index;
+  out->rate_mbps = port.rate_mbps;
   out->queue_pairs.clear();
-  for (uint32_t i = 0; i < out->lanes; ++i) {
+  const uint32_t lanes = lane_count();
+  for (uint32_t i = 0; i < lanes; ++i) {
     out->queue_pairs.push_back(lanes_[i]->local_endpoint(settings_.path, port.gid.raw, port.lid));
   }
   out->notice_ring_addr = reinterpret_cast<uint64_t>(ring_.get());
   out->notice_ring_rkey = ring_in_mr_->rkey;
-  out->notice_ring_slots = kNoticeSlots;
-  out->max_rd_atomic = settings_.max_rd_atomic;
-  out->max_dest_rd_atomic = settings_.max_dest_rd_atomic;
 }
 
-absl::Status VerbsLink::Activate(const LinkEndpoints& remote) {
+absl::Status VerbsLink::Activate(const LinkEndpoints& remote, const DeviceEndpoints& device) {
   if (remote.kind != TransportKind::kVerbs) {
     return absl::FailedPreconditionError(
         absl::StrCat("peer ", peer().node_id, " uses the ", TransportKindName(remote.kind),
                      " transport but this daemon uses verbs: configure the same on both"));
   }
   if (remote.lanes == 0 || remote.lanes > lanes_.size() ||
-      remote.queue_pairs.size() != remote.lanes || remote.notice_ring_slots != kNoticeSlots ||
+      device.queue_pairs.size() < remote.lanes || remote.notice_ring_slots != kNoticeSlots ||
       remote.max_rd_atomic == 0 || remote.max_dest_rd_atomic == 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "peer ", peer().node_id, " answered with ", remote.lanes, " lanes (",
-        remote.queue_pairs.size(), " queue pairs, ", remote.notice_ring_slots,
+        device.queue_pairs.size(), " queue pairs on ", device.name, ", ", remote.notice_ring_slots,
         " notice slots, RDMA READ depths ", remote.max_rd_atomic, "/", remote.max_dest_rd_atomic,
         "); this daemon offered ", lanes_.size(), " lanes and ", kNoticeSlots, " slots"));
   }
@@ -107,9 +112,9 @@ absl::Status VerbsLink::Activate(const LinkEndpoints& remote) {
     area.incoming = ring_.get() + i * kLaneRingBytes;
     area.outgoing = ring_.get() + half + i * kLaneRingBytes;
     area.outgoing_lkey = ring_out_mr_->lkey;
-    area.remote_addr = remote.notice_ring_addr + i * kLaneRingBytes;
-    area.remote_rkey = remote.notice_ring_rkey;
-    RETURN_IF_ERROR(lanes_[i]->Activate(path, remote.queue_pairs[i], area));
+    area.remote_addr = device.notice_ring_addr + i * kLaneRingBytes;
+    area.remote_rkey = device.notice_ring_rkey;
+    RETURN_IF_ERROR(lanes_[i]->Activate(path, device.queue_pairs[i], area, device.index));
   }
   active_.store(true, std::memory_order_release);
   return absl::OkStatus();
@@ -118,7 +123,11 @@ absl::Status VerbsLink::Activate(const LinkEndpoints& remote) {
 absl::Status VerbsLink::Connect(const PeerIdentity& remote_peer, const LinkEndpoints& remote,
                                 absl::Time) {
   set_peer(remote_peer);
-  absl::Status status = Activate(remote);
+  absl::Status status =
+      remote.devices.empty()
+          ? absl::InvalidArgumentError(absl::StrCat("peer ", remote_peer.node_id,
+                                                    " answered with no RDMA device"))
+          : Activate(remote, remote.devices[0]);
   if (!status.ok()) Close(status);
   return status;
 }
@@ -130,13 +139,19 @@ void VerbsLink::Detach(uint32_t lane) {
     detached_[lane] = true;
   }
   if (!lanes_[lane]->in_table()) return;  // its Create failed before the worker knew it
-  workers_[lane]->RequestDetach(shared_from_this(), lanes_[lane].get());
+  // The owner holds this link, and its striped lanes hear of this one's
+  // completions: it stays alive until the lane is gone.
+  std::shared_ptr<Link> keep_alive = owner_alive_.lock();
+  if (keep_alive == nullptr) keep_alive = shared_from_this();
+  workers_[lane]->RequestDetach(std::move(keep_alive), lanes_[lane].get());
 }
 
 void VerbsLink::Close(absl::Status reason) {
   if (!MarkBroken(std::move(reason))) return;
-  spdlog::info("link to {} closed: {}", peer().node_id, status().message());
+  spdlog::info("link to {} on {} closed: {}", peer().node_id, context_->port.device,
+               status().message());
   for (uint32_t i = 0; i < lanes_.size(); ++i) Detach(i);
+  if (on_close_) on_close_();
 }
 
 }  // namespace xferd::transport::verbs

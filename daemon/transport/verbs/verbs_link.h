@@ -1,11 +1,14 @@
-// A verbs link: one RC queue pair per lane, plus the notice rings through
-// which each side learns that a transfer from the other has fully landed.
+// A verbs link on one device pair: one RC queue pair per lane, plus the
+// notice rings through which each side learns that a transfer from the
+// other has fully landed. A StripedLink holds one per device pair and is
+// what the engine sees; this one breaks alone when its device fails.
 // The initiator creates its QPs first (their numbers go into the
 // handshake); the responder creates and activates its own from the answer;
 // then the initiator activates (RTR/RTS) towards the responder's.
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -34,18 +37,25 @@ struct VerbsLinkSettings {
 class VerbsLink final : public Link, public std::enable_shared_from_this<VerbsLink> {
  public:
   // Creates `lanes` QPs (INIT, receives posted), one on each of the first
-  // `lanes` workers, and the notice rings. Control thread.
-  static absl::StatusOr<std::shared_ptr<VerbsLink>> Create(std::shared_ptr<VerbsContext> context,
-                                                           std::vector<VerbsWorker*> workers,
-                                                           const VerbsLinkSettings& settings,
-                                                           PeerIdentity peer, uint32_t lanes);
+  // `lanes` workers, and the notice rings. Control thread. `owner` (the
+  // striped link) counts the bytes, is kept alive while lanes drain, and
+  // hears of this link's Close through `on_close`.
+  static absl::StatusOr<std::shared_ptr<VerbsLink>> Create(
+      std::shared_ptr<VerbsContext> context, std::vector<VerbsWorker*> workers,
+      const VerbsLinkSettings& settings, PeerIdentity peer, uint32_t lanes, Link* owner,
+      std::weak_ptr<Link> owner_alive, std::function<void()> on_close);
   ~VerbsLink() override;
 
-  // Our endpoints for the handshake.
-  void Describe(LinkEndpoints* out) const;
-  // Responder: RTR/RTS towards the initiator's endpoints. Initiator: the same,
-  // through Connect. May trim lanes the peer did not match.
-  absl::Status Activate(const LinkEndpoints& remote);
+  // Our endpoints on this device for the handshake.
+  void Describe(DeviceEndpoints* out) const;
+  // RTR/RTS towards the peer's queue pairs on its device `remote`; `link`
+  // carries what both ends of the link share (lanes, READ depths). May trim
+  // lanes the peer did not match.
+  absl::Status Activate(const LinkEndpoints& link, const DeviceEndpoints& remote);
+  void BindPeer(const PeerIdentity& peer) { set_peer(peer); }
+  VerbsContext& device() const { return *context_; }
+  VerbsLane& verbs_lane(uint32_t index) { return *lanes_[index]; }
+  uint32_t ops_depth() const { return settings_.ops_depth; }
 
   absl::Status Connect(const PeerIdentity& peer, const LinkEndpoints& remote,
                        absl::Time deadline) override;
@@ -56,7 +66,8 @@ class VerbsLink final : public Link, public std::enable_shared_from_this<VerbsLi
 
  private:
   VerbsLink(std::shared_ptr<VerbsContext> context, std::vector<VerbsWorker*> workers,
-            const VerbsLinkSettings& settings, PeerIdentity peer);
+            const VerbsLinkSettings& settings, PeerIdentity peer, Link* owner,
+            std::weak_ptr<Link> owner_alive, std::function<void()> on_close);
   absl::Status Build(uint32_t lanes);
   // Hands lane i to its worker for teardown, once.
   void Detach(uint32_t lane);
@@ -64,6 +75,9 @@ class VerbsLink final : public Link, public std::enable_shared_from_this<VerbsLi
   const std::shared_ptr<VerbsContext> context_;
   const std::vector<VerbsWorker*> workers_;
   const VerbsLinkSettings settings_;
+  Link* const owner_;
+  const std::weak_ptr<Link> owner_alive_;
+  const std::function<void()> on_close_;
   // Incoming records (lanes x kNoticeSlots) then outgoing ones, each half
   // registered on its own: peers may write only the incoming half.
   std::unique_ptr<uint8_t[]> ring_;

@@ -23,62 +23,75 @@ int VerbsRegistration::AccessFlags(const memory::Access& access, bool local_writ
 }
 
 absl::StatusOr<std::unique_ptr<VerbsRegistration>> VerbsRegistration::Create(
-    std::shared_ptr<VerbsContext> context, std::byte* base, uint64_t size,
+    std::vector<std::shared_ptr<VerbsContext>> contexts, std::byte* base, uint64_t size,
     const memory::Access& access, bool local_write, uint64_t chunk, int threads,
     std::shared_ptr<std::atomic<int64_t>> open_mrs) {
-  ibv_pd* pd = context->pd.get();
   chunk = std::max<uint64_t>(chunk, 4096);
   const size_t count = static_cast<size_t>((size + chunk - 1) / chunk);
+  const size_t devices = contexts.size();
   const int flags = AccessFlags(access, local_write);
-  std::vector<IbvMr> mrs(count);
+  std::vector<std::vector<IbvMr>> mrs(devices);
+  for (auto& per_device : mrs) per_device.resize(count);
+  // Every (device, chunk) is one job: the threads pin on every device at once.
   std::atomic<size_t> next{0};
+  const size_t jobs = count * devices;
   Mutex mu;
   absl::Status first_error;
   auto worker = [&] {
-    for (size_t i; (i = next.fetch_add(1)) < count;) {
+    for (size_t job; (job = next.fetch_add(1)) < jobs;) {
+      const size_t d = job / count;
+      const size_t i = job % count;
       const uint64_t offset = i * chunk;
       const uint64_t length = std::min(chunk, size - offset);
-      ibv_mr* mr = ibv_reg_mr(pd, base + offset, length, flags);
+      ibv_mr* mr = ibv_reg_mr(contexts[d]->pd.get(), base + offset, length, flags);
       if (mr == nullptr) {
         const int err = errno;
         MutexLock lock(&mu);
         if (first_error.ok()) {
-          first_error = VerbsError(
-              absl::StrCat("ibv_reg_mr(", FormatBytes(length), " at offset ", offset, ")"), err);
+          first_error = VerbsError(absl::StrCat("ibv_reg_mr(", FormatBytes(length), " at offset ",
+                                                offset, " on ", contexts[d]->port.device, ")"),
+                                   err);
         }
-        next.store(count);  // stop the others early
+        next.store(jobs);  // stop the others early
         return;
       }
-      mrs[i].reset(mr);
+      mrs[d][i].reset(mr);
     }
   };
-  const int n = std::clamp<int>(threads, 1, static_cast<int>(count));
+  const int n = std::clamp<int>(threads, 1, static_cast<int>(std::max<size_t>(jobs, 1)));
   std::vector<std::thread> pool;
   for (int t = 1; t < n; ++t) pool.emplace_back(worker);
   worker();
   for (auto& thread : pool) thread.join();
   if (!first_error.ok()) return first_error;  // `mrs` deregisters what did succeed
-  open_mrs->fetch_add(static_cast<int64_t>(mrs.size()));
+  open_mrs->fetch_add(static_cast<int64_t>(jobs));
   return std::unique_ptr<VerbsRegistration>(new VerbsRegistration(
-      std::move(context), base, size, chunk, std::move(mrs), std::move(open_mrs)));
+      std::move(contexts), base, size, chunk, std::move(mrs), std::move(open_mrs)));
 }
 
-VerbsRegistration::VerbsRegistration(std::shared_ptr<VerbsContext> context, std::byte* base,
-                                     uint64_t size, uint64_t chunk, std::vector<IbvMr> mrs,
+VerbsRegistration::VerbsRegistration(std::vector<std::shared_ptr<VerbsContext>> contexts,
+                                     std::byte* base, uint64_t size, uint64_t chunk,
+                                     std::vector<std::vector<IbvMr>> mrs,
                                      std::shared_ptr<std::atomic<int64_t>> open_mrs)
-    : context_(std::move(context)),
+    : contexts_(std::move(contexts)),
       base_(base),
       size_(size),
       chunk_(chunk),
       mrs_(std::move(mrs)),
       open_mrs_(std::move(open_mrs)) {}
 
-VerbsRegistration::~VerbsRegistration() { open_mrs_->fetch_sub(static_cast<int64_t>(mrs_.size())); }
+VerbsRegistration::~VerbsRegistration() { open_mrs_->fetch_sub(static_cast<int64_t>(mr_count())); }
 
-std::vector<uint32_t> VerbsRegistration::rkeys() const {
+size_t VerbsRegistration::mr_count() const {
+  size_t n = 0;
+  for (const auto& per_device : mrs_) n += per_device.size();
+  return n;
+}
+
+std::vector<uint32_t> VerbsRegistration::rkeys(uint32_t device) const {
   std::vector<uint32_t> keys;
-  keys.reserve(mrs_.size());
-  for (const IbvMr& mr : mrs_) keys.push_back(mr->rkey);
+  keys.reserve(mrs_[device].size());
+  for (const IbvMr& mr : mrs_[device]) keys.push_back(mr->rkey);
   return keys;
 }
 

@@ -1,4 +1,5 @@
-// A region's RDMA memory registration. Peers get exactly the access the
+// A region's RDMA memory registration, on every device the transport drives
+// (each has its own protection domain, so its own keys). Peers get exactly the access the
 // region allows (remote write and/or read, nothing for a local-only source);
 // our own NIC may write any writable region (RDMA READs land there). Large
 // regions are registered as several MRs of `chunk` bytes, by
@@ -23,11 +24,11 @@ class VerbsRegistration final : public memory::TransportRegistration {
  public:
   // `threads` bounds the registrations running at once. `open_mrs` counts
   // the MRs alive (for stats); it is shared with the transport.
-  // The registration holds `context`: its MRs must go before the PD does,
-  // whatever outlives what.
+  // The registration holds the `contexts`: its MRs must go before their PDs
+  // do, whatever outlives what.
   // `local_write`: the mapping is writable, so reads may land in it.
   static absl::StatusOr<std::unique_ptr<VerbsRegistration>> Create(
-      std::shared_ptr<VerbsContext> context, std::byte* base, uint64_t size,
+      std::vector<std::shared_ptr<VerbsContext>> contexts, std::byte* base, uint64_t size,
       const memory::Access& access, bool local_write, uint64_t chunk, int threads,
       std::shared_ptr<std::atomic<int64_t>> open_mrs);
   ~VerbsRegistration() override;
@@ -35,25 +36,29 @@ class VerbsRegistration final : public memory::TransportRegistration {
   const std::byte* base() const { return base_; }
   uint64_t size() const { return size_; }
   uint64_t chunk_bytes() const { return chunk_; }
-  // The lkey covering byte `offset` of the region. Data path: no checks.
-  uint32_t lkey_at(uint64_t offset) const { return mrs_[offset / chunk_]->lkey; }
-  std::vector<uint32_t> rkeys() const;
-  size_t mr_count() const { return mrs_.size(); }
+  // The lkey covering byte `offset` of the region on device `device`. Data
+  // path: no checks.
+  uint32_t lkey_at(uint32_t device, uint64_t offset) const {
+    return mrs_[device][offset / chunk_]->lkey;
+  }
+  std::vector<uint32_t> rkeys(uint32_t device) const;
+  uint32_t devices() const { return static_cast<uint32_t>(mrs_.size()); }
+  size_t mr_count() const;
 
   // The ibv access flags for a region's access.
   static int AccessFlags(const memory::Access& access, bool local_write);
 
  private:
-  VerbsRegistration(std::shared_ptr<VerbsContext> context, std::byte* base, uint64_t size,
-                    uint64_t chunk, std::vector<IbvMr> mrs,
+  VerbsRegistration(std::vector<std::shared_ptr<VerbsContext>> contexts, std::byte* base,
+                    uint64_t size, uint64_t chunk, std::vector<std::vector<IbvMr>> mrs,
                     std::shared_ptr<std::atomic<int64_t>> open_mrs);
 
-  // Declared first, destroyed last: the PD outlives the MRs below.
-  const std::shared_ptr<VerbsContext> context_;
+  // Declared first, destroyed last: the PDs outlive the MRs below.
+  const std::vector<std::shared_ptr<VerbsContext>> contexts_;
   std::byte* const base_;
   const uint64_t size_;
   const uint64_t chunk_;
-  std::vector<IbvMr> mrs_;
+  std::vector<std::vector<IbvMr>> mrs_;  // [device][chunk]
   const std::shared_ptr<std::atomic<int64_t>> open_mrs_;
 };
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "daemon/base/status_macros.h"
 #include "daemon/common/log.h"
 #include "daemon/transport/verbs/verbs_registration.h"
@@ -10,88 +11,131 @@
 namespace xferd::transport::verbs {
 
 absl::StatusOr<std::unique_ptr<VerbsTransport>> VerbsTransport::Create(
-    const VerbsTransportOptions& options, const PortSelection& port,
+    const VerbsTransportOptions& options, const std::vector<PortSelection>& ports,
     const memory::RegionRegistry& regions) {
   if (options.mr_chunk < kMinMrChunk) {
     return absl::InvalidArgumentError(
         absl::StrCat("transport.verbs_mr_chunk must be at least ", kMinMrChunk, " bytes"));
   }
-  ASSIGN_OR_RETURN(std::shared_ptr<VerbsContext> context, VerbsContext::Open(port));
-  if (context->attr.max_qp_init_rd_atom <= 0 || context->attr.max_qp_rd_atom <= 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "RDMA device ", port.device, " allows no outstanding RDMA READ (max_qp_init_rd_atom ",
-        context->attr.max_qp_init_rd_atom, ", max_qp_rd_atom ", context->attr.max_qp_rd_atom,
-        "): xferd needs RDMA READ; use another device or the tcp transport"));
+  if (ports.empty()) return absl::InvalidArgumentError("the verbs transport needs a device");
+  auto transport = std::unique_ptr<VerbsTransport>(new VerbsTransport(options));
+  for (uint32_t d = 0; d < ports.size(); ++d) {
+    auto device = std::make_unique<Device>();
+    ASSIGN_OR_RETURN(device->context, VerbsContext::Open(ports[d], d));
+    ASSIGN_OR_RETURN(VerbsLinkSettings settings, transport->SettingsFor(*device->context));
+    device->link_device = LinkDevice{device->context, settings};
+    transport->devices_.push_back(std::move(device));
   }
-  auto transport = std::unique_ptr<VerbsTransport>(new VerbsTransport(options, context));
-  const uint32_t send_depth = transport->link_settings_.send_depth;
-  if (send_depth < kMaxWrsPerOp) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("RDMA device ", port.device, " allows ", context->attr.max_qp_wr,
-                     " work requests per queue pair; xferd needs at least ", kMaxWrsPerOp,
-                     " (one op of ", kMaxBlocksPerOp, " blocks)"));
+  // One READ depth per link, whatever device pair carries an op: the
+  // smallest any device allows.
+  uint8_t rd = 255, dest_rd = 255;
+  for (const auto& d : transport->devices_) {
+    rd = std::min(rd, d->link_device.settings.max_rd_atomic);
+    dest_rd = std::min(dest_rd, d->link_device.settings.max_dest_rd_atomic);
+  }
+  for (auto& d : transport->devices_) {
+    d->link_device.settings.max_rd_atomic = rd;
+    d->link_device.settings.max_dest_rd_atomic = dest_rd;
   }
   for (uint32_t i = 0; i < options.pollers; ++i) {
-    ASSIGN_OR_RETURN(auto worker,
-                     VerbsWorker::Create(context, options.cq_entries, send_depth, regions));
-    transport->workers_.push_back(std::move(worker));
+    std::vector<std::unique_ptr<VerbsWorker>> per_device;
+    for (const auto& d : transport->devices_) {
+      ASSIGN_OR_RETURN(auto worker,
+                       VerbsWorker::Create(d->context, options.cq_entries,
+                                           d->link_device.settings.send_depth, regions));
+      per_device.push_back(std::move(worker));
+    }
+    ASSIGN_OR_RETURN(auto striped, StripedWorker::Create(std::move(per_device)));
+    transport->workers_.push_back(std::move(striped));
   }
-  transport->async_ = std::make_unique<AsyncEventThread>(
-      context, [t = transport.get()](absl::Status reason) { t->links_.CloseAll(reason); });
-  spdlog::info(
-      "verbs transport: {} ({} pollers, {} ops per lane, RDMA READs per queue pair: {} out, {} in)",
-      port.description, options.pollers, options.lane_depth,
-      transport->link_settings_.max_rd_atomic, transport->link_settings_.max_dest_rd_atomic);
+  for (auto& d : transport->devices_) {
+    d->async = std::make_unique<AsyncEventThread>(
+        d->context, [device = d.get()](absl::Status reason) { device->links.CloseAll(reason); });
+    spdlog::info(
+        "verbs transport: {} ({} pollers, {} ops per lane, RDMA READs per queue pair: {} out, {} "
+        "in, NUMA node {})",
+        d->context->port.description, options.pollers, options.lane_depth, rd, dest_rd,
+        d->context->port.numa_node);
+  }
   return transport;
 }
 
-VerbsTransport::VerbsTransport(const VerbsTransportOptions& options,
-                               std::shared_ptr<VerbsContext> context)
-    : options_(options), context_(std::move(context)) {
-  const PortSelection& port = context_->port;
-  link_settings_.path.port = port.port;
-  link_settings_.path.ethernet = port.ethernet;
-  link_settings_.path.sgid_index = static_cast<uint8_t>(port.gid.index);
-  link_settings_.path.mtu = port.mtu;
-  link_settings_.path.timeout = options.qp_timeout;
-  link_settings_.path.retry_count = options.retry_count;
-  link_settings_.ops_depth = options.lane_depth;
+VerbsTransport::VerbsTransport(const VerbsTransportOptions& options) : options_(options) {}
+
+absl::StatusOr<VerbsLinkSettings> VerbsTransport::SettingsFor(const VerbsContext& context) const {
+  const PortSelection& port = context.port;
+  if (context.attr.max_qp_init_rd_atom <= 0 || context.attr.max_qp_rd_atom <= 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "RDMA device ", port.device, " allows no outstanding RDMA READ (max_qp_init_rd_atom ",
+        context.attr.max_qp_init_rd_atom, ", max_qp_rd_atom ", context.attr.max_qp_rd_atom,
+        "): xferd needs RDMA READ; use another device or the tcp transport"));
+  }
+  VerbsLinkSettings settings;
+  settings.path.port = port.port;
+  settings.path.ethernet = port.ethernet;
+  settings.path.sgid_index = static_cast<uint8_t>(port.gid.index);
+  settings.path.mtu = port.mtu;
+  settings.path.timeout = options_.qp_timeout;
+  settings.path.retry_count = options_.retry_count;
+  settings.ops_depth = options_.lane_depth;
   // Room for lane_depth contiguous ops (ops of scattered blocks wait in the
   // lane for room) and for the worst case of one op at least, so none waits
-  // forever; within what the device allows (Create refuses less than that).
+  // forever; within what the device allows (refused below if less).
   const uint64_t send_depth =
-      std::max<uint64_t>(uint64_t{options.lane_depth} * kSendWrsPerOp, kMaxWrsPerOp);
-  link_settings_.send_depth = static_cast<uint32_t>(
-      std::min<uint64_t>(send_depth, static_cast<uint64_t>(context_->attr.max_qp_wr)));
-  link_settings_.max_inline = options.max_inline;
+      std::max<uint64_t>(uint64_t{options_.lane_depth} * kSendWrsPerOp, kMaxWrsPerOp);
+  settings.send_depth = static_cast<uint32_t>(
+      std::min<uint64_t>(send_depth, static_cast<uint64_t>(context.attr.max_qp_wr)));
+  if (settings.send_depth < kMaxWrsPerOp) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("RDMA device ", port.device, " allows ", context.attr.max_qp_wr,
+                     " work requests per queue pair; xferd needs at least ", kMaxWrsPerOp,
+                     " (one op of ", kMaxBlocksPerOp, " blocks)"));
+  }
+  settings.max_inline = options_.max_inline;
   // The handshake carries 8 bits of each, as ibv_qp_attr does.
   const auto depth = [&](int device_limit) {
     uint32_t d = std::min<uint32_t>(static_cast<uint32_t>(device_limit), 255);
-    if (options.max_rd_atomic != 0) d = std::min(d, options.max_rd_atomic);
+    if (options_.max_rd_atomic != 0) d = std::min(d, options_.max_rd_atomic);
     return static_cast<uint8_t>(std::max<uint32_t>(d, 1));
   };
-  link_settings_.max_rd_atomic = depth(context_->attr.max_qp_init_rd_atom);
-  link_settings_.max_dest_rd_atomic = depth(context_->attr.max_qp_rd_atom);
+  settings.max_rd_atomic = depth(context.attr.max_qp_init_rd_atom);
+  settings.max_dest_rd_atomic = depth(context.attr.max_qp_rd_atom);
+  return settings;
 }
 
 VerbsTransport::~VerbsTransport() { Shutdown(); }
 
 std::string VerbsTransport::device() const {
-  return absl::StrCat(context_->port.device, ":", context_->port.port);
+  std::vector<std::string> names;
+  for (const auto& d : devices_) {
+    names.push_back(absl::StrCat(d->context->port.device, ":", d->context->port.port));
+  }
+  return absl::StrJoin(names, ",");
 }
 
-absl::StatusOr<std::shared_ptr<VerbsLink>> VerbsTransport::NewLink(const PeerIdentity& peer,
-                                                                   uint32_t lanes) {
-  std::vector<VerbsWorker*> workers;
-  for (const auto& worker : workers_) workers.push_back(worker.get());
-  ASSIGN_OR_RETURN(std::shared_ptr<VerbsLink> link,
-                   VerbsLink::Create(context_, std::move(workers), link_settings_, peer, lanes));
-  links_.Add(link);
-  return link;
+std::vector<LinkDevice> VerbsTransport::LinkDevices() const {
+  std::vector<LinkDevice> out;
+  for (const auto& d : devices_) out.push_back(d->link_device);
+  return out;
+}
+
+std::vector<StripedWorker*> VerbsTransport::Pollers() const {
+  std::vector<StripedWorker*> out;
+  for (const auto& w : workers_) out.push_back(w.get());
+  return out;
+}
+
+StripedLink::DeviceLinkSink VerbsTransport::DeviceLinkSink() {
+  return [this](uint32_t device, const std::shared_ptr<Link>& link) {
+    devices_[device]->links.Add(link);
+  };
 }
 
 absl::StatusOr<std::shared_ptr<Link>> VerbsTransport::CreateLink(LinkEndpoints* local) {
-  ASSIGN_OR_RETURN(std::shared_ptr<VerbsLink> link, NewLink(PeerIdentity{}, options_.pollers));
+  ASSIGN_OR_RETURN(std::shared_ptr<StripedLink> link,
+                   StripedLink::Create(LinkDevices(), Pollers(), options_.pollers,
+                                       DeviceLinkSink()));
+  links_.Add(link);
   link->Describe(local);
   return std::shared_ptr<Link>(std::move(link));
 }
@@ -101,24 +145,21 @@ absl::StatusOr<std::shared_ptr<Link>> VerbsTransport::AcceptLink(const PeerIdent
                                                                  LinkEndpoints* local) {
   ASSIGN_OR_RETURN(const uint32_t lanes,
                    AcceptedLanes(TransportKind::kVerbs, options_.pollers, peer, remote));
-  ASSIGN_OR_RETURN(std::shared_ptr<VerbsLink> link, NewLink(peer, lanes));
-  // Activate takes the first lane_count() of the initiator's queue pairs;
-  // the initiator trims the rest when it sees our answer.
-  LinkEndpoints matched = remote;
-  matched.lanes = link->lane_count();
-  matched.queue_pairs.resize(std::min<size_t>(matched.queue_pairs.size(), matched.lanes));
-  if (absl::Status s = link->Activate(matched); !s.ok()) {
-    link->Close(s);
-    return s;
-  }
-  link->Describe(local);
+  ASSIGN_OR_RETURN(std::shared_ptr<StripedLink> link,
+                   StripedLink::Accept(LinkDevices(), Pollers(), peer, lanes, remote,
+                                       options_.pairing, DeviceLinkSink(), local));
+  links_.Add(link);
   return std::shared_ptr<Link>(std::move(link));
 }
 
 RemoteRegion VerbsTransport::DescribeRegion(const memory::Region& region) const {
   const auto& registration = static_cast<const VerbsRegistration&>(*region.registration());
-  return RemoteRegion{region.id(), region.size(), reinterpret_cast<uint64_t>(region.data()),
-                      registration.chunk_bytes(), registration.rkeys()};
+  RemoteRegion r{region.id(), region.size(), reinterpret_cast<uint64_t>(region.data()),
+                 registration.chunk_bytes(), registration.rkeys(0)};
+  for (uint32_t d = 1; d < registration.devices(); ++d) {
+    r.more_rkeys.push_back(registration.rkeys(d));
+  }
+  return r;
 }
 
 absl::Status VerbsTransport::CheckRemoteRegion(const RemoteRegion& r) const {
@@ -127,9 +168,12 @@ absl::Status VerbsTransport::CheckRemoteRegion(const RemoteRegion& r) const {
 
 absl::StatusOr<std::unique_ptr<memory::TransportRegistration>> VerbsTransport::RegisterMemory(
     const memory::Region& region) {
+  std::vector<std::shared_ptr<VerbsContext>> contexts;
+  for (const auto& d : devices_) contexts.push_back(d->context);
   absl::StatusOr<std::unique_ptr<VerbsRegistration>> registration = VerbsRegistration::Create(
-      context_, region.data(), region.size(), region.access(), !region.backing().read_only(),
-      options_.mr_chunk, options_.registration_threads, registrations_);
+      std::move(contexts), region.data(), region.size(), region.access(),
+      !region.backing().read_only(), options_.mr_chunk, options_.registration_threads,
+      registrations_);
   if (!registration.ok() && region.backing().read_only()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "cannot register file region '", region.name(),
@@ -143,13 +187,31 @@ absl::StatusOr<std::unique_ptr<memory::TransportRegistration>> VerbsTransport::R
 
 TransportStats VerbsTransport::stats() const {
   TransportStats stats;
-  for (const auto& worker : workers_) stats.lanes += worker->queue_pairs();
+  for (const auto& worker : workers_) {
+    for (uint32_t d = 0; d < worker->device_count(); ++d) {
+      stats.lanes += worker->device(d).queue_pairs();
+    }
+  }
   stats.memory_registrations = static_cast<uint32_t>(registrations_->load());
+  for (const auto& d : devices_) {
+    const VerbsContext& c = *d->context;
+    DeviceStats s;
+    s.name = c.port.device;
+    s.port = c.port.port;
+    s.gid_index = c.port.gid.index;
+    s.up = c.up.load(std::memory_order_relaxed);
+    s.numa_node = c.port.numa_node;
+    s.rate_mbps = c.port.rate_mbps;
+    s.bytes_sent = c.bytes_sent.load(std::memory_order_relaxed);
+    s.bytes_received = c.bytes_received.load(std::memory_order_relaxed);
+    s.failovers = c.failovers.load(std::memory_order_relaxed);
+    stats.devices.push_back(std::move(s));
+  }
   return stats;
 }
 
 void VerbsTransport::Shutdown() {
-  async_.reset();
+  for (auto& d : devices_) d->async.reset();
   links_.CloseAll(absl::UnavailableError("daemon is shutting down"));
 }
 

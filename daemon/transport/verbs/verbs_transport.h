@@ -1,7 +1,10 @@
-// The verbs transport: one-sided RDMA WRITEs on RC queue pairs, one per
-// poller per peer, through libibverbs (InfiniBand, RoCE v1/v2, Soft-RoCE).
-// It owns the opened device, a worker (CQ) per poller, the async-event
-// thread, and registers regions with exactly the access they allow.
+// The verbs transport: one-sided RDMA WRITEs on RC queue pairs through
+// libibverbs (InfiniBand, RoCE v1/v2, Soft-RoCE), on one or several RDMA
+// devices. Per device it owns the opened device (its protection domain), a
+// worker (CQ) per poller and the async-event thread; per poller a striped
+// worker over those. Links pair the devices with a peer's and stripe ops
+// over the pairs. Regions are registered on every device, with exactly the
+// access they allow.
 #pragma once
 
 #include <atomic>
@@ -14,15 +17,16 @@
 #include "daemon/transport/verbs/async_events.h"
 #include "daemon/transport/verbs/device.h"
 #include "daemon/transport/verbs/remote_region_check.h"
+#include "daemon/transport/verbs/striped_link.h"
+#include "daemon/transport/verbs/striped_worker.h"
 #include "daemon/transport/verbs/verbs_context.h"
 #include "daemon/transport/verbs/verbs_link.h"
-#include "daemon/transport/verbs/verbs_worker.h"
 
 namespace xferd::transport::verbs {
 
 struct VerbsTransportOptions {
   uint32_t pollers = 2;
-  uint32_t lane_depth = 64;  // ops in flight per lane
+  uint32_t lane_depth = 64;  // ops in flight per lane, per device
   uint8_t qp_timeout = 14;
   uint8_t retry_count = 3;
   // Regions larger than this are registered as several MRs, in parallel.
@@ -34,20 +38,32 @@ struct VerbsTransportOptions {
   // device's limits; 0 = the device's limits. Tests use it to make the
   // bound bite.
   uint32_t max_rd_atomic = 0;
+  // How this daemon's devices pair with a peer's (it decides when it
+  // answers a handshake).
+  PairingOptions pairing;
 };
 
 class VerbsTransport final : public Transport {
  public:
-  // Opens the selected port's device. Errors come from libibverbs.
+  // Opens the selected ports' devices (at least one). Errors come from
+  // libibverbs.
+  static absl::StatusOr<std::unique_ptr<VerbsTransport>> Create(
+      const VerbsTransportOptions& options, const std::vector<PortSelection>& ports,
+      const memory::RegionRegistry& regions);
   static absl::StatusOr<std::unique_ptr<VerbsTransport>> Create(
       const VerbsTransportOptions& options, const PortSelection& port,
-      const memory::RegionRegistry& regions);
+      const memory::RegionRegistry& regions) {
+    return Create(options, std::vector<PortSelection>{port}, regions);
+  }
   ~VerbsTransport() override;
 
   TransportKind kind() const override { return TransportKind::kVerbs; }
+  // "rxe0:1", or "rxe0:1,rxe1:1" with several devices.
   std::string device() const override;
+  // The first device's port.
   std::optional<RdmaPortInUse> rdma_port() const override {
-    return RdmaPortInUse{context_->port.device, context_->port.port, context_->port.gid.index};
+    const PortSelection& p = devices_.front()->context->port;
+    return RdmaPortInUse{p.device, p.port, p.gid.index};
   }
   uint32_t lanes_per_link() const override { return options_.pollers; }
   TransportWorker& worker(uint32_t index) override { return *workers_[index]; }
@@ -63,21 +79,27 @@ class VerbsTransport final : public Transport {
   TransportStats stats() const override;
   void Shutdown() override;
 
-  const PortSelection& port() const { return context_->port; }
+  const PortSelection& port() const { return devices_.front()->context->port; }
 
  private:
-  VerbsTransport(const VerbsTransportOptions& options, std::shared_ptr<VerbsContext> context);
-  absl::StatusOr<std::shared_ptr<VerbsLink>> NewLink(const PeerIdentity& peer, uint32_t lanes);
+  struct Device {
+    std::shared_ptr<VerbsContext> context;
+    LinkDevice link_device;  // context and link settings
+    LinkSet links;           // its per-device links, closed when its port goes down
+    std::unique_ptr<AsyncEventThread> async;
+  };
+  explicit VerbsTransport(const VerbsTransportOptions& options);
+  absl::StatusOr<VerbsLinkSettings> SettingsFor(const VerbsContext& context) const;
+  std::vector<LinkDevice> LinkDevices() const;
+  std::vector<StripedWorker*> Pollers() const;
+  StripedLink::DeviceLinkSink DeviceLinkSink();
 
   const VerbsTransportOptions options_;
-  const std::shared_ptr<VerbsContext> context_;
-  VerbsLinkSettings link_settings_;
-  std::vector<std::unique_ptr<VerbsWorker>> workers_;
+  std::vector<std::unique_ptr<Device>> devices_;
+  std::vector<std::unique_ptr<StripedWorker>> workers_;
   std::shared_ptr<std::atomic<int64_t>> registrations_ = std::make_shared<std::atomic<int64_t>>(0);
 
   LinkSet links_;
-  // Last: it closes links_, so it stops first.
-  std::unique_ptr<AsyncEventThread> async_;
 };
 
 }  // namespace xferd::transport::verbs

@@ -37,6 +37,7 @@ class VerbsWorker final : public TransportWorker {
   bool PrepareToSleep() override;
 
   ibv_cq* cq() const { return cq_.get(); }
+  VerbsContext& context() const { return *context_; }
   // The chain a lane builds while posting, shared by this worker's lanes:
   // they post one at a time, on this worker's thread.
   ibv_send_wr* chain_wrs() { return chain_wrs_.data(); }

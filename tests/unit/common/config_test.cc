@@ -106,6 +106,29 @@ TEST(ConfigTest, WrongTypesAndSyntaxAreErrors) {
   EXPECT_NE(broken.status().message().find("bad.toml:1"), absl::string_view::npos);
 }
 
+// Several RDMA devices: a list or "all"; not together with verbs_device.
+TEST(ConfigTest, VerbsDevicesTakeAListOrAll) {
+  absl::StatusOr<Config> list = ParseConfig(
+      "[transport]\nverbs_devices = [\"rxe0\", \"rxe1\"]\nverbs_pairing = \"rail\"\n", "x");
+  ASSERT_TRUE(list.ok()) << list.status();
+  EXPECT_EQ(list->transport.verbs_devices, (std::vector<std::string>{"rxe0", "rxe1"}));
+  EXPECT_EQ(list->transport.verbs_pairing, "rail");
+  EXPECT_TRUE(Validate(*list).ok());
+  absl::StatusOr<Config> all = ParseConfig("[transport]\nverbs_devices = \"all\"\n", "x");
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(all->transport.verbs_devices, (std::vector<std::string>{"all"}));
+  absl::StatusOr<Config> some = ParseConfig("[transport]\nverbs_devices = \"rxe0\"\n", "x");
+  ASSERT_FALSE(some.ok());
+  EXPECT_NE(some.status().message().find("array of device names"), std::string::npos);
+  Config both;
+  both.transport.verbs_device = "rxe0";
+  both.transport.verbs_devices = {"rxe1"};
+  EXPECT_NE(Validate(both).message().find("verbs_device"), std::string::npos);
+  Config pairing;
+  pairing.transport.verbs_pairing = "bond";
+  EXPECT_FALSE(Validate(pairing).ok());
+}
+
 // Signed keys take negative values; unsigned ones and out-of-range ones do not.
 TEST(ConfigTest, IntegersAreCheckedAgainstTheirKeysType) {
   absl::StatusOr<Config> automatic = ParseConfig("[transport]\nverbs_gid_index = -1\n", "x");

@@ -27,14 +27,66 @@ TEST(PeerConvertTest, RoundTripsVerbsEndpoints) {
   auto parsed = FromProto(VerbsEndpoints(2));
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   EXPECT_EQ(parsed->kind, transport::TransportKind::kVerbs);
-  ASSERT_EQ(parsed->queue_pairs.size(), 2u);
-  EXPECT_EQ(parsed->queue_pairs[1].qpn, 101u);
-  EXPECT_EQ(parsed->queue_pairs[0].gid[15], 1);
+  // A daemon without `devices`: its one device, index 0.
+  ASSERT_EQ(parsed->devices.size(), 1u);
+  ASSERT_EQ(parsed->devices[0].queue_pairs.size(), 2u);
+  EXPECT_EQ(parsed->devices[0].queue_pairs[1].qpn, 101u);
+  EXPECT_EQ(parsed->devices[0].queue_pairs[0].gid[15], 1);
+  EXPECT_EQ(parsed->devices[0].index, 0u);
   EXPECT_EQ(parsed->max_rd_atomic, 16u);
   EXPECT_EQ(parsed->max_dest_rd_atomic, 128u);
   v1::LinkEndpoints back;
   ToProto(*parsed, &back);
-  EXPECT_EQ(back.SerializeAsString(), VerbsEndpoints(2).SerializeAsString());
+  // What an older daemon reads is what it sent; `devices` comes on top.
+  ASSERT_EQ(back.queue_pairs_size(), 2);
+  EXPECT_EQ(back.queue_pairs(1).SerializeAsString(),
+            VerbsEndpoints(2).queue_pairs(1).SerializeAsString());
+  ASSERT_EQ(back.devices_size(), 1);
+  auto again = FromProto(back);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->devices[0].queue_pairs[1].qpn, 101u);
+}
+
+TEST(PeerConvertTest, RoundTripsSeveralDevices) {
+  transport::LinkEndpoints e;
+  e.kind = transport::TransportKind::kVerbs;
+  e.lanes = 2;
+  e.notice_ring_slots = 32;
+  e.max_rd_atomic = 4;
+  e.max_dest_rd_atomic = 4;
+  for (uint32_t d = 0; d < 2; ++d) {
+    transport::DeviceEndpoints device;
+    device.name = "rxe" + std::to_string(d);
+    device.index = d;
+    device.peer_device = 1 - d;
+    device.rate_mbps = 25000 * (d + 1);
+    device.notice_ring_addr = 0x1000 * (d + 1);
+    device.notice_ring_rkey = 7 + d;
+    for (uint32_t i = 0; i < 2; ++i) {
+      transport::QueuePairEndpoint qp;
+      qp.qpn = 10 * d + i;
+      qp.mtu = 1024;
+      device.queue_pairs.push_back(qp);
+    }
+    e.devices.push_back(device);
+  }
+  v1::LinkEndpoints proto;
+  ToProto(e, &proto);
+  // Older daemons read the first device in the first fields.
+  EXPECT_EQ(proto.queue_pairs_size(), 2);
+  EXPECT_EQ(proto.notice_ring_addr(), 0x1000u);
+  auto parsed = FromProto(proto);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  ASSERT_EQ(parsed->devices.size(), 2u);
+  EXPECT_EQ(parsed->devices[1].name, "rxe1");
+  EXPECT_EQ(parsed->devices[1].index, 1u);
+  EXPECT_EQ(parsed->devices[1].peer_device, 0u);
+  EXPECT_EQ(parsed->devices[1].rate_mbps, 50000u);
+  EXPECT_EQ(parsed->devices[1].notice_ring_rkey, 8u);
+  EXPECT_EQ(parsed->devices[1].queue_pairs[1].qpn, 11u);
+  // A device whose queue pairs do not match the lanes is refused.
+  proto.mutable_devices(1)->mutable_queue_pairs()->RemoveLast();
+  EXPECT_FALSE(FromProto(proto).ok());
 }
 
 TEST(PeerConvertTest, RoundTripsTcpEndpoints) {

@@ -1,0 +1,141 @@
+#include "daemon/transport/verbs/striped_lane.h"
+
+#include "absl/strings/str_cat.h"
+#include "daemon/common/check.h"
+#include "daemon/transport/verbs/striped_worker.h"
+#include "daemon/transport/verbs/verbs_worker.h"
+
+namespace xferd::transport::verbs {
+
+StripedLane::StripedLane(Link& link, std::weak_ptr<Link> link_alive, StripedWorker& worker,
+                         uint32_t ops_depth)
+    : link_(link), link_alive_(std::move(link_alive)), worker_(worker), ops_depth_(ops_depth) {}
+
+void StripedLane::AddDevice(VerbsLane* lane, VerbsWorker* worker, uint64_t weight) {
+  Device device;
+  device.lane = lane;
+  device.worker = worker;
+  device.weight = weight == 0 ? 1 : weight;
+  device.in_flight.Reset(ops_depth_);
+  device.batch.reserve(ops_depth_);
+  lane->set_reporter(this, static_cast<uint32_t>(devices_.size()));
+  devices_.push_back(std::move(device));
+  // Everything the devices hold may come back here at once.
+  waiting_.Reset(size_t{ops_depth_} * devices_.size());
+}
+
+uint32_t StripedLane::credits() const {
+  if (link_.broken()) return 0;
+  uint32_t sum = 0;
+  for (const Device& d : devices_) sum += d.lane->credits();
+  return sum > waiting_.size() ? sum - static_cast<uint32_t>(waiting_.size()) : 0;
+}
+
+bool StripedLane::Reachable(const DataOp& op) const {
+  for (const Device& d : devices_) {
+    if (!d.lane->broken() && op.remote->device_count() > d.lane->remote_device()) return true;
+  }
+  return false;
+}
+
+int StripedLane::Choose(const DataOp& op, bool need_credit) const {
+  int best = -1;
+  double best_load = 0;
+  for (size_t i = 0; i < devices_.size(); ++i) {
+    const Device& d = devices_[i];
+    if (d.lane->broken() || op.remote->device_count() <= d.lane->remote_device()) continue;
+    if (need_credit && d.lane->credits() <= d.batch.size()) continue;
+    // Bytes per unit of rate once this op is added: the emptiest pipe wins,
+    // so over a transfer each device carries its share of the rate.
+    const double load = static_cast<double>(d.assigned + op.length) / static_cast<double>(d.weight);
+    if (best < 0 || load < best_load) {
+      best = static_cast<int>(i);
+      best_load = load;
+    }
+  }
+  return best;
+}
+
+void StripedLane::Hold(const DataOp& op) {
+  waiting_.Push(op);
+  if (!listed_) {
+    listed_ = true;
+    worker_.ListWaiting(this, link_alive_.lock());
+  }
+}
+
+void StripedLane::PostBatch(Device& device) {
+  if (device.batch.empty()) return;
+  const uint32_t taken = device.worker->Post(*device.lane, absl::MakeConstSpan(device.batch));
+  for (uint32_t k = 0; k < taken; ++k) device.in_flight.Push(device.batch[k]);
+  // Refused only by a lane that broke during the post: another device
+  // takes the rest.
+  for (size_t k = taken; k < device.batch.size(); ++k) {
+    device.assigned -= device.batch[k].length;
+    Hold(device.batch[k]);
+  }
+  device.batch.clear();
+}
+
+uint32_t StripedLane::Post(absl::Span<const DataOp> ops) {
+  if (link_.broken()) return 0;
+  for (const DataOp& op : ops) {
+    const int chosen = Choose(op, /*need_credit=*/true);
+    if (chosen < 0) {
+      Hold(op);
+      continue;
+    }
+    Device& d = devices_[static_cast<size_t>(chosen)];
+    d.batch.push_back(op);
+    d.assigned += op.length;
+  }
+  for (Device& d : devices_) PostBatch(d);
+  return static_cast<uint32_t>(ops.size());
+}
+
+bool StripedLane::ServiceWaiting(CompletionSink& sink) {
+  while (waiting_.size() > 0) {
+    const DataOp& op = waiting_.Front();
+    if (link_.broken() || !Reachable(op)) {
+      const DataOp failed = waiting_.Pop();
+      const absl::Status status =
+          link_.broken() ? link_.status()
+                         : absl::UnavailableError(absl::StrCat(
+                               "no RDMA device of this daemon reaches region id ",
+                               failed.remote->region_id, " on peer ", link_.peer().node_id));
+      sink.OnOpDone(OpCompletion{failed.cookie, failed.length, &status});
+      continue;
+    }
+    const int chosen = Choose(op, /*need_credit=*/true);
+    if (chosen < 0) break;  // every live device is full: completions make room
+    Device& d = devices_[static_cast<size_t>(chosen)];
+    d.batch.push_back(waiting_.Pop());
+    d.assigned += d.batch.back().length;
+    PostBatch(d);
+  }
+  listed_ = waiting_.size() > 0;
+  return listed_;
+}
+
+void StripedLane::OnLaneOpDone(uint32_t sub, const OpCompletion& completion,
+                               CompletionSink& sink) {
+  Device& device = devices_[sub];
+  const DataOp op = device.in_flight.Pop();
+  XFERD_CHECK(op.cookie == completion.cookie);
+  if (completion.error == nullptr) {
+    sink.OnOpDone(completion);
+    return;
+  }
+  // A device failed (its own link broke): another one carries the op, if
+  // any still reaches the peer. RDMA WRITEs and READs are idempotent, so
+  // bytes the failed device may already have moved are simply moved again.
+  if (!link_.broken() && device.lane->broken() && Reachable(op)) {
+    device.assigned -= op.length;
+    device.worker->context().failovers.fetch_add(1, std::memory_order_relaxed);
+    Hold(op);
+    return;
+  }
+  sink.OnOpDone(completion);
+}
+
+}  // namespace xferd::transport::verbs

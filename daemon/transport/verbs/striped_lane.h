@@ -1,0 +1,91 @@
+// One poller's lane of a striped link: a queue pair on each paired device
+// (VerbsLanes of the per-device links), with ops spread over them by weight
+// (each pair's port rate) and moved to the others when a device fails.
+// Poller thread only, except credits()/broken() which the engine also calls
+// from that thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/types/span.h"
+#include "daemon/transport/transport.h"
+#include "daemon/transport/verbs/verbs_lane.h"
+
+namespace xferd::transport::verbs {
+
+class StripedWorker;
+class VerbsWorker;
+
+class StripedLane final : public Lane, public OpReporter {
+ public:
+  // `ops_depth`: ops each device's lane holds at most.
+  // `link_alive` is the link that owns this lane: held while ops wait here.
+  StripedLane(Link& link, std::weak_ptr<Link> link_alive, StripedWorker& worker,
+              uint32_t ops_depth);
+
+  // Control thread, before the link is published: one device's lane and
+  // its weight (> 0).
+  void AddDevice(VerbsLane* lane, VerbsWorker* worker, uint64_t weight);
+
+  // The devices' credits together, less the ops waiting to move.
+  uint32_t credits() const override;
+  bool broken() const override { return link_.broken(); }
+
+  // Spreads the ops over the devices; takes them all unless the link is
+  // broken (then none). Ops no device can take now wait here.
+  uint32_t Post(absl::Span<const DataOp> ops);
+  // Posts (or, when no device can reach the peer any more, fails) the ops
+  // waiting here. True while some still wait.
+  bool ServiceWaiting(CompletionSink& sink);
+  void OnLaneOpDone(uint32_t sub, const OpCompletion& completion, CompletionSink& sink) override;
+
+ private:
+  // A ring of ops; capacity fixed at construction, so the data path never
+  // allocates.
+  class OpRing {
+   public:
+    void Reset(size_t capacity) { ops_.assign(capacity, DataOp{}); }
+    void Push(const DataOp& op) { ops_[(head_ + count_++) % ops_.size()] = op; }
+    DataOp Pop() {
+      DataOp op = ops_[head_];
+      head_ = (head_ + 1) % ops_.size();
+      --count_;
+      return op;
+    }
+    const DataOp& Front() const { return ops_[head_]; }
+    size_t size() const { return count_; }
+
+   private:
+    std::vector<DataOp> ops_;
+    size_t head_ = 0;
+    size_t count_ = 0;
+  };
+  struct Device {
+    VerbsLane* lane = nullptr;
+    VerbsWorker* worker = nullptr;
+    uint64_t weight = 1;
+    uint64_t assigned = 0;  // payload bytes given to it, for the weighting
+    OpRing in_flight;       // the ops its lane took, oldest first
+    std::vector<DataOp> batch;
+  };
+
+  // The live device that can carry `op` (its region has keys there) with
+  // the least bytes per weight after it; -1 if none. `need_credit`: only
+  // devices with a credit left (less `pending` ops already chosen).
+  int Choose(const DataOp& op, bool need_credit) const;
+  bool Reachable(const DataOp& op) const;
+  void Hold(const DataOp& op);
+  void PostBatch(Device& device);
+
+  Link& link_;
+  const std::weak_ptr<Link> link_alive_;
+  StripedWorker& worker_;
+  const uint32_t ops_depth_;
+  std::vector<Device> devices_;
+  OpRing waiting_;  // ops no device took yet, or moved off a failed one
+  bool listed_ = false;
+};
+
+}  // namespace xferd::transport::verbs

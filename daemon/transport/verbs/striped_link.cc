@@ -1,0 +1,220 @@
+#include "daemon/transport/verbs/striped_link.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "daemon/base/status_macros.h"
+#include "daemon/common/log.h"
+
+namespace xferd::transport::verbs {
+namespace {
+
+PairingDevice ForPairing(const DeviceEndpoints& d) {
+  PairingDevice p;
+  p.name = d.name;
+  if (!d.queue_pairs.empty()) p.gid = d.queue_pairs[0].gid;
+  return p;
+}
+
+// A pair runs at its slower end's rate; unknown (0) if either end's is.
+uint64_t PairRate(uint64_t ours, uint64_t theirs) {
+  return ours == 0 || theirs == 0 ? 0 : std::min(ours, theirs);
+}
+
+}  // namespace
+
+StripedLink::StripedLink(PeerIdentity peer, std::vector<StripedWorker*> pollers)
+    : Link(std::move(peer)), pollers_(std::move(pollers)) {}
+
+StripedLink::~StripedLink() = default;
+
+absl::Status StripedLink::AddDeviceLink(const LinkDevice& device, uint32_t lanes,
+                                        const DeviceLinkSink& add_device_link) {
+  std::vector<VerbsWorker*> workers;
+  const uint32_t index = device.context->index;
+  for (StripedWorker* poller : pollers_) workers.push_back(&poller->device(index));
+  ASSIGN_OR_RETURN(std::shared_ptr<VerbsLink> link,
+                   VerbsLink::Create(device.context, std::move(workers), device.settings, peer(),
+                                     lanes, this, weak_from_this(),
+                                     [this] { OnDeviceLinkClosed(); }));
+  add_device_link(index, link);
+  device_links_.push_back(DevicePairLink{std::move(link), index, device.context->port.rate_mbps});
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<StripedLink>> StripedLink::Create(
+    const std::vector<LinkDevice>& devices, const std::vector<StripedWorker*>& pollers,
+    uint32_t lanes, const DeviceLinkSink& add_device_link) {
+  auto link = std::shared_ptr<StripedLink>(new StripedLink(PeerIdentity{}, pollers));
+  link->max_rd_atomic_ = devices.front().settings.max_rd_atomic;
+  link->max_dest_rd_atomic_ = devices.front().settings.max_dest_rd_atomic;
+  for (const LinkDevice& device : devices) {
+    if (absl::Status s = link->AddDeviceLink(device, lanes, add_device_link); !s.ok()) {
+      link->Close(s);
+      return s;
+    }
+  }
+  return link;
+}
+
+void StripedLink::Describe(LinkEndpoints* out) const {
+  out->kind = TransportKind::kVerbs;
+  out->devices.clear();
+  out->lanes = 0;
+  for (const DevicePairLink& d : device_links_) {
+    DeviceEndpoints e;
+    d.link->Describe(&e);
+    out->lanes = out->lanes == 0 ? static_cast<uint32_t>(e.queue_pairs.size())
+                                 : std::min<uint32_t>(out->lanes, e.queue_pairs.size());
+    out->devices.push_back(std::move(e));
+  }
+  out->notice_ring_slots = kNoticeSlots;
+  out->max_rd_atomic = max_rd_atomic_;
+  out->max_dest_rd_atomic = max_dest_rd_atomic_;
+}
+
+absl::StatusOr<std::shared_ptr<StripedLink>> StripedLink::Accept(
+    const std::vector<LinkDevice>& devices, const std::vector<StripedWorker*>& pollers,
+    const PeerIdentity& peer, uint32_t lanes, const LinkEndpoints& remote,
+    const PairingOptions& pairing, const DeviceLinkSink& add_device_link, LinkEndpoints* local) {
+  if (remote.kind != TransportKind::kVerbs || remote.devices.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("peer ", peer.node_id, " offered no RDMA device in its handshake"));
+  }
+  std::vector<PairingDevice> ours;
+  for (const LinkDevice& d : devices) {
+    PairingDevice p;
+    p.name = d.context->port.device;
+    p.gid = d.context->port.gid.raw;
+    ours.push_back(p);
+  }
+  std::vector<PairingDevice> theirs;
+  for (const DeviceEndpoints& d : remote.devices) theirs.push_back(ForPairing(d));
+  ASSIGN_OR_RETURN(std::vector<DevicePair> pairs,
+                   PairDevices(ours, theirs, pairing.pairing, pairing.prefix_bits));
+
+  auto link = std::shared_ptr<StripedLink>(new StripedLink(peer, pollers));
+  // What the device links check against: the lanes both sides have.
+  LinkEndpoints matched = remote;
+  matched.lanes = lanes;
+  local->kind = TransportKind::kVerbs;
+  local->lanes = lanes;
+  local->notice_ring_slots = kNoticeSlots;
+  local->devices.clear();
+  for (const DevicePair& pair : pairs) {
+    const DeviceEndpoints& theirs_device = remote.devices[pair.remote];
+    absl::Status s = link->AddDeviceLink(devices[pair.local], lanes, add_device_link);
+    DevicePairLink* added = s.ok() ? &link->device_links_.back() : nullptr;
+    if (s.ok()) s = added->link->Activate(matched, theirs_device);
+    if (!s.ok()) {
+      link->Close(s);
+      return s;
+    }
+    added->paired = true;
+    added->rate_mbps = PairRate(added->rate_mbps, theirs_device.rate_mbps);
+    DeviceEndpoints e;
+    added->link->Describe(&e);
+    e.peer_device = theirs_device.index;
+    local->devices.push_back(std::move(e));
+  }
+  local->max_rd_atomic = devices.front().settings.max_rd_atomic;
+  local->max_dest_rd_atomic = devices.front().settings.max_dest_rd_atomic;
+  link->BuildStripes(lanes, peer);
+  return link;
+}
+
+absl::Status StripedLink::Connect(const PeerIdentity& remote_peer, const LinkEndpoints& remote,
+                                  absl::Time) {
+  set_peer(remote_peer);
+  for (DevicePairLink& d : device_links_) d.link->BindPeer(remote_peer);
+  absl::Status status;
+  if (remote.kind != TransportKind::kVerbs) {
+    status = absl::FailedPreconditionError(
+        absl::StrCat("peer ", remote_peer.node_id, " uses the ", TransportKindName(remote.kind),
+                     " transport but this daemon uses verbs: configure the same on both"));
+  } else if (remote.devices.empty()) {
+    status = absl::InvalidArgumentError(
+        absl::StrCat("peer ", remote_peer.node_id, " answered with no RDMA device"));
+  }
+  for (const DeviceEndpoints& theirs : remote.devices) {
+    if (!status.ok()) break;
+    auto it = std::find_if(device_links_.begin(), device_links_.end(),
+                           [&](const DevicePairLink& d) {
+                             return d.local_device == theirs.peer_device && !d.paired;
+                           });
+    if (it == device_links_.end()) {
+      status = absl::InvalidArgumentError(
+          absl::StrCat("peer ", remote_peer.node_id, " paired its device ", theirs.name,
+                       " with our device #", theirs.peer_device,
+                       ", which we did not offer or already paired"));
+      break;
+    }
+    status = it->link->Activate(remote, theirs);
+    it->paired = true;
+    it->rate_mbps = PairRate(it->rate_mbps, theirs.rate_mbps);
+  }
+  if (!status.ok()) {
+    Close(status);
+    return status;
+  }
+  // Our devices the peer did not pair (it has fewer, or none on their rail)
+  // carry nothing towards it.
+  for (DevicePairLink& d : device_links_) {
+    if (!d.paired) d.link->Close(absl::CancelledError("device not paired with the peer's"));
+  }
+  BuildStripes(remote.lanes, remote_peer);
+  return absl::OkStatus();
+}
+
+void StripedLink::BuildStripes(uint32_t lanes, const PeerIdentity& peer) {
+  // Weights: the pairs' rates, unless one is unknown; then equal shares.
+  bool all_known = true;
+  for (const DevicePairLink& d : device_links_) all_known &= !d.paired || d.rate_mbps != 0;
+  std::vector<std::string> names;
+  for (uint32_t i = 0; i < lanes; ++i) {
+    auto stripe = std::make_unique<StripedLane>(*this, weak_from_this(), *pollers_[i],
+                                                device_links_.front().link->ops_depth());
+    for (DevicePairLink& d : device_links_) {
+      if (!d.paired) continue;
+      stripe->AddDevice(&d.link->verbs_lane(i), &pollers_[i]->device(d.local_device),
+                        all_known ? d.rate_mbps : 1);
+    }
+    stripes_.push_back(std::move(stripe));
+  }
+  for (const DevicePairLink& d : device_links_) {
+    if (d.paired) names.push_back(absl::StrCat(d.link->device().port.device, " (", d.rate_mbps,
+                                               " Mb/s)"));
+  }
+  spdlog::info("link to {}: {} lanes striped over {}", peer.node_id, lanes,
+               absl::StrJoin(names, ", "));
+  lane_count_.store(lanes, std::memory_order_release);
+  active_.store(true, std::memory_order_release);
+  // A device link that broke before this saw no active link: look again.
+  OnDeviceLinkClosed();
+}
+
+void StripedLink::OnDeviceLinkClosed() {
+  if (broken() || !active_.load(std::memory_order_acquire)) return;
+  absl::Status last;
+  int paired = 0;
+  for (const DevicePairLink& d : device_links_) {
+    if (!d.paired) continue;
+    if (!d.link->broken()) return;  // one still carries the link
+    last = d.link->status();
+    ++paired;
+  }
+  // One device: its reason as it is (what a single-device daemon always said).
+  Close(paired == 1 ? last
+                    : absl::Status(last.code(),
+                                   absl::StrCat("no RDMA device reaches peer ", peer().node_id,
+                                                " any more; the last one: ", last.message())));
+}
+
+void StripedLink::Close(absl::Status reason) {
+  if (!MarkBroken(std::move(reason))) return;
+  const absl::Status why = status();
+  for (DevicePairLink& d : device_links_) d.link->Close(why);
+}
+
+}  // namespace xferd::transport::verbs

@@ -1,0 +1,202 @@
+"""Several RDMA devices per daemon (transport.verbs_devices), in the
+Soft-RoCE VM: rxe0 on dummy0 and rxe1 on dummy1, set up by
+tests/softroce/suite_guest.sh before it runs this with XFERD_MULTI_NIC=1.
+Daemons a and b drive both devices, c only rxe0. Pairing is by index, so
+each queue pair joins two ports of the same rxe device (Soft-RoCE cannot
+connect two different rxe devices inside one VM).
+
+Checked: a transfer's slices and a many-block transfer's blocks are striped
+over both devices (each carries >= 30% of the bytes); a daemon with two
+devices and one with one exchange data both ways; taking dummy1 down in the
+middle of a transfer moves its ops to rxe0 and the transfer completes; after
+dummy1 comes back, a new link uses rxe1 again. Every byte is checked by
+sha256. Without XFERD_MULTI_NIC the module is skipped (no second device)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from typing import Dict, Iterator
+
+import pytest
+
+import pytest_main
+import xferd
+from daemons import Cluster
+from testlib import WAIT_S, fill, sha, wait_until
+
+MiB = 1 << 20
+KiB = 1 << 10
+
+pytestmark = pytest.mark.skipif(
+    os.environ.get("XFERD_MULTI_NIC") != "1",
+    reason="needs two Soft-RoCE devices (rxe0, rxe1): run by tests/softroce/suite_guest.sh")
+
+TWO = '[transport]\nverbs_devices = ["rxe0", "rxe1"]\n'
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    each: Dict[str, Dict[str, object]] = {"a": {"config_extra": TWO},
+                                          "b": {"config_extra": TWO},
+                                          "c": {"config_extra": ""}}
+    with Cluster(("a", "b", "c"), each=each, transport="verbs") as c:
+        c["a"].client().connect_peer(c["b"].address)
+        c["a"].client().connect_peer(c["c"].address)
+        yield c
+
+
+@pytest.fixture(scope="module")
+def clients(cluster: Cluster) -> Dict[str, xferd.Client]:
+    return {name: cluster[name].client() for name in ("a", "b", "c")}
+
+
+def device_bytes(client: xferd.Client) -> Dict[str, int]:
+    """Bytes sent per device (writes that completed on it)."""
+    return {d.name: d.bytes_sent for d in client.stats().devices}
+
+
+def split(before: Dict[str, int], after: Dict[str, int]) -> Dict[str, int]:
+    return {name: after[name] - before.get(name, 0) for name in after}
+
+
+def assert_striped(moved: Dict[str, int], total: int) -> None:
+    assert sum(moved.values()) >= total, moved
+    for name, count in moved.items():
+        assert count >= 0.3 * total, f"{name} carried {count} of {total} bytes: {moved}"
+
+
+def test_devices_are_reported(clients: Dict[str, xferd.Client]) -> None:
+    stats = clients["a"].stats()
+    assert [(d.name, d.up) for d in stats.devices] == [("rxe0", True), ("rxe1", True)]
+    assert [d.name for d in clients["c"].stats().devices] == ["rxe0"]
+    driven = [d for d in clients["a"].devices() if d.in_use]
+    assert [d.name for d in driven] == ["rxe0", "rxe1"]
+    assert all(d.stats is not None for d in driven)
+    info = clients["a"].node_info()
+    assert "rxe0" in info.device and "rxe1" in info.device, info.device
+
+
+def test_a_transfer_is_striped_over_both_devices(clients: Dict[str, xferd.Client]) -> None:
+    a, b = clients["a"], clients["b"]
+    size = 64 * MiB
+    src = a.register_region("stripe_src", size, backing="shm")
+    dst = b.register_region("stripe_dst", size, backing="shm", remote_write=True)
+    try:
+        data = fill(src, seed=101)
+        before = device_bytes(a)
+        done = a.write("stripe_src", "b", "stripe_dst", size).wait(WAIT_S)
+        assert done.transport == "verbs"
+        assert sha(dst.buffer) == sha(data)
+        moved = split(before, device_bytes(a))
+        print(f"contiguous 64 MiB write, bytes per device: {moved}")
+        assert_striped(moved, size)
+
+        # Many blocks in one transfer: 1024 blocks of 32 KiB, scattered.
+        before = device_bytes(a)
+        runs = xferd.Strided(0, 0, 32 * KiB, 64 * KiB, 64 * KiB, 512)
+        done = a.write_strided("stripe_src", "b", "stripe_dst", runs).wait(WAIT_S)
+        moved = split(before, device_bytes(a))
+        print(f"strided write of 512 blocks, bytes per device: {moved}")
+        assert_striped(moved, 512 * 32 * KiB)
+        assert sha(dst.buffer) == sha(data)
+
+        # Reads stripe too: pull b's region back into a fresh one.
+        back = a.register_region("stripe_back", size, backing="shm")
+        try:
+            b.deregister_region("stripe_dst")
+            dst = b.register_region("stripe_dst", size, backing="shm", remote_read=True,
+                                    allowed_peers=["a"])
+            dst.buffer[:] = data
+            before = {d.name: d.bytes_received for d in a.stats().devices}
+            a.read("b", "stripe_dst", "stripe_back", size).wait(WAIT_S)
+            after = {d.name: d.bytes_received for d in a.stats().devices}
+            moved = split(before, after)
+            print(f"64 MiB read, bytes per device: {moved}")
+            assert_striped(moved, size)
+            assert sha(back.buffer) == sha(data)
+        finally:
+            a.deregister_region("stripe_back")
+    finally:
+        a.deregister_region("stripe_src")
+        b.deregister_region("stripe_dst")
+
+
+def test_two_devices_and_one_device_exchange_data(clients: Dict[str, xferd.Client]) -> None:
+    a, c = clients["a"], clients["c"]
+    size = 16 * MiB
+    a_src = a.register_region("mixed_a", size, backing="shm", remote_write=True)
+    c_src = c.register_region("mixed_c", size, backing="shm", remote_write=True)
+    try:
+        there = fill(a_src, seed=7)
+        before = device_bytes(a)
+        a.write("mixed_a", "c", "mixed_c", size).wait(WAIT_S)
+        assert sha(c_src.buffer) == sha(there)
+        moved = split(before, device_bytes(a))
+        # Index pairing: a's rxe1 has no partner on c.
+        assert moved["rxe0"] >= size and moved["rxe1"] == 0, moved
+        back = fill(c_src, seed=8)
+        c.write("mixed_c", "a", "mixed_a", size).wait(WAIT_S)
+        assert sha(a_src.buffer) == sha(back)
+    finally:
+        a.deregister_region("mixed_a")
+        c.deregister_region("mixed_c")
+
+
+def port_state(device: str) -> str:
+    with open(f"/sys/class/infiniband/{device}/ports/1/state") as f:
+        return f.read().strip()
+
+
+def test_a_device_going_down_mid_transfer(cluster: Cluster,
+                                          clients: Dict[str, xferd.Client]) -> None:
+    a, b = clients["a"], clients["b"]
+    size = 128 * MiB  # a few seconds on Soft-RoCE: time to pull the plug
+    src = a.register_region("fail_src", size, backing="shm")
+    dst = b.register_region("fail_dst", size, backing="shm", remote_write=True)
+    try:
+        data = fill(src, seed=202)
+        failovers = {d.name: d.failovers for d in a.stats().devices}
+        # Small slices: thousands of ops, so the port goes down while many
+        # are in flight on rxe1 (the write must not be over by then).
+        handle = a.write("fail_src", "b", "fail_dst", size, slice_size=64 * KiB)
+        wait_until("the transfer to be under way",
+                   lambda: handle.snapshot().bytes_done >= 2 * MiB, period=0.005)
+        subprocess.run(["ip", "link", "set", "dummy1", "down"], check=True)
+        try:
+            wait_until("rxe1 to go down", lambda: "DOWN" in port_state("rxe1"))
+            done = handle.wait(WAIT_S)
+            assert done.state == "done", done
+            assert sha(dst.buffer) == sha(data)
+            stats = {d.name: d for d in a.stats().devices}
+            print(f"after dummy1 down: {[(d.name, d.up, d.failovers) for d in stats.values()]}")
+            assert not stats["rxe1"].up
+            assert stats["rxe1"].failovers > failovers["rxe1"], "no op moved off rxe1"
+            # The link to b lives on, on rxe0 alone.
+            dst.buffer[:] = bytes(size)
+            before = device_bytes(a)
+            a.write("fail_src", "b", "fail_dst", 32 * MiB).wait(WAIT_S)
+            moved = split(before, device_bytes(a))
+            assert moved["rxe1"] == 0 and moved["rxe0"] >= 32 * MiB, moved
+            assert sha(dst.buffer[:32 * MiB]) == sha(data[:32 * MiB])
+        finally:
+            subprocess.run(["ip", "link", "set", "dummy1", "up"], check=True)
+        wait_until("rxe1 to be ACTIVE again", lambda: "ACTIVE" in port_state("rxe1"))
+        wait_until("a to see rxe1 up", lambda: all(d.up for d in a.stats().devices))
+        # A new link pairs rxe1 again and stripes over both devices.
+        a.disconnect_peer("b")
+        a.connect_peer(cluster["b"].address)
+        before = device_bytes(a)
+        a.write("fail_src", "b", "fail_dst", size).wait(WAIT_S)
+        assert sha(dst.buffer) == sha(data)
+        moved = split(before, device_bytes(a))
+        print(f"after dummy1 up and a reconnect, bytes per device: {moved}")
+        assert_striped(moved, size)
+    finally:
+        a.deregister_region("fail_src")
+        b.deregister_region("fail_dst")
+
+
+if __name__ == "__main__":
+    sys.exit(pytest_main.main(__file__, sys.argv))
