@@ -1,0 +1,255 @@
+// Validate(): the checks a parsed Config must pass before the daemon uses it
+// (values in range, keys that depend on each other, files readable now).
+// Parsing lives in config.cc.
+#include "daemon/common/config.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <initializer_list>
+#include <sstream>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "daemon/base/status_macros.h"
+#include "daemon/common/host_port.h"
+
+namespace xferd {
+namespace {
+
+absl::Status InvalidKey(absl::string_view key, absl::string_view why) {
+  return absl::InvalidArgumentError(absl::StrCat("config key '", key, "' ", why));
+}
+
+// Keys that name files the daemon reads at start-up: each set one must be
+// readable now, so a typo fails --check-config, not the first use.
+absl::Status CheckReadable(
+    std::initializer_list<std::pair<const char*, const std::string*>> files) {
+  for (const auto& [key, path] : files) {
+    if (!path->empty() && ::access(path->c_str(), R_OK) != 0) {
+      return InvalidKey(
+          key, absl::StrCat("names ", *path, ", which cannot be read: ", std::strerror(errno)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateServer(const ServerConfig& server) {
+  if (server.listen.empty() && server.unix_socket.empty()) {
+    return InvalidKey("server.listen",
+                      "and server.unix_socket are both empty: nothing to serve on");
+  }
+  if (server.unix_socket_mode > 0777)
+    return InvalidKey("server.unix_socket_mode", "must be <= 0777");
+  return absl::OkStatus();
+}
+
+absl::Status ValidateEngine(const EngineConfig& engine) {
+  if (engine.pollers < 1 || engine.pollers > 64) {
+    return InvalidKey("engine.pollers", "must be between 1 and 64");
+  }
+  if (engine.slice_size < 4096 || engine.slice_size > (16u << 20)) {
+    return InvalidKey("engine.slice_size", "must be between 4KiB and 16MiB");
+  }
+  if (engine.lane_depth < 2 || engine.lane_depth > 4096) {
+    return InvalidKey("engine.lane_depth", "must be between 2 and 4096");
+  }
+  if (engine.max_inflight_transfers < 1 || engine.max_inflight_transfers > (1u << 20)) {
+    return InvalidKey("engine.max_inflight_transfers", "must be between 1 and 1048576");
+  }
+  if (engine.history > (1u << 22)) return InvalidKey("engine.history", "must be <= 4194304");
+  if (engine.spin > absl::Seconds(1)) return InvalidKey("engine.spin", "must be <= 1s");
+  return absl::OkStatus();
+}
+
+absl::Status ValidateTcp(const TransportConfig& transport) {
+  if (transport.tcp_socket_buffer > (1u << 30)) {
+    return InvalidKey("transport.tcp_socket_buffer", "must be <= 1GiB");
+  }
+  if (transport.tcp_user_timeout < absl::Seconds(1) ||
+      transport.tcp_user_timeout > absl::Hours(1)) {
+    return InvalidKey("transport.tcp_user_timeout", "must be between 1s and 1h");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateVerbs(const TransportConfig& transport) {
+  if (transport.verbs_qp_timeout > 31) {
+    return InvalidKey("transport.verbs_qp_timeout", "must be <= 31");
+  }
+  if (transport.verbs_retry_count > 7) {
+    return InvalidKey("transport.verbs_retry_count", "must be <= 7");
+  }
+  if (transport.verbs_mr_chunk < (16u << 20)) {
+    return InvalidKey("transport.verbs_mr_chunk", "must be at least 16MiB (the largest slice)");
+  }
+  if (!transport.verbs_devices.empty() && !transport.verbs_device.empty()) {
+    return InvalidKey("transport.verbs_devices",
+                      "cannot be combined with transport.verbs_device: list that device in "
+                      "verbs_devices instead");
+  }
+  for (const std::string& name : transport.verbs_devices) {
+    if (name.empty() || (name == "all" && transport.verbs_devices.size() > 1)) {
+      return InvalidKey("transport.verbs_devices",
+                        "must be \"all\" or a list of non-empty device names");
+    }
+  }
+  if (transport.verbs_pairing != "index" && transport.verbs_pairing != "rail") {
+    return InvalidKey("transport.verbs_pairing", "must be \"index\" or \"rail\"");
+  }
+  if (transport.verbs_rail_prefix_bits > 128) {
+    return InvalidKey("transport.verbs_rail_prefix_bits", "must be 0 (auto) or 1..128");
+  }
+  if (transport.verbs_gid_index < -1 || transport.verbs_gid_index > 255) {
+    return InvalidKey("transport.verbs_gid_index", "must be -1 (auto) or 0..255");
+  }
+  switch (transport.verbs_mtu) {
+    case 0:
+    case 256:
+    case 512:
+    case 1024:
+    case 2048:
+    case 4096:
+      return absl::OkStatus();
+    default:
+      return InvalidKey("transport.verbs_mtu", "must be 0 (auto), 256, 512, 1024, 2048 or 4096");
+  }
+}
+
+// [tls]: all of cert, key and ca, or nothing; every file readable now, so a
+// typo fails at start-up (and in --check-config), not at the first peer.
+absl::Status ValidateTls(const TlsConfig& tls) {
+  if (!tls.enabled()) return absl::OkStatus();
+  const std::pair<const char*, const std::string*> files[] = {{"tls.cert", &tls.cert},
+                                                              {"tls.key", &tls.key},
+                                                              {"tls.ca", &tls.ca},
+                                                              {"tls.client_ca", &tls.client_ca}};
+  for (const auto& [key, path] : files) {
+    const bool optional = path == &tls.client_ca;
+    if (path->empty() && !optional) {
+      return InvalidKey(key,
+                        "is not set: mTLS needs tls.cert, tls.key and tls.ca together (or none of "
+                        "them for the insecure mode)");
+    }
+    RETURN_IF_ERROR(CheckReadable({{key, path}}));
+  }
+  for (const std::string& name : tls.allowed_clients) {
+    if (name.empty()) return InvalidKey("tls.allowed_clients", "contains an empty name");
+  }
+  return absl::OkStatus();
+}
+
+// tcp_encryption: a known value, and "tls" only with certificates to use.
+absl::Status ValidateTcpEncryption(const Config& c) {
+  const std::string& value = c.transport.tcp_encryption;
+  if (!value.empty() && value != "tls" && value != "off") {
+    return InvalidKey("transport.tcp_encryption", "must be \"tls\" or \"off\"");
+  }
+  if (value == "tls" && !c.tls.enabled()) {
+    return InvalidKey("transport.tcp_encryption",
+                      "is \"tls\" but [tls] is not configured: the data lanes use the daemon's "
+                      "certificates, so set tls.cert, tls.key and tls.ca (or set "
+                      "tcp_encryption = \"off\")");
+  }
+  return absl::OkStatus();
+}
+
+// [cluster]: endpoints that parse, a prefix that cannot swallow another
+// (it starts and ends with '/'), a TTL etcd accepts, TLS files readable now.
+absl::Status ValidateCluster(const ClusterConfig& cluster) {
+  const bool any_set = !cluster.ca.empty() || !cluster.cert.empty() || !cluster.key.empty();
+  if (!cluster.enabled()) {
+    if (any_set) return InvalidKey("cluster.etcd", "is empty but cluster TLS files are set");
+    return absl::OkStatus();
+  }
+  for (const std::string& endpoint : cluster.etcd) {
+    if (!ParseHostPort(endpoint).ok()) {
+      return InvalidKey("cluster.etcd", absl::StrCat("has '", endpoint,
+                                                     "': each endpoint must be host:port, e.g. "
+                                                     "\"10.0.0.5:2379\""));
+    }
+  }
+  if (cluster.prefix.size() < 2 || cluster.prefix.front() != '/' || cluster.prefix.back() != '/') {
+    return InvalidKey("cluster.prefix",
+                      "must start and end with '/', e.g. \"/xferd/\" or \"/tenant-a/xferd/\"");
+  }
+  if (cluster.lease_ttl < absl::Seconds(2) || cluster.lease_ttl > absl::Hours(1)) {
+    return InvalidKey("cluster.lease_ttl", "must be between 2s and 1h");
+  }
+  if (cluster.cert.empty() != cluster.key.empty()) {
+    return InvalidKey(cluster.cert.empty() ? "cluster.cert" : "cluster.key",
+                      "is not set: a client certificate to etcd needs cluster.cert and "
+                      "cluster.key together");
+  }
+  if (!cluster.cert.empty() && cluster.ca.empty()) {
+    return InvalidKey("cluster.ca",
+                      "is not set: TLS to etcd needs the CA that signed etcd's "
+                      "certificate");
+  }
+  return CheckReadable({{"cluster.ca", &cluster.ca},
+                        {"cluster.cert", &cluster.cert},
+                        {"cluster.key", &cluster.key}});
+}
+
+
+absl::Status ValidateMetrics(const MetricsConfig& m) {
+  if (m.basic_auth_user.empty() != m.basic_auth_password_file.empty()) {
+    return InvalidKey(
+        m.basic_auth_user.empty() ? "metrics.basic_auth_user" : "metrics.basic_auth_password_file",
+        "is not set: basic auth needs metrics.basic_auth_user and "
+        "metrics.basic_auth_password_file together");
+  }
+  if (absl::StrContains(m.basic_auth_user, ':')) {
+    return InvalidKey("metrics.basic_auth_user", "must not contain ':' (RFC 7617)");
+  }
+  return CheckReadable({{"metrics.basic_auth_password_file", &m.basic_auth_password_file},
+                        {"metrics.bearer_token_file", &m.bearer_token_file}});
+}
+
+}  // namespace
+
+absl::Status Validate(const Config& c) {
+  RETURN_IF_ERROR(ValidateServer(c.server));
+  RETURN_IF_ERROR(ValidateEngine(c.engine));
+  RETURN_IF_ERROR(ValidateTcp(c.transport));
+  RETURN_IF_ERROR(ValidateVerbs(c.transport));
+  for (const std::string& dir : c.regions.file_dirs) {
+    if (dir.empty() || dir[0] != '/' || dir == "/") {
+      return InvalidKey("regions.file_dirs",
+                        "must list absolute directories other than \"/\", e.g. "
+                        "[\"/var/lib/xferd/data\"]");
+    }
+  }
+  if (c.regions.file_mode > 0777) return InvalidKey("regions.file_mode", "must be <= 0o777");
+  if (c.transport.require_rdma && c.transport.kind == TransportChoice::kTcp) {
+    return InvalidKey("transport.require_rdma", "is true but transport.kind is \"tcp\"");
+  }
+  if (!c.metrics.listen.empty() && !ParseHostPort(c.metrics.listen).ok()) {
+    return InvalidKey("metrics.listen",
+                      "must be host:port, e.g. \"127.0.0.1:9300\" (\"\" disables)");
+  }
+  RETURN_IF_ERROR(ValidateMetrics(c.metrics));
+  static constexpr const char* kLevels[] = {"trace", "debug", "info", "warn", "error"};
+  if (std::find(std::begin(kLevels), std::end(kLevels), c.log.level) == std::end(kLevels)) {
+    return InvalidKey("log.level", "must be one of trace, debug, info, warn, error");
+  }
+  RETURN_IF_ERROR(ValidateCluster(c.cluster));
+  RETURN_IF_ERROR(ValidateTls(c.tls));
+  return ValidateTcpEncryption(c);
+}
+
+absl::StatusOr<std::string> ReadKeyFile(absl::string_view key, const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    return absl::InvalidArgumentError(absl::StrCat("config key '", key, "': cannot read ", path));
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace xferd
