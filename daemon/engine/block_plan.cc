@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/numeric/bits.h"
 #include "absl/strings/str_cat.h"
 
 namespace xferd::engine {
@@ -149,8 +150,12 @@ absl::StatusOr<std::vector<Block>> PlanBlocks(const BlockSpec& spec, const Regio
   if (absl::Status s = spec.CheckShape(); !s.ok()) return s;
   std::vector<Block> blocks;
   blocks.reserve(spec.count());
-  // The run being merged: blocks contiguous with the previous on both sides.
-  uint64_t local = 0, remote = 0, length = 0;
+  // The run being merged: blocks contiguous with the previous on both sides,
+  // starting at request block `first`.
+  uint64_t local = 0, remote = 0, length = 0, first = 0;
+  auto append_run = [&] {
+    return AppendSplit(local, remote, length, slice, &blocks, absl::StrCat("block #", first));
+  };
   absl::Status status = ForEachBlock(spec, [&](uint64_t i, uint64_t s, uint64_t d, uint64_t n) {
     if (n == 0) {
       return absl::InvalidArgumentError(
@@ -164,21 +169,35 @@ absl::StatusOr<std::vector<Block>> PlanBlocks(const BlockSpec& spec, const Regio
       length += n;
       return absl::OkStatus();
     }
-    AppendSplit(local, remote, length, slice, &blocks);
+    if (absl::Status st = append_run(); !st.ok()) return st;
     local = l;
     remote = r;
     length = n;
+    first = i;
     return absl::OkStatus();
   });
   if (!status.ok()) return status;
-  AppendSplit(local, remote, length, slice, &blocks);
+  if (absl::Status st = append_run(); !st.ok()) return st;
   if (absl::Status s = CheckNoOverlap(spec, blocks, !src_is_local); !s.ok()) return s;
   blocks.shrink_to_fit();
   return blocks;
 }
 
-void AppendSplit(uint64_t local, uint64_t remote, uint64_t length, uint32_t slice,
-                 std::vector<Block>* out) {
+absl::Status AppendSplit(uint64_t local, uint64_t remote, uint64_t length, uint32_t slice,
+                         std::vector<Block>* out, absl::string_view what) {
+  const uint64_t pieces = length / slice + (length % slice != 0);
+  if (pieces > kMaxPlannedBlocks - out->size()) {
+    // The smallest slice that fits, rounded up to a power of two.
+    const uint64_t room = std::max<uint64_t>(kMaxPlannedBlocks - out->size(), 1);
+    const uint64_t need = absl::bit_ceil((length + room - 1) / room);
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": ", length, " bytes at slice_size ", slice, " would be cut into more than ",
+        kMaxPlannedBlocks, " pieces per transfer: ",
+        need <= transport::kMaxSliceBytes
+            ? absl::StrCat("set slice_size to at least ", need, " or ")
+            : "",
+        "split it into several transfers"));
+  }
   while (length > 0) {
     const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(length, slice));
     out->push_back(Block{local, remote, n});
@@ -186,6 +205,7 @@ void AppendSplit(uint64_t local, uint64_t remote, uint64_t length, uint32_t slic
     remote += n;
     length -= n;
   }
+  return absl::OkStatus();
 }
 
 std::vector<uint32_t> GroupOps(absl::Span<const Block> blocks, uint32_t slice) {

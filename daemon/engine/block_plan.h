@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "daemon/engine/block_spec.h"
 #include "daemon/transport/transport_types.h"
@@ -32,10 +33,17 @@ absl::StatusOr<std::vector<transport::Block>> PlanBlocks(const BlockSpec& spec,
                                                          const RegionSide& dst, bool src_is_local,
                                                          uint32_t slice);
 
+// The most pieces (24 bytes each) one transfer is planned as: the largest
+// request's block count. Without it a range of a huge region at a small
+// slice would make the daemon allocate gigabytes (1 TiB at 4 KiB: 6 GiB).
+inline constexpr uint64_t kMaxPlannedBlocks = kMaxRequestBlocks;
+
 // Appends `length` bytes from `local` (local region) and `remote` (the
-// peer's) as blocks of at most `slice` bytes. `slice` > 0.
-void AppendSplit(uint64_t local, uint64_t remote, uint64_t length, uint32_t slice,
-                 std::vector<transport::Block>* out);
+// peer's) as blocks of at most `slice` bytes (> 0). INVALID_ARGUMENT, and
+// nothing appended, when `out` would exceed kMaxPlannedBlocks; `what` names
+// the bytes in the message ("block #7", "the range").
+absl::Status AppendSplit(uint64_t local, uint64_t remote, uint64_t length, uint32_t slice,
+                         std::vector<transport::Block>* out, absl::string_view what);
 
 // Groups blocks, in order, into ops: each op takes blocks while it stays
 // within `slice` bytes and kMaxBlocksPerOp blocks (every block is <= slice).

@@ -270,7 +270,8 @@ absl::StatusOr<Transfer::Plan> Engine::Plan(const WriteSpec& w, RemoteKeySnapsho
   if (w.blocks.form == BlockSpec::Form::kRange) {
     const uint64_t local = IsRead(w) ? w.dst_offset : w.src_offset;
     const uint64_t remote_offset = IsRead(w) ? w.src_offset : w.dst_offset;
-    AppendSplit(local, remote_offset, w.length, plan.slice_size, &plan.blocks);
+    RETURN_IF_ERROR(
+        AppendSplit(local, remote_offset, w.length, plan.slice_size, &plan.blocks, "the range"));
   } else {
     RETURN_IF_ERROR(PlanMany(w, *plan.peer, plan.remote.size, &plan));
   }

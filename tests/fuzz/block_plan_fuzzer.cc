@@ -59,13 +59,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!message.ParseFromArray(data + sizeof(h), static_cast<int>(size - sizeof(h)))) return 0;
   absl::StatusOr<engine::BlockSpec> spec = service::FromProto(message);
   if (!spec.ok()) return 0;
-  // Region sizes up to 16 GiB: offsets near 2^64 still come from the message.
-  // Larger ones let one block of the whole region, cut into 4 KiB slices,
-  // plan 24 bytes per slice (1 TiB: 6 GiB): a real bound the daemon lacks
-  // (the plan of a huge transfer at a small slice is not capped), left for a
-  // fix in the planner; bounded here so the fuzzer finds other things.
-  const uint64_t src_size = h.src_size % (uint64_t{1} << 34);
-  const uint64_t dst_size = h.dst_size % (uint64_t{1} << 34);
+  // Region sizes up to 1 TiB: offsets near 2^64 still come from the message,
+  // and a whole-region block at a 4 KiB slice meets kMaxPlannedBlocks.
+  const uint64_t src_size = h.src_size % (uint64_t{1} << 40);
+  const uint64_t dst_size = h.dst_size % (uint64_t{1} << 40);
   const uint32_t slice = 4096u << (h.slice % 13);  // 4 KiB .. 16 MiB, as the engine allows
   if (spec->form == engine::BlockSpec::Form::kLayout) {
     const uint64_t block = uint64_t{h.layout_block} + 1;

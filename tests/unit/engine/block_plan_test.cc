@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/match.h"
+
 #include <algorithm>
 #include <numeric>
 #include <random>
@@ -107,6 +109,40 @@ TEST(BlockPlanTest, ShapeErrorsSayWhatToFix) {
   s.form = BlockSpec::Form::kStrided;
   s.runs = {StridedRun{0, 0, 1, 1, 1, kMaxRequestBlocks + 1}};
   EXPECT_EQ(Plan(s).status().message(), "4194305 blocks in one request; at most 4194304: split it");
+}
+
+TEST(BlockPlanTest, PiecesPerTransferAreBoundedBeforeAllocating) {
+  // One block of a 1 TiB region at a 4 KiB slice would be 2^28 pieces (6 GiB
+  // of plan): refused with the slice that would fit.
+  const RegionSide huge_src{"src", "", 1ull << 40};
+  const RegionSide huge_dst{"dst", "b", 1ull << 40};
+  auto blocks = PlanBlocks(List({4096, 0}, {0, 1ull << 39}, 1ull << 39), huge_src, huge_dst,
+                           /*src_is_local=*/true, 4096);
+  EXPECT_EQ(blocks.status().message(),
+            "block #0: 549755813888 bytes at slice_size 4096 would be cut into more than 4194304 "
+            "pieces per transfer: set slice_size to at least 131072 or split it into several "
+            "transfers");
+  // The budget counts what earlier runs planned: the second block overflows it.
+  // (2^21 pieces each: two fill it exactly).
+  blocks = PlanBlocks(List({0, 1ull << 36}, {0, 1ull << 36}, 1ull << 34), huge_src, huge_dst,
+                      /*src_is_local=*/true, 8192);
+  ASSERT_TRUE(blocks.ok()) << blocks.status();
+  EXPECT_EQ(blocks->size(), kMaxPlannedBlocks);
+  blocks = PlanBlocks(List({0, 1ull << 36, 1ull << 37}, {0, 1ull << 36, 1ull << 37}, 1ull << 34),
+                      huge_src, huge_dst, /*src_is_local=*/true, 8192);
+  EXPECT_EQ(blocks.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StartsWith(blocks.status().message(), "block #2: ")) << blocks.status();
+  // Exactly at the bound plans.
+  std::vector<Block> out;
+  EXPECT_TRUE(AppendSplit(0, 0, kMaxPlannedBlocks * 4096, 4096, &out, "the range").ok());
+  EXPECT_EQ(out.size(), kMaxPlannedBlocks);
+  // A range no slice can fit says to split it, and appends nothing.
+  out.clear();
+  absl::Status st = AppendSplit(0, 0, 1ull << 50, 4096, &out, "the range");
+  EXPECT_EQ(st.message(),
+            "the range: 1125899906842624 bytes at slice_size 4096 would be cut into more than "
+            "4194304 pieces per transfer: split it into several transfers");
+  EXPECT_TRUE(out.empty());
 }
 
 TEST(BlockPlanTest, StridedOverflowIsOutOfRange) {

@@ -54,7 +54,7 @@ class TransferTest : public ::testing::Test {
     plan.link = link;
     plan.remote = transport::RemoteRegion{9, 1 << 20, 0, 0};
     plan.slice_size = slice;
-    AppendSplit(100, 1000, length, slice, &plan.blocks);
+    EXPECT_TRUE(AppendSplit(100, 1000, length, slice, &plan.blocks, "the range").ok());
     return std::make_shared<Transfer>(plan, listener != nullptr ? listener : &listener_);
   }
   std::shared_ptr<memory::Region> region_;
