@@ -20,6 +20,7 @@ TARGETS=(
   //client/cpp:xferctl
   //tests/unit/transport:device_test
   //tests/transport:transport_conformance_test
+  //tests/transport:tcp_tls_test
   //tests/integration/cpp:client_integration_test
   //tests/integration/cpp:blocks_integration_test
   //tests/integration/cpp:xferctl_test

@@ -28,6 +28,11 @@ bool TcpLink::ready() const {
 }
 
 void TcpLink::AttachLane(uint32_t lane, UniqueFd fd, UniqueSsl ssl) {
+  if (ssl != nullptr) {
+    tls_->CountLane(ssl.get());
+    // Once per link and side: whether the kernel took the records over.
+    if (lane == 0) spdlog::info("data lanes with {}: {}", peer().node_id, LaneTls::Mode(ssl.get()));
+  }
   workers_[lane]->RequestAttach(shared_from_this(), lanes_[lane].get(), std::move(fd),
                                 std::move(ssl));
   lanes_handed_over_.fetch_add(1, std::memory_order_acq_rel);
@@ -99,9 +104,6 @@ absl::Status TcpLink::ConnectLane(uint32_t index, const HostPort& where, const s
     return absl::UnavailableError("peer refused the data connection");
   }
   RETURN_IF_ERROR(ConfigureDataSocket(fd.get(), socket_options_));
-  if (ssl != nullptr) {
-    SPDLOG_DEBUG("data lane {} to {}: {}", index, peer().node_id, LaneTls::Mode(ssl.get()));
-  }
   AttachLane(index, std::move(fd), std::move(ssl));
   return absl::OkStatus();
 }

@@ -223,6 +223,12 @@ std::string LaneTls::Mode(SSL* ssl) {
   return BIO_get_ktls_send(SSL_get_wbio(ssl)) ? "tls (kernel send offload)" : "tls (user space)";
 }
 
+void LaneTls::CountLane(SSL* ssl) const {
+  if (BIO_get_ktls_send(SSL_get_wbio(ssl))) {
+    kernel_send_lanes_.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
 std::string LaneTls::TakeError(const char* fallback) {
   const unsigned long code = ERR_get_error();
   ERR_clear_error();

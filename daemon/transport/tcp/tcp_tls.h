@@ -8,6 +8,8 @@
 
 #include <openssl/ssl.h>
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -61,6 +63,10 @@ class LaneTls {
   // "tls (kernel send offload)" or "tls (user space)": how records of this
   // session are sent.
   static std::string Mode(SSL* ssl);
+  // Counts a handshaken lane session by how it sends (any thread).
+  void CountLane(SSL* ssl) const;
+  // Lanes so far whose records the kernel encrypts (kTLS TX).
+  uint64_t kernel_send_lanes() const { return kernel_send_lanes_.load(std::memory_order_relaxed); }
   // The oldest queued OpenSSL error as text, and clears the queue; `fallback`
   // if there is none.
   static std::string TakeError(const char* fallback);
@@ -70,6 +76,7 @@ class LaneTls {
 
   SSL_CTX* const client_;
   SSL_CTX* const server_;
+  mutable std::atomic<uint64_t> kernel_send_lanes_{0};
 };
 
 }  // namespace xferd::transport::tcp

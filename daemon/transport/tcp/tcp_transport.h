@@ -65,6 +65,8 @@ class TcpTransport final : public Transport {
   // Data connections the listener refused (see TcpAcceptor::refused).
   uint64_t refused_connections() const { return acceptor_->refused(); }
   bool encrypted() const { return tls_ != nullptr; }
+  // Encrypted lanes whose records the kernel encrypts (kTLS), so far.
+  uint64_t kernel_tls_lanes() const { return tls_ != nullptr ? tls_->kernel_send_lanes() : 0; }
 
  private:
   TcpTransport(TcpTransportOptions options, const memory::RegionRegistry& regions);
