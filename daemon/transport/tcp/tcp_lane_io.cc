@@ -45,7 +45,7 @@ void TcpLane::Attach(UniqueFd fd, UniqueSsl ssl) {
   if (ssl_ != nullptr && tls_stage_.empty()) tls_stage_.resize(kTlsRecordBytes);
 }
 
-bool TcpLane::input_buffered() const { return ssl_ != nullptr && SSL_pending(ssl_.get()) > 0; }
+bool TcpLane::input_buffered() const { return ssl_ != nullptr && SSL_has_pending(ssl_.get()) == 1; }
 
 ssize_t TcpLane::TlsResult(int rc, size_t n) {
   if (rc == 1) return static_cast<ssize_t>(n);

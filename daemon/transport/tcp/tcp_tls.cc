@@ -16,6 +16,9 @@ namespace {
 
 // AES-128-GCM first: the cheapest suite with AES-NI, and one the kernel's
 // TLS offload takes; the others stay acceptable for peers that prefer them.
+// OpenSSL's receive buffer per lane with read-ahead: four full records.
+constexpr size_t kReadAheadBytes = 4 * (16384 + 256);
+
 constexpr char kCipherSuites[] =
     "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256";
 
@@ -55,6 +58,11 @@ absl::Status Configure(SSL_CTX* ctx, const LaneTlsFiles& files) {
   // bytes are now; a partial write returns after each record, so a slow
   // socket never makes OpenSSL hold more than one record of a lane.
   SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+  // Read ahead: one recv fills OpenSSL's buffer with several records instead
+  // of two recvs (header, body) per 16 KiB record. Lanes then check
+  // SSL_has_pending, not the socket alone, before they wait.
+  SSL_CTX_set_read_ahead(ctx, 1);
+  SSL_CTX_set_default_read_buffer_len(ctx, kReadAheadBytes);
   // Every lane does a full handshake: no resumption state to steal or leak.
   SSL_CTX_set_num_tickets(ctx, 0);
   SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
