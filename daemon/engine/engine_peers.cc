@@ -3,6 +3,7 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/base/status_macros.h"
+#include "daemon/common/host_port.h"
 #include "daemon/common/log.h"
 #include "daemon/engine/engine.h"
 
@@ -88,6 +89,15 @@ absl::StatusOr<PeerInfo> Engine::ConnectNow(const std::string& address, absl::Ti
   if (status.ok()) {
     // Keep the address that worked for us rather than the one it advertises.
     reply->node.address = address;
+    // A peer whose data lanes listen on a wildcard without
+    // transport.tcp_advertise_host names no data host: its lanes are at the
+    // host its gRPC service answered on.
+    if (reply->endpoints.kind == transport::TransportKind::kTcp &&
+        reply->endpoints.tcp.host.empty()) {
+      if (absl::StatusOr<HostPort> grpc = ParseHostPort(address); grpc.ok()) {
+        reply->endpoints.tcp.host = grpc->host;
+      }
+    }
     status = link->Connect(transport::PeerIdentity{reply->node.node_id, reply->node.incarnation},
                            reply->endpoints, deadline);
   }

@@ -417,5 +417,25 @@ def test_full_disk_under_file_region(cluster: Cluster, disk: str, regions: Regio
         os.unlink(filler)
 
 
+def test_wildcard_data_listen_is_dialed_at_the_grpc_host(net: NetPair) -> None:
+    """Daemons whose data lanes listen on 0.0.0.0 without tcp_advertise_host
+    advertise no data host: each dials the other's lanes at the host its gRPC
+    service answered on, not its own loopback (which only works when both
+    run on one host), and bytes arrive both ways."""
+    each = {side: {"netns": net.ns(side), "host": net.ip(side), "data_host": "0.0.0.0"}
+            for side in "ab"}
+    with Cluster("ab", each=each, port=PORT + 1, slice_size="256KiB") as c:
+        for src, dst, seed in (("a", "b", 60), ("b", "a", 61)):
+            c[src].client().connect_peer(c[dst].address)
+            s = c[src].client().register_region("wild_src", MiB, backing="shm")
+            d = c[dst].client().register_region("wild_dst", MiB, backing="shm",
+                                                remote_write=True)
+            digest = sha(fill(s, seed))
+            c[src].client().write("wild_src", dst, "wild_dst", MiB).wait(WAIT_S)
+            assert sha(d.buffer) == digest
+        print(f"\nwildcard data listen: lanes dialed at {net.ip('a')} and {net.ip('b')}, "
+              "bytes verified both ways")
+
+
 if __name__ == "__main__":
     sys.exit(pytest_main.main(__file__, sys.argv))

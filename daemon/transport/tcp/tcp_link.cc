@@ -60,7 +60,12 @@ absl::Status TcpLink::Connect(const PeerIdentity& remote_peer, const LinkEndpoin
   // The responder settles the lane count (the smaller poller count of the
   // two). Nothing uses the link before Connect returns, so trimming is safe.
   lanes_.resize(remote.lanes);
-  HostPort where{remote.tcp.host.empty() ? fallback_host_ : remote.tcp.host, remote.tcp.port};
+  if (remote.tcp.host.empty()) {
+    // Dialing "" would reach this host's own loopback, not the peer.
+    return absl::InvalidArgumentError(
+        "peer advertised no TCP data host: set transport.tcp_advertise_host on it");
+  }
+  HostPort where{remote.tcp.host, remote.tcp.port};
   for (uint32_t i = 0; i < lanes_.size(); ++i) {
     absl::Status status = ConnectLane(i, where, remote.tcp.session_token, deadline);
     if (!status.ok()) {

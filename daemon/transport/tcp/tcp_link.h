@@ -25,11 +25,10 @@ class TcpLink final : public Link, public std::enable_shared_from_this<TcpLink> 
           uint32_t lanes, uint32_t depth, DataSocketOptions socket_options, const LaneTls* tls);
   ~TcpLink() override;
 
-  // Dials every lane of the responder (`remote.tcp`); `fallback_host` is used
-  // when the responder did not advertise a data host.
+  // Dials every lane of the responder (`remote.tcp`, whose host the engine
+  // fills in when the responder advertised none).
   absl::Status Connect(const PeerIdentity& peer, const LinkEndpoints& remote,
                        absl::Time deadline) override;
-  void set_fallback_host(std::string host) { fallback_host_ = std::move(host); }
   void Close(absl::Status reason) override;
   uint32_t lane_count() const override { return static_cast<uint32_t>(lanes_.size()); }
   Lane& lane(uint32_t index) override { return *lanes_[index]; }
@@ -49,7 +48,6 @@ class TcpLink final : public Link, public std::enable_shared_from_this<TcpLink> 
   const DataSocketOptions socket_options_;
   const LaneTls* const tls_;
   std::vector<std::unique_ptr<TcpLane>> lanes_;
-  std::string fallback_host_;
   std::atomic<uint32_t> lanes_handed_over_{0};
 };
 

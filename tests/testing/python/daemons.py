@@ -83,7 +83,7 @@ class Daemon:
                  extra_args: Sequence[str] = (), host: str = "127.0.0.1", port: int = 0,
                  netns: Optional[str] = None, config_extra: str = "",
                  transport: str = TRANSPORT, log_level: str = "debug",
-                 file_dirs: Sequence[str] = ()) -> None:
+                 file_dirs: Sequence[str] = (), data_host: Optional[str] = None) -> None:
         """Describes a daemon; start() runs it.
 
         `pollers` and `slice_size` None leave the daemon's defaults. `host`
@@ -93,10 +93,12 @@ class Daemon:
         its unix socket. `config_extra` opens its config file (TOML, e.g.
         "[tls]\nallowed_clients = [...]"). `transport` "verbs" also requires
         RDMA, so a run never silently falls back to TCP. File regions may
-        be in `workdir` and in `file_dirs` (regions.file_dirs).
+        be in `workdir` and in `file_dirs` (regions.file_dirs). TCP data
+        lanes listen on `data_host` (default: `host`), e.g. "0.0.0.0".
         """
         self.name = name
         self.host = host
+        self.data_host = data_host or host
         self.port = port
         self.netns = netns
         self.config_extra = config_extra
@@ -180,7 +182,7 @@ class Daemon:
             self.binary, "--config", self.config_path, "--node-id", self.name,
             "--listen", f"{self.host}:{self.port}", "--unix-socket", self.socket_path,
             "--ready-file", self.ready_path, *tuning, "--log-level", self.log_level,
-            "--data-listen", f"{self.host}:0", "--transport", self.transport,
+            "--data-listen", f"{self.data_host}:0", "--transport", self.transport,
         ] + (["--require-rdma"] if self.transport == "verbs" else []) + self.extra_args
 
     def wait_ready(self, timeout: float = _READY_TIMEOUT_S) -> None:
