@@ -130,6 +130,20 @@ absl::StatusOr<uint64_t> OpenFile(const BackingSpec& spec, UniqueFd& fd, bool* r
   return size;
 }
 
+// What MAP_POPULATE does, after the mapping got its advice: every page
+// present and writable, so no fault lands on the receive path.
+void PopulateWritable(std::byte* addr, uint64_t size) {
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23  // Linux 5.14; older kernels refuse it (EINVAL)
+#endif
+  if (::madvise(addr, size, MADV_POPULATE_WRITE) == 0) return;
+  const long page = ::sysconf(_SC_PAGESIZE);
+  for (uint64_t offset = 0; offset < size; offset += static_cast<uint64_t>(page)) {
+    // A fresh anonymous page reads as zero: writing zero keeps it so.
+    reinterpret_cast<volatile std::byte*>(addr)[offset] = std::byte{0};
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<MemoryBacking>> MemoryBacking::Create(const BackingSpec& spec) {
@@ -159,7 +173,16 @@ absl::StatusOr<std::unique_ptr<MemoryBacking>> MemoryBacking::Create(const Backi
                      : resolved.size;
   // Registered memory is meant to be resident (RDMA pins it anyway), and
   // pre-faulting keeps page faults out of the receive path.
-  void* addr = ::mmap(nullptr, mapped_size, prot, flags | MAP_POPULATE, fd.get(), 0);
+  // Anonymous memory on transparent huge pages where the kernel allows them
+  // (THP "madvise" mode needs the advice before the first touch): the
+  // kernel's copies into and out of a large region then walk one TLB entry
+  // per 2 MiB instead of per 4 KiB.
+  const bool thp = spec.kind == Backing::kAnonymous && !spec.hugepages;
+  void* addr = ::mmap(nullptr, mapped_size, prot, flags | (thp ? 0 : MAP_POPULATE), fd.get(), 0);
+  if (addr != MAP_FAILED && thp) {
+    ::madvise(addr, mapped_size, MADV_HUGEPAGE);
+    PopulateWritable(static_cast<std::byte*>(addr), mapped_size);
+  }
   if (addr == MAP_FAILED) {
     const int err = errno;
     if (spec.kind == Backing::kShm) ::unlink(spec.shm_path.c_str());

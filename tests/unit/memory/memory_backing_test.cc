@@ -8,8 +8,10 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <string>
 
 namespace xferd::memory {
@@ -34,6 +36,40 @@ TEST(MemoryBackingTest, AnonymousIsZeroedAndWritable) {
   EXPECT_EQ((*backing)->data()[12345], std::byte{0});
   std::memset((*backing)->data(), 0xab, 1 << 20);
   EXPECT_EQ((*backing)->data()[(1 << 20) - 1], std::byte{0xab});
+}
+
+// The kB of the mapping at `addr` that /proc/self/smaps says are `field`.
+long SmapsKb(const void* addr, const std::string& field) {
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  bool inside = false;
+  while (std::getline(smaps, line)) {
+    uintptr_t begin = 0, end = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx ", &begin, &end) == 2) {
+      const auto a = reinterpret_cast<uintptr_t>(addr);
+      inside = begin <= a && a < end;
+    } else if (inside && line.rfind(field + ":", 0) == 0) {
+      return std::strtol(line.c_str() + field.size() + 1, nullptr, 10);
+    }
+  }
+  return -1;
+}
+
+TEST(MemoryBackingTest, AnonymousIsResidentAndOnHugePagesWhereTheKernelAllows) {
+  constexpr uint64_t kSize = 64 << 20;
+  auto backing = MemoryBacking::Create(BackingSpec{Backing::kAnonymous, kSize});
+  ASSERT_TRUE(backing.ok()) << backing.status();
+  // Populated at registration, as MAP_POPULATE would: resident before use.
+  EXPECT_GE(SmapsKb((*backing)->data(), "Rss"), static_cast<long>(kSize >> 10));
+  std::ifstream thp("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string mode;
+  std::getline(thp, mode);
+  if (mode.find("[never]") != std::string::npos || mode.empty()) {
+    GTEST_SKIP() << "transparent huge pages are off on this kernel: " << mode;
+  }
+  // "madvise" or "always": at least half of it on 2 MiB pages (the ends of an
+  // unaligned mapping may not be).
+  EXPECT_GE(SmapsKb((*backing)->data(), "AnonHugePages"), static_cast<long>(kSize >> 11));
 }
 
 TEST(MemoryBackingTest, ShmIsSharedWithAnotherMappingAndUnlinkedAtTheEnd) {
