@@ -110,6 +110,32 @@ absl::StatusOr<engine::BlockSpec> FromProto(const v1::Blocks& b) {
   return s;
 }
 
+namespace {
+
+// A reply that lingers longer would hold the caller's call (and a watch
+// loop entry) with no benefit over WaitTransfer.
+constexpr absl::Duration kMaxLinger = absl::Seconds(1);
+
+template <typename Request>
+absl::StatusOr<absl::Duration> LingerFromProto(const Request& r) {
+  if (!r.has_linger()) return r.wait() ? absl::InfiniteDuration() : absl::ZeroDuration();
+  if (r.wait()) {
+    return absl::InvalidArgumentError("linger is for replies without wait: set one or the other");
+  }
+  absl::StatusOr<absl::Duration> linger = FromProto(r.linger(), "linger");
+  if (linger.ok() && *linger > kMaxLinger) {
+    return absl::InvalidArgumentError(absl::StrCat("linger ", absl::FormatDuration(*linger),
+                                                   " is longer than 1s: use wait instead"));
+  }
+  return linger;
+}
+
+}  // namespace
+
+absl::StatusOr<absl::Duration> ReplyLinger(const v1::WriteRequest& r) { return LingerFromProto(r); }
+
+absl::StatusOr<absl::Duration> ReplyLinger(const v1::ReadRequest& r) { return LingerFromProto(r); }
+
 absl::StatusOr<engine::WriteSpec> FromProto(const v1::WriteRequest& r) {
   return TransferFromProto(r, transport::OpKind::kWrite);
 }

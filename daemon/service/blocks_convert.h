@@ -5,6 +5,7 @@
 #pragma once
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "daemon/engine/block_spec.h"
 #include "daemon/engine/transfer.h"
 #include "xferd/v1/xferd.pb.h"
@@ -18,6 +19,11 @@ absl::StatusOr<engine::BlockSpec> FromProto(const v1::Blocks& blocks);
 // local), with or without blocks. INVALID_ARGUMENT names what is missing.
 absl::StatusOr<engine::WriteSpec> FromProto(const v1::WriteRequest& request);
 absl::StatusOr<engine::WriteSpec> FromProto(const v1::ReadRequest& request);
+// How long the reply may wait for the transfer's end once it is queued:
+// forever with wait, else the request's linger (0 to 1 s; INVALID_ARGUMENT
+// outside that, or with wait as well).
+absl::StatusOr<absl::Duration> ReplyLinger(const v1::WriteRequest& request);
+absl::StatusOr<absl::Duration> ReplyLinger(const v1::ReadRequest& request);
 absl::StatusOr<engine::Layout> FromProto(const v1::PrepareLayoutRequest& request);
 void ToProto(const engine::Layout& layout, v1::Layout* out);
 

@@ -53,15 +53,18 @@ void ReplyWith(const std::vector<std::shared_ptr<engine::Transfer>>& transfers,
 }
 
 TransferWaiter::TransferWaiter(std::vector<std::shared_ptr<engine::Transfer>> transfers,
-                               FillReply fill, FinishCall finish)
-    : transfers_(std::move(transfers)), fill_(std::move(fill)), finish_(std::move(finish)) {}
+                               FillReply fill, FinishCall finish, absl::Time reply_by)
+    : transfers_(std::move(transfers)),
+      fill_(std::move(fill)),
+      finish_(std::move(finish)),
+      reply_by_(reply_by) {}
 
 void TransferWaiter::Start(WatchLoop& loop,
                            std::vector<std::shared_ptr<engine::Transfer>> transfers, FillReply fill,
-                           FinishCall finish) {
+                           FinishCall finish, absl::Time reply_by) {
   std::vector<std::shared_ptr<engine::Transfer>> watched = transfers;
-  std::shared_ptr<WatchHandle> handle = loop.Add(std::unique_ptr<TransferWaiter>(
-      new TransferWaiter(std::move(transfers), std::move(fill), std::move(finish))));
+  std::shared_ptr<WatchHandle> handle = loop.Add(std::unique_ptr<TransferWaiter>(new TransferWaiter(
+      std::move(transfers), std::move(fill), std::move(finish), reply_by)));
   for (const std::shared_ptr<engine::Transfer>& t : watched) {
     t->AddObserver([handle](const engine::TransferInfo&) { handle->Notify(); });
   }
@@ -70,9 +73,11 @@ void TransferWaiter::Start(WatchLoop& loop,
   handle->Notify();
 }
 
-absl::Time TransferWaiter::Run(absl::Time) {
-  for (const std::shared_ptr<engine::Transfer>& t : transfers_) {
-    if (!engine::IsTerminal(t->state())) return absl::InfiniteFuture();  // its end notifies
+absl::Time TransferWaiter::Run(absl::Time now) {
+  if (now < reply_by_) {
+    for (const std::shared_ptr<engine::Transfer>& t : transfers_) {
+      if (!engine::IsTerminal(t->state())) return reply_by_;  // or its end notifies
+    }
   }
   ReplyWith(transfers_, fill_, finish_);
   return kDone;

@@ -2,7 +2,8 @@
 // poller that ends a transfer only notifies them:
 // - WatchTransfer's stream: a snapshot at most every `interval` and always
 //   the terminal one, after which the stream ends;
-// - the reply of a submission with wait, sent once every transfer has ended.
+// - the reply of a submission with wait, sent once every transfer has ended,
+//   or with a linger, sent at their end or when the linger runs out.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -49,25 +50,29 @@ using FinishCall = std::function<void(const grpc::Status&)>;
 void ReplyWith(const std::vector<std::shared_ptr<engine::Transfer>>& transfers,
                const FillReply& fill, const FinishCall& finish);
 
-// The reply of a submission with wait, sent once every transfer has ended:
-// from the watch thread, not from the poller that ended the last one.
+// The reply of a submission with wait (or a linger), sent once every
+// transfer has ended, or at `reply_by` with the snapshots of then: from the
+// watch thread, not from the poller that ended the last one.
 class TransferWaiter final : public WatchTask {
  public:
   // Any thread but a poller (e.g. the engine's submission callback): the
-  // loop owns the waiter until it has replied.
+  // loop owns the waiter until it has replied. `reply_by`:
+  // absl::InfiniteFuture() to wait for the end whatever it takes.
   static void Start(WatchLoop& loop, std::vector<std::shared_ptr<engine::Transfer>> transfers,
-                    FillReply fill, FinishCall finish);
+                    FillReply fill, FinishCall finish,
+                    absl::Time reply_by = absl::InfiniteFuture());
 
-  // Watch thread: replies once every transfer has ended.
+  // Watch thread: replies once every transfer has ended or `reply_by` came.
   absl::Time Run(absl::Time now) override;
 
  private:
   TransferWaiter(std::vector<std::shared_ptr<engine::Transfer>> transfers, FillReply fill,
-                 FinishCall finish);
+                 FinishCall finish, absl::Time reply_by);
 
   const std::vector<std::shared_ptr<engine::Transfer>> transfers_;
   const FillReply fill_;
   const FinishCall finish_;
+  const absl::Time reply_by_;
 };
 
 }  // namespace xferd::service

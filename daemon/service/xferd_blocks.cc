@@ -46,10 +46,13 @@ class SubmitStreamReactor final : public grpc::ServerReadReactor<v1::TransferChu
               "the write or read came already: later messages carry more_blocks only");
         }
         const bool write = chunk_.part_case() == v1::TransferChunk::kWrite;
-        wait_ = write ? chunk_.write().wait() : chunk_.read().wait();
+        absl::StatusOr<absl::Duration> linger =
+            write ? ReplyLinger(chunk_.write()) : ReplyLinger(chunk_.read());
         absl::StatusOr<engine::WriteSpec> spec =
             write ? FromProto(chunk_.write()) : FromProto(chunk_.read());
         if (!spec.ok()) return spec.status();
+        if (!linger.ok()) return linger.status();
+        linger_ = *linger;
         spec_ = *std::move(spec);
         return absl::OkStatus();
       }
@@ -74,7 +77,7 @@ class SubmitStreamReactor final : public grpc::ServerReadReactor<v1::TransferChu
     std::vector<engine::WriteSpec> specs;
     specs.push_back(*std::move(spec_));
     service_.SubmitAndReply(
-        std::move(specs), /*batch=*/false, wait_,
+        std::move(specs), /*batch=*/false, linger_,
         [this](const grpc::Status& status) { Finish(status); },
         [response = response_](const std::vector<engine::TransferInfo>& infos) {
           ToProto(infos.front(), response);
@@ -85,7 +88,7 @@ class SubmitStreamReactor final : public grpc::ServerReadReactor<v1::TransferChu
   v1::Transfer* const response_;
   v1::TransferChunk chunk_;
   std::optional<engine::WriteSpec> spec_;
-  bool wait_ = false;
+  absl::Duration linger_;
   uint64_t messages_ = 0;
 };
 
@@ -93,11 +96,13 @@ grpc::ServerUnaryReactor* XferdServiceImpl::Read(grpc::CallbackServerContext* co
                                                  const v1::ReadRequest* request,
                                                  v1::Transfer* response) {
   absl::StatusOr<engine::WriteSpec> spec = FromProto(*request);
+  absl::StatusOr<absl::Duration> linger = ReplyLinger(*request);
   if (!spec.ok()) return Reply(context, spec.status());
+  if (!linger.ok()) return Reply(context, linger.status());
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   std::vector<engine::WriteSpec> specs;
   specs.push_back(*std::move(spec));
-  SubmitAndReply(std::move(specs), /*batch=*/false, request->wait(), FinishWith(reactor),
+  SubmitAndReply(std::move(specs), /*batch=*/false, *linger, FinishWith(reactor),
                  [response](const std::vector<engine::TransferInfo>& infos) {
                    ToProto(infos.front(), response);
                  });

@@ -168,18 +168,19 @@ grpc::ServerUnaryReactor* XferdServiceImpl::DisconnectPeer(grpc::CallbackServerC
 // -------------------------------------------------------------- transfers --
 
 void XferdServiceImpl::SubmitAndReply(
-    std::vector<engine::WriteSpec> writes, bool batch, bool wait,
+    std::vector<engine::WriteSpec> writes, bool batch, absl::Duration linger,
     std::function<void(const grpc::Status&)> finish,
     std::function<void(const std::vector<engine::TransferInfo>&)> fill) {
   engine_.Submit(std::move(writes), batch,
-                 [this, finish = std::move(finish), wait, fill = std::move(fill)](
+                 [this, finish = std::move(finish), linger, fill = std::move(fill)](
                      absl::StatusOr<std::vector<std::shared_ptr<engine::Transfer>>> submitted) {
                    if (!submitted.ok()) {
                      finish(ToGrpc(submitted.status()));
-                   } else if (!wait) {
+                   } else if (linger <= absl::ZeroDuration()) {
                      ReplyWith(*submitted, fill, finish);
                    } else {
-                     TransferWaiter::Start(watch_loop_, *std::move(submitted), fill, finish);
+                     TransferWaiter::Start(watch_loop_, *std::move(submitted), fill, finish,
+                                           absl::Now() + linger);
                    }
                  });
 }
@@ -188,11 +189,13 @@ grpc::ServerUnaryReactor* XferdServiceImpl::Write(grpc::CallbackServerContext* c
                                                   const v1::WriteRequest* request,
                                                   v1::Transfer* response) {
   absl::StatusOr<engine::WriteSpec> spec = FromProto(*request);
+  absl::StatusOr<absl::Duration> linger = ReplyLinger(*request);
   if (!spec.ok()) return Reply(context, spec.status());
+  if (!linger.ok()) return Reply(context, linger.status());
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   std::vector<engine::WriteSpec> writes;
   writes.push_back(*std::move(spec));
-  SubmitAndReply(std::move(writes), /*batch=*/false, request->wait(), FinishWith(reactor),
+  SubmitAndReply(std::move(writes), /*batch=*/false, *linger, FinishWith(reactor),
                  [response](const std::vector<engine::TransferInfo>& infos) {
                    ToProto(infos.front(), response);
                  });
@@ -213,7 +216,9 @@ grpc::ServerUnaryReactor* XferdServiceImpl::SubmitBatch(grpc::CallbackServerCont
     writes.push_back(*std::move(spec));
   }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  SubmitAndReply(std::move(writes), /*batch=*/true, request->wait(), FinishWith(reactor),
+  SubmitAndReply(std::move(writes), /*batch=*/true,
+                 request->wait() ? absl::InfiniteDuration() : absl::ZeroDuration(),
+                 FinishWith(reactor),
                  [response](const std::vector<engine::TransferInfo>& infos) {
                    response->set_batch_id(infos.front().batch_id);
                    for (const auto& info : infos) ToProto(info, response->add_transfers());

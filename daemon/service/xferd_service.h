@@ -109,8 +109,10 @@ class XferdServiceImpl final : public v1::Xferd::CallbackService {
  private:
   friend class SubmitStreamReactor;
   // Submits writes and reads, and replies through `finish` when they are
-  // queued or, with wait, when all have ended. `fill` writes the reply.
-  void SubmitAndReply(std::vector<engine::WriteSpec> writes, bool batch, bool wait,
+  // queued or, once queued, when all have ended but no later than `linger`
+  // (zero: at once; absl::InfiniteDuration(): a submission with wait).
+  // `fill` writes the reply.
+  void SubmitAndReply(std::vector<engine::WriteSpec> writes, bool batch, absl::Duration linger,
                       std::function<void(const grpc::Status&)> finish,
                       std::function<void(const std::vector<engine::TransferInfo>&)> fill);
   static std::function<void(const grpc::Status&)> FinishWith(grpc::ServerUnaryReactor* reactor) {
