@@ -261,6 +261,24 @@ def timed_loop(op: Callable[[], Any], seconds: float, max_ops: int = 0) -> Dict[
     return loop_figures(latencies, elapsed)
 
 
+def alternating_loops(ops: List[Callable[[], Any]], seconds: float, rounds: int = 4
+                      ) -> List[Dict[str, float]]:
+    """timed_loop for each of `ops`, taking turns for `rounds` rounds of
+    seconds / rounds each, so that load changes on a shared host reach all of
+    them alike: each op's latencies of every round, pooled."""
+    latencies: List[List[float]] = [[] for _ in ops]
+    elapsed = [0.0] * len(ops)
+    for _ in range(rounds):
+        for i, op in enumerate(ops):
+            start = time.perf_counter()
+            while time.perf_counter() - start < seconds / rounds:
+                begin = time.perf_counter()
+                op()
+                latencies[i].append((time.perf_counter() - begin) * 1e6)
+            elapsed[i] += time.perf_counter() - start
+    return [loop_figures(lat, e) for lat, e in zip(latencies, elapsed)]
+
+
 def loop_figures(latencies_us: List[float], elapsed: float) -> Dict[str, float]:
     ordered = sorted(latencies_us)
     return {"ops": len(ordered), "seconds": elapsed, "rate": len(ordered) / elapsed,

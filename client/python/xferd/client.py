@@ -40,7 +40,8 @@ class Client:
     """
 
     def __init__(self, target: str, rpc_timeout: float = DEFAULT_RPC_TIMEOUT,
-                 options: Sequence[Tuple[str, Any]] = (), tls: Optional[TlsConfig] = None) -> None:
+                 options: Sequence[Tuple[str, Any]] = (), tls: Optional[TlsConfig] = None,
+                 linger: float = requests.DEFAULT_LINGER) -> None:
         """Opens a channel to `target`; nothing is sent until the first call.
 
         Args:
@@ -49,9 +50,18 @@ class Client:
             options: Extra gRPC channel options.
             tls: mTLS files (for a "host:port" target of a daemon with
                 [tls]); None: a plain channel (the unix socket is always plain).
+            linger: Seconds (0 to 1) a write or read without wait lets the
+                daemon hold its reply for the transfer's end: a transfer done
+                by then comes back finished and `handle.wait()` returns
+                without a call, so `write(...).wait()` costs what
+                `write(..., wait=True)` does. 0: return once it is queued (for
+                callers that submit many in a row from one thread).
         """
+        if not 0 <= linger <= 1:
+            raise ValueError(f"linger must be between 0 and 1 s, not {linger}")
         self.target = target
         self.rpc_timeout = rpc_timeout
+        self.linger = linger
         if tls is not None and not target.startswith("unix:"):
             self._channel = grpc.secure_channel(target, tls.credentials(),
                                                 options=list(options) + tls.channel_options())
@@ -110,17 +120,9 @@ class Client:
                chunks: Optional[Iterator[xferd_pb2.Blocks]] = None) -> TransferHandle:
         """Submits one transfer: Write or Read, or SubmitStream when `chunks`
         (its blocks) has more than one. Returns its handle."""
-        more = requests.split_blocks(request, chunks)
-        # A waiting call lasts as long as the transfer: bounded by its own
-        # deadline (plus the usual allowance for the call), else not at all.
-        timeout = requests.waiting_timeout(request, self.rpc_timeout)
-        if more is not None:
-            transfer = self._call(self.stub.SubmitStream,
-                                  requests.stream_messages(request, more), timeout)
-        elif isinstance(request, xferd_pb2.WriteRequest):
-            transfer = self._call(self.stub.Write, request, timeout)
-        else:
-            transfer = self._call(self.stub.Read, request, timeout)
+        method, payload, timeout = requests.submission(request, chunks, self.rpc_timeout,
+                                                       self.linger)
+        transfer = self._call(getattr(self.stub, method), payload, timeout)
         return TransferHandle(self, Transfer.from_proto(transfer))
 
     def _region(self, message: xferd_pb2.Region) -> Region:
@@ -265,8 +267,9 @@ class Client:
         """Starts writing `length` bytes of local `src_region` (from
         `src_offset`) into `dst_region` of `peer` (at `dst_offset`).
 
-        Returns once the transfer is queued; use the handle to wait, watch or
-        cancel it. With `wait`, returns once it ended instead: one call and
+        Returns once the transfer is queued, or once it ended if that came
+        within the client's `linger` (then the handle's wait() needs no call);
+        use the handle to wait, watch or cancel it. With `wait`, returns once it ended instead: one call and
         no stream, the cheapest way to run small writes one after the other;
         the handle's wait() then returns (or raises) at once. `timeout`
         (seconds) is the transfer's own deadline: past it the transfer fails

@@ -87,8 +87,10 @@ class TransferHandle(HandleBase):
     def wait(self, timeout: Optional[float] = None) -> Transfer:
         """Blocks until the transfer ends and returns its final snapshot.
 
-        One WaitTransfer call (no stream): as cheap as write(..., wait=True);
-        at once when this handle has already seen the end. Giving up (the
+        At once, with no call, when this handle has already seen the end:
+        as it has for a transfer that ended within the client's linger (most
+        small ones), so write(...).wait() costs what write(..., wait=True)
+        does. Otherwise one WaitTransfer call (no stream). Giving up (the
         timeout, an interrupt) leaves the transfer running.
 
         Raises:

@@ -20,6 +20,7 @@ from xferd.v1 import common_pb2, xferd_pb2
 
 __all__ = [
     "BACKINGS",
+    "DEFAULT_LINGER",
     "TransferRequest",
     "Pager",
     "batch_request",
@@ -30,6 +31,7 @@ __all__ = [
     "prepare_layout_request",
     "register_region_request",
     "split_blocks",
+    "submission",
     "stream_messages",
     "timeout_error",
     "transfer_request",
@@ -49,6 +51,11 @@ RPC_SLACK = 5.0
 
 TransferRequest = Union[xferd_pb2.WriteRequest, xferd_pb2.ReadRequest]
 
+
+#: Seconds a reply without wait waits for its transfer's end (WriteRequest
+#: linger): a small transfer's handle then starts out finished, and its
+#: wait() costs no call. 0 replies as soon as the daemon queued it.
+DEFAULT_LINGER = 0.01
 
 def duration(seconds: float) -> duration_pb2.Duration:
     """A protobuf Duration of `seconds` (rounded to nanoseconds)."""
@@ -123,6 +130,22 @@ def waiting_timeout(request: TransferRequest, rpc_timeout: Optional[float]) -> O
     if not request.HasField("timeout"):
         return None
     return float(request.timeout.ToNanoseconds()) / 1e9 + (rpc_timeout or 0.0)
+
+
+def submission(request: TransferRequest, chunks: Optional[Iterator[xferd_pb2.Blocks]],
+               rpc_timeout: Optional[float], linger: float
+               ) -> Tuple[str, Any, Optional[float]]:
+    """How both clients submit `request` (and its blocks' `chunks`): the stub
+    method's name (Write, Read, or SubmitStream when the blocks take more than
+    one message), its argument and the call's bound. A request without wait
+    lingers `linger` seconds for its transfer's end (see Client)."""
+    more = split_blocks(request, chunks)
+    if not request.wait and linger > 0:
+        request.linger.FromNanoseconds(round(linger * 1e9))
+    timeout = waiting_timeout(request, rpc_timeout)
+    if more is not None:
+        return "SubmitStream", stream_messages(request, more), timeout
+    return ("Write" if isinstance(request, xferd_pb2.WriteRequest) else "Read"), request, timeout
 
 
 def split_blocks(request: TransferRequest, chunks: Optional[Iterator[xferd_pb2.Blocks]]

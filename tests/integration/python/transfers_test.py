@@ -10,10 +10,12 @@ import sys
 import time
 from typing import Dict
 
+import grpc
 import pytest
 
 import pytest_main
 import xferd
+from xferd.v1 import xferd_pb2
 from conftest import Regions
 from daemons import TRANSPORT, Cluster
 from testlib import WAIT_S, fill, pattern, peer, sha, stress
@@ -415,6 +417,51 @@ def test_write_with_wait_returns_the_end(clients: Clients, regions: Regions) -> 
     assert sha(dst.buffer) == expected
     with pytest.raises(xferd.OutOfRange):  # refusals still raise from write()
         a.write("ww_src", "b", "ww_dst", MiB, dst_offset=1, wait=True)
+
+
+def test_linger_replies_with_the_end_or_once_it_runs_out(cluster: Cluster, clients: Clients,
+                                                          regions: Regions) -> None:
+    """A write without wait lets the daemon hold its reply for the transfer's
+    end (Client(linger=...), WriteRequest.linger): one that ends by then comes
+    back finished, so wait() needs no call; one that cannot end comes back
+    running once the linger ran out, and still ends."""
+    a = clients["a"]
+    expected = sha(fill(regions.make("a", "lg_src", MiB), seed=14))
+    dst = regions.make("b", "lg_dst", MiB, remote_write=True)
+    resolve(a, "lg_src", "b", "lg_dst")
+    lingering = xferd.Client(a.target, linger=1.0)
+    try:
+        handle = lingering.write("lg_src", "b", "lg_dst", MiB)
+        assert handle.last.state == "done", handle.last
+        assert handle.wait() is handle.last
+        assert sha(dst.buffer) == expected
+        if TRANSPORT == "tcp":  # over verbs a frozen peer's NIC still completes writes
+            cluster["b"].pause()
+            try:
+                started = time.monotonic()
+                handle = lingering.write("lg_src", "b", "lg_dst", MiB)
+                elapsed = time.monotonic() - started
+                assert not handle.last.terminal, handle.last
+                assert 1.0 <= elapsed < 5.0, elapsed
+            finally:
+                cluster["b"].resume()
+            assert handle.wait(WAIT_S).state == "done"
+    finally:
+        lingering.close()
+    request = xferd_pb2.WriteRequest(peer="b", src_region="lg_src", dst_region="lg_dst",
+                                     length=MiB, wait=True)
+    request.linger.FromMilliseconds(1)
+    with pytest.raises(grpc.RpcError) as both:
+        a.stub.Write(request)
+    assert both.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "linger is for replies without wait" in both.value.details()
+    request.wait = False
+    request.linger.FromSeconds(2)
+    with pytest.raises(grpc.RpcError) as long:
+        a.stub.Write(request)
+    assert "longer than 1s: use wait instead" in long.value.details()
+    with pytest.raises(ValueError):
+        xferd.Client(a.target, linger=-1)
 
 
 if __name__ == "__main__":

@@ -46,10 +46,15 @@ class Client:
     """
 
     def __init__(self, target: str, rpc_timeout: float = DEFAULT_RPC_TIMEOUT,
-                 options: _Options = (), tls: Optional[TlsConfig] = None) -> None:
-        """Opens a grpc.aio channel to `target`; nothing is sent yet."""
+                 options: _Options = (), tls: Optional[TlsConfig] = None,
+                 linger: float = requests.DEFAULT_LINGER) -> None:
+        """Opens a grpc.aio channel to `target`; nothing is sent yet.
+        Arguments as for xferd.Client."""
+        if not 0 <= linger <= 1:
+            raise ValueError(f"linger must be between 0 and 1 s, not {linger}")
         self.target = target
         self.rpc_timeout = rpc_timeout
+        self.linger = linger
         if tls is not None and not target.startswith("unix:"):
             self._channel = grpc.aio.secure_channel(
                 target, tls.credentials(), options=list(options) + tls.channel_options())
@@ -102,15 +107,9 @@ class Client:
 
     async def _start(self, request: requests.TransferRequest,
                      chunks: Optional[Iterator[xferd_pb2.Blocks]] = None) -> TransferHandle:
-        more = requests.split_blocks(request, chunks)
-        timeout = requests.waiting_timeout(request, self.rpc_timeout)
-        if more is not None:
-            transfer = await self._call(self.stub.SubmitStream,
-                                        requests.stream_messages(request, more), timeout)
-        elif isinstance(request, xferd_pb2.WriteRequest):
-            transfer = await self._call(self.stub.Write, request, timeout)
-        else:
-            transfer = await self._call(self.stub.Read, request, timeout)
+        method, payload, timeout = requests.submission(request, chunks, self.rpc_timeout,
+                                                       self.linger)
+        transfer = await self._call(getattr(self.stub, method), payload, timeout)
         return TransferHandle(self, Transfer.from_proto(transfer))
 
     def _region(self, message: xferd_pb2.Region) -> Region:

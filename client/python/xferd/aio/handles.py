@@ -64,8 +64,9 @@ class TransferHandle(HandleBase):
         return self.progress()
 
     async def wait(self, timeout: Optional[float] = None, cancel: bool = False) -> Transfer:
-        """Waits until the transfer ends and returns its final snapshot: one
-        WaitTransfer call, as cheap as write(..., wait=True).
+        """Waits until the transfer ends and returns its final snapshot: at
+        once when the handle has seen the end (a transfer that ended within
+        the client's linger), else one WaitTransfer call.
 
         Cancelling the awaiting task (or `timeout`) cancels the call only;
         with `cancel`, it cancels the transfer as well.
