@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Optional, Union
 import grpc
 from xferd.errors import XferdError, error_for, from_rpc_error
 from xferd.models import RegionEvent, Transfer
-from xferd.requests import duration, timeout_error
+from xferd.requests import duration, wait_error
 from xferd.v1 import xferd_pb2
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -74,9 +74,7 @@ class TransferHandle(HandleBase):
                 self._last = Transfer.from_proto(message)
                 yield self._last
         except grpc.RpcError as e:
-            if e.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
-                raise timeout_error(self.id, timeout) from None
-            raise from_rpc_error(e) from None
+            raise wait_error(e, self.id, timeout) from None
         finally:
             call.cancel()
 
@@ -105,9 +103,7 @@ class TransferHandle(HandleBase):
                 self._last = Transfer.from_proto(
                     self._client.stub.WaitTransfer(request, timeout=timeout))
             except grpc.RpcError as e:
-                if e.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
-                    raise timeout_error(self.id, timeout) from None
-                raise from_rpc_error(e) from None
+                raise wait_error(e, self.id, timeout) from None
         return self._last.raise_for_state()
 
     def cancel(self) -> Transfer:

@@ -11,10 +11,12 @@ from __future__ import annotations
 import itertools
 from typing import Any, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
+import grpc
 from google.protobuf import duration_pb2
 
 from xferd import blocks
 from xferd.blocks import Integers, Strided
+from xferd.errors import from_rpc_error
 from xferd.models import Layout, WriteSpec
 from xferd.v1 import common_pb2, xferd_pb2
 
@@ -33,7 +35,7 @@ __all__ = [
     "split_blocks",
     "submission",
     "stream_messages",
-    "timeout_error",
+    "wait_error",
     "transfer_request",
     "waiting_timeout",
 ]
@@ -64,10 +66,14 @@ def duration(seconds: float) -> duration_pb2.Duration:
     return d
 
 
-def timeout_error(transfer_id: int, timeout: Optional[float]) -> TimeoutError:
-    """What waiting for a transfer raises when the caller's bound passes."""
-    return TimeoutError(f"transfer {transfer_id} has not ended after {timeout} s "
-                        "(it goes on: cancel it to stop it)")
+def wait_error(error: grpc.RpcError, transfer_id: int, timeout: Optional[float]) -> Exception:
+    """What a failed WaitTransfer or WatchTransfer call raises: TimeoutError
+    when the caller's bound passed (the transfer goes on), else the
+    XferdError of the daemon's status."""
+    if error.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return TimeoutError(f"transfer {transfer_id} has not ended after {timeout} s "
+                            "(it goes on: cancel it to stop it)")
+    return from_rpc_error(error)
 
 
 def register_region_request(name: str, size: int, backing: str, remote_write: bool,

@@ -11,7 +11,7 @@ import grpc
 from xferd.errors import XferdError, error_for, from_rpc_error
 from xferd.handles import HandleBase
 from xferd.models import RegionEvent, Transfer
-from xferd.requests import duration, timeout_error
+from xferd.requests import duration, wait_error
 from xferd.v1 import xferd_pb2
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -53,9 +53,7 @@ class TransferHandle(HandleBase):
                 self._last = Transfer.from_proto(message)
                 yield self._last
         except grpc.RpcError as e:
-            if e.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
-                raise timeout_error(self.id, timeout) from None
-            raise from_rpc_error(e) from None
+            raise wait_error(e, self.id, timeout) from None
         finally:
             call.cancel()
 
@@ -84,9 +82,7 @@ class TransferHandle(HandleBase):
                 if cancel:
                     await asyncio.shield(self.cancel())
                 if isinstance(e, grpc.RpcError):
-                    if e.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
-                        raise timeout_error(self.id, timeout) from None
-                    raise from_rpc_error(e) from None
+                    raise wait_error(e, self.id, timeout) from None
                 raise
             self._last = Transfer.from_proto(reply)
         return self._last.raise_for_state()
