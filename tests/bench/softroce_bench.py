@@ -12,7 +12,9 @@ verbs --require-rdma: 64 MiB writes at 64 KiB and 1 MiB slices, one
 checksummed write, and the latency of a 4 KiB write. With --blocks it runs
 blocks_bench's VM part instead (tests/bench/blocks_softroce_guest.py:
 requests of 4 KiB and 64 KiB blocks in random order, written and read,
-beside ib_write_bw / ib_read_bw -q 2 with post lists). The guest's report (a
+beside ib_write_bw / ib_read_bw -q 2 with post lists); with --multi-nic,
+one vs two rxe devices per daemon and the bytes each device carried
+(tests/bench/multi_nic_softroce_guest.py). The guest's report (a
 table, then one JSON line) streams to stdout; the JSON line is also left in
 the file --json-out names. Exit status: the guest's (125: the VM failed).
 """
@@ -39,9 +41,13 @@ def main() -> int:
     p.add_argument("--blocks", action="store_true",
                    help="blocks_bench's VM part instead: many-block writes and reads beside "
                         "ib_write_bw / ib_read_bw (tests/bench/blocks_softroce_guest.py)")
+    p.add_argument("--multi-nic", action="store_true",
+                   help="instead: one vs two rxe devices per daemon and the per-device byte "
+                        "split (tests/bench/multi_nic_softroce_guest.py)")
     args = p.parse_args()
     bins = benchlib.build(args.no_build, args.bazel_bin)
-    guest = "blocks_softroce_guest.py" if args.blocks else "softroce_guest.py"
+    guest = ("multi_nic_softroce_guest.py" if args.multi_nic
+             else "blocks_softroce_guest.py" if args.blocks else "softroce_guest.py")
     extra = (["--quick"] if args.quick else []) + (["--reps", str(args.reps)] if args.reps else [])
     return benchlib.run_guest_in_vm(os.path.join("tests", "bench", guest), bins, extra,
                                     args.timeout, args.json_out)

@@ -62,24 +62,7 @@ else
   failures+=("kernel_tls_module")
 fi
 
-second_device() {
-  ip link add dummy1 type dummy &&
-    ip addr add 10.9.10.1/24 dev dummy1 &&
-    ip link set dummy1 up &&
-    rdma link add rxe1 type rxe netdev dummy1 || return 1
-  for _ in $(seq 1 100); do
-    if grep -q ACTIVE /sys/class/infiniband/rxe1/ports/1/state 2>/dev/null &&
-      [ "$(cat /sys/class/infiniband/rxe1/ports/1/gids/1 2>/dev/null)" = \
-        "0000:0000:0000:0000:0000:ffff:0a09:0a01" ]; then
-      echo "soft-roce: $(rdma link show rxe1/1)"
-      return 0
-    fi
-    sleep 0.1
-  done
-  echo "rxe1 did not come up: $(rdma link show 2>&1)"
-  return 1
-}
-if second_device; then
+if bash tests/softroce/second_device.sh; then
   XFERD_MULTI_NIC=1 run python_multi_nic_test bazel_test tests/integration/python/multi_nic_test
 else
   failed=$((failed + 1))
