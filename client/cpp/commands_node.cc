@@ -127,6 +127,7 @@ std::string DevicesText(const v1::ListDevicesResponse& r) {
                 {"PORT", true},
                 {"STATE"},
                 {"NUMA", true},
+                {"POLLER CPUS"},
                 {"RATE"},
                 {"SENT", true},
                 {"RECEIVED", true},
@@ -138,6 +139,7 @@ std::string DevicesText(const v1::ListDevicesResponse& r) {
     const v1::DeviceStats& s = d.stats();
     driven.AddRow({d.name(), absl::StrCat(s.port()), s.up() ? "up" : "DOWN",
                    s.numa_node() < 0 ? "-" : absl::StrCat(s.numa_node()),
+                   s.poller_cpus().empty() ? "-" : absl::StrJoin(s.poller_cpus(), ","),
                    s.rate_mbps() == 0 ? "-" : absl::StrCat(s.rate_mbps() / 1000.0, " Gb/s"),
                    FormatBytes(s.bytes_sent()), FormatBytes(s.bytes_received()),
                    absl::StrCat(s.failovers())});

@@ -180,6 +180,7 @@ void DefineTransport(TableReader& r, TransportConfig& c) {
     return StringList(&c.verbs_devices)(node, key);
   });
   r.On("verbs_pairing", String(&c.verbs_pairing));
+  r.On("numa_pinning", String(&c.numa_pinning));
   r.On("verbs_rail_prefix_bits", Integer(&c.verbs_rail_prefix_bits));
   r.On("verbs_port", Integer(&c.verbs_port));
   r.On("verbs_gid_index", Integer(&c.verbs_gid_index));

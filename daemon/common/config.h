@@ -63,6 +63,9 @@ struct TransportConfig {
   // the larger side's extra devices stay idle towards that peer) or "rail"
   // (devices whose GIDs share a prefix: the same subnet).
   std::string verbs_pairing = "index";
+  // Pin each poller to the CPUs of its home device's NUMA node (poller i:
+  // device i % devices), where sysfs names the node: "auto" or "off".
+  std::string numa_pinning = "auto";
   // Rail pairing: GID bits that must match; 0 = 120 (a /24) for IPv4-mapped
   // RoCE GIDs, 64 (the subnet prefix) otherwise.
   uint32_t verbs_rail_prefix_bits = 0;

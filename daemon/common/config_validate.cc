@@ -78,6 +78,9 @@ absl::Status ValidateTcp(const TransportConfig& transport) {
 }
 
 absl::Status ValidateVerbs(const TransportConfig& transport) {
+  if (transport.numa_pinning != "auto" && transport.numa_pinning != "off") {
+    return InvalidKey("transport.numa_pinning", "must be \"auto\" or \"off\"");
+  }
   if (transport.verbs_qp_timeout > 31) {
     return InvalidKey("transport.verbs_qp_timeout", "must be <= 31");
   }

@@ -6,10 +6,13 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "daemon/base/status_macros.h"
 #include "daemon/common/check.h"
+#include "daemon/common/log.h"
 
 namespace xferd::engine {
 namespace {
@@ -38,6 +41,28 @@ void Poller::Start() {
     pthread_setname_np(pthread_self(), name.c_str());
     Run();
   });
+  const std::vector<uint32_t> wanted = worker_.preferred_cpus();
+  if (wanted.empty()) return;
+  // Pinned from here rather than by the thread itself, so that cpus() is
+  // settled when Start returns; the thread's first moments may run anywhere.
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (uint32_t cpu : wanted) {
+    if (cpu < CPU_SETSIZE) CPU_SET(cpu, &set);
+  }
+  const int err = pthread_setaffinity_np(thread_.native_handle(), sizeof(set), &set);
+  if (err == 0 && pthread_getaffinity_np(thread_.native_handle(), sizeof(set), &set) == 0) {
+    for (uint32_t cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+      if (CPU_ISSET(cpu, &set)) cpus_.push_back(cpu);
+    }
+  }
+  if (cpus_.empty()) {
+    spdlog::warn("poller {}: cannot pin to CPUs {}: {}", index_, absl::StrJoin(wanted, ","),
+                 std::strerror(err));
+  } else {
+    spdlog::info("poller {} pinned to CPUs {} (its device's NUMA node)", index_,
+                 absl::StrJoin(cpus_, ","));
+  }
 }
 
 void Poller::Stop() {

@@ -44,7 +44,12 @@ class Poller final : public transport::CompletionSink {
          PollerPool& pool, std::unique_ptr<TransferInbox> inbox);
   ~Poller() override;
 
+  // Starts the thread, pinned to the worker's preferred CPUs if it names
+  // any (a failure to pin is logged, not fatal).
   void Start();
+  // The CPUs the thread may run on as the kernel reports them once pinned;
+  // empty when it was not pinned. Valid after Start.
+  const std::vector<uint32_t>& cpus() const { return cpus_; }
   // Joins the thread. Transfers still held are dropped (the engine has ended
   // them before).
   void Stop();
@@ -84,6 +89,7 @@ class Poller final : public transport::CompletionSink {
   std::atomic<uint64_t> sleeps_{0};
   std::atomic<int64_t> asleep_ns_{0};
   std::atomic<uint32_t> active_count_{0};
+  std::vector<uint32_t> cpus_;  // written by Start only
   std::thread thread_;
 };
 

@@ -133,6 +133,10 @@ class TransportWorker {
   // pending, so do not sleep. Poller thread only.
   virtual int wait_fd() const = 0;
   virtual bool PrepareToSleep() = 0;
+
+  // CPUs the poller driving this worker should run on (those of its
+  // device's NUMA node), or none: leave it where the scheduler puts it.
+  virtual std::vector<uint32_t> preferred_cpus() const { return {}; }
 };
 
 // A daemon's transport. Also registers region memory (RegionRegistrar).

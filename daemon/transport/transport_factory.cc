@@ -47,6 +47,7 @@ absl::StatusOr<std::unique_ptr<Transport>> CreateVerbs(const Config& config,
   verbs::VerbsTransportOptions options;
   ASSIGN_OR_RETURN(options.pairing.pairing, verbs::ParsePairing(t.verbs_pairing));
   options.pairing.prefix_bits = t.verbs_rail_prefix_bits;
+  options.numa_pinning = t.numa_pinning == "auto";
   options.pollers = config.engine.pollers;
   options.lane_depth = config.engine.lane_depth;
   options.qp_timeout = static_cast<uint8_t>(t.verbs_qp_timeout);

@@ -197,6 +197,8 @@ class FakeTransport::Worker final : public transport::TransportWorker {
   explicit Worker(FakeTransport& owner)
       : owner_(owner), wake_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
 
+  std::vector<uint32_t> preferred_cpus() const override { return owner_.preferred_cpus(); }
+
   uint32_t Post(transport::Lane& lane, absl::Span<const transport::DataOp> ops) override {
     auto& fake = static_cast<FakeLane&>(lane);
     const uint32_t n = std::min<uint32_t>(fake.credits(), static_cast<uint32_t>(ops.size()));

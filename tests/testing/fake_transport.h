@@ -96,6 +96,9 @@ class FakeTransport final : public transport::Transport {
   // complete, unless their link breaks.
   void HoldCompletions(bool hold) { hold_.store(hold); }
   bool held() const { return hold_.load(); }
+  // What every worker names as its poller's CPUs (before the pollers start).
+  void SetPreferredCpus(std::vector<uint32_t> cpus) { preferred_cpus_ = std::move(cpus); }
+  const std::vector<uint32_t>& preferred_cpus() const { return preferred_cpus_; }
   // Every op posted, in order (for ordering checks).
   std::vector<PostedOp> posted() const;
   void Record(const transport::DataOp& op);
@@ -112,6 +115,7 @@ class FakeTransport final : public transport::Transport {
   const std::shared_ptr<std::atomic<uint32_t>> registrations_;
   std::vector<std::unique_ptr<Worker>> workers_;
   std::atomic<bool> hold_{false};
+  std::vector<uint32_t> preferred_cpus_;
   mutable Mutex mu_;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<PostedOp> posted_ ABSL_GUARDED_BY(mu_);

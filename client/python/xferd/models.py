@@ -491,8 +491,9 @@ class DeviceStats:
     """One RDMA device the daemon's verbs transport drives: whether its port
     is up, its NUMA node (-1 unknown), port rate (Mb/s, 0 unknown), the
     payload bytes of this daemon's writes (`bytes_sent`) and reads
-    (`bytes_received`) that completed on it, and ops moved off it after it
-    failed."""
+    (`bytes_received`) that completed on it, ops moved off it after it
+    failed, and the CPUs the pollers homed on it are pinned to (empty: not
+    pinned)."""
 
     name: str
     port: int
@@ -502,11 +503,12 @@ class DeviceStats:
     bytes_sent: int
     bytes_received: int
     failovers: int
+    poller_cpus: Tuple[int, ...]
 
     @classmethod
     def from_proto(cls, d: Any) -> "DeviceStats":
         """Internal: converts an xferd.v1.DeviceStats."""
-        return _build(cls, d)
+        return _build(cls, d, poller_cpus=tuple(d.poller_cpus))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -25,6 +25,8 @@ class StripedWorker final : public TransportWorker {
   uint32_t Poll(CompletionSink& sink) override;
   int wait_fd() const override { return epoll_.get(); }
   bool PrepareToSleep() override;
+  std::vector<uint32_t> preferred_cpus() const override { return preferred_cpus_; }
+  void set_preferred_cpus(std::vector<uint32_t> cpus) { preferred_cpus_ = std::move(cpus); }
 
   VerbsWorker& device(uint32_t index) { return *devices_[index]; }
   uint32_t device_count() const { return static_cast<uint32_t>(devices_.size()); }
@@ -41,6 +43,7 @@ class StripedWorker final : public TransportWorker {
   std::vector<std::unique_ptr<VerbsWorker>> devices_;
   UniqueFd epoll_;  // every device worker's wait fd
   std::vector<Listed> waiting_;  // poller thread only
+  std::vector<uint32_t> preferred_cpus_;  // set before the poller starts
 };
 
 }  // namespace xferd::transport::verbs

@@ -46,6 +46,13 @@ absl::StatusOr<std::unique_ptr<VerbsTransport>> VerbsTransport::Create(
       per_device.push_back(std::move(worker));
     }
     ASSIGN_OR_RETURN(auto striped, StripedWorker::Create(std::move(per_device)));
+    if (options.numa_pinning) {
+      // Each device gets pollers in turn: with one per node the pollers
+      // spread over the nodes the devices sit on.
+      Device& home = *transport->devices_[i % transport->devices_.size()];
+      striped->set_preferred_cpus(NodeCpus(home.context->port.numa_node));
+      for (uint32_t cpu : striped->preferred_cpus()) home.poller_cpus.insert(cpu);
+    }
     transport->workers_.push_back(std::move(striped));
   }
   for (auto& d : transport->devices_) {
@@ -201,6 +208,7 @@ TransportStats VerbsTransport::stats() const {
     s.gid_index = c.port.gid.index;
     s.up = c.up.load(std::memory_order_relaxed);
     s.numa_node = c.port.numa_node;
+    s.poller_cpus.assign(d->poller_cpus.begin(), d->poller_cpus.end());
     s.rate_mbps = c.port.rate_mbps;
     s.bytes_sent = c.bytes_sent.load(std::memory_order_relaxed);
     s.bytes_received = c.bytes_received.load(std::memory_order_relaxed);

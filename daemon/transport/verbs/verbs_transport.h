@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,9 @@ struct VerbsTransportOptions {
   // How this daemon's devices pair with a peer's (it decides when it
   // answers a handshake).
   PairingOptions pairing;
+  // Pin poller i to the CPUs of the NUMA node of device i % devices (its
+  // home device), where sysfs names one.
+  bool numa_pinning = true;
 };
 
 class VerbsTransport final : public Transport {
@@ -87,6 +91,7 @@ class VerbsTransport final : public Transport {
     LinkDevice link_device;  // context and link settings
     LinkSet links;           // its per-device links, closed when its port goes down
     std::unique_ptr<AsyncEventThread> async;
+    std::set<uint32_t> poller_cpus;  // of the pollers it is home to, if pinned
   };
   explicit VerbsTransport(const VerbsTransportOptions& options);
   absl::StatusOr<VerbsLinkSettings> SettingsFor(const VerbsContext& context) const;

@@ -127,6 +127,13 @@ TEST(ConfigTest, VerbsDevicesTakeAListOrAll) {
   Config pairing;
   pairing.transport.verbs_pairing = "bond";
   EXPECT_FALSE(Validate(pairing).ok());
+  absl::StatusOr<Config> pinning = ParseConfig("[transport]\nnuma_pinning = \"off\"\n", "x");
+  ASSERT_TRUE(pinning.ok()) << pinning.status();
+  EXPECT_EQ(pinning->transport.numa_pinning, "off");
+  EXPECT_EQ(Config().transport.numa_pinning, "auto");
+  pinning->transport.numa_pinning = "node0";
+  EXPECT_EQ(Validate(*pinning).message(),
+            "config key 'transport.numa_pinning' must be \"auto\" or \"off\"");
 }
 
 // Signed keys take negative values; unsigned ones and out-of-range ones do not.

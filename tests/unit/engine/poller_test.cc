@@ -1,7 +1,9 @@
 #include "daemon/engine/poller.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 
 #include "tests/unit/engine/engine_harness.h"
@@ -21,6 +23,30 @@ TEST_F(PollerTest, IdlePollersSleepAndWakeForWork) {
   Fill(*src_, 3);
   EXPECT_EQ(Write(1 << 20).state, engine::TransferState::kDone);
   EXPECT_EQ(std::memcmp(src_->data(), dst_->data(), 1 << 20), 0);
+}
+
+// Pollers run where their worker asks (the CPUs of its device's NUMA
+// node), as the kernel reports the thread's affinity; unasked, anywhere.
+TEST(PollerPinningTest, PollersArePinnedToTheCpusTheirWorkerNames) {
+  const long cpus_online = ::sysconf(_SC_NPROCESSORS_ONLN);
+  ASSERT_GE(cpus_online, 1);
+  const uint32_t last = static_cast<uint32_t>(cpus_online - 1);
+  memory::RegistryOptions options;
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  options.shm_dir = tmp != nullptr ? tmp : "/tmp";
+  options.shm_prefix = "poller-pinning-test";
+  memory::RegionRegistry regions(options);
+  FakeFabric fabric;
+  for (const std::vector<uint32_t>& wanted : {std::vector<uint32_t>{last},
+                                              std::vector<uint32_t>{}}) {
+    FakeTransport transport(fabric, regions, 2, 4);
+    transport.SetPreferredCpus(wanted);
+    auto pool = engine::PollerPool::Create(transport, 2, engine::PollerOptions{});
+    ASSERT_TRUE(pool.ok()) << pool.status();
+    (*pool)->Start();
+    for (uint32_t i = 0; i < 2; ++i) EXPECT_EQ((*pool)->at(i).cpus(), wanted) << "poller " << i;
+    (*pool)->Stop();
+  }
 }
 
 EngineConfig SmallSlicesShallowLanes() {
