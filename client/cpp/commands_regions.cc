@@ -24,6 +24,7 @@ struct RegisterOptions {
   std::string file;
   bool create = false, remote_write = false, remote_read = false, hugepages = false;
   bool landed_ranges = false;
+  int32_t numa_node = -1;
   std::vector<std::string> allow;
 };
 
@@ -79,7 +80,11 @@ std::string RegisteredText(const v1::Region& r) {
                       KeyValues({
                           {"  size", absl::StrCat(FormatBytes(r.size()), " (", r.size(), " B)")},
                           {"  backing", absl::StrCat(BackingLabel(r.backing()),
-                                                     r.hugepages() ? " on hugepages" : "")},
+                                                     r.hugepages() ? " on hugepages" : "",
+                                                     r.numa_node() >= 0
+                                                         ? absl::StrCat(", NUMA node ",
+                                                                        r.numa_node())
+                                                         : "")},
                           {"  remote access", AccessLabel(r.access())},
                           {"  allowed peers", allowed},
                           {"  transport", TransportLabel(r.transport())},
@@ -108,6 +113,7 @@ absl::Status Register(Client& client, const GlobalOptions& global, const Registe
   request.set_create(o.create);
   request.set_hugepages(o.hugepages);
   request.set_landed_ranges(o.landed_ranges);
+  if (o.numa_node >= 0) request.set_numa_node(o.numa_node);
   for (const std::string& peer : o.allow) request.add_allowed_peers(peer);
   return EmitResult(global, client.RegisterRegion(request), RegisteredText);
 }
@@ -185,6 +191,10 @@ void AddRegionCommands(CLI::App& app, Action* action) {
   add->add_flag("--remote-write", reg->remote_write, "peers may write into the region");
   add->add_flag("--remote-read", reg->remote_read, "peers may read from the region");
   add->add_flag("--hugepages", reg->hugepages, "anonymous backing: allocate on hugepages");
+  add->add_option("--numa-node", reg->numa_node,
+                  "anonymous or shm backing: allocate on this NUMA node (xferctl devices shows "
+                  "the NICs' nodes)")
+      ->check(CLI::NonNegativeNumber);
   add->add_flag("--landed-ranges", reg->landed_ranges,
                 "keep many-block transfers' ranges for watchers (regions watch --ranges)");
   add->add_option("--allow", reg->allow, "node ids of the only peers allowed (default: any)");

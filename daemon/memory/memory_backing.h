@@ -22,6 +22,9 @@ struct BackingSpec {
   uint64_t size = 0;
   // kAnonymous: map on hugepages.
   bool hugepages = false;
+  // kAnonymous, kShm: bind the pages to this NUMA node before they are
+  // populated; -1: no binding.
+  int32_t numa_node = -1;
   // kShm: the file to create (its directory must exist); mode bits of the file.
   std::string shm_path;
   uint32_t shm_mode = 0600;

@@ -35,6 +35,8 @@ struct RegionSpec {
   std::vector<std::string> allowed_peers;  // empty: any authenticated peer
   // Keep the ranges of many-block transfers for watchers that ask.
   bool landed_ranges = false;
+  // Anonymous and shm: the NUMA node to allocate on; -1: no binding.
+  int32_t numa_node = -1;
 };
 
 // What a transport attaches to a region when it registers it (verbs: its

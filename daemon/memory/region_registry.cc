@@ -32,6 +32,7 @@ absl::StatusOr<std::unique_ptr<MemoryBacking>> RegionRegistry::CreateBacking(
   backing.kind = spec.backing;
   backing.size = spec.size;
   backing.hugepages = spec.hugepages;
+  backing.numa_node = spec.numa_node;
   backing.file_path = spec.file_path;
   backing.create = spec.create;
   // A file that only serves as a source may be read-only on disk.
@@ -52,6 +53,11 @@ absl::Status RegionRegistry::ValidateSpec(const RegionSpec& spec) {
   }
   if (spec.hugepages && spec.backing != Backing::kAnonymous) {
     return absl::InvalidArgumentError("hugepages apply to anonymous regions only");
+  }
+  if (spec.numa_node >= 0 && spec.backing == Backing::kFile) {
+    return absl::InvalidArgumentError(
+        "numa_node applies to anonymous and shm regions only: a file's pages belong to the page "
+        "cache");
   }
   if (spec.backing != Backing::kFile && (!spec.file_path.empty() || spec.create)) {
     return absl::InvalidArgumentError("file_path and create apply to file-backed regions only");

@@ -66,6 +66,14 @@ absl::StatusOr<memory::RegionSpec> FromProto(const v1::RegisterRegionRequest& r)
   spec.create = r.create();
   spec.hugepages = r.hugepages();
   spec.landed_ranges = r.landed_ranges();
+  if (r.has_numa_node()) {
+    if (r.numa_node() < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "numa_node ", r.numa_node(), " is negative: name a node (xferctl devices shows the "
+          "NICs' nodes) or leave it unset"));
+    }
+    spec.numa_node = r.numa_node();
+  }
   spec.allowed_peers.assign(r.allowed_peers().begin(), r.allowed_peers().end());
   return spec;
 }
@@ -91,6 +99,7 @@ void ToProto(const memory::Region& region, transport::TransportKind transport, v
   out->set_file_path(spec.file_path);
   out->set_hugepages(spec.hugepages);
   out->set_landed_ranges(spec.landed_ranges);
+  out->set_numa_node(spec.numa_node);
   for (const std::string& peer : spec.allowed_peers) out->add_allowed_peers(peer);
   out->set_transfers_in_flight(region.users());
   out->set_landed_events(region.landed().published());

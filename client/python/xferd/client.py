@@ -136,7 +136,8 @@ class Client:
                         file_path: Optional[str] = None, create: bool = False,
                         hugepages: bool = False,
                         allowed_peers: Iterable[str] = (),
-                        landed_ranges: bool = False) -> Region:
+                        landed_ranges: bool = False,
+                        numa_node: Optional[int] = None) -> Region:
         """Registers a region named `name` of `size` bytes.
 
         Args:
@@ -149,13 +150,15 @@ class Client:
             allowed_peers: Node ids allowed to resolve it; empty means any.
             landed_ranges: Keep the ranges of many-block transfers landing
                 here, for watches that ask (`watch_region(ranges=True)`).
+            numa_node: Anonymous and shm regions: allocate the memory on
+                this NUMA node (that of the NIC moving it; see devices()).
 
         Raises:
             InvalidArgument, AlreadyExists, ResourceExhausted, PermissionDenied.
         """
         request = requests.register_region_request(
             name, size, backing, remote_write, remote_read, file_path, create, hugepages,
-            allowed_peers, landed_ranges)
+            allowed_peers, landed_ranges, numa_node)
         return self._region(self._call(self.stub.RegisterRegion, request))
 
     def register_array(self, name: str, like: Any, fill: bool = True,

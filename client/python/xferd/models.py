@@ -131,6 +131,7 @@ class Region:
     For SHM regions, `buffer` is a writable view of the region's memory,
     mapped lazily from `shm_path` (MAP_SHARED, no copies). The client that
     returned the region unmaps it on deregister_region() and close().
+    `numa_node` is the node its memory is bound to (-1: not bound).
     """
 
     name: str
@@ -147,6 +148,7 @@ class Region:
     registered_at: Optional[datetime.datetime]
     transport: Transport
     landed_ranges: bool
+    numa_node: int
     _mapping: Optional[ShmMapping] = dataclasses.field(
         default=None, repr=False, compare=False)
 

@@ -79,15 +79,19 @@ def wait_error(error: grpc.RpcError, transfer_id: int, timeout: Optional[float])
 def register_region_request(name: str, size: int, backing: str, remote_write: bool,
                             remote_read: bool, file_path: Optional[str], create: bool,
                             hugepages: bool, allowed_peers: Iterable[str],
-                            landed_ranges: bool) -> xferd_pb2.RegisterRegionRequest:
+                            landed_ranges: bool, numa_node: Optional[int] = None
+                            ) -> xferd_pb2.RegisterRegionRequest:
     """A RegisterRegionRequest; ValueError for an unknown backing."""
     if backing not in BACKINGS:
         raise ValueError(f"backing must be one of {sorted(BACKINGS)}, not {backing!r}")
-    return xferd_pb2.RegisterRegionRequest(
+    request = xferd_pb2.RegisterRegionRequest(
         name=name, size=size, backing=BACKINGS[backing],
         access=common_pb2.RegionAccess(remote_write=remote_write, remote_read=remote_read),
         file_path=file_path or "", create=create, hugepages=hugepages,
         allowed_peers=list(allowed_peers), landed_ranges=landed_ranges)
+    if numa_node is not None:
+        request.numa_node = numa_node
+    return request
 
 
 def connect_peer_request(address: str, timeout: Optional[float]

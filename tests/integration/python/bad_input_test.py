@@ -197,7 +197,22 @@ def test_bad_region_sizes_and_options(cluster: Cluster, clients: Clients) -> Non
            4 * KiB, backing="anonymous", file_path="/tmp/x.bin")
     expect(xferd.InvalidArgument, "hugepages apply to anonymous regions only",
            a.register_region, "h", 4 * KiB, backing="shm", hugepages=True)
-    assert {"z", "f", "h"}.isdisjoint(r.name for r in a.regions())
+    expect(xferd.InvalidArgument, "numa_node 999 does not exist: this host has nodes",
+           a.register_region, "n", 4 * KiB, numa_node=999)
+    expect(xferd.InvalidArgument, "numa_node -1 is negative", a.register_region, "n", 4 * KiB,
+           numa_node=-1)
+    expect(xferd.InvalidArgument, "numa_node applies to anonymous and shm regions only",
+           a.register_region, "n", 4 * KiB, backing="file",
+           file_path=os.path.join(cluster.workdir, "n.bin"), create=True, numa_node=0)
+    assert {"z", "f", "h", "n"}.isdisjoint(r.name for r in a.regions())
+    # Node 0 exists everywhere: bound and said so; unbound regions say -1.
+    for backing in ("anonymous", "shm"):
+        bound = a.register_region("n", 4 * KiB, backing=backing, numa_node=0)
+        assert bound.numa_node == 0
+        assert [r.numa_node for r in a.regions() if r.name == "n"] == [0]
+        a.deregister_region("n")
+    assert a.register_region("n", 4 * KiB).numa_node == -1
+    a.deregister_region("n")
 
 
 def test_file_regions_stay_inside_the_data_directories(cluster: Cluster, clients: Clients) -> None:

@@ -1,12 +1,15 @@
 #include "daemon/memory/memory_backing.h"
 
 #include <fcntl.h>
+#include <linux/mempolicy.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -70,6 +73,38 @@ TEST(MemoryBackingTest, AnonymousIsResidentAndOnHugePagesWhereTheKernelAllows) {
   // "madvise" or "always": at least half of it on 2 MiB pages (the ends of an
   // unaligned mapping may not be).
   EXPECT_GE(SmapsKb((*backing)->data(), "AnonHugePages"), static_cast<long>(kSize >> 11));
+}
+
+TEST(MemoryBackingTest, BoundToANumaNodeBeforeItsPagesExist) {
+  for (const Backing kind : {Backing::kAnonymous, Backing::kShm}) {
+    BackingSpec spec{kind, 8 << 20};
+    spec.numa_node = 0;  // every Linux host has node 0
+    spec.shm_path = TempDir() + "/numa-shm";
+    auto backing = MemoryBacking::Create(spec);
+    ASSERT_TRUE(backing.ok()) << backing.status();
+    std::byte* data = (*backing)->data();
+    int mode = -1;
+    unsigned long nodes[16] = {};
+    ASSERT_EQ(::syscall(SYS_get_mempolicy, &mode, nodes, 1024, data, MPOL_F_ADDR), 0)
+        << std::strerror(errno);
+    EXPECT_EQ(mode, MPOL_BIND);
+    EXPECT_EQ(nodes[0], 1ul);  // node 0 only
+    for (uint64_t offset : {uint64_t{0}, uint64_t{4 << 20}, uint64_t{(8 << 20) - 1}}) {
+      int node = -1;
+      ASSERT_EQ(::syscall(SYS_get_mempolicy, &node, nullptr, 0, data + offset,
+                          MPOL_F_NODE | MPOL_F_ADDR),
+                0);
+      EXPECT_EQ(node, 0) << "page at " << offset;
+    }
+    EXPECT_GE(SmapsKb(data, "Rss"), 8 << 10);  // populated after binding
+  }
+  BackingSpec missing{Backing::kAnonymous, 1 << 20};
+  missing.numa_node = 999;
+  auto refused = MemoryBacking::Create(missing);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("numa_node 999 does not exist: this host has nodes"),
+            std::string::npos)
+      << refused.status();
 }
 
 TEST(MemoryBackingTest, ShmIsSharedWithAnotherMappingAndUnlinkedAtTheEnd) {

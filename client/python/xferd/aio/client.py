@@ -121,11 +121,12 @@ class Client:
                               remote_write: bool = False, remote_read: bool = False,
                               file_path: Optional[str] = None, create: bool = False,
                               hugepages: bool = False, allowed_peers: Iterable[str] = (),
-                              landed_ranges: bool = False) -> Region:
+                              landed_ranges: bool = False,
+                              numa_node: Optional[int] = None) -> Region:
         """As xferd.Client.register_region()."""
         request = requests.register_region_request(
             name, size, backing, remote_write, remote_read, file_path, create, hugepages,
-            allowed_peers, landed_ranges)
+            allowed_peers, landed_ranges, numa_node)
         return self._region(await self._call(self.stub.RegisterRegion, request))
 
     async def register_array(self, name: str, like: Any, fill: bool = True,
