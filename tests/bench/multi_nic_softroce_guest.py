@@ -122,7 +122,7 @@ def main() -> int:
     finally:
         children.stop_all()
     one, two = (statistics.median(rates[label]) for label in DEVICES)
-    print(f"\n== softroce_bench --multi-nic: one vs two rxe devices per daemon, one VM boot ==")
+    print("\n== softroce_bench --multi-nic: one vs two rxe devices per daemon, one VM boot ==")
     print(f"guest: {os.cpu_count()} vCPUs (qemu TCG), Linux {platform.release()}; xferd "
           f"--config=opt; {args.reps} rounds of a {WRITE_BYTES // MiB} MiB write "
           f"({SLICE // MiB} MiB slices) per pair, taking turns; {datetime.date.today()}\n")
