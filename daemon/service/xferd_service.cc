@@ -48,6 +48,20 @@ absl::Status FillPage(absl::string_view list, const Request& request, std::vecto
 }
 
 constexpr absl::Duration kDefaultConnectTimeout = absl::Seconds(10);
+
+// A reply lingers only for submissions this small. A larger one's time is
+// its data's, so the caller's one more call to wait costs it next to
+// nothing, while holding the reply would stall a caller that queues a
+// pipeline of large writes (each write() would last as long as its data).
+constexpr uint64_t kLingerMaxBytes = 1 << 20;
+
+absl::Duration EffectiveLinger(absl::Duration linger,
+                               const std::vector<std::shared_ptr<engine::Transfer>>& transfers) {
+  if (linger == absl::InfiniteDuration()) return linger;  // wait: until the end
+  uint64_t bytes = 0;
+  for (const auto& t : transfers) bytes += t->bytes();
+  return bytes <= kLingerMaxBytes ? linger : absl::ZeroDuration();
+}
 constexpr absl::Duration kDefaultWatchInterval = absl::Milliseconds(100);
 
 template <typename T>
@@ -176,11 +190,14 @@ void XferdServiceImpl::SubmitAndReply(
                      absl::StatusOr<std::vector<std::shared_ptr<engine::Transfer>>> submitted) {
                    if (!submitted.ok()) {
                      finish(ToGrpc(submitted.status()));
-                   } else if (linger <= absl::ZeroDuration()) {
+                     return;
+                   }
+                   const absl::Duration hold = EffectiveLinger(linger, *submitted);
+                   if (hold <= absl::ZeroDuration()) {
                      ReplyWith(*submitted, fill, finish);
                    } else {
                      TransferWaiter::Start(watch_loop_, *std::move(submitted), fill, finish,
-                                           absl::Now() + linger);
+                                           absl::Now() + hold);
                    }
                  });
 }

@@ -110,7 +110,8 @@ class XferdServiceImpl final : public v1::Xferd::CallbackService {
   friend class SubmitStreamReactor;
   // Submits writes and reads, and replies through `finish` when they are
   // queued or, once queued, when all have ended but no later than `linger`
-  // (zero: at once; absl::InfiniteDuration(): a submission with wait).
+  // (zero: at once; absl::InfiniteDuration(): a submission with wait; a
+  // finite linger only holds submissions of at most 1 MiB).
   // `fill` writes the reply.
   void SubmitAndReply(std::vector<engine::WriteSpec> writes, bool batch, absl::Duration linger,
                       std::function<void(const grpc::Status&)> finish,

@@ -54,8 +54,9 @@ class Client:
                 daemon hold its reply for the transfer's end: a transfer done
                 by then comes back finished and `handle.wait()` returns
                 without a call, so `write(...).wait()` costs what
-                `write(..., wait=True)` does. 0: return once it is queued (for
-                callers that submit many in a row from one thread).
+                `write(..., wait=True)` does. Only transfers of at most 1 MiB
+                linger (a larger one returns once queued, so a loop queueing
+                large writes never waits for each). 0: return once queued.
         """
         if not 0 <= linger <= 1:
             raise ValueError(f"linger must be between 0 and 1 s, not {linger}")
@@ -270,8 +271,9 @@ class Client:
         """Starts writing `length` bytes of local `src_region` (from
         `src_offset`) into `dst_region` of `peer` (at `dst_offset`).
 
-        Returns once the transfer is queued, or once it ended if that came
-        within the client's `linger` (then the handle's wait() needs no call);
+        Returns once the transfer is queued, or, for at most 1 MiB, once it
+        ended if that came within the client's `linger` (then the handle's
+        wait() needs no call);
         use the handle to wait, watch or cancel it. With `wait`, returns once it ended instead: one call and
         no stream, the cheapest way to run small writes one after the other;
         the handle's wait() then returns (or raises) at once. `timeout`

@@ -424,17 +424,19 @@ def test_linger_replies_with_the_end_or_once_it_runs_out(cluster: Cluster, clien
     """A write without wait lets the daemon hold its reply for the transfer's
     end (Client(linger=...), WriteRequest.linger): one that ends by then comes
     back finished, so wait() needs no call; one that cannot end comes back
-    running once the linger ran out, and still ends."""
+    running once the linger ran out, and still ends. A write of more than
+    1 MiB never lingers: it comes back at once."""
     a = clients["a"]
-    expected = sha(fill(regions.make("a", "lg_src", MiB), seed=14))
-    dst = regions.make("b", "lg_dst", MiB, remote_write=True)
+    src = fill(regions.make("a", "lg_src", 2 * MiB), seed=14)
+    expected = sha(src[:MiB])
+    dst = regions.make("b", "lg_dst", 2 * MiB, remote_write=True)
     resolve(a, "lg_src", "b", "lg_dst")
     lingering = xferd.Client(a.target, linger=1.0)
     try:
         handle = lingering.write("lg_src", "b", "lg_dst", MiB)
         assert handle.last.state == "done", handle.last
         assert handle.wait() is handle.last
-        assert sha(dst.buffer) == expected
+        assert sha(dst.buffer[:MiB]) == expected
         if TRANSPORT == "tcp":  # over verbs a frozen peer's NIC still completes writes
             cluster["b"].pause()
             try:
@@ -443,9 +445,16 @@ def test_linger_replies_with_the_end_or_once_it_runs_out(cluster: Cluster, clien
                 elapsed = time.monotonic() - started
                 assert not handle.last.terminal, handle.last
                 assert 1.0 <= elapsed < 5.0, elapsed
+                started = time.monotonic()
+                big = lingering.write("lg_src", "b", "lg_dst", MiB + 1)
+                elapsed = time.monotonic() - started
+                assert not big.last.terminal, big.last
+                assert elapsed < 0.5, elapsed
             finally:
                 cluster["b"].resume()
             assert handle.wait(WAIT_S).state == "done"
+            assert big.wait(WAIT_S).state == "done"
+            assert sha(dst.buffer[:MiB + 1]) == sha(src[:MiB + 1])
     finally:
         lingering.close()
     request = xferd_pb2.WriteRequest(peer="b", src_region="lg_src", dst_region="lg_dst",
