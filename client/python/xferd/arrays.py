@@ -210,7 +210,7 @@ def _tensor_class() -> Any:
         return _TENSOR_CLASS["cls"]
     import torch
 
-    class RegionTensor(torch.Tensor):
+    class RegionTensor(torch.Tensor):  # type: ignore[misc]  # torch is Any to mypy
         """A CPU tensor over an SHM region's memory: every torch operation on
         it (indexing, methods, functions, .numpy()) raises ValueError once
         the region was deregistered or its client closed."""
@@ -226,7 +226,7 @@ def _tensor_class() -> Any:
             _check_all(kwargs.values())
             spans = [(_mapping_of(a), a._xferd_span) for a in args
                      if isinstance(a, RegionTensor) and a._xferd_mapping is not None]
-            result = super().__torch_function__(func, types, args, kwargs)  # type: ignore[no-untyped-call]  # noqa: E501
+            result = super().__torch_function__(func, types, args, kwargs)
             if spans:
                 _keep_check(result, spans[0][0], spans[0][1])
             return result
@@ -236,7 +236,7 @@ def _tensor_class() -> Any:
         # Views (their data inside the region) keep the check; results in
         # memory of their own do not.
         outputs = result if isinstance(result, (list, tuple)) else (result,)
-        with torch._C.DisableTorchFunction():  # type: ignore[no-untyped-call]
+        with torch._C.DisableTorchFunction():
             for out in outputs:
                 if isinstance(out, RegionTensor) and span[0] <= out.data_ptr() < span[1]:
                     out._xferd_mapping, out._xferd_span = mapping, span
@@ -268,7 +268,7 @@ def torch_view(mapping: ShmMapping, dtype: "torch.dtype", shape: Shape = None,
         flat = torch.frombuffer(memory, dtype=dtype, count=count, offset=offset)
     tensor = flat.reshape(dims if dims is not None else (count,)).as_subclass(cls)
     tensor._xferd_mapping, tensor._xferd_span = mapping, (low, low + mapping.size)
-    return tensor  # type: ignore[no-any-return]
+    return tensor
 
 
 def nbytes_of(array: Any) -> int:
