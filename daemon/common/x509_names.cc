@@ -2,6 +2,8 @@
 
 #include <openssl/x509v3.h>
 
+#include "absl/strings/match.h"
+
 namespace xferd {
 
 std::vector<std::string> X509IdentityNames(X509* cert) {
@@ -27,6 +29,14 @@ std::vector<std::string> X509IdentityNames(X509* cert) {
                        ASN1_STRING_length(cn));
   }
   return names;
+}
+
+bool DnsNameMatches(absl::string_view san, absl::string_view host) {
+  if (absl::EqualsIgnoreCase(san, host)) return true;
+  if (!absl::StartsWith(san, "*.")) return false;
+  const size_t dot = host.find('.');
+  return dot != absl::string_view::npos && dot > 0 &&
+         absl::EqualsIgnoreCase(san.substr(1), host.substr(dot));
 }
 
 }  // namespace xferd

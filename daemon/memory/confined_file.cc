@@ -61,6 +61,10 @@ absl::StatusOr<UniqueFd> OpenConfined(const FileConfinement& confinement, const 
     return absl::InvalidArgumentError(absl::StrCat(
         "file_path '", path, "' must be an absolute path inside regions.file_dirs"));
   }
+  // The kernel would see only the part before a NUL, not the path checked.
+  if (path.find('\0') != std::string::npos) {
+    return absl::InvalidArgumentError("file_path contains a NUL byte: pass a plain path");
+  }
   for (const std::string& dir : confinement.dirs) {
     // The configured name, or the directory it resolves to (the
     // configuration is trusted; what a client names below it is not).

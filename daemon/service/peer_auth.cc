@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "daemon/common/host_port.h"
+#include "daemon/common/x509_names.h"
 
 namespace xferd::service {
 namespace {
@@ -29,16 +30,8 @@ std::string IpBytes(const std::string& text) {
   return "";
 }
 
-// RFC 6125 matching: case-insensitive, a "*." SAN covering one left label.
-bool DnsNameMatches(absl::string_view san, absl::string_view host) {
-  if (absl::EqualsIgnoreCase(san, host)) return true;
-  if (!absl::StartsWith(san, "*.")) return false;
-  const size_t dot = host.find('.');
-  return dot != absl::string_view::npos && dot > 0 &&
-         absl::EqualsIgnoreCase(san.substr(1), host.substr(dot));
-}
-
 }  // namespace
+
 
 std::vector<std::string> CertificateNames(const grpc::AuthContext& context) {
   std::vector<std::string> names = Values(context, GRPC_PEER_DNS_PROPERTY_NAME);

@@ -227,6 +227,31 @@ def config():
     write("config_fuzzer/bad_types", b'node_id = 5\n[server]\nlisten = true\n')
 
 
+def security_input():
+    """Selector byte (0 open, 1 create, 2 page token, 3 SAN\\nhost), then the
+    string; '@' starts a path in the confined directory."""
+    def case(name, selector, text):
+        write(f"security_input_fuzzer/{name}", bytes([selector]) + text)
+    case("open_inside", 0, b"@/f")
+    case("open_nested", 0, b"@/sub/g")
+    case("open_dotdot", 0, b"@/sub/../../outside/o")
+    case("open_symlink_out", 0, b"@/out")
+    case("open_symlink_dir", 0, b"@/outdir/o")
+    case("open_symlink_up", 0, b"@/sub/up/f")
+    case("open_hard_link", 0, b"@/h1")
+    case("open_fifo", 0, b"@/p")
+    case("open_nul", 0, b"@/f\0/../../outside/o")
+    case("open_proc", 0, b"/proc/self/root@/f")
+    case("create_inside", 1, b"@/new")
+    case("create_through_symlink", 1, b"@/outdir/new")
+    case("create_dotdot", 1, b"@/../outside/new")
+    case("token_key", 2, b"\x01regions-key")
+    case("token_issued", 2, b"eGZlcmQtcGFnZS0xOnJlZ2lvbnM6YQ==")
+    case("san_exact", 3, b"node-b.example\nNODE-B.example")
+    case("san_wildcard", 3, b"*.example\nb.example")
+    case("san_wildcard_two_labels", 3, b"*.example\na.b.example")
+
+
 if __name__ == "__main__":
     tcp_frame()
     tcp_lane()
@@ -235,3 +260,4 @@ if __name__ == "__main__":
     block_plan()
     resolve()
     config()
+    security_input()

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds every libFuzzer target (tests/fuzz/BUILD, --config=fuzz: clang with
-# ASan and UBSan) and fuzzes each for XFERD_FUZZ_SECONDS (default 30; seven
-# targets, about three and a half minutes on two cores). Each starts from its seed corpus
+# ASan and UBSan) and fuzzes each for XFERD_FUZZ_SECONDS (default 30; eight
+# targets, about four minutes on two cores). Each starts from its seed corpus
 # (tests/fuzz/corpus/<target>/, read-only here) plus what it finds, in a
 # scratch directory. Prints libFuzzer's final statistics per target; fails if
 # any target crashes, leaks, times out or trips a check, and leaves the input
@@ -23,10 +23,13 @@ failed=()
 for label in "${targets[@]}"; do
   name=${label##*:}
   work=$(mktemp -d "$artifacts/$name.corpus.XXXXXX")
+  # Scratch files of a target (security_input_fuzzer's directory tree): libFuzzer
+  # ends with _Exit, so a target cannot remove them itself.
+  scratch=$(mktemp -d "$artifacts/$name.tmp.XXXXXX")
   echo "==> $name: fuzzing for ${seconds}s from $(find -L "tests/fuzz/corpus/$name" -type f | wc -l) seeds"
   # -timeout: one input taking this long is a hang; -rss_limit_mb: a leak or
   # an allocation a peer controls.
-  if "$bin/tests/fuzz/$name" -max_total_time="$seconds" -print_final_stats=1 -timeout=10 \
+  if TEST_TMPDIR=$scratch "$bin/tests/fuzz/$name" -max_total_time="$seconds" -print_final_stats=1 -timeout=10 \
       -rss_limit_mb=2048 -artifact_prefix="$artifacts/$name-" \
       "$work" "tests/fuzz/corpus/$name" 2>"$artifacts/$name.log"; then
     grep -E '^(stat::|Done|INFO: Seed|#[0-9]+.*DONE)' "$artifacts/$name.log"
@@ -35,7 +38,7 @@ for label in "${targets[@]}"; do
     tail -n 60 "$artifacts/$name.log"
     echo "==> $name FAILED; the input is in $artifacts/$name-*"
   fi
-  rm -rf "$work"
+  rm -rf "$work" "$scratch"
 done
 if [ ${#failed[@]} -gt 0 ]; then
   echo "tests/fuzz/run.sh: crashes in ${failed[*]} (inputs and logs in $artifacts)"

@@ -86,6 +86,9 @@ TEST_F(ConfinedFileTest, PathsOutsideAreRefused) {
   ExpectDenied(data_ + "//ok");
   ExpectDenied(data_ + "/./ok");
   EXPECT_EQ(Open("data/ok").code(), absl::StatusCode::kInvalidArgument);
+  // The kernel would open "ok/" cut at the NUL: refused before it gets there.
+  EXPECT_EQ(Open(data_ + std::string("/ok\0/../x", 10)).code(),
+            absl::StatusCode::kInvalidArgument);
   confinement_.dirs.clear();
   const absl::Status none = Open(data_ + "/ok");
   EXPECT_EQ(none.code(), absl::StatusCode::kPermissionDenied);
