@@ -67,8 +67,8 @@ class PeerRpc {
   // rejoin steps): the offer, answered with the pairs the callee took (no
   // devices: none); then the caller's devices it connected.
   virtual absl::StatusOr<transport::LinkEndpoints> RejoinDevices(
-      const std::string& address, const NodeIdentity& self,
-      const transport::LinkEndpoints& offer, absl::Time deadline) = 0;
+      const std::string& address, const NodeIdentity& self, const transport::LinkEndpoints& offer,
+      absl::Time deadline) = 0;
   virtual absl::Status CommitRejoin(const std::string& address, const NodeIdentity& self,
                                     const std::vector<uint32_t>& devices, absl::Time deadline) = 0;
 };

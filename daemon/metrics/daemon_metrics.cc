@@ -171,7 +171,9 @@ void CollectResources(const EngineStats& s, const std::string& transport, Famili
     Add(rejoins, labels, static_cast<double>(d.rejoins));
     Add(up, labels, d.up ? 1 : 0);
   }
-  for (MetricFamily* f : {&sent, &received, &failovers, &rejoins, &up}) out->push_back(std::move(*f));
+  for (MetricFamily* f : {&sent, &received, &failovers, &rejoins, &up}) {
+    out->push_back(std::move(*f));
+  }
 }
 
 void CollectPeers(const std::vector<engine::PeerInfo>& peers, Families* out) {

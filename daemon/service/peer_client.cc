@@ -133,8 +133,7 @@ absl::StatusOr<transport::LinkEndpoints> GrpcPeerRpc::RejoinDevices(
   return FromProto(resp.answer());
 }
 
-absl::Status GrpcPeerRpc::CommitRejoin(const std::string& address,
-                                       const engine::NodeIdentity& self,
+absl::Status GrpcPeerRpc::CommitRejoin(const std::string& address, const engine::NodeIdentity& self,
                                        const std::vector<uint32_t>& devices, absl::Time deadline) {
   v1::CommitRejoinRequest req;
   req.set_node_id(self.node_id);

@@ -311,8 +311,8 @@ FakeTransport::~FakeTransport() { Shutdown(); }
 transport::TransportWorker& FakeTransport::worker(uint32_t index) { return *workers_.at(index); }
 
 std::shared_ptr<FakeLink> FakeTransport::NewLink(transport::PeerIdentity peer, uint32_t lanes) {
-  auto link = std::make_shared<FakeLink>(fabric_, regions_, rejoins_, std::move(peer), lanes,
-                                         depth_);
+  auto link =
+      std::make_shared<FakeLink>(fabric_, regions_, rejoins_, std::move(peer), lanes, depth_);
   MutexLock lock(&mu_);
   links_.erase(std::remove_if(links_.begin(), links_.end(),
                               [](const std::weak_ptr<FakeLink>& l) { return l.expired(); }),

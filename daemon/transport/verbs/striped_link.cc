@@ -41,8 +41,8 @@ absl::StatusOr<std::shared_ptr<VerbsLink>> StripedLink::NewDeviceLink(uint32_t d
   std::vector<VerbsWorker*> workers;
   for (StripedWorker* poller : pollers_) workers.push_back(&poller->device(device));
   ASSIGN_OR_RETURN(std::shared_ptr<VerbsLink> link,
-                   VerbsLink::Create(d.context, std::move(workers), d.settings, peer(), lanes,
-                                     this, weak_from_this(), [this] { OnDeviceLinkClosed(); }));
+                   VerbsLink::Create(d.context, std::move(workers), d.settings, peer(), lanes, this,
+                                     weak_from_this(), [this] { OnDeviceLinkClosed(); }));
   add_device_link_(device, link);
   return link;
 }

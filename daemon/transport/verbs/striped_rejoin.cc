@@ -66,8 +66,8 @@ bool StripedLink::OfferRejoin(LinkEndpoints* offer) {
     Keep(&d.accepted, nullptr);
     absl::StatusOr<std::shared_ptr<VerbsLink>> fresh = NewDeviceLink(d.local_device, offer->lanes);
     if (!fresh.ok()) {
-      spdlog::warn("link to {}: no rejoin of {} this time: {}", peer().node_id,
-                   device.port.device, fresh.status());
+      spdlog::warn("link to {}: no rejoin of {} this time: {}", peer().node_id, device.port.device,
+                   fresh.status());
       continue;
     }
     DeviceEndpoints e;
@@ -85,9 +85,9 @@ absl::Status StripedLink::AcceptRejoin(const LinkEndpoints& offer, bool keep_own
   *answer = Shared();
   if (!ready()) return absl::FailedPreconditionError("the link is not in service");
   if (offer.kind != TransportKind::kVerbs || offer.lanes != answer->lanes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("peer ", peer().node_id, " offered to rejoin with ", offer.lanes,
-                     " lanes; the link has ", answer->lanes));
+    return absl::InvalidArgumentError(absl::StrCat("peer ", peer().node_id,
+                                                   " offered to rejoin with ", offer.lanes,
+                                                   " lanes; the link has ", answer->lanes));
   }
   for (const DeviceEndpoints& theirs : offer.devices) {
     auto it = std::find_if(device_links_.begin(), device_links_.end(), [&](const auto& d) {
@@ -164,8 +164,7 @@ std::vector<uint32_t> StripedLink::ConnectRejoin(const LinkEndpoints& answer) {
 void StripedLink::CommitRejoin(const std::vector<uint32_t>& devices) {
   MutexLock rejoin(&rejoin_mu_);
   for (DevicePairLink& d : device_links_) {
-    if (!d.paired ||
-        std::find(devices.begin(), devices.end(), d.remote_device) == devices.end()) {
+    if (!d.paired || std::find(devices.begin(), devices.end(), d.remote_device) == devices.end()) {
       continue;
     }
     std::shared_ptr<VerbsLink> fresh;
@@ -177,15 +176,14 @@ void StripedLink::CommitRejoin(const std::vector<uint32_t>& devices) {
   }
 }
 
-bool StripedLink::Install(DevicePairLink& d, std::shared_ptr<VerbsLink> fresh,
-                          uint64_t rate_mbps) {
+bool StripedLink::Install(DevicePairLink& d, std::shared_ptr<VerbsLink> fresh, uint64_t rate_mbps) {
   VerbsContext& device = *devices_[d.local_device].context;
   if (fresh->broken()) return false;  // its port went down again meanwhile
   d.rate_mbps = rate_mbps;
   const uint64_t weight = Weight(rate_mbps);
   for (uint32_t i = 0; i < stripes_.size(); ++i) {
-    StripedWorker::Rejoining r{stripes_[i].get(), d.slot, fresh, &fresh->verbs_lane(i), weight,
-                               shared_from_this()};
+    StripedWorker::Rejoining r{stripes_[i].get(),     d.slot, fresh,
+                               &fresh->verbs_lane(i), weight, shared_from_this()};
     if (!pollers_[i]->HandOver(std::move(r))) {
       // Only with a poller's lane table full: the pair stays out.
       fresh->Close(absl::ResourceExhaustedError("too many lanes waiting to rejoin"));

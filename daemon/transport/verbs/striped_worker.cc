@@ -50,9 +50,8 @@ bool StripedWorker::HandOver(Rejoining rejoining) { return inbox_->Push(std::mov
 
 uint32_t StripedWorker::Poll(CompletionSink& sink) {
   // First the hand-overs: a rejoined lane may take ops waiting below.
-  uint32_t handled = static_cast<uint32_t>(inbox_->Drain([](Rejoining& r) {
-    r.lane->Rejoin(r.slot, std::move(r.owner), r.device_lane, r.weight);
-  }));
+  uint32_t handled = static_cast<uint32_t>(inbox_->Drain(
+      [](Rejoining& r) { r.lane->Rejoin(r.slot, std::move(r.owner), r.device_lane, r.weight); }));
   for (const auto& device : devices_) handled += device->Poll(sink);
   // After the completions: they made room, and moved failed devices' ops here.
   for (size_t i = 0; i < waiting_.size();) {

@@ -59,7 +59,7 @@ class StripedWorker final : public TransportWorker {
 
   std::vector<std::unique_ptr<VerbsWorker>> devices_;
   std::unique_ptr<Inbox> inbox_;  // rejoined lanes to hand over
-  UniqueFd epoll_;  // every device worker's wait fd, and the inbox's
+  UniqueFd epoll_;                // every device worker's wait fd, and the inbox's
   std::vector<Listed> waiting_;  // poller thread only
   std::vector<uint32_t> preferred_cpus_;  // set before the poller starts
 };
