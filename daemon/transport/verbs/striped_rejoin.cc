@@ -144,7 +144,10 @@ std::vector<uint32_t> StripedLink::ConnectRejoin(const LinkEndpoints& answer) {
     auto theirs = std::find_if(answer.devices.begin(), answer.devices.end(), [&](const auto& e) {
       return e.peer_device == d.local_device && e.index == d.remote_device;
     });
-    absl::Status s = theirs == answer.devices.end()
+    // Closed meanwhile (its port went down): its lanes are with their
+    // pollers now, not to be touched.
+    absl::Status s = fresh->broken() ? fresh->status()
+                     : theirs == answer.devices.end()
                          ? absl::UnavailableError("the peer did not take it")
                          : fresh->Activate(answer, *theirs);
     if (s.ok() && !ready()) s = absl::UnavailableError("the link closed");
