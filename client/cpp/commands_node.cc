@@ -78,7 +78,7 @@ std::string StatsText(const v1::Stats& s) {
     rows.push_back({"device " + d.name(),
                     absl::StrCat(d.up() ? "up" : "DOWN", ", ", FormatBytes(d.bytes_sent()),
                                  " sent, ", FormatBytes(d.bytes_received()), " received, ",
-                                 d.failovers(), " failovers")});
+                                 d.failovers(), " failovers, ", d.rejoins(), " rejoins")});
   }
   rows.push_back({"resident memory", FormatBytes(s.resident_bytes())});
   rows.push_back({"open fds", absl::StrCat(s.open_fds())});
@@ -131,7 +131,8 @@ std::string DevicesText(const v1::ListDevicesResponse& r) {
                 {"RATE"},
                 {"SENT", true},
                 {"RECEIVED", true},
-                {"FAILOVERS", true}});
+                {"FAILOVERS", true},
+                {"REJOINS", true}});
   bool any = false;
   for (const v1::RdmaDevice& d : r.devices()) {
     if (!d.in_use()) continue;
@@ -142,7 +143,7 @@ std::string DevicesText(const v1::ListDevicesResponse& r) {
                    s.poller_cpus().empty() ? "-" : absl::StrJoin(s.poller_cpus(), ","),
                    s.rate_mbps() == 0 ? "-" : absl::StrCat(s.rate_mbps() / 1000.0, " Gb/s"),
                    FormatBytes(s.bytes_sent()), FormatBytes(s.bytes_received()),
-                   absl::StrCat(s.failovers())});
+                   absl::StrCat(s.failovers()), absl::StrCat(s.rejoins())});
   }
   if (any) absl::StrAppend(&text, "\nin use:\n", driven.Render());
   return text;

@@ -56,6 +56,7 @@ void Engine::SetIdentity(std::string node_id, std::string address) {
   self_.node_id = std::move(node_id);
   self_.address = std::move(address);
   ready_.store(true, std::memory_order_release);
+  ScheduleRejoins();
 }
 
 void Engine::RegisterRegion(memory::RegionSpec spec,

@@ -93,6 +93,13 @@ class Engine final : public TransferListener {
                          const std::string& reason);
   // PeerService: a coming write's ranges for a region (engine_ranges.cc).
   absl::Status OnStageRanges(const std::string& node, uint64_t incarnation, const StagedRanges& r);
+  // PeerService: a peer's rejoin of its link's broken device pairs
+  // (engine_rejoin.cc): the offer answered, then the commit.
+  absl::StatusOr<transport::LinkEndpoints> AcceptRejoin(const std::string& node_id,
+                                                        uint64_t incarnation,
+                                                        const transport::LinkEndpoints& offer);
+  absl::Status OnCommitRejoin(const std::string& node_id, uint64_t incarnation,
+                              const std::vector<uint32_t>& devices);
 
   // ---- prepared layouts (any thread) ----
   // Registers a layout. A local region's layout is checked against the
@@ -159,6 +166,11 @@ class Engine final : public TransferListener {
   void RetireCountersLocked(const Peer& peer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Tells the peers that resolved the region to forget it, then calls `then`.
   void NotifyInvalidated(uint32_t region_id, const std::string& name, std::function<void()> then);
+
+  // engine_rejoin.cc: every kRejoinPeriod, each live link's broken device
+  // pairs are offered to its peer (transport::Link::OfferRejoin).
+  void ScheduleRejoins();
+  void RejoinBrokenPairs();
 
   // engine_layouts.cc: looks up the layouts a spec names and fills in its
   // region names from them.

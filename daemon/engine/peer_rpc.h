@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -62,6 +63,14 @@ class PeerRpc {
                                const std::string& reason, absl::Time deadline) = 0;
   virtual absl::Status StageRanges(const std::string& address, const NodeIdentity& self,
                                    const StagedRanges& ranges, absl::Time deadline) = 0;
+  // A live link's broken device pairs back in service (transport::Link's
+  // rejoin steps): the offer, answered with the pairs the callee took (no
+  // devices: none); then the caller's devices it connected.
+  virtual absl::StatusOr<transport::LinkEndpoints> RejoinDevices(
+      const std::string& address, const NodeIdentity& self, const transport::LinkEndpoints& offer,
+      absl::Time deadline) = 0;
+  virtual absl::Status CommitRejoin(const std::string& address, const NodeIdentity& self,
+                                    const std::vector<uint32_t>& devices, absl::Time deadline) = 0;
 };
 
 }  // namespace xferd::engine

@@ -155,6 +155,11 @@ void CollectResources(const EngineStats& s, const std::string& transport, Famili
       "Ops moved from each device to another one after the device failed (port down, "
       "completion error).",
       MetricType::Counter);
+  MetricFamily rejoins = NewFamily(
+      "xferd_device_rejoins_total",
+      "Device pairs of live links on each device put back in service after they broke (the "
+      "port came back, or a queue pair failed), without a reconnect.",
+      MetricType::Counter);
   MetricFamily up = NewFamily("xferd_device_up",
                               "1 while the device's port is ACTIVE, 0 after a port-down event.",
                               MetricType::Gauge);
@@ -163,9 +168,12 @@ void CollectResources(const EngineStats& s, const std::string& transport, Famili
     Add(sent, labels, static_cast<double>(d.bytes_sent));
     Add(received, labels, static_cast<double>(d.bytes_received));
     Add(failovers, labels, static_cast<double>(d.failovers));
+    Add(rejoins, labels, static_cast<double>(d.rejoins));
     Add(up, labels, d.up ? 1 : 0);
   }
-  for (MetricFamily* f : {&sent, &received, &failovers, &up}) out->push_back(std::move(*f));
+  for (MetricFamily* f : {&sent, &received, &failovers, &rejoins, &up}) {
+    out->push_back(std::move(*f));
+  }
 }
 
 void CollectPeers(const std::vector<engine::PeerInfo>& peers, Families* out) {

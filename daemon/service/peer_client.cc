@@ -117,4 +117,32 @@ absl::Status GrpcPeerRpc::StageRanges(const std::string& address,
   return Finish(StubFor(address).StageRanges(&context, req, &resp), address);
 }
 
+absl::StatusOr<transport::LinkEndpoints> GrpcPeerRpc::RejoinDevices(
+    const std::string& address, const engine::NodeIdentity& self,
+    const transport::LinkEndpoints& offer, absl::Time deadline) {
+  v1::RejoinDevicesRequest req;
+  req.set_node_id(self.node_id);
+  req.set_incarnation(self.incarnation);
+  ToProto(offer, req.mutable_offer());
+  v1::RejoinDevicesResponse resp;
+  grpc::ClientContext context;
+  SetDeadline(context, deadline);
+  RETURN_IF_ERROR(Finish(StubFor(address).RejoinDevices(&context, req, &resp), address));
+  // No answer: the callee took no pair.
+  if (!resp.has_answer()) return transport::LinkEndpoints{offer.kind};
+  return FromProto(resp.answer());
+}
+
+absl::Status GrpcPeerRpc::CommitRejoin(const std::string& address, const engine::NodeIdentity& self,
+                                       const std::vector<uint32_t>& devices, absl::Time deadline) {
+  v1::CommitRejoinRequest req;
+  req.set_node_id(self.node_id);
+  req.set_incarnation(self.incarnation);
+  for (uint32_t d : devices) req.add_devices(d);
+  v1::CommitRejoinResponse resp;
+  grpc::ClientContext context;
+  SetDeadline(context, deadline);
+  return Finish(StubFor(address).CommitRejoin(&context, req, &resp), address);
+}
+
 }  // namespace xferd::service

@@ -38,6 +38,12 @@ class GrpcPeerRpc final : public engine::PeerRpc {
                            const engine::StagedRanges& ranges, absl::Time deadline) override;
   absl::Status Goodbye(const std::string& address, const engine::NodeIdentity& self,
                        const std::string& reason, absl::Time deadline) override;
+  absl::StatusOr<transport::LinkEndpoints> RejoinDevices(const std::string& address,
+                                                         const engine::NodeIdentity& self,
+                                                         const transport::LinkEndpoints& offer,
+                                                         absl::Time deadline) override;
+  absl::Status CommitRejoin(const std::string& address, const engine::NodeIdentity& self,
+                            const std::vector<uint32_t>& devices, absl::Time deadline) override;
 
  private:
   v1::PeerService::Stub& StubFor(const std::string& address);

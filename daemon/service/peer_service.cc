@@ -95,4 +95,33 @@ grpc::ServerUnaryReactor* PeerServiceImpl::StageRanges(grpc::CallbackServerConte
   return Reply(context, engine_.OnStageRanges(request->node_id(), request->incarnation(), ranges));
 }
 
+grpc::ServerUnaryReactor* PeerServiceImpl::RejoinDevices(grpc::CallbackServerContext* context,
+                                                         const v1::RejoinDevicesRequest* request,
+                                                         v1::RejoinDevicesResponse* response) {
+  if (absl::Status s = auth_.CheckCaller(*context, request->node_id()); !s.ok()) {
+    return Reply(context, s);
+  }
+  absl::StatusOr<transport::LinkEndpoints> offer = FromProto(request->offer());
+  if (!offer.ok()) return Reply(context, offer.status());
+  absl::StatusOr<transport::LinkEndpoints> answer =
+      engine_.AcceptRejoin(request->node_id(), request->incarnation(), *offer);
+  if (!answer.ok()) return Reply(context, answer.status());
+  if (!answer->devices.empty()) ToProto(*answer, response->mutable_answer());
+  return Reply(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* PeerServiceImpl::CommitRejoin(grpc::CallbackServerContext* context,
+                                                        const v1::CommitRejoinRequest* request,
+                                                        v1::CommitRejoinResponse*) {
+  if (absl::Status s = auth_.CheckCaller(*context, request->node_id()); !s.ok()) {
+    return Reply(context, s);
+  }
+  if (request->devices_size() > static_cast<int>(kMaxDevices)) {
+    return Reply(context, absl::InvalidArgumentError("commit names too many RDMA devices"));
+  }
+  const std::vector<uint32_t> devices(request->devices().begin(), request->devices().end());
+  return Reply(context,
+               engine_.OnCommitRejoin(request->node_id(), request->incarnation(), devices));
+}
+
 }  // namespace xferd::service

@@ -31,6 +31,12 @@ class PeerServiceImpl final : public v1::PeerService::CallbackService {
   grpc::ServerUnaryReactor* StageRanges(grpc::CallbackServerContext* context,
                                         const v1::StageRangesRequest* request,
                                         v1::StageRangesResponse* response) override;
+  grpc::ServerUnaryReactor* RejoinDevices(grpc::CallbackServerContext* context,
+                                          const v1::RejoinDevicesRequest* request,
+                                          v1::RejoinDevicesResponse* response) override;
+  grpc::ServerUnaryReactor* CommitRejoin(grpc::CallbackServerContext* context,
+                                         const v1::CommitRejoinRequest* request,
+                                         v1::CommitRejoinResponse* response) override;
 
  private:
   engine::Engine& engine_;

@@ -235,6 +235,7 @@ void ToProto(const transport::DeviceStats& d, v1::DeviceStats* out) {
   out->set_bytes_sent(d.bytes_sent);
   out->set_bytes_received(d.bytes_received);
   out->set_failovers(d.failovers);
+  out->set_rejoins(d.rejoins);
   for (uint32_t cpu : d.poller_cpus) out->add_poller_cpus(cpu);
 }
 

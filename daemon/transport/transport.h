@@ -15,6 +15,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -90,6 +91,32 @@ class Link {
   bool broken() const { return broken_.load(std::memory_order_acquire); }
   // True once every lane is connected.
   virtual bool ready() const = 0;
+
+  // ---- Rejoin: a broken share of a live link back in service ----
+  // Verbs over several devices: a device pair whose port went down or whose
+  // queue pair failed comes back without a new handshake (transfers in
+  // flight keep going), in the steps of CreateLink / AcceptLink / Connect,
+  // which the engine carries over the peer service. Links with nothing to
+  // rejoin (TCP, one device) keep these defaults. Control threads.
+  //
+  // Initiator: fresh queue pairs for each broken pair whose local port is up
+  // and whose retries are not spent (RejoinBudget); false if there is none.
+  virtual bool OfferRejoin(LinkEndpoints* offer) { return false; }
+  // Responder: connects fresh queue pairs to the offered ones it can take
+  // (its device up; `keep_own`: not those it is offering itself, the
+  // tie-break when both ends offer at once), closes its old side of each,
+  // and answers with them. They carry nothing until CommitRejoin.
+  virtual absl::Status AcceptRejoin(const LinkEndpoints& offer, bool keep_own,
+                                    LinkEndpoints* answer) {
+    *answer = LinkEndpoints{offer.kind};
+    return absl::OkStatus();
+  }
+  // Initiator: connects the offered pairs the answer took, puts them in
+  // service, drops the rest of the offer (an empty answer drops it all).
+  // Returns the local devices now back, for CommitRejoin.
+  virtual std::vector<uint32_t> ConnectRejoin(const LinkEndpoints& answer) { return {}; }
+  // Responder: puts its side of the pairs with the peer's `devices` in service.
+  virtual void CommitRejoin(const std::vector<uint32_t>& devices) {}
 
   // Set at construction (responder) or by Connect (initiator), before any
   // lane carries data.

@@ -175,6 +175,7 @@ struct DeviceStats {
   uint64_t bytes_sent = 0;      // our writes acknowledged on this device
   uint64_t bytes_received = 0;  // our reads, and peers' landed writes, on this device
   uint64_t failovers = 0;       // ops moved off this device to another one
+  uint64_t rejoins = 0;         // device pairs of live links back in service on it
 };
 
 struct TransportStats {

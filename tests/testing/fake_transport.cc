@@ -46,9 +46,9 @@ class FakeRegistration final : public memory::TransportRegistration {
 // other posts, and closing either breaks both.
 class FakeLink final : public transport::Link, public std::enable_shared_from_this<FakeLink> {
  public:
-  FakeLink(FakeFabric& fabric, const memory::RegionRegistry& regions, transport::PeerIdentity peer,
-           uint32_t lanes, uint32_t depth)
-      : Link(std::move(peer)), fabric_(fabric), regions_(regions) {
+  FakeLink(FakeFabric& fabric, const memory::RegionRegistry& regions, FakeRejoins& rejoins,
+           transport::PeerIdentity peer, uint32_t lanes, uint32_t depth)
+      : Link(std::move(peer)), fabric_(fabric), regions_(regions), rejoins_(rejoins) {
     for (uint32_t i = 0; i < lanes; ++i) lanes_.push_back(std::make_unique<FakeLane>(*this, depth));
   }
   ~FakeLink() override { Close(absl::UnavailableError("the link was dropped")); }
@@ -82,6 +82,30 @@ class FakeLink final : public transport::Link, public std::enable_shared_from_th
       other->Close(absl::UnavailableError(
           absl::StrCat("the peer closed the data connection (", status().message(), ")")));
     }
+  }
+
+  // The rejoin steps on the one modelled pair (device 0 on both ends).
+  bool OfferRejoin(transport::LinkEndpoints* offer) override {
+    *offer = transport::LinkEndpoints{transport::TransportKind::kTcp, lane_count()};
+    if (!rejoins_.broken.load()) return false;
+    offer->devices.push_back(transport::DeviceEndpoints{"fake0"});
+    rejoins_.offers.fetch_add(1);
+    return true;
+  }
+  absl::Status AcceptRejoin(const transport::LinkEndpoints& offer, bool,
+                            transport::LinkEndpoints* answer) override {
+    *answer = offer;
+    rejoins_.accepts.fetch_add(static_cast<uint32_t>(offer.devices.size()));
+    return absl::OkStatus();
+  }
+  std::vector<uint32_t> ConnectRejoin(const transport::LinkEndpoints& answer) override {
+    if (answer.devices.empty()) return {};
+    rejoins_.broken.store(false);
+    rejoins_.rejoined.fetch_add(1);
+    return {0};
+  }
+  void CommitRejoin(const std::vector<uint32_t>& devices) override {
+    rejoins_.commits.fetch_add(static_cast<uint32_t>(devices.size()));
   }
 
   uint32_t lane_count() const override { return static_cast<uint32_t>(lanes_.size()); }
@@ -176,6 +200,7 @@ class FakeLink final : public transport::Link, public std::enable_shared_from_th
 
   FakeFabric& fabric_;
   const memory::RegionRegistry& regions_;
+  FakeRejoins& rejoins_;  // the transport's
   std::vector<std::unique_ptr<FakeLane>> lanes_;
   std::atomic<bool> connected_{false};
   mutable Mutex mu_;
@@ -286,7 +311,8 @@ FakeTransport::~FakeTransport() { Shutdown(); }
 transport::TransportWorker& FakeTransport::worker(uint32_t index) { return *workers_.at(index); }
 
 std::shared_ptr<FakeLink> FakeTransport::NewLink(transport::PeerIdentity peer, uint32_t lanes) {
-  auto link = std::make_shared<FakeLink>(fabric_, regions_, std::move(peer), lanes, depth_);
+  auto link =
+      std::make_shared<FakeLink>(fabric_, regions_, rejoins_, std::move(peer), lanes, depth_);
   MutexLock lock(&mu_);
   links_.erase(std::remove_if(links_.begin(), links_.end(),
                               [](const std::weak_ptr<FakeLink>& l) { return l.expired(); }),

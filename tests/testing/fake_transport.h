@@ -35,6 +35,17 @@ struct NullLink : transport::Link {
 
 class FakeLink;
 
+// One device pair the fake models for the engine's rejoin steps (it has no
+// devices): broken by a test, put back by the links' rejoin. Counts what
+// each step did. Thread-safe.
+struct FakeRejoins {
+  std::atomic<bool> broken{false};
+  std::atomic<uint32_t> offers{0};    // OfferRejoin that offered the pair
+  std::atomic<uint32_t> accepts{0};   // pairs AcceptRejoin took
+  std::atomic<uint32_t> rejoined{0};  // pairs ConnectRejoin put back
+  std::atomic<uint32_t> commits{0};   // pairs CommitRejoin put back
+};
+
 // A copy of a posted op (the op's own pointers die with its transfer).
 struct PostedOp {
   transport::OpKind kind = transport::OpKind::kWrite;
@@ -99,6 +110,8 @@ class FakeTransport final : public transport::Transport {
   // What every worker names as its poller's CPUs (before the pollers start).
   void SetPreferredCpus(std::vector<uint32_t> cpus) { preferred_cpus_ = std::move(cpus); }
   const std::vector<uint32_t>& preferred_cpus() const { return preferred_cpus_; }
+  // The modelled device pair of this daemon's links (FakeRejoins).
+  FakeRejoins& rejoins() { return rejoins_; }
   // Every op posted, in order (for ordering checks).
   std::vector<PostedOp> posted() const;
   void Record(const transport::DataOp& op);
@@ -115,6 +128,7 @@ class FakeTransport final : public transport::Transport {
   const std::shared_ptr<std::atomic<uint32_t>> registrations_;
   std::vector<std::unique_ptr<Worker>> workers_;
   std::atomic<bool> hold_{false};
+  FakeRejoins rejoins_;
   std::vector<uint32_t> preferred_cpus_;
   mutable Mutex mu_;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;

@@ -494,8 +494,9 @@ class DeviceStats:
     is up, its NUMA node (-1 unknown), port rate (Mb/s, 0 unknown), the
     payload bytes of this daemon's writes (`bytes_sent`) and reads
     (`bytes_received`) that completed on it, ops moved off it after it
-    failed, and the CPUs the pollers homed on it are pinned to (empty: not
-    pinned)."""
+    failed, the device pairs of live links put back in service on it after
+    they broke (`rejoins`), and the CPUs the pollers homed on it are pinned
+    to (empty: not pinned)."""
 
     name: str
     port: int
@@ -505,6 +506,7 @@ class DeviceStats:
     bytes_sent: int
     bytes_received: int
     failovers: int
+    rejoins: int
     poller_cpus: Tuple[int, ...]
 
     @classmethod

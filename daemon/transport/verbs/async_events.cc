@@ -78,10 +78,11 @@ void AsyncEventThread::Handle(const ibv_async_event& event) {
           absl::UnavailableError(absl::StrCat("RDMA device ", context_->port.device, ": ", what)));
       break;
     case IBV_EVENT_PORT_ACTIVE:
-      // Links made from now on use the device again.
+      // New links use the device again, and live links rejoin it: their
+      // broken pairs on it get fresh attempts (StripedLink::OfferRejoin).
       context_->up.store(true, std::memory_order_relaxed);
-      spdlog::info("RDMA device {}: {}: back in service for new links", context_->port.device,
-                   what);
+      context_->activations.fetch_add(1, std::memory_order_relaxed);
+      spdlog::info("RDMA device {}: {}: back in service", context_->port.device, what);
       break;
     default:
       spdlog::info("RDMA device {}: {}", context_->port.device, what);

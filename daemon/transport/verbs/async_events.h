@@ -1,7 +1,8 @@
 // The device's asynchronous events (ibv_get_async_event): a queue pair gone
 // fatal, a port going down or coming back, the device failing. The affected
 // per-device links are closed with a clear status: a striped link moves their
-// ops to its other devices, and fails only when none is left.
+// ops to its other devices, and fails only when none is left. A port that
+// comes back is marked up, and live links rejoin it.
 #pragma once
 
 #include <functional>

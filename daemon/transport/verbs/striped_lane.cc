@@ -11,8 +11,10 @@ StripedLane::StripedLane(Link& link, std::weak_ptr<Link> link_alive, StripedWork
                          uint32_t ops_depth)
     : link_(link), link_alive_(std::move(link_alive)), worker_(worker), ops_depth_(ops_depth) {}
 
-void StripedLane::AddDevice(VerbsLane* lane, VerbsWorker* worker, uint64_t weight) {
+void StripedLane::AddDevice(std::shared_ptr<Link> owner, VerbsLane* lane, VerbsWorker* worker,
+                            uint64_t weight) {
   Device device;
+  device.owner = std::move(owner);
   device.lane = lane;
   device.worker = worker;
   device.weight = weight == 0 ? 1 : weight;
@@ -22,6 +24,35 @@ void StripedLane::AddDevice(VerbsLane* lane, VerbsWorker* worker, uint64_t weigh
   devices_.push_back(std::move(device));
   // Everything the devices hold may come back here at once.
   waiting_.Reset(size_t{ops_depth_} * devices_.size());
+}
+
+void StripedLane::Rejoin(uint32_t slot, std::shared_ptr<Link> owner, VerbsLane* lane,
+                         uint64_t weight) {
+  Device& d = devices_[slot];
+  d.next_owner = std::move(owner);
+  d.next_lane = lane;
+  d.next_weight = weight == 0 ? 1 : weight;
+  // Completions of the broken lane pair up with in_flight in order: the new
+  // lane takes over only once none is left.
+  if (d.in_flight.size() == 0) Swap(slot);
+}
+
+void StripedLane::Swap(uint32_t slot) {
+  Device& d = devices_[slot];
+  d.owner = std::move(d.next_owner);
+  d.lane = d.next_lane;
+  d.next_lane = nullptr;
+  d.weight = d.next_weight;
+  d.lane->set_reporter(this, slot);
+  // Level with the emptiest live device: its old count would have it take
+  // every op until it caught up with bytes moved while it was away.
+  double level = -1;
+  for (const Device& other : devices_) {
+    if (&other == &d || other.lane->broken()) continue;
+    const double load = static_cast<double>(other.assigned) / static_cast<double>(other.weight);
+    if (level < 0 || load < level) level = load;
+  }
+  d.assigned = level < 0 ? 0 : static_cast<uint64_t>(level * static_cast<double>(d.weight));
 }
 
 uint32_t StripedLane::credits() const {
@@ -122,20 +153,18 @@ void StripedLane::OnLaneOpDone(uint32_t sub, const OpCompletion& completion,
   Device& device = devices_[sub];
   const DataOp op = device.in_flight.Pop();
   XFERD_CHECK(op.cookie == completion.cookie);
-  if (completion.error == nullptr) {
-    sink.OnOpDone(completion);
-    return;
-  }
   // A device failed (its own link broke): another one carries the op, if
   // any still reaches the peer. RDMA WRITEs and READs are idempotent, so
   // bytes the failed device may already have moved are simply moved again.
-  if (!link_.broken() && device.lane->broken() && Reachable(op)) {
+  if (completion.error != nullptr && !link_.broken() && device.lane->broken() && Reachable(op)) {
     device.assigned -= op.length;
     device.worker->context().failovers.fetch_add(1, std::memory_order_relaxed);
     Hold(op);
-    return;
+  } else {
+    sink.OnOpDone(completion);
   }
-  sink.OnOpDone(completion);
+  // The broken lane gave back its last op: the rejoined one takes its place.
+  if (device.next_lane != nullptr && device.in_flight.size() == 0) Swap(sub);
 }
 
 }  // namespace xferd::transport::verbs

@@ -1,6 +1,7 @@
 // One poller's lane of a striped link: a queue pair on each paired device
 // (VerbsLanes of the per-device links), with ops spread over them by weight
 // (each pair's port rate) and moved to the others when a device fails.
+// A failed device pair that rejoins gets a fresh lane in its old place.
 // Poller thread only, except credits()/broken() which the engine also calls
 // from that thread.
 #pragma once
@@ -25,9 +26,14 @@ class StripedLane final : public Lane, public OpReporter {
   StripedLane(Link& link, std::weak_ptr<Link> link_alive, StripedWorker& worker,
               uint32_t ops_depth);
 
-  // Control thread, before the link is published: one device's lane and
-  // its weight (> 0).
-  void AddDevice(VerbsLane* lane, VerbsWorker* worker, uint64_t weight);
+  // Control thread, before the link is published: one device's lane, the
+  // per-device link that owns it, and its weight (> 0).
+  void AddDevice(std::shared_ptr<Link> owner, VerbsLane* lane, VerbsWorker* worker,
+                 uint64_t weight);
+  // Poller thread (handed over by the worker): the device in place `slot`
+  // gets `lane` (connected, of the fresh link `owner`) instead of its broken
+  // one, as soon as the broken one has given back every op it took.
+  void Rejoin(uint32_t slot, std::shared_ptr<Link> owner, VerbsLane* lane, uint64_t weight);
 
   // The devices' credits together, less the ops waiting to move.
   uint32_t credits() const override;
@@ -63,12 +69,17 @@ class StripedLane final : public Lane, public OpReporter {
     size_t count_ = 0;
   };
   struct Device {
+    std::shared_ptr<Link> owner;  // keeps `lane` alive while it is used here
     VerbsLane* lane = nullptr;
     VerbsWorker* worker = nullptr;
     uint64_t weight = 1;
     uint64_t assigned = 0;  // payload bytes given to it, for the weighting
     OpRing in_flight;       // the ops its lane took, oldest first
     std::vector<DataOp> batch;
+    // A rejoined lane waiting for the broken one to drain (in_flight empty).
+    std::shared_ptr<Link> next_owner;
+    VerbsLane* next_lane = nullptr;
+    uint64_t next_weight = 1;
   };
 
   // The live device that can carry `op` (its region has keys there) with
@@ -78,6 +89,8 @@ class StripedLane final : public Lane, public OpReporter {
   bool Reachable(const DataOp& op) const;
   void Hold(const DataOp& op);
   void PostBatch(Device& device);
+  // Puts the rejoined lane in place of the drained broken one.
+  void Swap(uint32_t slot);
 
   Link& link_;
   const std::weak_ptr<Link> link_alive_;

@@ -17,40 +17,53 @@ PairingDevice ForPairing(const DeviceEndpoints& d) {
   return p;
 }
 
-// A pair runs at its slower end's rate; unknown (0) if either end's is.
-uint64_t PairRate(uint64_t ours, uint64_t theirs) {
+}  // namespace
+
+uint64_t StripedLink::PairRate(uint64_t ours, uint64_t theirs) {
   return ours == 0 || theirs == 0 ? 0 : std::min(ours, theirs);
 }
 
-}  // namespace
-
-StripedLink::StripedLink(PeerIdentity peer, std::vector<StripedWorker*> pollers)
-    : Link(std::move(peer)), pollers_(std::move(pollers)) {}
+StripedLink::StripedLink(PeerIdentity peer, std::vector<LinkDevice> devices,
+                         std::vector<StripedWorker*> pollers, DeviceLinkSink add_device_link)
+    : Link(std::move(peer)),
+      devices_(std::move(devices)),
+      pollers_(std::move(pollers)),
+      add_device_link_(std::move(add_device_link)),
+      // The READ depths offered: the transport's, the same on every device.
+      max_rd_atomic_(devices_.front().settings.max_rd_atomic),
+      max_dest_rd_atomic_(devices_.front().settings.max_dest_rd_atomic) {}
 
 StripedLink::~StripedLink() = default;
 
-absl::Status StripedLink::AddDeviceLink(const LinkDevice& device, uint32_t lanes,
-                                        const DeviceLinkSink& add_device_link) {
+absl::StatusOr<std::shared_ptr<VerbsLink>> StripedLink::NewDeviceLink(uint32_t device,
+                                                                      uint32_t lanes) {
+  const LinkDevice& d = devices_[device];
   std::vector<VerbsWorker*> workers;
-  const uint32_t index = device.context->index;
-  for (StripedWorker* poller : pollers_) workers.push_back(&poller->device(index));
+  for (StripedWorker* poller : pollers_) workers.push_back(&poller->device(device));
   ASSIGN_OR_RETURN(std::shared_ptr<VerbsLink> link,
-                   VerbsLink::Create(device.context, std::move(workers), device.settings, peer(),
-                                     lanes, this, weak_from_this(),
-                                     [this] { OnDeviceLinkClosed(); }));
-  add_device_link(index, link);
-  device_links_.push_back(DevicePairLink{std::move(link), index, device.context->port.rate_mbps});
+                   VerbsLink::Create(d.context, std::move(workers), d.settings, peer(), lanes, this,
+                                     weak_from_this(), [this] { OnDeviceLinkClosed(); }));
+  add_device_link_(device, link);
+  return link;
+}
+
+absl::Status StripedLink::AddDeviceLink(uint32_t device, uint32_t lanes) {
+  ASSIGN_OR_RETURN(std::shared_ptr<VerbsLink> link, NewDeviceLink(device, lanes));
+  DevicePairLink pair;
+  pair.link = std::move(link);
+  pair.local_device = device;
+  pair.rate_mbps = devices_[device].context->port.rate_mbps;
+  device_links_.push_back(std::move(pair));
   return absl::OkStatus();
 }
 
 absl::StatusOr<std::shared_ptr<StripedLink>> StripedLink::Create(
     const std::vector<LinkDevice>& devices, const std::vector<StripedWorker*>& pollers,
     uint32_t lanes, const DeviceLinkSink& add_device_link) {
-  auto link = std::shared_ptr<StripedLink>(new StripedLink(PeerIdentity{}, pollers));
-  link->max_rd_atomic_ = devices.front().settings.max_rd_atomic;
-  link->max_dest_rd_atomic_ = devices.front().settings.max_dest_rd_atomic;
-  for (const LinkDevice& device : devices) {
-    if (absl::Status s = link->AddDeviceLink(device, lanes, add_device_link); !s.ok()) {
+  auto link = std::shared_ptr<StripedLink>(
+      new StripedLink(PeerIdentity{}, devices, pollers, add_device_link));
+  for (uint32_t d = 0; d < devices.size(); ++d) {
+    if (absl::Status s = link->AddDeviceLink(d, lanes); !s.ok()) {
       link->Close(s);
       return s;
     }
@@ -94,7 +107,8 @@ absl::StatusOr<std::shared_ptr<StripedLink>> StripedLink::Accept(
   ASSIGN_OR_RETURN(std::vector<DevicePair> pairs,
                    PairDevices(ours, theirs, pairing.pairing, pairing.prefix_bits));
 
-  auto link = std::shared_ptr<StripedLink>(new StripedLink(peer, pollers));
+  auto link =
+      std::shared_ptr<StripedLink>(new StripedLink(peer, devices, pollers, add_device_link));
   // What the device links check against: the lanes both sides have.
   LinkEndpoints matched = remote;
   matched.lanes = lanes;
@@ -104,7 +118,7 @@ absl::StatusOr<std::shared_ptr<StripedLink>> StripedLink::Accept(
   local->devices.clear();
   for (const DevicePair& pair : pairs) {
     const DeviceEndpoints& theirs_device = remote.devices[pair.remote];
-    absl::Status s = link->AddDeviceLink(devices[pair.local], lanes, add_device_link);
+    absl::Status s = link->AddDeviceLink(pair.local, lanes);
     DevicePairLink* added = s.ok() ? &link->device_links_.back() : nullptr;
     if (s.ok()) s = added->link->Activate(matched, theirs_device);
     if (!s.ok()) {
@@ -112,14 +126,15 @@ absl::StatusOr<std::shared_ptr<StripedLink>> StripedLink::Accept(
       return s;
     }
     added->paired = true;
+    added->remote_device = theirs_device.index;
     added->rate_mbps = PairRate(added->rate_mbps, theirs_device.rate_mbps);
     DeviceEndpoints e;
     added->link->Describe(&e);
     e.peer_device = theirs_device.index;
     local->devices.push_back(std::move(e));
   }
-  local->max_rd_atomic = devices.front().settings.max_rd_atomic;
-  local->max_dest_rd_atomic = devices.front().settings.max_dest_rd_atomic;
+  local->max_rd_atomic = link->max_rd_atomic_;
+  local->max_dest_rd_atomic = link->max_dest_rd_atomic_;
   link->BuildStripes(lanes, peer);
   return link;
 }
@@ -152,6 +167,7 @@ absl::Status StripedLink::Connect(const PeerIdentity& remote_peer, const LinkEnd
     }
     status = it->link->Activate(remote, theirs);
     it->paired = true;
+    it->remote_device = theirs.index;
     it->rate_mbps = PairRate(it->rate_mbps, theirs.rate_mbps);
   }
   if (!status.ok()) {
@@ -168,17 +184,18 @@ absl::Status StripedLink::Connect(const PeerIdentity& remote_peer, const LinkEnd
 }
 
 void StripedLink::BuildStripes(uint32_t lanes, const PeerIdentity& peer) {
-  // Weights: the pairs' rates, unless one is unknown; then equal shares.
-  bool all_known = true;
-  for (const DevicePairLink& d : device_links_) all_known &= !d.paired || d.rate_mbps != 0;
+  uint32_t slot = 0;
+  for (DevicePairLink& d : device_links_) {
+    if (d.paired) d.slot = slot++;
+  }
   std::vector<std::string> names;
   for (uint32_t i = 0; i < lanes; ++i) {
     auto stripe = std::make_unique<StripedLane>(*this, weak_from_this(), *pollers_[i],
                                                 device_links_.front().link->ops_depth());
     for (DevicePairLink& d : device_links_) {
       if (!d.paired) continue;
-      stripe->AddDevice(&d.link->verbs_lane(i), &pollers_[i]->device(d.local_device),
-                        all_known ? d.rate_mbps : 1);
+      stripe->AddDevice(d.link, &d.link->verbs_lane(i), &pollers_[i]->device(d.local_device),
+                        Weight(d.rate_mbps));
     }
     stripes_.push_back(std::move(stripe));
   }
@@ -194,16 +211,28 @@ void StripedLink::BuildStripes(uint32_t lanes, const PeerIdentity& peer) {
   OnDeviceLinkClosed();
 }
 
+uint64_t StripedLink::Weight(uint64_t rate_mbps) const {
+  // The pairs' rates, unless one is unknown; then equal shares.
+  for (const DevicePairLink& d : device_links_) {
+    if (d.paired && d.rate_mbps == 0) return 1;
+  }
+  return rate_mbps;
+}
+
 void StripedLink::OnDeviceLinkClosed() {
   if (broken() || !active_.load(std::memory_order_acquire)) return;
   absl::Status last;
   int paired = 0;
-  for (const DevicePairLink& d : device_links_) {
-    if (!d.paired) continue;
-    if (!d.link->broken()) return;  // one still carries the link
-    last = d.link->status();
-    ++paired;
+  {
+    MutexLock lock(&mu_);
+    for (const DevicePairLink& d : device_links_) {
+      if (!d.paired) continue;
+      if (!d.link->broken()) return;  // one still carries the link
+      last = d.link->status();
+      ++paired;
+    }
   }
+  // Outside mu_: Close takes it.
   // One device: its reason as it is (what a single-device daemon always said).
   Close(paired == 1 ? last
                     : absl::Status(last.code(),
@@ -214,7 +243,18 @@ void StripedLink::OnDeviceLinkClosed() {
 void StripedLink::Close(absl::Status reason) {
   if (!MarkBroken(std::move(reason))) return;
   const absl::Status why = status();
-  for (DevicePairLink& d : device_links_) d.link->Close(why);
+  std::vector<std::shared_ptr<VerbsLink>> links;
+  {
+    // Rejoins store fresh links under mu_ only while the link is not broken.
+    MutexLock lock(&mu_);
+    for (const DevicePairLink& d : device_links_) {
+      for (const auto& l : {d.link, d.offered, d.accepted}) {
+        if (l != nullptr) links.push_back(l);
+      }
+    }
+  }
+  // Outside mu_: each calls back OnDeviceLinkClosed.
+  for (const auto& l : links) l->Close(why);
 }
 
 }  // namespace xferd::transport::verbs

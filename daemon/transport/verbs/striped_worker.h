@@ -1,7 +1,9 @@
 // One poller's share of the verbs transport across every device it drives:
 // that device's worker (its CQ) per device, polled in turn, one epoll set
-// over all their completion channels for sleeping, and the striped lanes
-// holding ops that wait to move to another device.
+// over all their completion channels for sleeping, the striped lanes
+// holding ops that wait to move to another device, and an inbox through
+// which control threads hand rejoined device lanes to the striped lanes
+// (which only this poller touches).
 #pragma once
 
 #include <memory>
@@ -9,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "daemon/common/unique_fd.h"
+#include "daemon/common/wake_inbox.h"
 #include "daemon/transport/transport.h"
 #include "daemon/transport/verbs/striped_lane.h"
 #include "daemon/transport/verbs/verbs_worker.h"
@@ -33,15 +36,30 @@ class StripedWorker final : public TransportWorker {
   // Poller thread: `lane` holds ops to move; `keep_alive` owns it.
   void ListWaiting(StripedLane* lane, std::shared_ptr<Link> keep_alive);
 
+  // A rejoined device pair's lane for one striped lane (StripedLane::Rejoin).
+  struct Rejoining {
+    StripedLane* lane = nullptr;
+    uint32_t slot = 0;
+    std::shared_ptr<Link> owner;  // the fresh per-device link
+    VerbsLane* device_lane = nullptr;
+    uint64_t weight = 1;
+    std::shared_ptr<Link> keep_alive;  // the striped link, owner of `lane`
+  };
+  // Any thread: the poller hands `rejoining` to its lane on its next pass.
+  // False when too many wait already.
+  [[nodiscard]] bool HandOver(Rejoining rejoining);
+
  private:
   struct Listed {
     StripedLane* lane;
     std::shared_ptr<Link> keep_alive;
   };
+  using Inbox = WakeInbox<Rejoining>;
   explicit StripedWorker(std::vector<std::unique_ptr<VerbsWorker>> devices);
 
   std::vector<std::unique_ptr<VerbsWorker>> devices_;
-  UniqueFd epoll_;  // every device worker's wait fd
+  std::unique_ptr<Inbox> inbox_;  // rejoined lanes to hand over
+  UniqueFd epoll_;                // every device worker's wait fd, and the inbox's
   std::vector<Listed> waiting_;  // poller thread only
   std::vector<uint32_t> preferred_cpus_;  // set before the poller starts
 };

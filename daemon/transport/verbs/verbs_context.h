@@ -27,8 +27,13 @@ struct VerbsContext {
   std::atomic<uint64_t> bytes_sent{0};
   std::atomic<uint64_t> bytes_received{0};
   std::atomic<uint64_t> failovers{0};
+  // Device pairs of live links put back in service on this device (a
+  // rejoin, both ends count it).
+  std::atomic<uint64_t> rejoins{0};
   // False from a port-down event until the port is ACTIVE again.
   std::atomic<bool> up{true};
+  // Port-ACTIVE events so far: each gives broken pairs fresh rejoin attempts.
+  std::atomic<uint32_t> activations{0};
   ibv_device_attr attr{};
   // Declared in dependency order: the PD goes before the context.
   IbvContext context;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "daemon/base/status_macros.h"
@@ -139,10 +140,14 @@ void VerbsLink::Detach(uint32_t lane) {
     detached_[lane] = true;
   }
   if (!lanes_[lane]->in_table()) return;  // its Create failed before the worker knew it
-  // The owner holds this link, and its striped lanes hear of this one's
-  // completions: it stays alive until the lane is gone.
-  std::shared_ptr<Link> keep_alive = owner_alive_.lock();
-  if (keep_alive == nullptr) keep_alive = shared_from_this();
+  // The owner's striped lanes hear of this one's completions, and a rejoin
+  // may have replaced this link in its owner: both stay alive until the
+  // lane is gone.
+  std::shared_ptr<Link> keep_alive = shared_from_this();
+  if (std::shared_ptr<Link> owner = owner_alive_.lock()) {
+    using Both = std::pair<std::shared_ptr<Link>, std::shared_ptr<Link>>;
+    keep_alive = std::shared_ptr<Link>(std::make_shared<Both>(std::move(owner), keep_alive), this);
+  }
   workers_[lane]->RequestDetach(std::move(keep_alive), lanes_[lane].get());
 }
 

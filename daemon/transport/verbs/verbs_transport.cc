@@ -213,6 +213,7 @@ TransportStats VerbsTransport::stats() const {
     s.bytes_sent = c.bytes_sent.load(std::memory_order_relaxed);
     s.bytes_received = c.bytes_received.load(std::memory_order_relaxed);
     s.failovers = c.failovers.load(std::memory_order_relaxed);
+    s.rejoins = c.rejoins.load(std::memory_order_relaxed);
     stats.devices.push_back(std::move(s));
   }
   return stats;

@@ -65,6 +65,20 @@ class InProcessPeerRpc final : public engine::PeerRpc {
     return e == nullptr ? absl::UnavailableError("gone")
                         : e->OnGoodbye(self.node_id, self.incarnation, reason);
   }
+  absl::StatusOr<transport::LinkEndpoints> RejoinDevices(const std::string& address,
+                                                         const engine::NodeIdentity& self,
+                                                         const transport::LinkEndpoints& offer,
+                                                         absl::Time) override {
+    engine::Engine* e = Find(address);
+    if (e == nullptr) return absl::UnavailableError("gone");
+    return e->AcceptRejoin(self.node_id, self.incarnation, offer);
+  }
+  absl::Status CommitRejoin(const std::string& address, const engine::NodeIdentity& self,
+                            const std::vector<uint32_t>& devices, absl::Time) override {
+    engine::Engine* e = Find(address);
+    return e == nullptr ? absl::UnavailableError("gone")
+                        : e->OnCommitRejoin(self.node_id, self.incarnation, devices);
+  }
 
  private:
   engine::Engine* Find(const std::string& address) {

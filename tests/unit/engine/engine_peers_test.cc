@@ -43,6 +43,39 @@ TEST_F(EnginePeersTest, ConnectErrors) {
   EXPECT_TRUE(a_->engine->ListPeers().empty());
 }
 
+// A broken share of a live link (the fake models one device pair) comes
+// back through the peer service: offered by the end that saw it break,
+// accepted and committed by the other, with no new handshake.
+TEST_F(EnginePeersTest, ABrokenDevicePairRejoinsTheLiveLink) {
+  auto peer = h_.Connect(*a_, *b_);
+  ASSERT_TRUE(peer.ok()) << peer.status();
+  FakeRejoins& on_a = a_->transport->rejoins();
+  on_a.broken.store(true);
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (b_->transport->rejoins().commits.load() == 0 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_FALSE(on_a.broken.load());
+  EXPECT_EQ(on_a.offers.load(), 1u);
+  EXPECT_EQ(on_a.rejoined.load(), 1u);
+  EXPECT_EQ(b_->transport->rejoins().accepts.load(), 1u);
+  EXPECT_EQ(b_->transport->rejoins().commits.load(), 1u);
+  EXPECT_EQ(b_->transport->rejoins().offers.load(), 0u);  // b saw nothing break
+  // The same link carries on.
+  ASSERT_EQ(a_->engine->ListPeers().size(), 1u);
+  EXPECT_EQ(a_->engine->ListPeers()[0].connected_at, peer->connected_at);
+  EXPECT_EQ(Write(256 << 10).state, TransferState::kDone);
+}
+
+TEST_F(EnginePeersTest, RejoinNeedsALiveLinkWithTheCaller) {
+  ASSERT_TRUE(h_.Connect(*a_, *b_).ok());
+  EXPECT_EQ(b_->engine->AcceptRejoin("nobody", 1, {}).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(b_->engine->OnCommitRejoin("a", 999, {0}).code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(b_->transport->rejoins().commits.load(), 0u);
+}
+
 TEST_F(EnginePeersTest, DisconnectFailsTransfersInFlight) {
   ASSERT_TRUE(h_.Connect(*a_, *b_).ok());
   a_->transport->HoldCompletions(true);

@@ -1,0 +1,82 @@
+// Engine: device pairs of live links back in service (transport.h, "Rejoin").
+// The transport never calls a peer itself: the engine carries its offers,
+// answers and commits over the peer service. A tick looks for broken pairs
+// on every live link, so a pair comes back whichever end saw it break (a
+// port event on either daemon, or a queue pair that failed), and whatever
+// the transport's retry budget allows; the ticks never overlap.
+#include "absl/strings/str_cat.h"
+#include "daemon/base/status_macros.h"
+#include "daemon/common/log.h"
+#include "daemon/engine/engine.h"
+
+namespace xferd::engine {
+namespace {
+
+// How soon a pair can come back after its port does, and what the idle
+// check of every link costs (a few lock round trips per link): small.
+constexpr absl::Duration kRejoinPeriod = absl::Seconds(1);
+constexpr absl::Duration kRejoinCallTimeout = absl::Seconds(5);
+
+}  // namespace
+
+void Engine::ScheduleRejoins() {
+  // The timer thread only queues the work: offers create queue pairs and
+  // call the peer, which must not hold up deadlines.
+  deadlines_.RunAt(absl::Now() + kRejoinPeriod, [this] {
+    executor_.Run([this] {
+      if (draining()) return;  // stops the ticks
+      RejoinBrokenPairs();
+      ScheduleRejoins();
+    });
+  });
+}
+
+void Engine::RejoinBrokenPairs() {
+  for (const std::shared_ptr<Peer>& peer : peers_.List()) {
+    transport::Link& link = *peer->link();
+    transport::LinkEndpoints offer;
+    if (link.broken() || !link.OfferRejoin(&offer)) continue;
+    const std::string& address = peer->node().address;
+    absl::StatusOr<transport::LinkEndpoints> answer =
+        rpc_.RejoinDevices(address, self_, offer, absl::Now() + kRejoinCallTimeout);
+    if (!answer.ok()) {
+      spdlog::info("peer {}: rejoining {} device pairs failed: {}", peer->node_id(),
+                   offer.devices.size(), answer.status());
+      answer = transport::LinkEndpoints{offer.kind};  // drops the offer
+    }
+    const std::vector<uint32_t> joined = link.ConnectRejoin(*answer);
+    if (joined.empty()) continue;
+    // Our side is in service; the peer's carries nothing until it hears so.
+    // If this fails, its side of the pair stays broken and it offers the
+    // pair itself later.
+    absl::Status s = rpc_.CommitRejoin(address, self_, joined, absl::Now() + kRejoinCallTimeout);
+    if (!s.ok()) spdlog::warn("peer {}: committing a rejoin failed: {}", peer->node_id(), s);
+  }
+}
+
+absl::StatusOr<transport::LinkEndpoints> Engine::AcceptRejoin(
+    const std::string& node_id, uint64_t incarnation, const transport::LinkEndpoints& offer) {
+  if (draining()) return absl::UnavailableError("daemon is shutting down");
+  std::shared_ptr<Peer> peer = PeerFor(node_id, incarnation);
+  if (peer == nullptr || peer->link()->broken()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("node '", node_id, "' has no live link with this daemon: handshake again"));
+  }
+  transport::LinkEndpoints answer;
+  // Both ends offering the same pair at once: the first node id's stands.
+  RETURN_IF_ERROR(peer->link()->AcceptRejoin(offer, /*keep_own=*/self_.node_id < node_id, &answer));
+  return answer;
+}
+
+absl::Status Engine::OnCommitRejoin(const std::string& node_id, uint64_t incarnation,
+                                    const std::vector<uint32_t>& devices) {
+  std::shared_ptr<Peer> peer = PeerFor(node_id, incarnation);
+  if (peer == nullptr || peer->link()->broken()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("node '", node_id, "' has no live link with this daemon"));
+  }
+  peer->link()->CommitRejoin(devices);
+  return absl::OkStatus();
+}
+
+}  // namespace xferd::engine
