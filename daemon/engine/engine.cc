@@ -56,7 +56,9 @@ void Engine::SetIdentity(std::string node_id, std::string address) {
   self_.node_id = std::move(node_id);
   self_.address = std::move(address);
   ready_.store(true, std::memory_order_release);
-  ScheduleRejoins();
+  // Only links striped over several devices have pairs that can rejoin; an
+  // engine without them keeps its timer idle.
+  if (transport_.stripes_devices()) ScheduleRejoins();
 }
 
 void Engine::RegisterRegion(memory::RegionSpec spec,

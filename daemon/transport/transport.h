@@ -175,6 +175,9 @@ class Transport : public memory::RegionRegistrar {
   // The RDMA port and GID in use; nullopt for TCP.
   virtual std::optional<RdmaPortInUse> rdma_port() const { return std::nullopt; }
   virtual uint32_t lanes_per_link() const = 0;
+  // True when links are striped over several devices, whose pairs can break
+  // and come back alone (Link's rejoin steps).
+  virtual bool stripes_devices() const { return false; }
   virtual TransportWorker& worker(uint32_t index) = 0;
 
   // Initiator: a new link whose lanes wait for Connect(); fills `local` with

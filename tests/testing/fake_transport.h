@@ -83,6 +83,7 @@ class FakeTransport final : public transport::Transport {
   transport::TransportKind kind() const override { return transport::TransportKind::kTcp; }
   std::string device() const override { return ""; }
   uint32_t lanes_per_link() const override { return pollers_; }
+  bool stripes_devices() const override { return true; }  // the FakeRejoins pair
   transport::TransportWorker& worker(uint32_t index) override;
   // UNAVAILABLE after Shutdown.
   absl::StatusOr<std::shared_ptr<transport::Link>> CreateLink(

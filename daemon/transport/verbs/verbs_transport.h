@@ -70,6 +70,7 @@ class VerbsTransport final : public Transport {
     return RdmaPortInUse{p.device, p.port, p.gid.index};
   }
   uint32_t lanes_per_link() const override { return options_.pollers; }
+  bool stripes_devices() const override { return devices_.size() > 1; }
   TransportWorker& worker(uint32_t index) override { return *workers_[index]; }
 
   absl::StatusOr<std::shared_ptr<Link>> CreateLink(LinkEndpoints* local) override;
