@@ -15,7 +15,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -355,9 +354,9 @@ void Drain(const Config& config, int sig, Daemon& d) {
                      absl::FormatDuration(config.engine.drain_timeout), ")")));
     spdlog::warn("drain timeout: failed {} transfers still in flight", failed);
   }
-  // civetweb sees a stop request only between its 2 s polls: stop the
-  // endpoint while peers are told and gRPC shuts down, not after.
-  std::thread stop_metrics([&d] { d.metrics_endpoint.reset(); });
+  // No more scrapes: the endpoint's threads wake and stop at once (one
+  // finishing a scrape first).
+  d.metrics_endpoint.reset();
   // Gone from the directory before the goodbyes: no daemon looks this one
   // up again once its peers have let it go.
   if (d.directory != nullptr) d.directory->Leave(absl::Now() + absl::Seconds(2));
@@ -366,7 +365,6 @@ void Drain(const Config& config, int sig, Daemon& d) {
   // open. gRPC waits for clients to drop even idle connections until the
   // deadline, so a long one would only delay the exit.
   d.server->Shutdown(absl::Now() + kServerShutdownGrace);
-  stop_metrics.join();
   d.engine->Stop();
 }
 
