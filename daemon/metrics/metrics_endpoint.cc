@@ -2,6 +2,7 @@
 
 #include <gnutls/crypto.h>
 #include <gnutls/gnutls.h>
+#include <gnutls/x509.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <prometheus/counter.h>
@@ -14,6 +15,8 @@
 #include <chrono>
 #include <cstdarg>
 #include <cstdio>
+#include <ctime>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/escaping.h"
@@ -21,7 +24,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
+#include "absl/time/time.h"
 #include "daemon/base/mutex.h"
+#include "daemon/base/status_macros.h"
 #include "daemon/common/host_port.h"
 #include "daemon/common/log.h"
 
@@ -34,11 +39,129 @@ namespace {
 constexpr unsigned kServerThreads = 2;
 constexpr unsigned kConnectionTimeoutS = 10;
 constexpr unsigned kConnectionLimit = 64;
+// TLS 1.2 and 1.3 only, as Prometheus' tls_config asks by default.
+constexpr char kTlsPriorities[] = "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2";
 
 constexpr char kIndex[] =
     "<html><head><title>xferd</title></head><body>"
     "<p>xferd: Prometheus metrics at <a href=\"/metrics\">/metrics</a></p></body></html>\n";
 constexpr char kRealm[] = "realm=\"xferd metrics\"";
+
+// ---- TLS material ------------------------------------------------------------
+
+absl::Status Invalid(absl::string_view key, const std::string& path, absl::string_view why) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      "config key '", key, "'", path.empty() ? "" : absl::StrCat(" (", path, ")"), ": ", why));
+}
+
+gnutls_datum_t Datum(const std::string& text) {
+  return {reinterpret_cast<unsigned char*>(const_cast<char*>(text.data())),
+          static_cast<unsigned>(text.size())};
+}
+
+struct CredentialsFree {
+  void operator()(gnutls_certificate_credentials_st* c) const {
+    gnutls_certificate_free_credentials(c);
+  }
+};
+struct PrivkeyFree {
+  void operator()(gnutls_x509_privkey_int* k) const { gnutls_x509_privkey_deinit(k); }
+};
+
+// The certificate chain parses and its leaf is valid now.
+absl::Status CheckCertificate(const std::string& pem, const std::string& path) {
+  gnutls_x509_crt_t* certs = nullptr;
+  unsigned count = 0;
+  const gnutls_datum_t datum = Datum(pem);
+  const int rc = gnutls_x509_crt_list_import2(&certs, &count, &datum, GNUTLS_X509_FMT_PEM, 0);
+  if (rc < 0) {
+    return Invalid("metrics.tls_cert", path,
+                   absl::StrCat("not a PEM certificate: ", gnutls_strerror(rc)));
+  }
+  const time_t now = std::time(nullptr);
+  time_t not_before = 0, not_after = 0;
+  if (count > 0) {
+    not_before = gnutls_x509_crt_get_activation_time(certs[0]);
+    not_after = gnutls_x509_crt_get_expiration_time(certs[0]);
+  }
+  for (unsigned i = 0; i < count; ++i) gnutls_x509_crt_deinit(certs[i]);
+  gnutls_free(certs);
+  if (count == 0) return Invalid("metrics.tls_cert", path, "no PEM certificate found");
+  if (now < not_before) {
+    return Invalid(
+        "metrics.tls_cert", path,
+        absl::StrCat("is not valid before ",
+                     absl::FormatTime(absl::FromTimeT(not_before), absl::UTCTimeZone())));
+  }
+  if (now > not_after) {
+    return Invalid("metrics.tls_cert", path,
+                   absl::StrCat("expired on ",
+                                absl::FormatTime(absl::FromTimeT(not_after), absl::UTCTimeZone())));
+  }
+  return absl::OkStatus();
+}
+
+// The files as GnuTLS, the server's TLS library, will load them: the
+// certificate valid now, a private key (unencrypted) that matches it, a
+// client CA file with certificates in it. `paths` names the files in errors.
+absl::Status CheckTls(const ScrapeSecurity& s, const MetricsConfig& paths) {
+  if (!s.tls()) {
+    if (!s.key_pem.empty() || !s.client_ca_pem.empty()) {
+      return Invalid("metrics.tls_cert", paths.tls_cert,
+                     "is not set: HTTPS needs metrics.tls_cert and metrics.tls_key");
+    }
+    return absl::OkStatus();
+  }
+  if (s.key_pem.empty()) {
+    return Invalid("metrics.tls_key", paths.tls_key,
+                   "is not set: HTTPS needs metrics.tls_cert and metrics.tls_key");
+  }
+  RETURN_IF_ERROR(CheckCertificate(s.cert_pem, paths.tls_cert));
+  gnutls_x509_privkey_t raw_key = nullptr;
+  gnutls_x509_privkey_init(&raw_key);
+  const std::unique_ptr<gnutls_x509_privkey_int, PrivkeyFree> key(raw_key);
+  const gnutls_datum_t key_datum = Datum(s.key_pem);
+  if (const int rc =
+          gnutls_x509_privkey_import2(key.get(), &key_datum, GNUTLS_X509_FMT_PEM, nullptr, 0);
+      rc < 0) {
+    return Invalid("metrics.tls_key", paths.tls_key,
+                   absl::StrCat("not an unencrypted PEM private key: ", gnutls_strerror(rc)));
+  }
+  gnutls_certificate_credentials_t raw_credentials = nullptr;
+  gnutls_certificate_allocate_credentials(&raw_credentials);
+  const std::unique_ptr<gnutls_certificate_credentials_st, CredentialsFree> credentials(
+      raw_credentials);
+  const gnutls_datum_t cert_datum = Datum(s.cert_pem);
+  if (const int rc = gnutls_certificate_set_x509_key_mem2(
+          credentials.get(), &cert_datum, &key_datum, GNUTLS_X509_FMT_PEM, nullptr, 0);
+      rc < 0) {
+    return Invalid(
+        "metrics.tls_key", paths.tls_key,
+        rc == GNUTLS_E_CERTIFICATE_KEY_MISMATCH
+            ? absl::StrCat("does not match the certificate", paths.tls_cert.empty() ? "" : " in ",
+                           paths.tls_cert)
+            : absl::StrCat("cannot be used with the certificate: ", gnutls_strerror(rc)));
+  }
+  if (!s.client_ca_pem.empty()) {
+    const gnutls_datum_t ca = Datum(s.client_ca_pem);
+    const int n =
+        gnutls_certificate_set_x509_trust_mem(credentials.get(), &ca, GNUTLS_X509_FMT_PEM);
+    if (n <= 0) {
+      return Invalid("metrics.tls_client_ca", paths.tls_client_ca,
+                     absl::StrCat("not a PEM CA bundle: ",
+                                  n < 0 ? gnutls_strerror(n) : "no certificate found"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// A secret from the file `key` names, without its trailing newline.
+absl::StatusOr<std::string> ReadSecret(absl::string_view key, const std::string& path) {
+  ASSIGN_OR_RETURN(std::string text, ReadKeyFile(key, path));
+  std::string secret(absl::StripTrailingAsciiWhitespace(text));
+  if (secret.empty()) return Invalid(key, path, "is empty");
+  return secret;
+}
 
 // ---- requests ----------------------------------------------------------------
 
@@ -77,6 +200,34 @@ bool Authorized(MHD_Connection* conn, const ScrapeSecurity& security) {
     return SecureEquals(decoded, absl::StrCat(security.basic_user, ":", security.basic_password));
   }
   return false;
+}
+
+gnutls_session_t TlsSession(MHD_Connection* conn) {
+  const MHD_ConnectionInfo* info =
+      MHD_get_connection_info(conn, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+  return info == nullptr ? nullptr : static_cast<gnutls_session_t>(info->tls_session);
+}
+
+// Each new TLS connection, before its handshake: require a client
+// certificate that the trusted CAs (MHD_OPTION_HTTPS_MEM_TRUST) verify, so a
+// client without one fails the handshake and never reaches the HTTP parser.
+// libmicrohttpd itself only requests one.
+void RequireClientCertificate(void*, MHD_Connection* conn, void**,
+                              MHD_ConnectionNotificationCode code) {
+  if (code != MHD_CONNECTION_NOTIFY_STARTED) return;
+  if (gnutls_session_t session = TlsSession(conn); session != nullptr) {
+    gnutls_certificate_server_set_request(session, GNUTLS_CERT_REQUIRE);
+    gnutls_session_set_verify_cert(session, nullptr, 0);
+  }
+}
+
+// The same rule once more per request, in case a library change ever let a
+// handshake through: a verified client certificate.
+bool ClientCertificateVerified(MHD_Connection* conn) {
+  gnutls_session_t session = TlsSession(conn);
+  unsigned status = 0;
+  return session != nullptr && gnutls_certificate_verify_peers2(session, &status) == 0 &&
+         status == 0;
 }
 
 std::string GzipCompress(absl::string_view input) {
@@ -159,7 +310,13 @@ struct MetricsEndpoint::Server {
 void MetricsEndpoint::Server::Log(void* cls, const char* format, va_list args) {
   char text[512];
   std::vsnprintf(text, sizeof(text), format, args);
-  const absl::string_view message = absl::StripTrailingAsciiWhitespace(text);
+  absl::string_view message = absl::StripTrailingAsciiWhitespace(text);
+  // libmicrohttpd 0.9.75's words for every failed TLS handshake.
+  if (message == "Error: received handshake message out of context.") {
+    message =
+        "a TLS handshake failed (plain HTTP, no client certificate or one no trusted CA signed, "
+        "or no TLS version in common)";
+  }
   auto* server = static_cast<Server*>(cls);
   MutexLock lock(&server->log_mu);
   if (server->start_error != nullptr) {
@@ -225,8 +382,8 @@ MHD_Result MetricsEndpoint::Server::Scrape(MHD_Connection* conn) {
   return queued;
 }
 
-// Refuses what lacks credentials (when required), then routes: GET/HEAD
-// /metrics, the index at /, 404 and 405 for the rest.
+// Refuses what lacks a client certificate or credentials (when required),
+// then routes: GET/HEAD /metrics, the index at /, 404 and 405 for the rest.
 // Every reply is queued on the first call, before any request body is read:
 // libmicrohttpd then closes the connection after the reply. One request per
 // connection costs a scrape nothing: an idle keep-alive connection would be
@@ -236,6 +393,10 @@ MHD_Result MetricsEndpoint::Server::Handle(void* cls, MHD_Connection* conn, cons
                                            void**) {
   auto* server = static_cast<Server*>(cls);
   const ScrapeSecurity& security = server->security;
+  if (!security.client_ca_pem.empty() && !ClientCertificateVerified(conn)) {
+    return server->Reply(conn, MHD_HTTP_FORBIDDEN, "text/plain",
+                         "forbidden: this endpoint needs a client certificate\n");
+  }
   if (!Authorized(conn, security)) {
     return server->Reply(conn, MHD_HTTP_UNAUTHORIZED, "text/plain",
                          "unauthorized: this endpoint needs basic auth or a bearer token\n",
@@ -266,6 +427,29 @@ MHD_Result MetricsEndpoint::Server::Handle(void* cls, MHD_Connection* conn, cons
                        "not found: the metrics are at /metrics\n");
 }
 
+absl::StatusOr<ScrapeSecurity> LoadScrapeSecurity(const MetricsConfig& m) {
+  ScrapeSecurity s;
+  s.basic_user = m.basic_auth_user;
+  if (!m.basic_auth_password_file.empty()) {
+    ASSIGN_OR_RETURN(s.basic_password,
+                     ReadSecret("metrics.basic_auth_password_file", m.basic_auth_password_file));
+  }
+  if (!m.bearer_token_file.empty()) {
+    ASSIGN_OR_RETURN(s.bearer_token, ReadSecret("metrics.bearer_token_file", m.bearer_token_file));
+  }
+  const std::tuple<const char*, const std::string*, std::string*> pem_files[] = {
+      {"metrics.tls_cert", &m.tls_cert, &s.cert_pem},
+      {"metrics.tls_key", &m.tls_key, &s.key_pem},
+      {"metrics.tls_client_ca", &m.tls_client_ca, &s.client_ca_pem}};
+  for (const auto& [key, path, pem] : pem_files) {
+    if (!path->empty()) {
+      ASSIGN_OR_RETURN(*pem, ReadKeyFile(key, *path));
+    }
+  }
+  RETURN_IF_ERROR(CheckTls(s, m));
+  return s;
+}
+
 absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
     const std::string& listen, std::weak_ptr<prometheus::Collectable> collectable,
     ScrapeSecurity security) {
@@ -273,6 +457,7 @@ absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
   if (!where.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("metrics.listen: ", where.status().message()));
   }
+  RETURN_IF_ERROR(CheckTls(security, MetricsConfig{}));
 
   // A host name may have several addresses: the first that can be bound.
   // No host: every IPv4 address (as "0.0.0.0").
@@ -291,6 +476,7 @@ absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
   const std::unique_ptr<addrinfo, void (*)(addrinfo*)> addresses(result, &freeaddrinfo);
 
   auto server = std::make_unique<Server>(std::move(collectable), std::move(security));
+  const ScrapeSecurity& s = server->security;
   std::string error = "no address to bind";
   for (const addrinfo* ai = addresses.get(); ai != nullptr && server->daemon == nullptr;
        ai = ai->ai_next) {
@@ -303,6 +489,18 @@ absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
         {MHD_OPTION_CONNECTION_TIMEOUT, kConnectionTimeoutS, nullptr},
         {MHD_OPTION_CONNECTION_LIMIT, kConnectionLimit, nullptr},
     };
+    if (s.tls()) {
+      flags |= MHD_USE_TLS;
+      options.push_back({MHD_OPTION_HTTPS_MEM_CERT, 0, const_cast<char*>(s.cert_pem.c_str())});
+      options.push_back({MHD_OPTION_HTTPS_MEM_KEY, 0, const_cast<char*>(s.key_pem.c_str())});
+      options.push_back({MHD_OPTION_HTTPS_PRIORITIES, 0, const_cast<char*>(kTlsPriorities)});
+      if (!s.client_ca_pem.empty()) {
+        options.push_back(
+            {MHD_OPTION_HTTPS_MEM_TRUST, 0, const_cast<char*>(s.client_ca_pem.c_str())});
+        options.push_back({MHD_OPTION_NOTIFY_CONNECTION,
+                           reinterpret_cast<intptr_t>(&RequireClientCertificate), nullptr});
+      }
+    }
     options.push_back({MHD_OPTION_END, 0, nullptr});
 
     std::string reason;
@@ -334,5 +532,7 @@ MetricsEndpoint::MetricsEndpoint(std::unique_ptr<Server> server, std::string add
     : server_(std::move(server)), address_(std::move(address)), port_(port) {}
 
 MetricsEndpoint::~MetricsEndpoint() = default;  // ~Server stops the daemon first
+
+const char* MetricsEndpoint::scheme() const { return server_->security.tls() ? "https" : "http"; }
 
 }  // namespace xferd::metrics
