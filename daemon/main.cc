@@ -15,11 +15,9 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/strip.h"
 #include "daemon/base/status_macros.h"
 #include "daemon/base/units.h"
 #include "daemon/cluster/directory.h"
@@ -162,40 +160,19 @@ void WriteReadyFile(const std::string& path, const engine::NodeIdentity& self, i
   std::rename(tmp.c_str(), path.c_str());
 }
 
-// A secret from the file `key` names, without its trailing newline.
-absl::StatusOr<std::string> ReadSecret(absl::string_view key, const std::string& path) {
-  ASSIGN_OR_RETURN(std::string text, ReadKeyFile(key, path));
-  std::string secret(absl::StripTrailingAsciiWhitespace(text));
-  if (secret.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("config key '", key, "': ", path, " is empty"));
-  }
-  return secret;
-}
-
-absl::StatusOr<metrics::ScrapeSecurity> ScrapeSecurityOf(const MetricsConfig& m) {
-  metrics::ScrapeSecurity s;
-  s.basic_user = m.basic_auth_user;
-  if (!m.basic_auth_password_file.empty()) {
-    ASSIGN_OR_RETURN(s.basic_password,
-                     ReadSecret("metrics.basic_auth_password_file", m.basic_auth_password_file));
-  }
-  if (!m.bearer_token_file.empty()) {
-    ASSIGN_OR_RETURN(s.bearer_token, ReadSecret("metrics.bearer_token_file", m.bearer_token_file));
-  }
-  return s;
-}
-
 // The Prometheus endpoint when metrics.listen is set, else null.
 absl::StatusOr<std::unique_ptr<metrics::MetricsEndpoint>> StartMetricsEndpoint(
     const Config& config, const std::shared_ptr<metrics::DaemonMetrics>& daemon_metrics) {
   if (config.metrics.listen.empty()) return nullptr;
-  ASSIGN_OR_RETURN(metrics::ScrapeSecurity security, ScrapeSecurityOf(config.metrics));
+  ASSIGN_OR_RETURN(metrics::ScrapeSecurity security, metrics::LoadScrapeSecurity(config.metrics));
   const bool auth = security.auth_required();
+  const bool client_certs = !security.client_ca_pem.empty();
   ASSIGN_OR_RETURN(
       std::unique_ptr<metrics::MetricsEndpoint> endpoint,
       metrics::MetricsEndpoint::Start(config.metrics.listen, daemon_metrics, std::move(security)));
-  spdlog::info("metrics at http://{}/metrics ({})", endpoint->address(),
-               auth ? "scrapes must authenticate" : "no scrape authentication");
+  spdlog::info("metrics at {}://{}/metrics ({}{})", endpoint->scheme(), endpoint->address(),
+               auth ? "scrapes must authenticate" : "no scrape authentication",
+               client_certs ? ", with a client certificate" : "");
   return endpoint;
 }
 
@@ -355,9 +332,9 @@ void Drain(const Config& config, int sig, Daemon& d) {
                      absl::FormatDuration(config.engine.drain_timeout), ")")));
     spdlog::warn("drain timeout: failed {} transfers still in flight", failed);
   }
-  // civetweb sees a stop request only between its 2 s polls: stop the
-  // endpoint while peers are told and gRPC shuts down, not after.
-  std::thread stop_metrics([&d] { d.metrics_endpoint.reset(); });
+  // No more scrapes: the endpoint's threads wake and stop at once (one
+  // finishing a scrape first).
+  d.metrics_endpoint.reset();
   // Gone from the directory before the goodbyes: no daemon looks this one
   // up again once its peers have let it go.
   if (d.directory != nullptr) d.directory->Leave(absl::Now() + absl::Seconds(2));
@@ -366,7 +343,6 @@ void Drain(const Config& config, int sig, Daemon& d) {
   // open. gRPC waits for clients to drop even idle connections until the
   // deadline, so a long one would only delay the exit.
   d.server->Shutdown(absl::Now() + kServerShutdownGrace);
-  stop_metrics.join();
   d.engine->Stop();
 }
 
@@ -405,6 +381,13 @@ int main(int argc, char** argv) {
   if (flags.check_config) {
     // The [tls] files too: key matches certificate, CA accepts it, names.
     if (absl::StatusOr<xferd::service::Security> s = xferd::service::SetUpSecurity(*config);
+        !s.ok()) {
+      std::fprintf(stderr, "xferd: %s\n", std::string(s.status().message()).c_str());
+      return 2;
+    }
+    // And the metrics endpoint's secrets and certificate, as it loads them.
+    if (absl::StatusOr<xferd::metrics::ScrapeSecurity> s =
+            xferd::metrics::LoadScrapeSecurity(config->metrics);
         !s.ok()) {
       std::fprintf(stderr, "xferd: %s\n", std::string(s.status().message()).c_str());
       return 2;

@@ -6,14 +6,15 @@ set -euo pipefail
 
 # Build and run: Bazel (offline, Debian's bazel-bootstrap), gRPC/protobuf,
 # Abseil, spdlog/fmt, toml++, CLI11, libsystemd, rdma-core's libibverbs,
-# prometheus-cpp with civetweb (the Prometheus /metrics endpoint), pip (the
-# Python client's wheel is installed with it).
+# prometheus-cpp's core (the metric families and their text format), GNU
+# libmicrohttpd with GnuTLS and zlib (the /metrics HTTP(S) server, gzip), pip
+# (the Python client's wheel is installed with it).
 BUILD_PACKAGES=(
   bazel-bootstrap pkg-config g++
   protobuf-compiler protobuf-compiler-grpc libgrpc++-dev libprotobuf-dev
   libabsl-dev libspdlog-dev libfmt-dev libtomlplusplus-dev libcli11-dev libsystemd-dev
   libibverbs-dev ibverbs-providers
-  prometheus-cpp-dev libcivetweb-dev
+  prometheus-cpp-dev libmicrohttpd-dev libgnutls28-dev zlib1g-dev
   python3-grpcio python3-protobuf python3-pip
 )
 # Tests and benchmarks: gtest, pytest, iperf3 (the benchmark's reference),

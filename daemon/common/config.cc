@@ -225,6 +225,9 @@ void DefineMetrics(TableReader& r, MetricsConfig& c) {
   r.On("basic_auth_user", String(&c.basic_auth_user));
   r.On("basic_auth_password_file", String(&c.basic_auth_password_file));
   r.On("bearer_token_file", String(&c.bearer_token_file));
+  r.On("tls_cert", String(&c.tls_cert));
+  r.On("tls_key", String(&c.tls_key));
+  r.On("tls_client_ca", String(&c.tls_client_ca));
 }
 
 void DefineCluster(TableReader& r, ClusterConfig& c) {

@@ -138,7 +138,7 @@ struct TlsConfig {
 };
 
 struct MetricsConfig {
-  // Prometheus /metrics HTTP address, e.g. "127.0.0.1:9300" ("" disables it).
+  // Prometheus /metrics address, e.g. "127.0.0.1:9300" ("" disables it).
   std::string listen;
   // Scrapes must authenticate: HTTP basic auth with this user and the
   // password in the file, and/or the bearer token in the file (files keep
@@ -147,6 +147,12 @@ struct MetricsConfig {
   std::string basic_auth_user;
   std::string basic_auth_password_file;
   std::string bearer_token_file;
+  // HTTPS instead of HTTP: this certificate (PEM, leaf first) and its key.
+  // With tls_client_ca (a PEM CA bundle), scrapers must present a
+  // certificate one of its CAs signed.
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_client_ca;
 };
 
 // The cluster directory on etcd (daemon/cluster/). Without etcd endpoints

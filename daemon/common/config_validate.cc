@@ -198,7 +198,8 @@ absl::Status ValidateCluster(const ClusterConfig& cluster) {
                         {"cluster.key", &cluster.key}});
 }
 
-
+// [metrics]: scrape security whose parts go together, files readable now
+// (their contents are checked by metrics::LoadScrapeSecurity).
 absl::Status ValidateMetrics(const MetricsConfig& m) {
   if (m.basic_auth_user.empty() != m.basic_auth_password_file.empty()) {
     return InvalidKey(
@@ -209,8 +210,20 @@ absl::Status ValidateMetrics(const MetricsConfig& m) {
   if (absl::StrContains(m.basic_auth_user, ':')) {
     return InvalidKey("metrics.basic_auth_user", "must not contain ':' (RFC 7617)");
   }
+  if (m.tls_cert.empty() != m.tls_key.empty()) {
+    return InvalidKey(m.tls_cert.empty() ? "metrics.tls_cert" : "metrics.tls_key",
+                      "is not set: HTTPS needs metrics.tls_cert and metrics.tls_key together");
+  }
+  if (!m.tls_client_ca.empty() && m.tls_cert.empty()) {
+    return InvalidKey("metrics.tls_client_ca",
+                      "needs HTTPS: client certificates are checked in the TLS handshake, so set "
+                      "metrics.tls_cert and metrics.tls_key too");
+  }
   return CheckReadable({{"metrics.basic_auth_password_file", &m.basic_auth_password_file},
-                        {"metrics.bearer_token_file", &m.bearer_token_file}});
+                        {"metrics.bearer_token_file", &m.bearer_token_file},
+                        {"metrics.tls_cert", &m.tls_cert},
+                        {"metrics.tls_key", &m.tls_key},
+                        {"metrics.tls_client_ca", &m.tls_client_ca}});
 }
 
 }  // namespace

@@ -1,9 +1,11 @@
-// The HTTP endpoint Prometheus scrapes: prometheus-cpp's Exposer (civetweb)
-// serving one Collectable at GET /metrics, plus what the library leaves to us:
-// start-up errors as absl::Status (the Exposer throws), civetweb's messages in
-// our log, HEAD /metrics, 405 for other methods, 404 for other paths and an
-// index page at /, and scrape authentication (basic auth, bearer tokens).
-// Nothing here touches the data path.
+// The HTTP(S) endpoint Prometheus scrapes: GNU libmicrohttpd serving one
+// Collectable at GET /metrics in prometheus-cpp's text format (gzipped when
+// the scraper asks), with the endpoint's own exposer_* families; HEAD
+// /metrics, 405 for other methods, 404 for other paths and an index page at
+// /; scrape security: HTTPS (GnuTLS, optionally requiring client
+// certificates of a CA), HTTP basic auth and bearer tokens; start-up errors as
+// absl::Status and the server's messages in our log. Nothing here touches the
+// data path.
 #pragma once
 
 #include <prometheus/collectable.h>
@@ -13,45 +15,53 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "absl/strings/string_view.h"
-
-namespace prometheus {
-class Exposer;
-}  // namespace prometheus
+#include "daemon/common/config.h"
 
 namespace xferd::metrics {
 
-// Who may scrape. Empty fields: that method is off; with none set, anyone
-// who reaches the address may (bind it to a trusted interface). No HTTPS:
-// Debian's civetweb 1.15 looks up SSL_get_peer_certificate, which OpenSSL 3
-// no longer exports, and calls the null pointer on the first TLS connection.
+// Who may scrape, and over what. Empty fields: that part is off; with none
+// set, anyone who reaches the address may, over plain HTTP (bind it to a
+// trusted interface).
 struct ScrapeSecurity {
   // HTTP basic auth, and/or a bearer token: a scrape must carry one of them.
   std::string basic_user;
   std::string basic_password;
   std::string bearer_token;
+  // HTTPS: this certificate (PEM, leaf first, then intermediates) and its
+  // key. With client_ca_pem too, the TLS handshake requires a client
+  // certificate that a CA in it signed.
+  std::string cert_pem;
+  std::string key_pem;
+  std::string client_ca_pem;
+
   bool auth_required() const { return !basic_password.empty() || !bearer_token.empty(); }
+  bool tls() const { return !cert_pem.empty(); }
 };
 
-// The Content-Type of /metrics: what prometheus-cpp's handler sends (the
-// text format 0.0.4, which Prometheus assumes for text/plain).
+// The secrets and PEM files `config` names, read and checked (the key matches
+// the certificate, which is valid now; the client CA file holds
+// certificates), so bad files fail at start-up and in --check-config, not at
+// the first scrape. Errors are INVALID_ARGUMENT and name the key.
+absl::StatusOr<ScrapeSecurity> LoadScrapeSecurity(const MetricsConfig& config);
+
+// The Content-Type of /metrics: the text format 0.0.4, which Prometheus
+// assumes for text/plain (what prometheus-cpp's own handler sends).
 inline constexpr char kExpositionContentType[] = "text/plain; charset=utf-8";
 
 class MetricsEndpoint {
  public:
-  // Binds `listen` ("127.0.0.1:9300", "0.0.0.0:9300", "localhost:9300"; port
-  // 0 picks a free one) and serves `collectable` at /metrics, collected on
-  // one of the server's threads per scrape, for as long as it lives. Errors:
-  // INVALID_ARGUMENT (bad address, or IPv6, which Debian's civetweb is built
-  // without), UNAVAILABLE (cannot bind, e.g. the port is taken; the message
-  // carries civetweb's reason). With `security`, requests without valid
-  // credentials get 401 and a WWW-Authenticate header.
+  // Binds `listen` ("127.0.0.1:9300", "0.0.0.0:9300", "[::1]:9300",
+  // "localhost:9300"; port 0 picks a free one) and serves `collectable` at
+  // /metrics, collected on one of the server's threads per scrape, for as
+  // long as it lives. Errors: INVALID_ARGUMENT (bad address or TLS
+  // material), UNAVAILABLE (cannot resolve or bind, e.g. the port is taken;
+  // the message carries the reason). With `security`, requests without valid
+  // credentials get 401 and a WWW-Authenticate header per accepted scheme.
   static absl::StatusOr<std::unique_ptr<MetricsEndpoint>> Start(
       const std::string& listen, std::weak_ptr<prometheus::Collectable> collectable,
       ScrapeSecurity security = {});
   // Stops serving: closes the listener and joins the server's threads (a
-  // scrape in progress finishes first). Takes up to 2 s: civetweb's listener
-  // thread notices the stop between its 2 s polls. Not on a server thread.
+  // scrape in progress finishes first). Not on a server thread.
   ~MetricsEndpoint();
 
   MetricsEndpoint(const MetricsEndpoint&) = delete;
@@ -60,13 +70,15 @@ class MetricsEndpoint {
   // "host:port" with the port bound (for port 0: the one chosen).
   const std::string& address() const { return address_; }
   uint16_t port() const { return port_; }
+  // "https" or "http".
+  const char* scheme() const;
 
  private:
-  MetricsEndpoint(std::unique_ptr<prometheus::Exposer> exposer,
-                  std::unique_ptr<ScrapeSecurity> security, std::string address, uint16_t port);
+  struct Server;  // the server and what its callbacks use (metrics_endpoint.cc)
 
-  std::unique_ptr<prometheus::Exposer> exposer_;
-  const std::unique_ptr<ScrapeSecurity> security_;  // entered by port for the callbacks
+  MetricsEndpoint(std::unique_ptr<Server> server, std::string address, uint16_t port);
+
+  const std::unique_ptr<Server> server_;
   const std::string address_;
   const uint16_t port_;
 };

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace xferd {
@@ -257,6 +258,34 @@ TEST(ConfigTest, MetricsEndpointIsOffByDefaultAndChecked) {
     EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument) << address;
     EXPECT_NE(bad.message().find("metrics.listen"), absl::string_view::npos) << bad;
   }
+}
+
+TEST(ConfigTest, MetricsHttpsKeysGoTogether) {
+  absl::StatusOr<Config> https = ParseConfig(
+      "[metrics]\nlisten = \"127.0.0.1:9300\"\ntls_cert = \"/proc/self/status\"\n"
+      "tls_key = \"/proc/self/status\"\ntls_client_ca = \"/proc/self/status\"\n",
+      "<test>");
+  ASSERT_TRUE(https.ok()) << https.status();
+  EXPECT_EQ(https->metrics.tls_cert, "/proc/self/status");
+  EXPECT_EQ(https->metrics.tls_key, "/proc/self/status");
+  EXPECT_EQ(https->metrics.tls_client_ca, "/proc/self/status");
+  EXPECT_TRUE(Validate(*https).ok());  // readable; their contents: LoadScrapeSecurity
+  const auto error = [&](void (*change)(MetricsConfig&)) {
+    Config c = *https;
+    change(c.metrics);
+    return std::string(Validate(c).message());
+  };
+  EXPECT_TRUE(absl::StrContains(error([](MetricsConfig& m) { m.tls_key.clear(); }),
+                                "'metrics.tls_key' is not set"));
+  EXPECT_TRUE(absl::StrContains(error([](MetricsConfig& m) { m.tls_cert.clear(); }),
+                                "'metrics.tls_cert' is not set"));
+  EXPECT_TRUE(absl::StrContains(error([](MetricsConfig& m) {
+                                  m.tls_cert.clear();
+                                  m.tls_key.clear();
+                                }),
+                                "'metrics.tls_client_ca' needs HTTPS"));
+  EXPECT_TRUE(absl::StrContains(error([](MetricsConfig& m) { m.tls_client_ca = "/nonexistent"; }),
+                                "'metrics.tls_client_ca' names /nonexistent"));
 }
 
 TEST(ConfigTest, ClusterIsOffByDefault) {
