@@ -15,34 +15,9 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "daemon/common/config.h"
+#include "daemon/metrics/scrape_security.h"
 
 namespace xferd::metrics {
-
-// Who may scrape, and over what. Empty fields: that part is off; with none
-// set, anyone who reaches the address may, over plain HTTP (bind it to a
-// trusted interface).
-struct ScrapeSecurity {
-  // HTTP basic auth, and/or a bearer token: a scrape must carry one of them.
-  std::string basic_user;
-  std::string basic_password;
-  std::string bearer_token;
-  // HTTPS: this certificate (PEM, leaf first, then intermediates) and its
-  // key. With client_ca_pem too, the TLS handshake requires a client
-  // certificate that a CA in it signed.
-  std::string cert_pem;
-  std::string key_pem;
-  std::string client_ca_pem;
-
-  bool auth_required() const { return !basic_password.empty() || !bearer_token.empty(); }
-  bool tls() const { return !cert_pem.empty(); }
-};
-
-// The secrets and PEM files `config` names, read and checked (the key matches
-// the certificate, which is valid now; the client CA file holds
-// certificates), so bad files fail at start-up and in --check-config, not at
-// the first scrape. Errors are INVALID_ARGUMENT and name the key.
-absl::StatusOr<ScrapeSecurity> LoadScrapeSecurity(const MetricsConfig& config);
 
 // The Content-Type of /metrics: the text format 0.0.4, which Prometheus
 // assumes for text/plain (what prometheus-cpp's own handler sends).
