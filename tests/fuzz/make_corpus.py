@@ -228,7 +228,8 @@ def config():
 
 
 def security_input():
-    """Selector byte (0 open, 1 create, 2 page token, 3 SAN\\nhost), then the
+    """Selector byte (0 open, 1 create, 2 page token, 3 SAN\\nhost, 4 an
+    Authorization header), then the
     string; '@' starts a path in the confined directory."""
     def case(name, selector, text):
         write(f"security_input_fuzzer/{name}", bytes([selector]) + text)
@@ -250,6 +251,9 @@ def security_input():
     case("san_exact", 3, b"node-b.example\nNODE-B.example")
     case("san_wildcard", 3, b"*.example\nb.example")
     case("san_wildcard_two_labels", 3, b"*.example\na.b.example")
+    case("auth_bearer", 4, b"Bearer t0ken")
+    case("auth_basic", 4, b"Basic cHJvbWV0aGV1czpzM2NyZXQ=")
+    case("auth_basic_wrong", 4, b"basic  cHJvbWV0aGV1czpzM2NyZXU=")
 
 
 if __name__ == "__main__":

@@ -1,14 +1,16 @@
 // Fuzzes the parsers of untrusted strings that guard access: a client's file
 // region path (memory::OpenConfined, against a real directory tree with
 // symlinks, a hard link, a FIFO and a file outside), a List call's page
-// token (service::PageStart), and a peer's advertised host against a
-// certificate's DNS name (DnsNameMatches).
+// token (service::PageStart), a peer's advertised host against a
+// certificate's DNS name (DnsNameMatches), and a scraper's Authorization
+// header (metrics::ScrapeSecurity::Accepts).
 //
 // Input: one selector byte, then the string(s). Paths may start with '@',
 // which stands for the confined directory (its location differs per run).
 // Invariants: an opened file is a regular single-link file inside the
 // directory, and a created one too; a token round-trips and never crosses
-// lists; a wildcard name stands for exactly one label.
+// lists; a wildcard name stands for exactly one label; only the configured
+// credentials open the metrics.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -21,7 +23,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/string_view.h"
 #include "daemon/common/x509_names.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/strip.h"
 #include "daemon/memory/confined_file.h"
+#include "daemon/metrics/scrape_security.h"
 #include "daemon/service/page_token.h"
 #include "tests/fuzz/fuzz_check.h"
 
@@ -140,12 +145,31 @@ void FuzzDnsName(absl::string_view input) {
   FUZZ_CHECK(absl::EqualsIgnoreCase(host.substr(label.size()), san.substr(1)));
 }
 
+void FuzzAuthorization(absl::string_view input) {
+  xferd::metrics::ScrapeSecurity security;
+  security.basic_user = "prometheus";
+  security.basic_password = "s3cret";
+  security.bearer_token = "t0ken";
+  const std::string header(input);  // as the server hands it: NUL-terminated
+  if (!security.Accepts(header.c_str())) return;
+  // Accepted: "Bearer t0ken" or Basic of exactly "prometheus:s3cret".
+  const absl::string_view value = absl::StripAsciiWhitespace(header.c_str());
+  const size_t space = value.find(' ');
+  FUZZ_CHECK(space != absl::string_view::npos);
+  const absl::string_view scheme = value.substr(0, space);
+  const absl::string_view credentials = absl::StripLeadingAsciiWhitespace(value.substr(space));
+  std::string decoded;
+  FUZZ_CHECK((absl::EqualsIgnoreCase(scheme, "Bearer") && credentials == "t0ken") ||
+             (absl::EqualsIgnoreCase(scheme, "Basic") &&
+              absl::Base64Unescape(credentials, &decoded) && decoded == "prometheus:s3cret"));
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const absl::string_view rest(reinterpret_cast<const char*>(data) + 1, size - 1);
-  switch (data[0] % 4) {
+  switch (data[0] % 5) {
     case 0:
       FuzzPath(rest, /*create=*/false);
       break;
@@ -155,8 +179,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 2:
       FuzzToken(rest);
       break;
-    default:
+    case 3:
       FuzzDnsName(rest);
+      break;
+    default:
+      FuzzAuthorization(rest);
       break;
   }
   return 0;
