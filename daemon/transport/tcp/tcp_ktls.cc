@@ -87,7 +87,7 @@ void Fill(Info& info, uint16_t cipher, const uint8_t* key, const uint8_t iv[12],
   info.info.version = TLS_1_3_VERSION;
   info.info.cipher_type = cipher;
   // The 12-byte TLS 1.3 IV is the kernel's salt (4 bytes) then iv (8).
-  static_assert(sizeof(info.salt) + sizeof(info.iv) == 12);
+  static_assert(sizeof(Info::salt) + sizeof(Info::iv) == 12);
   std::memcpy(info.salt, iv, sizeof(info.salt));
   std::memcpy(info.iv, iv + sizeof(info.salt), sizeof(info.iv));
   std::memcpy(info.key, key, sizeof(info.key));
