@@ -166,6 +166,7 @@ void DefineTransport(TableReader& r, TransportConfig& c) {
   r.On("tcp_socket_buffer", Size(&c.tcp_socket_buffer));
   r.On("tcp_user_timeout", Duration(&c.tcp_user_timeout));
   r.On("tcp_encryption", String(&c.tcp_encryption));
+  r.On("tcp_kernel_tls", String(&c.tcp_kernel_tls));
   r.On("verbs_device", String(&c.verbs_device));
   r.On("verbs_devices", [&c](const toml::node& node, const std::string& key) -> absl::Status {
     if (auto all = node.value<std::string>()) {

@@ -50,6 +50,11 @@ struct TransportConfig {
   // certificates) or "off"; empty: "tls" when [tls] is configured, else
   // "off". See TcpEncrypted().
   std::string tcp_encryption;
+  // TCP transport, encrypted lanes: how much of TLS the kernel may do.
+  // "auto": both directions where the kernel has the "tls" module (OpenSSL
+  // sends, the daemon installs receive), else user space; "send": OpenSSL's
+  // send offload only; "off": OpenSSL does every record.
+  std::string tcp_kernel_tls = "auto";
   // Verbs transport choices; empty/0 means "pick automatically".
   std::string verbs_device;
   uint32_t verbs_port = 0;

@@ -146,8 +146,13 @@ absl::Status ValidateTls(const TlsConfig& tls) {
   return absl::OkStatus();
 }
 
-// tcp_encryption: a known value, and "tls" only with certificates to use.
+// tcp_encryption: a known value, and "tls" only with certificates to use;
+// tcp_kernel_tls: a known value.
 absl::Status ValidateTcpEncryption(const Config& c) {
+  const std::string& kernel = c.transport.tcp_kernel_tls;
+  if (kernel != "auto" && kernel != "send" && kernel != "off") {
+    return InvalidKey("transport.tcp_kernel_tls", "must be \"auto\", \"send\" or \"off\"");
+  }
   const std::string& value = c.transport.tcp_encryption;
   if (!value.empty() && value != "tls" && value != "off") {
     return InvalidKey("transport.tcp_encryption", "must be \"tls\" or \"off\"");

@@ -27,6 +27,11 @@ absl::StatusOr<std::unique_ptr<Transport>> CreateTcp(const Config& config,
     ASSIGN_OR_RETURN(files.ca_pem, ReadKeyFile("tls.ca", config.tls.ca));
     options.tls = std::move(files);
   }
+  // Validated: "auto", "send" or "off".
+  const std::string& kernel = config.transport.tcp_kernel_tls;
+  options.kernel_tls = kernel == "off"    ? tcp::KernelTls::kOff
+                       : kernel == "send" ? tcp::KernelTls::kSend
+                                          : tcp::KernelTls::kAuto;
   ASSIGN_OR_RETURN(auto transport, tcp::TcpTransport::Create(options, regions));
   return std::unique_ptr<Transport>(std::move(transport));
 }

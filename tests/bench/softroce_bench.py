@@ -2,7 +2,7 @@
 """softroce_bench.py: xferd's verbs transport on Soft-RoCE beside perftest, all in
 ONE VM boot.
 
-  tests/bench/softroce_bench.py [--quick] [--no-build] [-t SECONDS]
+  tests/bench/softroce_bench.py [--quick] [--no-build] [-t SECONDS] [--blocks | --multi-nic | --tls]
 
 Builds the daemon, the Python client zip and bench_client with --config=opt,
 then boots the Soft-RoCE VM once (tests/softroce/vm_run.sh) and runs
@@ -14,7 +14,12 @@ blocks_bench's VM part instead (tests/bench/blocks_softroce_guest.py:
 requests of 4 KiB and 64 KiB blocks in random order, written and read,
 beside ib_write_bw / ib_read_bw -q 2 with post lists); with --multi-nic,
 one vs two rxe devices per daemon and the bytes each device carried
-(tests/bench/multi_nic_softroce_guest.py). The guest's report (a
+(tests/bench/multi_nic_softroce_guest.py); with --tls, TCP data lanes on
+the guest's loopback with TLS in user space, with kernel send, and with
+kernel send and receive, beside plain (tcp_bench.py --encryption
+--kernel-tls, 64 MiB writes: the guest's kernel has the tls module, this
+host's may not; under TCG the figures are functional, not a speed). The
+guest's report (a
 table, then one JSON line) streams to stdout; the JSON line is also left in
 the file --json-out names. Exit status: the guest's (125: the VM failed).
 """
@@ -44,8 +49,17 @@ def main() -> int:
     p.add_argument("--multi-nic", action="store_true",
                    help="instead: one vs two rxe devices per daemon and the per-device byte "
                         "split (tests/bench/multi_nic_softroce_guest.py)")
+    p.add_argument("--tls", action="store_true",
+                   help="instead: plain vs TLS TCP lanes in user space, with kernel send, and "
+                        "with kernel send and receive (tcp_bench.py --encryption --kernel-tls)")
     args = p.parse_args()
     bins = benchlib.build(args.no_build, args.bazel_bin)
+    if args.tls:
+        reps = args.reps or (2 if args.quick else 3)
+        return benchlib.run_guest_in_vm(
+            os.path.join("tests", "bench", "tcp_bench.py"), bins,
+            ["--encryption", "--kernel-tls", "--no-build", "--size", str(64 * benchlib.MiB),
+             "--reps", str(reps)], args.timeout, args.json_out)
     guest = ("multi_nic_softroce_guest.py" if args.multi_nic
              else "blocks_softroce_guest.py" if args.blocks else "softroce_guest.py")
     extra = (["--quick"] if args.quick else []) + (["--reps", str(args.reps)] if args.reps else [])

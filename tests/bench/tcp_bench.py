@@ -2,7 +2,8 @@
 """tcp_bench.py: xferd over its TCP transport on loopback, beside references
 measured in the same run.
 
-  tests/bench/tcp_bench.py [--quick] [--no-build] [--pollers N] [--toml TEXT] [--encryption]
+  tests/bench/tcp_bench.py [--quick] [--no-build] [--pollers N] [--toml TEXT]
+                           [--encryption [--kernel-tls]]
 
 Builds the daemon, xferctl, the Python client zip and bench_client with
 --config=opt, then, on this host:
@@ -23,7 +24,11 @@ With --encryption it instead runs two mTLS pairs that differ only in
 transport.tcp_encryption ("off" and "tls"), alternating --size writes at
 1 MiB slices, and prints MiB/s and both daemons' CPU s/GiB for each and
 the share of plain throughput TLS keeps, after one checksummed write
-through TLS lanes.
+through TLS lanes. --kernel-tls makes it four pairs: plain, and TLS with
+transport.tcp_kernel_tls "off" (user space), "send" (kernel send offload)
+and "auto" (kernel send and receive), each checked against what its
+daemons logged, and a checksummed write through each TLS pair; for a
+kernel with the tls module (the Soft-RoCE VM: softroce_bench.py --tls).
 Prints tables, then one JSON line with every figure. A benchmark, not a test:
 it checks the bytes, never the speed.
 """
@@ -69,6 +74,9 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--json-out", help="also write the JSON summary to this file")
     p.add_argument("--encryption", action="store_true",
                    help="instead: TLS vs plain TCP data lanes (two mTLS pairs, interleaved)")
+    p.add_argument("--kernel-tls", action="store_true",
+                   help="with --encryption: TLS in user space, with kernel send, and with kernel "
+                        "send and receive, beside plain (needs the kernel's tls module)")
     args = p.parse_args()
     args.toml = args.toml.replace("\\n", "\n")
     args.reps = args.reps or (2 if args.quick else 5)
@@ -154,6 +162,7 @@ class Pair:
         self.peer = self.ca.connect_peer(self.b.address)
         self.info = self.ca.node_info()
         self.cpu: Dict[Tuple[int, int], List[float]] = {}
+        self.path = ""  # how its lanes carry records (lanes_path)
 
     @staticmethod
     def rss_beyond_registered(client: Any) -> int:
@@ -504,54 +513,115 @@ def measure(children: benchlib.Children, bins: benchlib.Binaries, workdir: str,
 
 # ------------------------------------------------------------ encryption --
 
-def run_encryption(children: benchlib.Children, bins: benchlib.Binaries, workdir: str,
-                   args: argparse.Namespace) -> Dict[str, Any]:
-    """Two mTLS pairs that differ only in transport.tcp_encryption, written
-    to in alternation (the same host load for both); MiB/s and both daemons'
-    CPU seconds per GiB, and the bytes of the last TLS write checked."""
+# What each pair of the encryption comparison sets, and (--kernel-tls) the
+# path its lanes must log ("data lanes with b: ...").
+Variant = Tuple[str, str, str, str]  # name, tcp_encryption, tcp_kernel_tls, expected path
+VARIANTS: List[Variant] = [("plain", "off", "auto", "unencrypted"), ("tls", "tls", "auto", "")]
+KERNEL_VARIANTS: List[Variant] = [
+    ("plain", "off", "auto", "unencrypted"),
+    ("tls user space", "tls", "off", "tls (user space)"),
+    ("tls kernel send", "tls", "send", "tls (kernel send offload)"),
+    ("tls kernel send+receive", "tls", "auto", "tls (kernel send and receive)"),
+]
+
+
+def lanes_path(pair: Pair) -> str:
+    """How the pair's lanes carry records, as both daemons logged it
+    ("tls (kernel send and receive)", ...), with any lane's refusal of
+    kernel receive."""
+    paths = set()
+    for daemon in (pair.a, pair.b):
+        with open(daemon.log_path, encoding="utf-8", errors="replace") as log:
+            for line in log:
+                if "receive stays in user space" in line:
+                    paths.add("refused: " + line.split("user space: ", 1)[-1].strip())
+                elif "data lanes with " in line:
+                    paths.add(line.rsplit(": ", 1)[-1].strip())
+    return ", ".join(sorted(paths)) or "unencrypted"
+
+
+def ensure_tls_module() -> None:
+    """--kernel-tls: the kernel's tls module, loaded now (the daemons would
+    load it themselves as root) so that a kernel without one fails here. In
+    the VM also the CPU's AES-GCM drivers, which udev loads on a booted
+    Debian and the VM (no udev) lacks: else the kernel's records would be
+    encrypted by its generic C code, the user-space ones with AES-NI."""
+    if os.environ.get("XFERD_VM") == "1":
+        for module in ("aesni_intel", "ghash_clmulni_intel"):
+            subprocess.run(["modprobe", module], check=False)
+    with open("/proc/sys/net/ipv4/tcp_available_ulp", encoding="utf-8") as f:
+        if "tls" in f.read().split():
+            return
+    if subprocess.run(["modprobe", "tls"], check=False).returncode != 0:
+        raise SystemExit("--kernel-tls: this kernel has no tls module (modprobe tls failed)")
+
+
+def start_variants(children: benchlib.Children, bins: benchlib.Binaries, workdir: str,
+                   args: argparse.Namespace, variants: List[Variant]) -> Dict[str, Pair]:
+    """One mTLS pair per variant, its regions registered and one write done."""
     sys.path.insert(0, os.path.join(benchlib.REPO, "tests", "integration", "python"))
     import certs  # the tests' CA, made with openssl
     ca = certs.Ca(os.path.join(workdir, "ca"), "bench-ca")
     pairs = {}
-    for mode in ("off", "tls"):
-        names = (f"{mode}-a", f"{mode}-b")
+    for i, (name, encryption, kernel, expected) in enumerate(variants):
+        names = (f"v{i}-a", f"v{i}-b")
         flags = {n: ca.issue(n).daemon_args(ca) for n in names}
-        pairs[mode] = Pair(children, bins, workdir, args, names, flags,
-                           f'\n[transport]\ntcp_encryption = "{mode}"\n')
-        if f"data lanes: {'TLS' if mode == 'tls' else 'unencrypted'}" not in \
-                pairs[mode].info.transport_reason:
-            raise SystemExit(f"{mode}: {pairs[mode].info.transport_reason}")
-        pairs[mode].ca.register_region("bulk_src", args.size)
-        pairs[mode].cb.register_region("bulk_dst", args.size, remote_write=True)
-        pairs[mode].write("bulk_src", "bulk_dst", args.size)  # warm-up
+        pair = Pair(children, bins, workdir, args, names, flags,
+                    f'\n[transport]\ntcp_encryption = "{encryption}"\n'
+                    f'tcp_kernel_tls = "{kernel}"\n')
+        if f"data lanes: {'TLS' if encryption == 'tls' else 'unencrypted'}" not in \
+                pair.info.transport_reason:
+            raise SystemExit(f"{name}: {pair.info.transport_reason}")
+        pair.ca.register_region("bulk_src", args.size)
+        pair.cb.register_region("bulk_dst", args.size, remote_write=True)
+        pair.write("bulk_src", "bulk_dst", args.size)  # warm-up; lanes connected
+        pair.path = lanes_path(pair)
+        if expected and pair.path != expected:
+            raise SystemExit(f"{name}: lanes are {pair.path!r}, not {expected!r}")
+        pairs[name] = pair
+    return pairs
+
+
+def run_encryption(children: benchlib.Children, bins: benchlib.Binaries, workdir: str,
+                   args: argparse.Namespace) -> Dict[str, Any]:
+    """Pairs that differ only in transport.tcp_encryption (and, with
+    --kernel-tls, tcp_kernel_tls), written to in alternation (the same host
+    load for all); MiB/s and both daemons' CPU seconds per GiB, and the
+    bytes of a checksummed write through every TLS pair checked."""
+    if args.kernel_tls:
+        ensure_tls_module()
+    pairs = start_variants(children, bins, workdir, args,
+                           KERNEL_VARIANTS if args.kernel_tls else VARIANTS)
     slice_size = 1 * MiB
-    rates: Dict[str, List[float]] = {"off": [], "tls": []}
+    rates: Dict[str, List[float]] = {name: [] for name in pairs}
     for rep in range(args.reps):
-        for mode, pair in pairs.items():
-            rates[mode].append(pair.timed_write(args.size, slice_size))
-        benchlib.log(f"round {rep + 1}/{args.reps}, MiB/s: plain {rates['off'][-1]:.0f}, "
-                     f"tls {rates['tls'][-1]:.0f}")
-    for pair in pairs.values():
+        for name, pair in pairs.items():
+            rates[name].append(pair.timed_write(args.size, slice_size))
+        benchlib.log(f"round {rep + 1}/{args.reps}, MiB/s: " +
+                     ", ".join(f"{name} {rates[name][-1]:.0f}" for name in pairs))
+    result: Dict[str, Any] = {}
+    for name, pair in pairs.items():
         pair.ca.deregister_region("bulk_src")
         pair.cb.deregister_region("bulk_dst")
-    verify = run_verify(pairs["tls"], bins, args.size)  # bytes through TLS lanes
-    if not verify.get("match"):
-        raise SystemExit(f"TLS lanes corrupted the checksummed write: {verify}")
-    return {**{mode: figures(rates[mode], pairs[mode].cpu[(args.size, slice_size)])
-               for mode in pairs}, "verify": verify}
+        result[name] = {**figures(rates[name], pair.cpu[(args.size, slice_size)]),
+                        "lanes": pair.path}
+        if name != "plain":  # bytes through TLS lanes
+            verify = run_verify(pair, bins, args.size)
+            if not verify.get("match"):
+                raise SystemExit(f"{name}: TLS lanes corrupted the checksummed write: {verify}")
+            result[name]["verify"] = verify
+    return result
 
 
 def report_encryption(result: Dict[str, Any], args: argparse.Namespace) -> str:
-    off, tls = result["off"], result["tls"]
-    ratio = tls["median"] / off["median"]
-    return "\n".join([
-        f"{size_name(args.size)} writes, 1 MiB slices, {args.reps} rounds alternating; "
-        "CPU = both daemons; a checksummed write through TLS lanes matched",
-        f"  plain TCP lanes: {mib(off['median'])} MiB/s (best {mib(off['best'])}), "
-        f"{off['cpu_s_per_gib']:.2f} CPU s/GiB",
-        f"  TLS 1.3 lanes:   {mib(tls['median'])} MiB/s (best {mib(tls['best'])}), "
-        f"{tls['cpu_s_per_gib']:.2f} CPU s/GiB",
-        f"  encryption keeps {ratio:.0%} of plain throughput (costs {1 - ratio:.0%})"])
+    plain = result["plain"]["median"]
+    lines = [f"{size_name(args.size)} writes, 1 MiB slices, {args.reps} rounds alternating; "
+             "CPU = both daemons; a checksummed write through each TLS pair matched"]
+    for name, r in result.items():
+        lines.append(f"  {name + ':':25} {mib(r['median']):>7} MiB/s (best {mib(r['best'])}), "
+                     f"{r['cpu_s_per_gib']:.2f} CPU s/GiB, {r['median'] / plain:.0%} of plain"
+                     f"  [{r['lanes']}]")
+    return "\n".join(lines)
 
 
 def main() -> int:
@@ -567,6 +637,7 @@ def main() -> int:
             children.stop_all()
             shutil.rmtree(workdir, ignore_errors=True)
         print("\n== tcp_bench --encryption: TLS vs plain TCP data lanes, same run ==")
+        print(f"host: {os.cpu_count()} CPUs, Linux {platform.release()}")
         print(report_encryption(result, args))
         benchlib.emit_summary({"bench": "tcp_bench_encryption", "cpus": os.cpu_count(),
                                "transfer_bytes": args.size, **result}, args.json_out)

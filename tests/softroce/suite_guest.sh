@@ -53,8 +53,10 @@ XFERD_LOAD_CLIENTS=8 XFERD_LOAD_TRANSFERS=25 run load bazel_test tests/load/load
 # Last, so every suite above runs with one device: a second rxe device on its
 # own dummy netdev (Soft-RoCE cannot join QPs of two rxe devices in one VM,
 # so the daemons pair rxe0 with rxe0 and rxe1 with rxe1).
-# Debian's kernel has the tls module (the CI host's may not): encrypted TCP
-# lanes must hand their records to it there, and still carry no plaintext.
+# Debian's kernel has the tls module (the CI host's may not): every encrypted
+# TCP lane must run TLS in it both ways there (OpenSSL's send offload and the
+# daemon's receive), still carry no plaintext, interoperate with peers whose
+# records OpenSSL does, and break cleanly on a non-data record.
 if modprobe tls && grep -qw tls /proc/sys/net/ipv4/tcp_available_ulp; then
   XFERD_EXPECT_KERNEL_TLS=1 run tcp_kernel_tls bazel_test tests/transport/tcp_tls_test
 else

@@ -3,8 +3,14 @@
 // (and nothing lands), and no plaintext crosses the wire: a relay on
 // loopback between the two transports records every byte, and a known
 // pattern written through it must be absent with TLS and present without.
+// Peers that differ in how much of TLS their kernel does interoperate.
+// Where the kernel has TLS (the Soft-RoCE VM sets XFERD_EXPECT_KERNEL_TLS),
+// every lane must run it both ways, and a non-data record arriving under
+// kernel receive must break the lane with nothing of it placed in a region;
+// elsewhere lanes are still prepared for it and settle in user space.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <linux/tls.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -22,6 +28,7 @@
 #include <vector>
 
 #include "daemon/memory/region_registry.h"
+#include "daemon/transport/tcp/tcp_frame.h"
 #include "daemon/transport/tcp/tcp_transport.h"
 #include "tests/testing/test_certs.h"
 #include "tests/transport/transport_factories.h"
@@ -31,6 +38,8 @@ namespace {
 
 constexpr absl::Duration kTimeout = absl::Seconds(20);
 constexpr char kCanary[] = "XFERD-PLAINTEXT-CANARY-7f3a9c";
+
+bool ExpectKernelTls() { return std::getenv("XFERD_EXPECT_KERNEL_TLS") != nullptr; }
 
 struct Sink : CompletionSink {
   std::vector<absl::Status> done;
@@ -131,14 +140,19 @@ class Relay {
 
 class TcpTlsTest : public ::testing::Test {
  protected:
-  // Side `s` with TLS files `files` (none: plain lanes).
-  void Start(Side& s, const std::optional<LaneTlsFiles>& files) {
+  // Side `s` with TLS files `files` (none: plain lanes). Lanes are prepared
+  // for kernel receive even on a kernel without "tls" (they then settle in
+  // user space), so that path runs everywhere.
+  void Start(Side& s, const std::optional<LaneTlsFiles>& files,
+             KernelTls kernel = KernelTls::kAuto) {
     memory::RegistryOptions options;
     s.regions = std::make_unique<memory::RegionRegistry>(options);
     TcpTransportOptions t;
     t.pollers = 2;
     t.lane_depth = 16;
     t.tls = files;
+    t.kernel_tls = kernel;
+    t.assume_kernel_tls = true;
     auto transport = TcpTransport::Create(t, *s.regions);
     ASSERT_TRUE(transport.ok()) << transport.status();
     s.transport = *std::move(transport);
@@ -175,6 +189,7 @@ class TcpTlsTest : public ::testing::Test {
     spec.name = name;
     spec.size = size;
     spec.access.remote_write = true;
+    spec.access.remote_read = true;
     auto region = s.regions->Register(spec, s.transport.get());
     EXPECT_TRUE(region.ok()) << region.status();
     return *region;
@@ -216,29 +231,53 @@ class TcpTlsTest : public ::testing::Test {
     }
     Relay relay(b_.transport->data_port());
     EXPECT_TRUE(Link(relay.port()).ok());
-    const RemoteRegion key = b_.transport->DescribeRegion(*dst);
     std::vector<Block> big = {{0, 0, kSize / 2}};
     std::vector<Block> small;
     for (uint32_t i = 0; i < kMaxBlocksPerOp; ++i) {
       small.push_back({kSize / 2 + i * 100, kSize / 2 + i * 100, 100});
     }
-    for (const std::vector<Block>* blocks : {&big, &small}) {
-      DataOp op;
-      op.kind = OpKind::kWrite;
-      op.local_base = src->data();
-      op.local_registration = src->registration();
-      op.remote = &key;
-      op.blocks = blocks->data();
-      op.block_count = static_cast<uint32_t>(blocks->size());
-      for (const Block& block : *blocks) op.length += block.length;
-      EXPECT_TRUE(Pump([&] { return a_link_->lane(0).credits() > 0; }));
-      EXPECT_EQ(a_.transport->worker(0).Post(a_link_->lane(0), {&op, 1}), 1u);
-    }
-    EXPECT_TRUE(Pump([&] { return a_.sink.done.size() == 2; }));
-    for (const absl::Status& status : a_.sink.done) EXPECT_TRUE(status.ok()) << status;
+    EXPECT_TRUE(Transfer(OpKind::kWrite, *src, *dst, big).ok());
+    EXPECT_TRUE(Transfer(OpKind::kWrite, *src, *dst, small).ok());
     EXPECT_EQ(std::memcmp(src->data(), dst->data(), kSize / 2 + kMaxBlocksPerOp * 100), 0);
     *relayed = relay.connections();
     return relay.captured();
+  }
+
+  // One op on a's lane 0 between a's `local` and b's `remote`; its status.
+  absl::Status Transfer(OpKind kind, memory::Region& local, memory::Region& remote,
+                        const std::vector<Block>& blocks) {
+    const RemoteRegion key = b_.transport->DescribeRegion(remote);
+    DataOp op;
+    op.kind = kind;
+    op.local_base = local.data();
+    op.local_registration = local.registration();
+    op.remote = &key;
+    op.blocks = blocks.data();
+    op.block_count = static_cast<uint32_t>(blocks.size());
+    for (const Block& block : blocks) op.length += block.length;
+    const size_t done = a_.sink.done.size();
+    if (!Pump([&] { return a_link_->lane(0).credits() > 0; }) ||
+        a_.transport->worker(0).Post(a_link_->lane(0), {&op, 1}) != 1 ||
+        !Pump([&] { return a_.sink.done.size() > done; })) {
+      return absl::DeadlineExceededError("op not done");
+    }
+    return a_.sink.done.back();
+  }
+
+  void CloseLinks() {
+    a_link_->Close(absl::CancelledError("test done"));
+    b_link_->Close(absl::CancelledError("test done"));
+    Pump([&] { return a_.transport->stats().lanes == 0 && b_.transport->stats().lanes == 0; });
+    a_link_.reset();
+    b_link_.reset();
+  }
+
+  // Where the kernel has TLS: every one of `s`'s lanes (two per link, as
+  // Start makes them) sends through it, and receives through it or not.
+  static void ExpectKernelLanes(const Side& s, bool send, bool receive) {
+    if (!ExpectKernelTls()) return;
+    EXPECT_EQ(s.transport->kernel_tls_send_lanes(), send ? 2u : 0u);
+    EXPECT_EQ(s.transport->kernel_tls_receive_lanes(), receive ? 2u : 0u);
   }
 
   Side a_, b_;
@@ -306,16 +345,101 @@ TEST_F(TcpTlsTest, NoPlaintextCrossesTheWire) {
     EXPECT_EQ(canary, !encrypted);
     EXPECT_EQ(token, !encrypted);
     // Where the kernel offers kTLS (the Soft-RoCE VM loads the tls module
-    // and says so), the lanes must have handed their records to it.
-    if (encrypted && std::getenv("XFERD_EXPECT_KERNEL_TLS") != nullptr) {
-      EXPECT_GE(a_.transport->kernel_tls_lanes(), 1u);
-      EXPECT_GE(b_.transport->kernel_tls_lanes(), 1u);
+    // and says so), every lane must have handed it both directions.
+    ExpectKernelLanes(a_, encrypted, encrypted);
+    ExpectKernelLanes(b_, encrypted, encrypted);
+    CloseLinks();
+  }
+}
+
+// The wire is standard TLS whoever does the records: a daemon whose records
+// OpenSSL handles (tcp_kernel_tls "off", or "send") and one with kernel TLS
+// both ways exchange writes and reads, every byte checked.
+TEST_F(TcpTlsTest, PeersOfDifferentKernelTlsInteroperate) {
+  for (const KernelTls a_kernel : {KernelTls::kOff, KernelTls::kSend}) {
+    SCOPED_TRACE(a_kernel == KernelTls::kOff ? "off" : "send");
+    a_ = Side();
+    b_ = Side();
+    Start(a_, *TestLaneTlsFiles("a"), a_kernel);
+    Start(b_, *TestLaneTlsFiles("b"));
+    constexpr uint32_t kSize = 1 << 20;
+    auto src = Register(a_, "src", kSize);
+    auto back = Register(a_, "back", kSize);
+    auto dst = Register(b_, "dst", kSize);
+    for (uint32_t i = 0; i < kSize; ++i) src->data()[i] = static_cast<std::byte>(i * 7 + i / 4096);
+    ASSERT_TRUE(Link().ok());
+    std::vector<Block> all = {{0, 0, kSize}};
+    EXPECT_TRUE(Transfer(OpKind::kWrite, *src, *dst, all).ok());
+    EXPECT_TRUE(Transfer(OpKind::kRead, *back, *dst, all).ok());
+    EXPECT_EQ(std::memcmp(src->data(), dst->data(), kSize), 0);
+    EXPECT_EQ(std::memcmp(src->data(), back->data(), kSize), 0);
+    ExpectKernelLanes(a_, a_kernel == KernelTls::kSend, false);
+    ExpectKernelLanes(b_, true, true);
+    CloseLinks();
+  }
+}
+
+
+// Under kernel receive a record that is not data (a KeyUpdate the kernel
+// cannot follow, an alert) arriving in the middle of a WRITE's payload
+// breaks the lane, saying what came, and none of it reaches the region.
+// The peer's kernel makes the records: its lane writes plaintext, and the
+// odd record type through TLS_SET_RECORD_TYPE.
+TEST_F(TcpTlsTest, NonDataRecordUnderKernelReceiveBreaksTheLaneCleanly) {
+  struct Case {
+    uint8_t type;
+    std::vector<uint8_t> body;
+    const char* says;
+  };
+  const Case cases[] = {{22, {24, 0, 0, 1, 0}, "KeyUpdate"}, {21, {1, 0}, "close_notify"}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.says);
+    a_ = Side();
+    b_ = Side();
+    Start(a_, *TestLaneTlsFiles("a"));
+    Start(b_, *TestLaneTlsFiles("b"));
+    auto dst = Register(b_, "dst", 4096);
+    ASSERT_TRUE(Link().ok());
+    ASSERT_TRUE(Pump([&] {
+      return a_link_->lane(0).credits() > 0 && b_.transport->stats().lanes == 2;
+    }));
+    if (b_.transport->kernel_tls_receive_lanes() == 0) {
+      ASSERT_FALSE(ExpectKernelTls()) << "kernel TLS receive did not engage";
+      GTEST_SKIP() << "this kernel has no TLS: lanes receive through OpenSSL";
     }
-    a_link_->Close(absl::CancelledError("test done"));
-    b_link_->Close(absl::CancelledError("test done"));
-    Pump([&] { return a_.transport->stats().lanes == 0 && b_.transport->stats().lanes == 0; });
-    a_link_.reset();
-    b_link_.reset();
+    FrameHeader write;
+    write.type = FrameType::kWrite;
+    write.blocks = 1;
+    write.word = b_.transport->DescribeRegion(*dst).region_id;
+    write.length = 200;
+    write.seq = 1;
+    uint8_t frame[kHeaderBytes + kBlockEntryBytes + 100];
+    EncodeHeader(write, frame);
+    EncodeBlockEntry(0, 200, frame + kHeaderBytes);
+    std::memset(frame + kHeaderBytes + kBlockEntryBytes, 0xab, 100);
+    const int fd = static_cast<TcpLane&>(a_link_->lane(0)).fd();
+    ASSERT_EQ(::send(fd, frame, sizeof(frame), MSG_NOSIGNAL), static_cast<ssize_t>(sizeof(frame)));
+    alignas(cmsghdr) char control[CMSG_SPACE(1)] = {};
+    iovec iov{const_cast<uint8_t*>(c.body.data()), c.body.size()};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof(control);
+    cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
+    cmsg->cmsg_level = SOL_TLS;
+    cmsg->cmsg_type = TLS_SET_RECORD_TYPE;
+    cmsg->cmsg_len = CMSG_LEN(1);
+    *CMSG_DATA(cmsg) = c.type;
+    ASSERT_EQ(::sendmsg(fd, &msg, MSG_NOSIGNAL), static_cast<ssize_t>(c.body.size()));
+    ASSERT_TRUE(Pump([&] { return b_link_->broken(); }));
+    const std::string why(b_link_->status().message());
+    EXPECT_NE(why.find(c.says), std::string::npos) << why;
+    EXPECT_TRUE(std::all_of(dst->data(), dst->data() + 100,
+                            [](std::byte x) { return x == std::byte{0xab}; }));
+    EXPECT_TRUE(std::all_of(dst->data() + 100, dst->data() + 4096,
+                            [](std::byte x) { return x == std::byte{0}; }));
+    CloseLinks();
   }
 }
 

@@ -256,6 +256,7 @@ void TcpLane::Detach(const absl::Status& error, CompletionSink& sink) {
   rx_region_.reset();
   tls_stage_len_ = tls_stage_sent_ = 0;
   ssl_.reset();  // before its socket
+  kernel_tls_ = false;
   fd_.reset();
 }
 

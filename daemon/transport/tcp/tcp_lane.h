@@ -4,7 +4,9 @@
 // answers. Payload moves straight between the socket and region memory with
 // vectored I/O (sendmsg / readv over the blocks): no staging copies, no
 // allocation and no per-block syscall. With TLS (tcp_tls.h) the same frames
-// travel as TLS records, read into region memory with no buffer of ours.
+// travel as TLS records: through OpenSSL, read into region memory with no
+// buffer of ours; or, where the kernel does TLS both ways, through the very
+// same plain socket calls, the kernel decrypting as it receives.
 #pragma once
 
 #include <sys/uio.h>
@@ -39,8 +41,9 @@ class TcpLane final : public Lane {
   const absl::Status& error() const { return error_; }
 
   // ---- poller thread only ----
-  // `ssl`: a handshaken TLS session on `fd`, or null for a plain lane.
-  void Attach(UniqueFd fd, UniqueSsl ssl);
+  // `ssl`: a handshaken TLS session on `fd`, or null for a plain lane and
+  // for one whose records the kernel does both ways (`kernel_tls`).
+  void Attach(UniqueFd fd, UniqueSsl ssl, bool kernel_tls);
   bool attached() const { return fd_.valid(); }
   int fd() const { return fd_.get(); }
   // Decrypted bytes wait in OpenSSL while the socket may be empty: the
@@ -103,6 +106,8 @@ class TcpLane final : public Lane {
   ssize_t WriteTls(const void* data, size_t len);
   ssize_t TlsResult(int rc, size_t n);
   std::string IoError(int err) const;
+  // IoError for a failed receive; kernel TLS refuses non-data records (EIO).
+  std::string RecvError(int err) const;
 
   // tcp_lane_rx.cc
   absl::Status ReceiveOnce(CompletionSink& sink, absl::Span<std::byte> scratch, uint32_t* frames,
@@ -124,7 +129,8 @@ class TcpLane final : public Lane {
   Link& link_;
   const memory::RegionRegistry& regions_;
   UniqueFd fd_;
-  UniqueSsl ssl_;  // null: a plain lane
+  UniqueSsl ssl_;  // null: a plain lane, or kernel_tls_
+  bool kernel_tls_ = false;  // the kernel encrypts and decrypts the records
   absl::Status error_;
   std::string io_error_;  // OpenSSL's reason for the last TLS failure
 

@@ -1,5 +1,6 @@
 // TcpLane, the socket I/O shim: plain syscalls (recv, readv, sendmsg) on a
-// lane without encryption, SSL_read / SSL_write on a TLS lane, with the same
+// lane without encryption or with kernel TLS both ways, SSL_read /
+// SSL_write on a lane whose records OpenSSL handles, with the same
 // contract for the frame logic: a byte count, 0 for a closed peer, or -1 with
 // errno (EAGAIN: try again when epoll says so).
 #include <openssl/err.h>
@@ -12,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/common/check.h"
+#include "daemon/transport/tcp/tcp_ktls.h"
 #include "daemon/transport/tcp/tcp_lane.h"
 
 namespace xferd::transport::tcp {
@@ -38,10 +40,11 @@ bool WouldBlock(int err) { return err == EAGAIN || err == EWOULDBLOCK || err == 
 
 }  // namespace
 
-void TcpLane::Attach(UniqueFd fd, UniqueSsl ssl) {
+void TcpLane::Attach(UniqueFd fd, UniqueSsl ssl, bool kernel_tls) {
   XFERD_CHECK(!fd_.valid());
   fd_ = std::move(fd);
   ssl_ = std::move(ssl);
+  kernel_tls_ = kernel_tls;
   if (ssl_ != nullptr && tls_stage_.empty()) tls_stage_.resize(kTlsRecordBytes);
 }
 
@@ -70,6 +73,15 @@ ssize_t TcpLane::TlsResult(int rc, size_t n) {
 
 std::string TcpLane::IoError(int err) const {
   return io_error_.empty() ? std::string(std::strerror(err)) : io_error_;
+}
+
+// Under kernel TLS receive a record that is not data (an alert, a KeyUpdate)
+// fails the read with EIO before any of it is copied out, and one that
+// fails authentication with EBADMSG: the lane breaks, saying which.
+std::string TcpLane::RecvError(int err) const {
+  if (kernel_tls_ && err == EIO) return DescribeNonDataRecord(fd_.get());
+  if (kernel_tls_ && err == EBADMSG) return "a TLS record failed authentication (kernel TLS)";
+  return IoError(err);
 }
 
 ssize_t TcpLane::RecvSome(void* buf, size_t len) {

@@ -38,7 +38,7 @@ absl::Status TcpLane::OnReadable(CompletionSink& sink, absl::Span<std::byte> scr
           absl::StrCat("peer ", link_.peer().node_id, " closed the data connection"));
     } else if (!WouldBlock(errno)) {
       status = absl::UnavailableError(
-          absl::StrCat("lane to ", link_.peer().node_id, " failed: receive: ", IoError(errno)));
+          absl::StrCat("lane to ", link_.peer().node_id, " failed: receive: ", RecvError(errno)));
     } else {
       break;  // drained
     }

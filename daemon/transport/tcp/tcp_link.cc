@@ -28,13 +28,24 @@ bool TcpLink::ready() const {
 }
 
 void TcpLink::AttachLane(uint32_t lane, UniqueFd fd, UniqueSsl ssl) {
+  bool kernel_tls = false;
   if (ssl != nullptr) {
-    tls_->CountLane(ssl.get());
-    // Once per link and side: whether the kernel took the records over.
-    if (lane == 0) spdlog::info("data lanes with {}: {}", peer().node_id, LaneTls::Mode(ssl.get()));
+    std::string why_not;
+    const TlsPath path = tls_->Settle(ssl.get(), fd.get(), &why_not);
+    if (!why_not.empty()) {
+      spdlog::warn("data lane {} with {}: receive stays in user space: {}", lane, peer().node_id,
+                   why_not);
+    }
+    // Once per link and side: how much of TLS the kernel took over.
+    if (lane == 0) spdlog::info("data lanes with {}: {}", peer().node_id, LaneTls::PathName(path));
+    if (path == TlsPath::kKernel) {
+      // OpenSSL is out of the data path: the lane uses its plain calls.
+      ssl.reset();
+      kernel_tls = true;
+    }
   }
   workers_[lane]->RequestAttach(shared_from_this(), lanes_[lane].get(), std::move(fd),
-                                std::move(ssl));
+                                std::move(ssl), kernel_tls);
   lanes_handed_over_.fetch_add(1, std::memory_order_acq_rel);
 }
 

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "daemon/common/x509_names.h"
+#include "daemon/transport/tcp/tcp_ktls.h"
 #include "daemon/transport/tcp/tcp_socket.h"
 
 namespace xferd::transport::tcp {
@@ -21,6 +22,9 @@ constexpr size_t kReadAheadBytes = 4 * (16384 + 256);
 
 constexpr char kCipherSuites[] =
     "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256";
+// Where the daemon installs kernel receive: only the suites it derives keys
+// for (tcp_ktls.h). Peers without kernel TLS offer these too.
+constexpr char kKernelCipherSuites[] = "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384";
 
 struct BioFree {
   void operator()(BIO* b) const { BIO_free(b); }
@@ -45,28 +49,39 @@ absl::Status Refused(const char* what) {
       absl::StrCat("TCP lane TLS: ", what, ": ", LaneTls::TakeError("refused by OpenSSL")));
 }
 
-// Certificate chain, key and CA into `ctx`, with the settings both sides share.
-absl::Status Configure(SSL_CTX* ctx, const LaneTlsFiles& files) {
+// The protocol settings both sides share: TLS 1.3 only, which suites, how
+// records are buffered, no tickets, and what the kernel may take.
+absl::Status ConfigureProtocol(SSL_CTX* ctx, KernelTls kernel, bool kernel_receive) {
   // TLS 1.3 only: no renegotiation, forward secrecy always, one round trip.
   SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION);
-  if (SSL_CTX_set_ciphersuites(ctx, kCipherSuites) != 1) return Refused("cipher suites");
+  if (SSL_CTX_set_ciphersuites(ctx, kernel_receive ? kKernelCipherSuites : kCipherSuites) != 1) {
+    return Refused("cipher suites");
+  }
   // A peer that goes away closes its lanes without close_notify; that is a
   // closed lane, not an attack: frames are self-delimiting and a frame cut
   // short is never acknowledged, so a truncation cannot pass for data.
-  SSL_CTX_set_options(ctx, SSL_OP_ENABLE_KTLS | SSL_OP_IGNORE_UNEXPECTED_EOF);
+  SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
+  if (kernel != KernelTls::kOff) SSL_CTX_set_options(ctx, SSL_OP_ENABLE_KTLS);
+  if (kernel_receive) EnableKernelReceiveTracking(ctx);
   // Lanes write from region memory and retry from wherever the not yet sent
   // bytes are now; a partial write returns after each record, so a slow
   // socket never makes OpenSSL hold more than one record of a lane.
   SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
   // Read ahead: one recv fills OpenSSL's buffer with several records instead
   // of two recvs (header, body) per 16 KiB record. Lanes then check
-  // SSL_has_pending, not the socket alone, before they wait.
+  // SSL_has_pending, not the socket alone, before they wait. (Sessions
+  // tracked for kernel receive read without it until they settle.)
   SSL_CTX_set_read_ahead(ctx, 1);
   SSL_CTX_set_default_read_buffer_len(ctx, kReadAheadBytes);
-  // Every lane does a full handshake: no resumption state to steal or leak.
+  // Every lane does a full handshake: no resumption state to steal or leak,
+  // and no ticket record to count before kernel receive takes over.
   SSL_CTX_set_num_tickets(ctx, 0);
   SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+  return absl::OkStatus();
+}
 
+// Certificate chain, key and CA into `ctx`.
+absl::Status ConfigureIdentity(SSL_CTX* ctx, const LaneTlsFiles& files) {
   auto cert_bio = MemBio(files.cert_pem);
   std::unique_ptr<X509, X509Free> leaf(
       PEM_read_bio_X509(cert_bio.get(), nullptr, nullptr, nullptr));
@@ -121,13 +136,18 @@ bool WaitForSsl(SSL* ssl, int rc, absl::Time deadline, absl::Status* status) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<LaneTls>> LaneTls::Create(const LaneTlsFiles& files) {
+absl::StatusOr<std::unique_ptr<LaneTls>> LaneTls::Create(const LaneTlsFiles& files,
+                                                         KernelTls kernel, bool kernel_has_tls) {
+  const bool kernel_receive = kernel == KernelTls::kAuto && kernel_has_tls;
   UniqueCtx client(SSL_CTX_new(TLS_client_method()));
   UniqueCtx server(SSL_CTX_new(TLS_server_method()));
   if (client == nullptr || server == nullptr) return Refused("SSL_CTX_new");
-  if (absl::Status s = Configure(client.get(), files); !s.ok()) return s;
-  if (absl::Status s = Configure(server.get(), files); !s.ok()) return s;
-  return std::unique_ptr<LaneTls>(new LaneTls(client.release(), server.release()));
+  for (SSL_CTX* ctx : {client.get(), server.get()}) {
+    if (absl::Status s = ConfigureProtocol(ctx, kernel, kernel_receive); !s.ok()) return s;
+    if (absl::Status s = ConfigureIdentity(ctx, files); !s.ok()) return s;
+  }
+  return std::unique_ptr<LaneTls>(
+      new LaneTls(client.release(), server.release(), kernel_receive));
 }
 
 LaneTls::~LaneTls() {
@@ -135,12 +155,20 @@ LaneTls::~LaneTls() {
   SSL_CTX_free(server_);
 }
 
-absl::StatusOr<UniqueSsl> LaneTls::Connect(int fd, const std::string& peer_node_id,
-                                           absl::Time deadline) const {
-  UniqueSsl ssl(SSL_new(client_));
-  if (ssl == nullptr || SSL_set_fd(ssl.get(), fd) != 1) {
+absl::StatusOr<UniqueSsl> LaneTls::NewSession(SSL_CTX* ctx, int fd) const {
+  UniqueSsl ssl(SSL_new(ctx));
+  if (ssl == nullptr || SSL_set_fd(ssl.get(), fd) != 1 ||
+      (kernel_receive_ && !TrackSession(ssl.get()))) {
     return absl::ResourceExhaustedError(absl::StrCat("SSL_new: ", TakeError("out of memory")));
   }
+  return ssl;
+}
+
+absl::StatusOr<UniqueSsl> LaneTls::Connect(int fd, const std::string& peer_node_id,
+                                           absl::Time deadline) const {
+  absl::StatusOr<UniqueSsl> session = NewSession(client_, fd);
+  if (!session.ok()) return session.status();
+  UniqueSsl ssl = *std::move(session);
   for (;;) {
     const int rc = SSL_connect(ssl.get());
     if (rc == 1) break;
@@ -155,11 +183,7 @@ absl::StatusOr<UniqueSsl> LaneTls::Connect(int fd, const std::string& peer_node_
 }
 
 absl::StatusOr<UniqueSsl> LaneTls::NewServerSession(int fd) const {
-  UniqueSsl ssl(SSL_new(server_));
-  if (ssl == nullptr || SSL_set_fd(ssl.get(), fd) != 1) {
-    return absl::ResourceExhaustedError(absl::StrCat("SSL_new: ", TakeError("out of memory")));
-  }
-  return ssl;
+  return NewSession(server_, fd);
 }
 
 TlsStep LaneTls::Accept(SSL* ssl, std::string* error) {
@@ -227,14 +251,41 @@ absl::Status LaneTls::CheckPeerNamed(SSL* ssl, const std::string& node_id) {
                                                   node_id, "' whose link it joins"));
 }
 
-std::string LaneTls::Mode(SSL* ssl) {
-  return BIO_get_ktls_send(SSL_get_wbio(ssl)) ? "tls (kernel send offload)" : "tls (user space)";
+TlsPath LaneTls::Settle(SSL* ssl, int fd, std::string* why_not) const {
+  // OpenSSL decided the send side at the handshake; the receive side needs
+  // the "tls" ULP that decision attached.
+  const bool kernel_send = BIO_get_ktls_send(SSL_get_wbio(ssl)) != 0;
+  TlsPath path = kernel_send ? TlsPath::kKernelSend : TlsPath::kUserSpace;
+  if (kernel_receive_) {
+    absl::Status moved =
+        kernel_send ? absl::OkStatus()
+                    : absl::FailedPreconditionError("OpenSSL kept the send side in user space");
+    if (moved.ok()) {
+      absl::StatusOr<KernelRxKey> key = PeerTrafficKey(ssl);
+      moved = key.ok() ? InstallKernelReceive(fd, *key) : key.status();
+    }
+    if (moved.ok()) {
+      path = TlsPath::kKernel;
+    } else {
+      *why_not = std::string(moved.message());
+    }
+    StopTracking(ssl, /*openssl_keeps_reading=*/path != TlsPath::kKernel);
+  }
+  if (path != TlsPath::kUserSpace) kernel_send_lanes_.fetch_add(1, std::memory_order_relaxed);
+  if (path == TlsPath::kKernel) kernel_receive_lanes_.fetch_add(1, std::memory_order_relaxed);
+  return path;
 }
 
-void LaneTls::CountLane(SSL* ssl) const {
-  if (BIO_get_ktls_send(SSL_get_wbio(ssl))) {
-    kernel_send_lanes_.fetch_add(1, std::memory_order_relaxed);
+const char* LaneTls::PathName(TlsPath path) {
+  switch (path) {
+    case TlsPath::kKernel:
+      return "tls (kernel send and receive)";
+    case TlsPath::kKernelSend:
+      return "tls (kernel send offload)";
+    case TlsPath::kUserSpace:
+      break;
   }
+  return "tls (user space)";
 }
 
 std::string LaneTls::TakeError(const char* fallback) {

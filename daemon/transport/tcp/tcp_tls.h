@@ -1,9 +1,10 @@
 // TLS 1.3 for the TCP transport's data lanes (transport.tcp_encryption =
 // "tls"): one client and one server SSL_CTX built from the daemon's [tls]
 // certificate, key and CA, peers verified against the CA both ways, and
-// each lane bound to its peer's node id by the certificate's names. OpenSSL
-// moves the records into kernel TLS (send side) where kernel and library
-// offer it; otherwise they are encrypted in user space.
+// each lane bound to its peer's node id by the certificate's names. Where
+// the kernel has TLS, OpenSSL hands it the send side at the handshake and
+// the daemon the receive side after the HELLO (tcp_ktls.h); such a lane
+// then uses the plain socket path. Otherwise OpenSSL does the records.
 #pragma once
 
 #include <openssl/ssl.h>
@@ -31,13 +32,30 @@ struct LaneTlsFiles {
   std::string ca_pem;
 };
 
+// How much of TLS the kernel may do (transport.tcp_kernel_tls).
+enum class KernelTls {
+  kOff,   // OpenSSL encrypts and decrypts every record
+  kSend,  // OpenSSL's own send offload only (SSL_OP_ENABLE_KTLS)
+  kAuto,  // that, and receive installed by the daemon where the kernel has "tls"
+};
+
+// Where a settled lane's records are encrypted and decrypted.
+enum class TlsPath {
+  kUserSpace,   // OpenSSL both ways
+  kKernelSend,  // the kernel encrypts, OpenSSL decrypts
+  kKernel,      // the kernel both ways: OpenSSL is out of the data path
+};
+
 // Outcome of one non-blocking TLS step.
 enum class TlsStep { kDone, kWantRead, kWantWrite, kFailed };
 
 class LaneTls {
  public:
   // INVALID_ARGUMENT if OpenSSL refuses the certificate, key or CA.
-  static absl::StatusOr<std::unique_ptr<LaneTls>> Create(const LaneTlsFiles& files);
+  // `kernel_has_tls`: KernelTlsAvailable(), which kAuto needs for receive
+  // (tests set it to prepare sessions on kernels without the module).
+  static absl::StatusOr<std::unique_ptr<LaneTls>> Create(const LaneTlsFiles& files,
+                                                         KernelTls kernel, bool kernel_has_tls);
   ~LaneTls();
 
   // Dialer side, any thread: a TLS client session on connected socket `fd`
@@ -60,23 +78,38 @@ class LaneTls {
   // OK if the peer's (verified) certificate names `node_id`; else
   // PERMISSION_DENIED saying which names it has.
   static absl::Status CheckPeerNamed(SSL* ssl, const std::string& node_id);
-  // "tls (kernel send offload)" or "tls (user space)": how records of this
-  // session are sent.
-  static std::string Mode(SSL* ssl);
-  // Counts a handshaken lane session by how it sends (any thread).
-  void CountLane(SSL* ssl) const;
-  // Lanes so far whose records the kernel encrypts (kTLS TX).
+  // Once per lane, after the HELLO and before its first frame (any thread):
+  // moves the receive side into the kernel where it can, counts the lane
+  // and returns its path. If a session prepared for kernel receive stays
+  // with OpenSSL, `why_not` says why. After kKernel the session must not
+  // read or write again.
+  TlsPath Settle(SSL* ssl, int fd, std::string* why_not) const;
+  // Whether sessions are prepared for kernel receive (kAuto with "tls").
+  bool kernel_receive() const { return kernel_receive_; }
+  // "tls (kernel send and receive)", "tls (kernel send offload)" or
+  // "tls (user space)", for the log.
+  static const char* PathName(TlsPath path);
+  // Lanes so far whose records the kernel encrypts (kTLS TX), and those
+  // whose records it also decrypts (kTLS RX).
   uint64_t kernel_send_lanes() const { return kernel_send_lanes_.load(std::memory_order_relaxed); }
+  uint64_t kernel_receive_lanes() const {
+    return kernel_receive_lanes_.load(std::memory_order_relaxed);
+  }
   // The oldest queued OpenSSL error as text, and clears the queue; `fallback`
   // if there is none.
   static std::string TakeError(const char* fallback);
 
  private:
-  LaneTls(SSL_CTX* client, SSL_CTX* server) : client_(client), server_(server) {}
+  LaneTls(SSL_CTX* client, SSL_CTX* server, bool kernel_receive)
+      : client_(client), server_(server), kernel_receive_(kernel_receive) {}
+  // A new session on `fd` of `ctx`, tracked for kernel receive if enabled.
+  absl::StatusOr<UniqueSsl> NewSession(SSL_CTX* ctx, int fd) const;
 
   SSL_CTX* const client_;
   SSL_CTX* const server_;
+  const bool kernel_receive_;
   mutable std::atomic<uint64_t> kernel_send_lanes_{0};
+  mutable std::atomic<uint64_t> kernel_receive_lanes_{0};
 };
 
 }  // namespace xferd::transport::tcp

@@ -6,6 +6,7 @@
 #include "daemon/base/status_macros.h"
 #include "daemon/common/log.h"
 #include "daemon/transport/tcp/tcp_frame.h"
+#include "daemon/transport/tcp/tcp_ktls.h"
 
 namespace xferd::transport::tcp {
 namespace {
@@ -26,14 +27,33 @@ bool IsWildcard(const std::string& host) {
   return host.empty() || host == "0.0.0.0" || host == "::" || host == "*";
 }
 
+// For the start-up log: what the lanes will be.
+const char* LanesDescription(const LaneTls* tls, KernelTls kernel) {
+  if (tls == nullptr) return "unencrypted";
+  if (tls->kernel_receive()) return "TLS 1.3 on every lane, in the kernel both ways where it takes it";
+  switch (kernel) {
+    case KernelTls::kOff:
+      return "TLS 1.3 on every lane, in user space (transport.tcp_kernel_tls = \"off\")";
+    case KernelTls::kSend:
+      return "TLS 1.3 on every lane, kernel send offload where offered (tcp_kernel_tls = \"send\")";
+    case KernelTls::kAuto:
+      break;
+  }
+  return "TLS 1.3 on every lane, in user space (the kernel has no \"tls\" module)";
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Create(
     TcpTransportOptions options, const memory::RegionRegistry& regions) {
   ASSIGN_OR_RETURN(HostPort listen, ParseHostPort(options.data_listen));
   auto transport = std::unique_ptr<TcpTransport>(new TcpTransport(std::move(options), regions));
-  if (transport->options_.tls.has_value()) {
-    ASSIGN_OR_RETURN(transport->tls_, LaneTls::Create(*transport->options_.tls));
+  const TcpTransportOptions& o = transport->options_;
+  if (o.tls.has_value()) {
+    // Probing may load the module; only "auto" wants to know.
+    const bool kernel_has_tls =
+        o.kernel_tls == KernelTls::kAuto && (o.assume_kernel_tls || KernelTlsAvailable());
+    ASSIGN_OR_RETURN(transport->tls_, LaneTls::Create(*o.tls, o.kernel_tls, kernel_has_tls));
   }
   for (uint32_t i = 0; i < transport->options_.pollers; ++i) {
     ASSIGN_OR_RETURN(auto worker, TcpWorker::Create());
@@ -48,7 +68,7 @@ absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Create(
                                                          : listen.host;
   spdlog::info("tcp transport: {} pollers, data lanes on {}:{}, {}", transport->options_.pollers,
                listen.host, transport->acceptor_->port(),
-               transport->tls_ != nullptr ? "TLS 1.3 on every lane" : "unencrypted");
+               LanesDescription(transport->tls_.get(), o.kernel_tls));
   return transport;
 }
 

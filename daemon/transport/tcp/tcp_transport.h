@@ -34,6 +34,11 @@ struct TcpTransportOptions {
   // TLS on every lane with these certificates (transport.tcp_encryption =
   // "tls"); none: plain lanes.
   std::optional<LaneTlsFiles> tls;
+  // How much of it the kernel may do (transport.tcp_kernel_tls).
+  KernelTls kernel_tls = KernelTls::kAuto;
+  // Tests: prepare lanes for kernel receive even where the kernel has no
+  // "tls" module (they then settle in user space).
+  bool assume_kernel_tls = false;
 };
 
 class TcpTransport final : public Transport {
@@ -65,8 +70,14 @@ class TcpTransport final : public Transport {
   // Data connections the listener refused (see TcpAcceptor::refused).
   uint64_t refused_connections() const { return acceptor_->refused(); }
   bool encrypted() const { return tls_ != nullptr; }
-  // Encrypted lanes whose records the kernel encrypts (kTLS), so far.
-  uint64_t kernel_tls_lanes() const { return tls_ != nullptr ? tls_->kernel_send_lanes() : 0; }
+  // Encrypted lanes so far whose records the kernel encrypts (kTLS TX), and
+  // those whose records it also decrypts (kTLS RX).
+  uint64_t kernel_tls_send_lanes() const {
+    return tls_ != nullptr ? tls_->kernel_send_lanes() : 0;
+  }
+  uint64_t kernel_tls_receive_lanes() const {
+    return tls_ != nullptr ? tls_->kernel_receive_lanes() : 0;
+  }
 
  private:
   TcpTransport(TcpTransportOptions options, const memory::RegionRegistry& regions);

@@ -47,18 +47,18 @@ void TcpWorker::Enqueue(Command command) {
 }
 
 void TcpWorker::RequestAttach(std::shared_ptr<Link> keep_alive, TcpLane* lane, UniqueFd fd,
-                              UniqueSsl ssl) {
-  Enqueue(Command{true, std::move(keep_alive), lane, std::move(fd), std::move(ssl)});
+                              UniqueSsl ssl, bool kernel_tls) {
+  Enqueue(Command{true, std::move(keep_alive), lane, std::move(fd), std::move(ssl), kernel_tls});
 }
 
 void TcpWorker::RequestDetach(std::shared_ptr<Link> keep_alive, TcpLane* lane) {
-  Enqueue(Command{false, std::move(keep_alive), lane, UniqueFd(), nullptr});
+  Enqueue(Command{false, std::move(keep_alive), lane, UniqueFd(), nullptr, false});
 }
 
 void TcpWorker::Apply(Command& c, CompletionSink& sink) {
   if (c.attach) {
     if (c.keep_alive->broken()) return;  // closed while connecting: fd closes with the command
-    c.lane->Attach(std::move(c.fd), std::move(c.ssl));
+    c.lane->Attach(std::move(c.fd), std::move(c.ssl), c.kernel_tls);
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLRDHUP;
     ev.data.ptr = c.lane;

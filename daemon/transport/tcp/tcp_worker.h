@@ -28,8 +28,9 @@ class TcpWorker final : public TransportWorker {
   bool PrepareToSleep() override { return inbox_->PrepareToSleep(); }
 
   // Any thread. `keep_alive` owns `lane` and stays referenced while attached.
-  // `ssl`: the lane's TLS session on `fd`, or null.
-  void RequestAttach(std::shared_ptr<Link> keep_alive, TcpLane* lane, UniqueFd fd, UniqueSsl ssl);
+  // `ssl`, `kernel_tls`: as TcpLane::Attach takes them.
+  void RequestAttach(std::shared_ptr<Link> keep_alive, TcpLane* lane, UniqueFd fd, UniqueSsl ssl,
+                     bool kernel_tls);
   void RequestDetach(std::shared_ptr<Link> keep_alive, TcpLane* lane);
 
   // Lanes attached right now (for stats). Any thread.
@@ -42,6 +43,7 @@ class TcpWorker final : public TransportWorker {
     TcpLane* lane = nullptr;
     UniqueFd fd;
     UniqueSsl ssl;
+    bool kernel_tls = false;
   };
   struct Attached {
     TcpLane* lane;

@@ -239,6 +239,24 @@ TEST(ConfigTest, TcpEncryptionFollowsTlsUnlessSetAndNeedsIt) {
             absl::string_view::npos);
 }
 
+TEST(ConfigTest, TcpKernelTlsIsAutoByDefaultAndChecked) {
+  absl::StatusOr<Config> config = ParseConfig("", "<string>");
+  ASSERT_TRUE(config.ok());
+  EXPECT_EQ(config->transport.tcp_kernel_tls, "auto");
+  for (const char* value : {"send", "off"}) {
+    config = ParseConfig(absl::StrCat("[transport]\ntcp_kernel_tls = \"", value, "\"\n"),
+                         "<string>");
+    ASSERT_TRUE(config.ok()) << config.status();
+    EXPECT_EQ(config->transport.tcp_kernel_tls, value);
+    EXPECT_TRUE(Validate(*config).ok());
+  }
+  config->transport.tcp_kernel_tls = "receive";
+  EXPECT_NE(Validate(*config).message().find(
+                "'transport.tcp_kernel_tls' must be \"auto\", \"send\" or \"off\""),
+            absl::string_view::npos)
+      << Validate(*config);
+}
+
 TEST(ConfigTest, MissingFileIsNotFound) {
   EXPECT_EQ(LoadConfigFile("/nonexistent/xferd.toml").status().code(), absl::StatusCode::kNotFound);
 }
