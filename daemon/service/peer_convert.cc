@@ -106,7 +106,7 @@ absl::StatusOr<transport::LinkEndpoints> FromProto(const v1::LinkEndpoints& p) {
   }
   e.lanes = p.lanes();
   if (e.kind == transport::TransportKind::kVerbs) {
-    if (p.devices_size() > kMaxDevices) {
+    if (static_cast<uint32_t>(p.devices_size()) > kMaxDevices) {
       return absl::InvalidArgumentError(absl::StrCat("handshake offers ", p.devices_size(),
                                                      " RDMA devices; expected at most ",
                                                      kMaxDevices));
