@@ -84,9 +84,10 @@ class Engine final : public TransferListener {
   std::vector<PeerInfo> ListPeers() const;
   // PeerService: the callee's side of a handshake.
   absl::StatusOr<HandshakeMessage> AcceptHandshake(const HandshakeMessage& request);
-  // PeerService: what `node` needs to write into a local region.
+  // PeerService: what `node` needs to write into a local region (verbs:
+  // keys bound to its link now). Blocks until `deadline` at most.
   absl::StatusOr<ResolvedRegion> ResolveForPeer(const std::string& node_id, uint64_t incarnation,
-                                                const std::string& region);
+                                                const std::string& region, absl::Time deadline);
   absl::Status OnRegionInvalidated(const std::string& node_id, uint64_t incarnation,
                                    uint32_t region_id, const std::string& region);
   absl::Status OnGoodbye(const std::string& node_id, uint64_t incarnation,

@@ -163,8 +163,10 @@ std::shared_ptr<Peer> Engine::PeerFor(const std::string& node_id, uint64_t incar
 
 absl::StatusOr<ResolvedRegion> Engine::ResolveForPeer(const std::string& node_id,
                                                       uint64_t incarnation,
-                                                      const std::string& name) {
-  if (PeerFor(node_id, incarnation) == nullptr) {
+                                                      const std::string& name,
+                                                      absl::Time deadline) {
+  std::shared_ptr<Peer> peer = PeerFor(node_id, incarnation);
+  if (peer == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat(
         "node '", node_id, "' has no link with this daemon (restarted?): handshake first"));
   }
@@ -181,8 +183,9 @@ absl::StatusOr<ResolvedRegion> Engine::ResolveForPeer(const std::string& node_id
     MutexLock lock(&mu_);
     resolved_by_[region->id()].insert(node_id);
   }
-  return ResolvedRegion{transport_.DescribeRegion(*region), region->access(),
-                        region->spec().landed_ranges};
+  ASSIGN_OR_RETURN(transport::RemoteRegion key,
+                   transport_.GrantRegion(*peer->link(), *region, deadline));
+  return ResolvedRegion{std::move(key), region->access(), region->spec().landed_ranges};
 }
 
 void Engine::NotifyInvalidated(uint32_t region_id, const std::string& name,

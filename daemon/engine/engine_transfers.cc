@@ -226,7 +226,7 @@ absl::Status Engine::ResolveMissing(const std::vector<WriteSpec>& writes, absl::
                                                 "': ", region.status().message())),
                       i, writes.size());
     }
-    if (absl::Status s = transport_.CheckRemoteRegion(region->key); !s.ok()) {
+    if (absl::Status s = transport_.CheckRemoteRegion(region->key, *peer->link()); !s.ok()) {
       return ForWrite(
           absl::Status(s.code(), absl::StrCat("peer '", peer->node_id(), "': ", s.message())), i,
           writes.size());

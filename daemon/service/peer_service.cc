@@ -53,8 +53,9 @@ grpc::ServerUnaryReactor* PeerServiceImpl::ResolveRegion(grpc::CallbackServerCon
     return Reply(context, s);
   }
   if (!engine_.ready()) return Reply(context, absl::UnavailableError("daemon is starting up"));
-  absl::StatusOr<engine::ResolvedRegion> region =
-      engine_.ResolveForPeer(request->node_id(), request->incarnation(), request->region());
+  // Binding keys to the caller's link waits for the pollers (milliseconds).
+  absl::StatusOr<engine::ResolvedRegion> region = engine_.ResolveForPeer(
+      request->node_id(), request->incarnation(), request->region(), absl::Now() + absl::Seconds(5));
   if (region.ok()) ToProto(*region, response);
   return Reply(context, region.status());
 }

@@ -27,6 +27,9 @@ struct VerbsContext {
   std::atomic<uint64_t> bytes_sent{0};
   std::atomic<uint64_t> bytes_received{0};
   std::atomic<uint64_t> failovers{0};
+  // Memory windows allocated on the device (memory_windows.h), against its
+  // attr.max_mw.
+  std::atomic<int64_t> windows{0};
   // False from a port-down event until the port is ACTIVE again.
   std::atomic<bool> up{true};
   ibv_device_attr attr{};

@@ -139,11 +139,12 @@ TEST_F(EnginePeersTest, ResolutionHonoursTheAcl) {
 }
 
 TEST_F(EnginePeersTest, ResolveRequiresTheCurrentLink) {
-  EXPECT_EQ(b_->engine->ResolveForPeer("a", 1, "dst").status().code(),
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  EXPECT_EQ(b_->engine->ResolveForPeer("a", 1, "dst", deadline).status().code(),
             absl::StatusCode::kFailedPrecondition);
   ASSERT_TRUE(h_.Connect(*a_, *b_).ok());
-  EXPECT_TRUE(b_->engine->ResolveForPeer("a", 1, "dst").ok());
-  EXPECT_EQ(b_->engine->ResolveForPeer("a", 999, "dst").status().code(),
+  EXPECT_TRUE(b_->engine->ResolveForPeer("a", 1, "dst", deadline).ok());
+  EXPECT_EQ(b_->engine->ResolveForPeer("a", 999, "dst", deadline).status().code(),
             absl::StatusCode::kFailedPrecondition);  // a stale incarnation
 }
 
