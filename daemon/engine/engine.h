@@ -84,10 +84,15 @@ class Engine final : public TransferListener {
   std::vector<PeerInfo> ListPeers() const;
   // PeerService: the callee's side of a handshake.
   absl::StatusOr<HandshakeMessage> AcceptHandshake(const HandshakeMessage& request);
-  // PeerService: what `node` needs to write into a local region (verbs:
-  // keys bound to its link now). Blocks until `deadline` at most.
+  // PeerService: what `node` needs to write into a local region over the
+  // link this daemon calls `link_id` (0: its current one); verbs: keys bound
+  // to that link now. Blocks until `deadline` at most (a control thread).
   absl::StatusOr<ResolvedRegion> ResolveForPeer(const std::string& node_id, uint64_t incarnation,
-                                                const std::string& region, absl::Time deadline);
+                                                uint64_t link_id, const std::string& region,
+                                                absl::Time deadline);
+  // The same on the control executor; `done` gets the answer there.
+  void ServeResolve(const std::string& node_id, uint64_t incarnation, uint64_t link_id,
+                    const std::string& region, absl::Time deadline, Callback<ResolvedRegion> done);
   absl::Status OnRegionInvalidated(const std::string& node_id, uint64_t incarnation,
                                    uint32_t region_id, const std::string& region);
   absl::Status OnGoodbye(const std::string& node_id, uint64_t incarnation,
@@ -152,8 +157,15 @@ class Engine final : public TransferListener {
   // engine_peers.cc
   absl::StatusOr<PeerInfo> ConnectNow(const std::string& address, absl::Time deadline);
   std::shared_ptr<Peer> InstallPeer(NodeIdentity node, bool outbound,
-                                    std::shared_ptr<transport::Link> link);
+                                    std::shared_ptr<transport::Link> link, uint64_t link_id,
+                                    uint64_t peer_link_id);
   std::shared_ptr<Peer> PeerFor(const std::string& node_id, uint64_t incarnation) const;
+  // The peer whose link is `link_id` (0: any), waiting a little while this
+  // daemon may still be installing it. FAILED_PRECONDITION without a link,
+  // UNAVAILABLE when it is another.
+  absl::StatusOr<std::shared_ptr<Peer>> PeerForLink(const std::string& node_id,
+                                                    uint64_t incarnation, uint64_t link_id,
+                                                    absl::Time deadline);
   // Keeps a departing peer's byte counts in the daemon's totals. The caller
   // holds mu_ across removing the peer from peers_ and this, so Stats()
   // never sees its link counted twice or not at all.

@@ -1,5 +1,7 @@
 // Engine: peers — handshakes in both directions, region resolution for
 // peers, invalidation and goodbye notices, disconnects.
+#include <sys/random.h>
+
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/base/status_macros.h"
@@ -10,8 +12,22 @@
 namespace xferd::engine {
 namespace {
 
+// How long a resolution waits for the link it names to be installed: the
+// callee initiated that handshake and is still finishing it.
+constexpr absl::Duration kLinkInstallWait = absl::Seconds(5);
+
 absl::Status Prefixed(const absl::Status& status, absl::string_view prefix) {
   return absl::Status(status.code(), absl::StrCat(prefix, status.message()));
+}
+
+// Random, so a stale link's id never matches a new one (0 means "any").
+uint64_t NewLinkId() {
+  uint64_t id = 0;
+  while (id == 0) {
+    while (getrandom(&id, sizeof(id), 0) != sizeof(id)) {
+    }
+  }
+  return id;
 }
 
 }  // namespace
@@ -77,7 +93,7 @@ absl::StatusOr<PeerInfo> Engine::ConnectNow(const std::string& address, absl::Ti
     MutexLock lock(&mu_);
     connecting_.erase(address);
   };
-  HandshakeMessage request{self_, {}};
+  HandshakeMessage request{self_, {}, NewLinkId()};
   ASSIGN_OR_RETURN(std::shared_ptr<transport::Link> link,
                    transport_.CreateLink(&request.endpoints));
   absl::StatusOr<HandshakeMessage> reply = rpc_.Handshake(address, request, deadline);
@@ -105,14 +121,16 @@ absl::StatusOr<PeerInfo> Engine::ConnectNow(const std::string& address, absl::Ti
     link->Close(status);
     return Prefixed(status, absl::StrCat("connecting to peer at ", address, ": "));
   }
-  std::shared_ptr<Peer> peer = InstallPeer(reply->node, /*outbound=*/true, std::move(link));
+  std::shared_ptr<Peer> peer = InstallPeer(reply->node, /*outbound=*/true, std::move(link),
+                                           request.link_id, reply->link_id);
   return peer->Info();
 }
 
 std::shared_ptr<Peer> Engine::InstallPeer(NodeIdentity node, bool outbound,
-                                          std::shared_ptr<transport::Link> link) {
+                                          std::shared_ptr<transport::Link> link, uint64_t link_id,
+                                          uint64_t peer_link_id) {
   auto peer = std::make_shared<Peer>(std::move(node), outbound, std::move(link), transport_.kind(),
-                                     transport_.device());
+                                     transport_.device(), link_id, peer_link_id);
   spdlog::info("peer connected node={} address={} transport={} lanes={} {}", peer->node_id(),
                peer->node().address, transport::TransportKindName(transport_.kind()),
                peer->link()->lane_count(), outbound ? "outbound" : "inbound");
@@ -136,12 +154,12 @@ absl::StatusOr<HandshakeMessage> Engine::AcceptHandshake(const HandshakeMessage&
                                                       self_.node_id,
                                                       "': give every daemon a unique node_id"));
   }
-  HandshakeMessage reply{self_, {}};
+  HandshakeMessage reply{self_, {}, NewLinkId()};
   ASSIGN_OR_RETURN(
       std::shared_ptr<transport::Link> link,
       transport_.AcceptLink(transport::PeerIdentity{request.node.node_id, request.node.incarnation},
                             request.endpoints, &reply.endpoints));
-  InstallPeer(request.node, /*outbound=*/false, std::move(link));
+  InstallPeer(request.node, /*outbound=*/false, std::move(link), reply.link_id, request.link_id);
   return reply;
 }
 
@@ -161,15 +179,47 @@ std::shared_ptr<Peer> Engine::PeerFor(const std::string& node_id, uint64_t incar
   return peer;
 }
 
-absl::StatusOr<ResolvedRegion> Engine::ResolveForPeer(const std::string& node_id,
-                                                      uint64_t incarnation,
-                                                      const std::string& name,
-                                                      absl::Time deadline) {
-  std::shared_ptr<Peer> peer = PeerFor(node_id, incarnation);
+absl::StatusOr<std::shared_ptr<Peer>> Engine::PeerForLink(const std::string& node_id,
+                                                          uint64_t incarnation, uint64_t link_id,
+                                                          absl::Time deadline) {
+  std::shared_ptr<Peer> peer;
+  auto found = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    peer = PeerFor(node_id, incarnation);
+    // A link this daemon is still connecting (it initiated the handshake,
+    // the peer already installed its side) is installed soon: wait for it.
+    const bool matches = peer != nullptr && (link_id == 0 || peer->link_id() == link_id);
+    return matches || connecting_.empty();
+  };
+  {
+    MutexLock lock(&mu_);
+    mu_.AwaitWithDeadline(found, std::min(deadline, absl::Now() + kLinkInstallWait));
+  }
   if (peer == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat(
         "node '", node_id, "' has no link with this daemon (restarted?): handshake first"));
   }
+  if (link_id != 0 && peer->link_id() != link_id) {
+    return absl::UnavailableError(absl::StrCat(
+        "the link node '", node_id, "' asks keys for is not this daemon's current link with it ("
+        "replaced by a reconnection): retry"));
+  }
+  return peer;
+}
+
+void Engine::ServeResolve(const std::string& node_id, uint64_t incarnation, uint64_t link_id,
+                          const std::string& name, absl::Time deadline,
+                          Callback<ResolvedRegion> done) {
+  executor_.Run([this, node_id, incarnation, link_id, name, deadline, done = std::move(done)] {
+    done(ResolveForPeer(node_id, incarnation, link_id, name, deadline));
+  });
+}
+
+absl::StatusOr<ResolvedRegion> Engine::ResolveForPeer(const std::string& node_id,
+                                                      uint64_t incarnation, uint64_t link_id,
+                                                      const std::string& name,
+                                                      absl::Time deadline) {
+  ASSIGN_OR_RETURN(std::shared_ptr<Peer> peer,
+                   PeerForLink(node_id, incarnation, link_id, deadline));
   std::shared_ptr<memory::Region> region = regions_.Find(name);
   if (region == nullptr) {
     return absl::NotFoundError(

@@ -218,7 +218,7 @@ absl::Status Engine::ResolveMissing(const std::vector<WriteSpec>& writes, absl::
     if (peer == nullptr || peer->link()->broken() || peer->CachedRegion(name)) continue;
     if (!asked.insert({peer->node_id(), name}).second) continue;
     absl::StatusOr<ResolvedRegion> region =
-        rpc_.ResolveRegion(peer->node().address, self_, name, deadline);
+        rpc_.ResolveRegion(peer->node().address, self_, peer->peer_link_id(), name, deadline);
     if (!region.ok()) {
       return ForWrite(absl::Status(region.status().code(),
                                    absl::StrCat(IsRead(w) ? "source" : "destination", " region '",

@@ -140,12 +140,16 @@ TEST_F(EnginePeersTest, ResolutionHonoursTheAcl) {
 
 TEST_F(EnginePeersTest, ResolveRequiresTheCurrentLink) {
   const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  EXPECT_EQ(b_->engine->ResolveForPeer("a", 1, "dst", deadline).status().code(),
+  EXPECT_EQ(b_->engine->ResolveForPeer("a", 1, 0, "dst", deadline).status().code(),
             absl::StatusCode::kFailedPrecondition);
   ASSERT_TRUE(h_.Connect(*a_, *b_).ok());
-  EXPECT_TRUE(b_->engine->ResolveForPeer("a", 1, "dst", deadline).ok());
-  EXPECT_EQ(b_->engine->ResolveForPeer("a", 999, "dst", deadline).status().code(),
+  EXPECT_TRUE(b_->engine->ResolveForPeer("a", 1, 0, "dst", deadline).ok());
+  EXPECT_EQ(b_->engine->ResolveForPeer("a", 999, 0, "dst", deadline).status().code(),
             absl::StatusCode::kFailedPrecondition);  // a stale incarnation
+  // Keys for a link b does not have (an old one, replaced): they would be
+  // bound to the wrong queue pairs, so none are handed out.
+  EXPECT_EQ(b_->engine->ResolveForPeer("a", 1, 12345, "dst", deadline).status().code(),
+            absl::StatusCode::kUnavailable);
 }
 
 }  // namespace
