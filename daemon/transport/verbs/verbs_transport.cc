@@ -55,6 +55,11 @@ absl::StatusOr<std::unique_ptr<VerbsTransport>> VerbsTransport::Create(
     }
     transport->workers_.push_back(std::move(striped));
   }
+  if (!options.memory_windows) {
+    spdlog::warn(
+        "verbs transport: memory windows off (transport.verbs_memory_windows = false): a region's "
+        "keys work on any queue pair of this daemon, whichever peer they were given to");
+  }
   for (auto& d : transport->devices_) {
     d->async = std::make_unique<AsyncEventThread>(
         d->context, [device = d.get()](absl::Status reason) { device->links.CloseAll(reason); });
