@@ -71,12 +71,21 @@ class Engine final : public TransferListener {
   // ---- regions (any thread) ----
   // Maps and registers on the control executor; `done` gets the region.
   void RegisterRegion(memory::RegionSpec spec, Callback<std::shared_ptr<memory::Region>> done);
-  // Returns transfers cancelled (force). Tells peers that resolved it, then
-  // calls `peers_told` (if set, on the control executor or inline) with the
-  // same count: once it runs, a write those peers start re-resolves the name.
-  // Not called when an error is returned.
+  // Returns transfers cancelled (force). Revokes every key granted on it,
+  // tells peers that resolved it, then calls `peers_told` (if set, on the
+  // control executor or inline) with the same count: once it runs, a write
+  // those peers start re-resolves the name. Not called when an error is
+  // returned.
   absl::StatusOr<uint32_t> DeregisterRegion(const std::string& name, bool force,
                                             std::function<void(uint32_t)> peers_told = nullptr);
+  // Replaces a region's ACL (empty: any authenticated peer). Peers that
+  // resolved it and are no longer admitted lose its keys at once (verbs:
+  // their memory windows are released, so a write with an old key fails)
+  // and are told to forget them; then `done` gets the region (on the
+  // control executor or inline): their next write resolves and is refused.
+  // Errors: INVALID_ARGUMENT, NOT_FOUND.
+  void SetRegionAcl(const std::string& name, std::vector<std::string> peers,
+                    Callback<std::shared_ptr<memory::Region>> done);
 
   // ---- peers (any thread) ----
   void ConnectPeer(const std::string& address, absl::Duration timeout, Callback<PeerInfo> done);
@@ -172,6 +181,10 @@ class Engine final : public TransferListener {
   void RetireCountersLocked(const Peer& peer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Tells the peers that resolved the region to forget it, then calls `then`.
   void NotifyInvalidated(uint32_t region_id, const std::string& name, std::function<void()> then);
+  // OK if `region` is still registered as `name` and its ACL admits the
+  // node: NOT_FOUND, PERMISSION_DENIED.
+  absl::Status CheckResolvable(const std::string& node_id, const std::string& name,
+                               const memory::Region* region) const;
 
   // engine_layouts.cc: looks up the layouts a spec names and fills in its
   // region names from them.

@@ -221,7 +221,26 @@ absl::StatusOr<ResolvedRegion> Engine::ResolveForPeer(const std::string& node_id
   ASSIGN_OR_RETURN(std::shared_ptr<Peer> peer,
                    PeerForLink(node_id, incarnation, link_id, deadline));
   std::shared_ptr<memory::Region> region = regions_.Find(name);
-  if (region == nullptr) {
+  RETURN_IF_ERROR(CheckResolvable(node_id, name, region.get()));
+  {
+    MutexLock lock(&mu_);
+    resolved_by_[region->id()].insert(node_id);
+  }
+  ASSIGN_OR_RETURN(transport::RemoteRegion key,
+                   transport_.GrantRegion(*peer->link(), *region, deadline));
+  // A deregistration or an ACL change while the keys were being bound
+  // revoked what was granted then (resolved_by_ named this node already):
+  // these too.
+  if (absl::Status s = CheckResolvable(node_id, name, region.get()); !s.ok()) {
+    transport_.RevokeRegion(*region, peer->link().get());
+    return s;
+  }
+  return ResolvedRegion{std::move(key), region->access(), region->spec().landed_ranges};
+}
+
+absl::Status Engine::CheckResolvable(const std::string& node_id, const std::string& name,
+                                     const memory::Region* region) const {
+  if (region == nullptr || regions_.Find(name).get() != region) {
     return absl::NotFoundError(
         absl::StrCat("node '", self_.node_id, "' has no region named '", name, "'"));
   }
@@ -229,13 +248,7 @@ absl::StatusOr<ResolvedRegion> Engine::ResolveForPeer(const std::string& node_id
     return absl::PermissionDeniedError(absl::StrCat(
         "node '", node_id, "' is not in the ACL of region '", name, "' on '", self_.node_id, "'"));
   }
-  {
-    MutexLock lock(&mu_);
-    resolved_by_[region->id()].insert(node_id);
-  }
-  ASSIGN_OR_RETURN(transport::RemoteRegion key,
-                   transport_.GrantRegion(*peer->link(), *region, deadline));
-  return ResolvedRegion{std::move(key), region->access(), region->spec().landed_ranges};
+  return absl::OkStatus();
 }
 
 void Engine::NotifyInvalidated(uint32_t region_id, const std::string& name,
