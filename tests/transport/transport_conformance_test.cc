@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 #include <deque>
 #include <functional>
@@ -14,7 +13,6 @@
 #include <numeric>
 #include <random>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "daemon/memory/region_registry.h"
@@ -80,12 +78,15 @@ class TransportConformanceTest : public ::testing::TestWithParam<TransportFactor
     const absl::Time deadline = absl::Now() + timeout;
     while (!done()) {
       if (absl::Now() > deadline) return false;
-      for (Side* side : {&a_, &b_}) {
-        if (side->transport == nullptr) continue;
-        for (uint32_t i = 0; i < kPollers; ++i) side->transport->worker(i).Poll(side->sink);
-      }
+      PumpOnce();
     }
     return true;
+  }
+  void PumpOnce() {
+    for (Side* side : {&a_, &b_}) {
+      if (side->transport == nullptr) continue;
+      for (uint32_t i = 0; i < kPollers; ++i) side->transport->worker(i).Poll(side->sink);
+    }
   }
 
   std::shared_ptr<memory::Region> Register(Side& side, const std::string& name, uint64_t size,
@@ -122,15 +123,7 @@ class TransportConformanceTest : public ::testing::TestWithParam<TransportFactor
     const uint64_t cookie = next_cookie_++;
     // An op's blocks must outlive it: kept until the test ends.
     const Block* block = &blocks_.emplace_back(Block{src_offset, dst_offset, length});
-    DataOp op;
-    op.cookie = cookie;
-    op.kind = OpKind::kWrite;
-    op.local_base = src.data();
-    op.local_registration = src.registration();
-    op.remote = &dst;
-    op.blocks = block;
-    op.block_count = 1;
-    op.length = length;
+    DataOp op = OneBlockWrite(cookie, src, dst, block);
     op.notice = notice;
     EXPECT_TRUE(Pump([&] { return from.link->lane(lane).credits() > 0; }));
     EXPECT_EQ(from.transport->worker(lane).Post(from.link->lane(lane), {&op, 1}), 1u);
@@ -235,14 +228,8 @@ class TransportConformanceTest : public ::testing::TestWithParam<TransportFactor
   // out. Verbs binds the keys on the owner's pollers, which this test
   // thread drives: it pumps while another thread waits for the grant.
   RemoteRegion Keys(Side& owner, const memory::Region& region) {
-    absl::StatusOr<RemoteRegion> key;
-    std::atomic<bool> done{false};
-    std::thread grant([&] {
-      key = owner.transport->GrantRegion(*owner.link, region, absl::Now() + kTimeout);
-      done = true;
-    });
-    Pump([&] { return done.load(); });
-    grant.join();
+    absl::StatusOr<RemoteRegion> key =
+        GrantPumping(*owner.transport, *owner.link, region, [this] { PumpOnce(); }, kTimeout);
     EXPECT_TRUE(key.ok()) << key.status();
     return key.ok() ? *std::move(key) : RemoteRegion{};
   }
