@@ -20,7 +20,8 @@ VerbsNodes::~VerbsNodes() {
   links_.clear();
 }
 
-absl::StatusOr<VerbsNode*> VerbsNodes::Add(const std::string& name, bool memory_windows) {
+absl::StatusOr<VerbsNode*> VerbsNodes::Add(const std::string& name, bool memory_windows,
+                                           uint64_t mr_chunk) {
   auto devices = verbs::QueryDevices();
   if (!devices.ok()) return devices.status();
   auto port = verbs::SelectPort(*devices, verbs::DeviceRequest{});
@@ -34,6 +35,7 @@ absl::StatusOr<VerbsNode*> VerbsNodes::Add(const std::string& name, bool memory_
   options.pollers = kPollers;
   options.lane_depth = 16;
   options.memory_windows = memory_windows;
+  if (mr_chunk != 0) options.mr_chunk = mr_chunk;
   auto transport = verbs::VerbsTransport::Create(options, *port, *node->regions);
   if (!transport.ok()) return transport.status();
   node->transport = *std::move(transport);

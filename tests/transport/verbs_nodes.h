@@ -54,8 +54,10 @@ class VerbsNodes {
   ~VerbsNodes();
 
   // A daemon named `name`; an error when this machine has no usable RDMA
-  // device (callers skip). `memory_windows`: VerbsTransportOptions'.
-  absl::StatusOr<VerbsNode*> Add(const std::string& name, bool memory_windows = true);
+  // device (callers skip). `memory_windows`, `mr_chunk`: its
+  // VerbsTransportOptions (0: the default chunk).
+  absl::StatusOr<VerbsNode*> Add(const std::string& name, bool memory_windows = true,
+                                 uint64_t mr_chunk = 0);
   // Links `from` (the initiator) with `to` as a handshake does, and waits
   // until both ends are ready.
   absl::StatusOr<LinkEnds> Connect(VerbsNode& from, VerbsNode& to);
