@@ -57,16 +57,6 @@ absl::Status VerbsLink::Build(uint32_t lanes) {
   if (ring_in_mr_ == nullptr) return VerbsError("ibv_reg_mr(notice ring)", errno);
   ring_out_mr_.reset(ibv_reg_mr(context_->pd.get(), ring_.get() + half, half, 0));
   if (ring_out_mr_ == nullptr) return VerbsError("ibv_reg_mr(notice records)", errno);
-  if (settings_.memory_windows) {
-    std::vector<WindowTarget> slots;
-    for (uint32_t i = 0; i < lanes; ++i) {
-      slots.push_back(WindowTarget{ring_in_mr_.get(),
-                                   reinterpret_cast<uint64_t>(ring_.get()) + i * kLaneRingBytes,
-                                   kLaneRingBytes});
-    }
-    ASSIGN_OR_RETURN(ring_windows_, MemoryWindows::Create(context_, lanes, std::move(slots),
-                                                          IBV_ACCESS_REMOTE_WRITE, "notice ring"));
-  }
   {
     MutexLock lock(&mu_);
     detached_.assign(lanes, false);
@@ -79,6 +69,19 @@ absl::Status VerbsLink::Build(uint32_t lanes) {
     RETURN_IF_ERROR(
         lanes_.back()->Create(context_->pd.get(), settings_.path.port, settings_.max_inline));
   }
+  if (!settings_.memory_windows) return absl::OkStatus();
+  // After the queue pairs they will be bound to: a process killed with its
+  // links open has the kernel destroy its verbs objects newest first, and
+  // rxe stalls ~50 s destroying a queue pair that still has windows bound
+  // (peers' writes meanwhile still find it).
+  std::vector<WindowTarget> slots;
+  for (uint32_t i = 0; i < lanes; ++i) {
+    slots.push_back(WindowTarget{ring_in_mr_.get(),
+                                 reinterpret_cast<uint64_t>(ring_.get()) + i * kLaneRingBytes,
+                                 kLaneRingBytes});
+  }
+  ASSIGN_OR_RETURN(ring_windows_, MemoryWindows::Create(context_, lanes, std::move(slots),
+                                                        IBV_ACCESS_REMOTE_WRITE, "notice ring"));
   return absl::OkStatus();
 }
 
