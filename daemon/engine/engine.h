@@ -71,19 +71,14 @@ class Engine final : public TransferListener {
   // ---- regions (any thread) ----
   // Maps and registers on the control executor; `done` gets the region.
   void RegisterRegion(memory::RegionSpec spec, Callback<std::shared_ptr<memory::Region>> done);
-  // Returns transfers cancelled (force). Revokes every key granted on it,
-  // tells peers that resolved it, then calls `peers_told` (if set, on the
-  // control executor or inline) with the same count: once it runs, a write
-  // those peers start re-resolves the name. Not called when an error is
-  // returned.
+  // Returns transfers cancelled (force). Revokes its keys, tells the peers
+  // that resolved it, then calls `peers_told` (if set; executor or inline)
+  // with that count: a write they start then re-resolves. Not on error.
   absl::StatusOr<uint32_t> DeregisterRegion(const std::string& name, bool force,
                                             std::function<void(uint32_t)> peers_told = nullptr);
-  // Replaces a region's ACL (empty: any authenticated peer). Peers that
-  // resolved it and are no longer admitted lose its keys at once (verbs:
-  // their memory windows are released, so a write with an old key fails)
-  // and are told to forget them; then `done` gets the region (on the
-  // control executor or inline): their next write resolves and is refused.
-  // Errors: INVALID_ARGUMENT, NOT_FOUND.
+  // Replaces a region's ACL (empty: any peer). Peers left out that resolved
+  // it lose its keys at once and are told to forget them; then `done` gets
+  // the region (executor or inline). INVALID_ARGUMENT, NOT_FOUND.
   void SetRegionAcl(const std::string& name, std::vector<std::string> peers,
                     Callback<std::shared_ptr<memory::Region>> done);
 
@@ -94,12 +89,12 @@ class Engine final : public TransferListener {
   // PeerService: the callee's side of a handshake.
   absl::StatusOr<HandshakeMessage> AcceptHandshake(const HandshakeMessage& request);
   // PeerService: what `node` needs to write into a local region over the
-  // link this daemon calls `link_id` (0: its current one); verbs: keys bound
-  // to that link now. Blocks until `deadline` at most (a control thread).
+  // link this daemon calls `link_id` (0: its current one; verbs: keys bound
+  // to it now), blocking until `deadline` at most; ServeResolve runs it on
+  // the control executor and calls `done` there.
   absl::StatusOr<ResolvedRegion> ResolveForPeer(const std::string& node_id, uint64_t incarnation,
                                                 uint64_t link_id, const std::string& region,
                                                 absl::Time deadline);
-  // The same on the control executor; `done` gets the answer there.
   void ServeResolve(const std::string& node_id, uint64_t incarnation, uint64_t link_id,
                     const std::string& region, absl::Time deadline, Callback<ResolvedRegion> done);
   absl::Status OnRegionInvalidated(const std::string& node_id, uint64_t incarnation,
@@ -169,9 +164,8 @@ class Engine final : public TransferListener {
                                     std::shared_ptr<transport::Link> link, uint64_t link_id,
                                     uint64_t peer_link_id);
   std::shared_ptr<Peer> PeerFor(const std::string& node_id, uint64_t incarnation) const;
-  // The peer whose link is `link_id` (0: any), waiting a little while this
-  // daemon may still be installing it. FAILED_PRECONDITION without a link,
-  // UNAVAILABLE when it is another.
+  // The peer whose link is `link_id` (0: any), waiting a little while it may
+  // still be installed. FAILED_PRECONDITION: none; UNAVAILABLE: another.
   absl::StatusOr<std::shared_ptr<Peer>> PeerForLink(const std::string& node_id,
                                                     uint64_t incarnation, uint64_t link_id,
                                                     absl::Time deadline);
@@ -181,10 +175,6 @@ class Engine final : public TransferListener {
   void RetireCountersLocked(const Peer& peer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Tells the peers that resolved the region to forget it, then calls `then`.
   void NotifyInvalidated(uint32_t region_id, const std::string& name, std::function<void()> then);
-  // OK if `region` is still registered as `name` and its ACL admits the
-  // node: NOT_FOUND, PERMISSION_DENIED.
-  absl::Status CheckResolvable(const std::string& node_id, const std::string& name,
-                               const memory::Region* region) const;
 
   // engine_layouts.cc: looks up the layouts a spec names and fills in its
   // region names from them.

@@ -30,6 +30,21 @@ uint64_t NewLinkId() {
   return id;
 }
 
+// NOT_FOUND unless `region` is still `name` in `regions`; PERMISSION_DENIED
+// unless its ACL admits the node.
+absl::Status CheckResolvable(const memory::RegionRegistry& regions, const std::string& self,
+                             const std::string& node_id, const std::string& name,
+                             const memory::Region* region) {
+  if (region == nullptr || regions.Find(name).get() != region) {
+    return absl::NotFoundError(absl::StrCat("node '", self, "' has no region named '", name, "'"));
+  }
+  if (!region->PeerAllowed(node_id)) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "node '", node_id, "' is not in the ACL of region '", name, "' on '", self, "'"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 void Engine::ConnectPeer(const std::string& address, absl::Duration timeout,
@@ -221,7 +236,10 @@ absl::StatusOr<ResolvedRegion> Engine::ResolveForPeer(const std::string& node_id
   ASSIGN_OR_RETURN(std::shared_ptr<Peer> peer,
                    PeerForLink(node_id, incarnation, link_id, deadline));
   std::shared_ptr<memory::Region> region = regions_.Find(name);
-  RETURN_IF_ERROR(CheckResolvable(node_id, name, region.get()));
+  const auto resolvable = [&] {
+    return CheckResolvable(regions_, self_.node_id, node_id, name, region.get());
+  };
+  RETURN_IF_ERROR(resolvable());
   {
     MutexLock lock(&mu_);
     resolved_by_[region->id()].insert(node_id);
@@ -231,24 +249,11 @@ absl::StatusOr<ResolvedRegion> Engine::ResolveForPeer(const std::string& node_id
   // A deregistration or an ACL change while the keys were being bound
   // revoked what was granted then (resolved_by_ named this node already):
   // these too.
-  if (absl::Status s = CheckResolvable(node_id, name, region.get()); !s.ok()) {
+  if (absl::Status s = resolvable(); !s.ok()) {
     transport_.RevokeRegion(*region, peer->link().get());
     return s;
   }
   return ResolvedRegion{std::move(key), region->access(), region->spec().landed_ranges};
-}
-
-absl::Status Engine::CheckResolvable(const std::string& node_id, const std::string& name,
-                                     const memory::Region* region) const {
-  if (region == nullptr || regions_.Find(name).get() != region) {
-    return absl::NotFoundError(
-        absl::StrCat("node '", self_.node_id, "' has no region named '", name, "'"));
-  }
-  if (!region->PeerAllowed(node_id)) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        "node '", node_id, "' is not in the ACL of region '", name, "' on '", self_.node_id, "'"));
-  }
-  return absl::OkStatus();
 }
 
 void Engine::NotifyInvalidated(uint32_t region_id, const std::string& name,

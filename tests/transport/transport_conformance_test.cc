@@ -224,14 +224,11 @@ class TransportConformanceTest : public ::testing::TestWithParam<TransportFactor
     EXPECT_TRUE(side.link->broken());
   }
 
-  // What `owner` grants its peer for `region`, as ResolveRegion hands it
-  // out. Verbs binds the keys on the owner's pollers, which this test
-  // thread drives: it pumps while another thread waits for the grant.
+  // What `owner` grants its peer for `region` (verbs binds on the pollers this thread drives).
   RemoteRegion Keys(Side& owner, const memory::Region& region) {
-    absl::StatusOr<RemoteRegion> key =
-        GrantPumping(*owner.transport, *owner.link, region, [this] { PumpOnce(); }, kTimeout);
+    auto key = GrantPumping(*owner.transport, *owner.link, region, [this] { PumpOnce(); }, kTimeout);
     EXPECT_TRUE(key.ok()) << key.status();
-    return key.ok() ? *std::move(key) : RemoteRegion{};
+    return key.value_or(RemoteRegion{});
   }
 
   absl::Status WaitFor(Side& side, uint64_t cookie) {
@@ -447,8 +444,7 @@ TEST_P(TransportConformanceTest, CloseFailsWhatIsInFlightWithTheReason) {
   auto dst = Register(b_, "dst", 16 << 20, true);
   auto back = Register(a_, "back", 4096, true);
   const RemoteRegion key = Keys(b_, *dst);
-  // Granted while a's link is up: b's writes with it must fail once it closed.
-  const RemoteRegion back_key = Keys(a_, *back);
+  const RemoteRegion back_key = Keys(a_, *back);  // while a's link is up
   std::vector<uint64_t> cookies;
   for (uint32_t i = 0; i < 16; ++i) {
     cookies.push_back(Post(a_, i % kPollers, *src, i << 20, key, i << 20, 1 << 20));
