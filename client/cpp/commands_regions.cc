@@ -1,4 +1,4 @@
-// xferctl regions [list] [--cluster] | register | deregister | watch.
+// xferctl regions [list] [--cluster] | register | deregister | acl | watch.
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -154,12 +154,33 @@ absl::Status Watch(Client& client, const GlobalOptions& global, const std::strin
   }
 }
 
+struct AclOptions {
+  std::string name;
+  std::vector<std::string> allow;
+  bool any = false;
+};
+
+absl::Status SetAcl(Client& client, const GlobalOptions& global, const AclOptions& acl) {
+  // Opening a region to everyone takes saying so: an empty --allow would.
+  if (acl.allow.empty() == !acl.any) {
+    return absl::InvalidArgumentError(
+        "give the peers allowed from now on with --allow, or --any for any authenticated peer");
+  }
+  return EmitResult(global, client.SetRegionAcl(acl.name, acl.allow), [](const v1::Region& r) {
+    return absl::StrCat("region ", r.name(), ": ",
+                        r.allowed_peers().empty()
+                            ? std::string("any authenticated peer")
+                            : absl::StrCat("allowed peers ", absl::StrJoin(r.allowed_peers(), ", ")),
+                        "\n");
+  });
+}
+
 }  // namespace
 
 void AddRegionCommands(CLI::App& app, Action* action) {
   auto cluster = std::make_shared<bool>(false);
   CLI::App* regions = AddListingGroup(
-      app, "regions", "list, register, deregister or watch regions",
+      app, "regions", "list, register, deregister, re-ACL or watch regions",
       "list the regions registered on the daemon (--cluster: on every daemon of the directory)",
       action, [cluster](Client& client, const GlobalOptions& global) {
         if (!*cluster) return EmitResult(global, client.ListRegions(), RegionsText);
@@ -215,6 +236,14 @@ void AddRegionCommands(CLI::App& app, Action* action) {
       });
   remove->add_option("NAME", dereg->first, "region name")->required();
   remove->add_flag("--force", dereg->second, "cancel the transfers using it instead of refusing");
+
+  auto acl = std::make_shared<AclOptions>();
+  CLI::App* set_acl = AddCommand(
+      *regions, "acl", "replace a region's ACL: peers left out lose its keys at once", action,
+      [acl](Client& client, const GlobalOptions& global) { return SetAcl(client, global, *acl); });
+  set_acl->add_option("NAME", acl->name, "region name")->required();
+  set_acl->add_option("--allow", acl->allow, "node ids of the only peers allowed from now on");
+  set_acl->add_flag("--any", acl->any, "allow any authenticated peer (no --allow)");
 
   auto watched = std::make_shared<std::pair<std::string, bool>>();
   CLI::App* watch = AddCommand(*regions, "watch",

@@ -227,6 +227,14 @@ absl::StatusOr<v1::DeregisterRegionResponse> Client::DeregisterRegion(const std:
   return Call(&v1::Xferd::Stub::DeregisterRegion, request, options_.rpc_timeout);
 }
 
+absl::StatusOr<v1::Region> Client::SetRegionAcl(const std::string& name,
+                                                const std::vector<std::string>& allowed_peers) {
+  v1::SetRegionAclRequest request;
+  request.set_name(name);
+  for (const std::string& peer : allowed_peers) request.add_allowed_peers(peer);
+  return Call(&v1::Xferd::Stub::SetRegionAcl, request, options_.rpc_timeout);
+}
+
 absl::StatusOr<v1::ListRegionsResponse> Client::ListRegions() {
   return AllPages(&v1::Xferd::Stub::ListRegions, v1::ListRegionsRequest(),
                   &v1::ListRegionsResponse::mutable_regions);

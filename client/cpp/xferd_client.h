@@ -69,6 +69,9 @@ class Client {
   absl::StatusOr<v1::Region> RegisterRegion(const v1::RegisterRegionRequest& request);
   absl::StatusOr<v1::DeregisterRegionResponse> DeregisterRegion(const std::string& name,
                                                                 bool force = false);
+  // Replaces the region's ACL (empty: any authenticated peer).
+  absl::StatusOr<v1::Region> SetRegionAcl(const std::string& name,
+                                          const std::vector<std::string>& allowed_peers);
   absl::StatusOr<v1::ListRegionsResponse> ListRegions();
   // Subscribes to the region's events and returns once SUBSCRIBED arrived
   // (no later landing is missed; Next() yields SUBSCRIBED first), waiting

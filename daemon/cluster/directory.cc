@@ -39,7 +39,7 @@ v1::DirectoryRegion Describe(const std::string& node_id, const memory::Region& r
   record.set_backing(BackingOf(region.spec().backing));
   record.mutable_access()->set_remote_write(region.access().remote_write);
   record.mutable_access()->set_remote_read(region.access().remote_read);
-  for (const std::string& peer : region.spec().allowed_peers) record.add_allowed_peers(peer);
+  for (const std::string& peer : region.allowed_peers()) record.add_allowed_peers(peer);
   return record;
 }
 

@@ -189,6 +189,7 @@ void DefineTransport(TableReader& r, TransportConfig& c) {
   r.On("verbs_qp_timeout", Integer(&c.verbs_qp_timeout));
   r.On("verbs_retry_count", Integer(&c.verbs_retry_count));
   r.On("verbs_mr_chunk", Size(&c.verbs_mr_chunk));
+  r.On("verbs_memory_windows", Bool(&c.verbs_memory_windows));
 }
 
 void DefineEngine(TableReader& r, EngineConfig& c) {

@@ -81,6 +81,11 @@ struct TransportConfig {
   // Regions larger than this are registered as several MRs, in parallel
   // (at least 16MiB, the largest slice).
   uint64_t verbs_mr_chunk = 1ull << 30;
+  // Peers get region keys that work only on their own link's queue pairs
+  // (type-2 memory windows). false: the MRs' own keys, which every queue
+  // pair of the daemon's protection domain accepts; only for devices
+  // without type-2B memory windows.
+  bool verbs_memory_windows = true;
 };
 
 struct EngineConfig {

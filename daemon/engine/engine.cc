@@ -3,6 +3,7 @@
 #include "daemon/engine/engine.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "daemon/base/status_macros.h"
 #include "daemon/common/check.h"
 #include "daemon/common/log.h"
@@ -95,6 +96,8 @@ absl::StatusOr<uint32_t> Engine::DeregisterRegion(const std::string& name, bool 
     }
   }
   ASSIGN_OR_RETURN(std::shared_ptr<memory::Region> removed, regions_.Remove(name, force));
+  // Peers' keys die now, not when the last local user lets go of the memory.
+  transport_.RevokeRegion(*removed, nullptr);
   spdlog::info("region deregistered name={} id={} cancelled_transfers={}", name, removed->id(),
                cancelled);
   if (RegionObserver* observer = region_observer_.load(std::memory_order_acquire)) {
@@ -109,6 +112,48 @@ absl::StatusOr<uint32_t> Engine::DeregisterRegion(const std::string& name, bool 
     for (int i = 0; i < 200 && table_.Sweep() > 0; ++i) absl::SleepFor(absl::Milliseconds(10));
   });
   return cancelled;
+}
+
+void Engine::SetRegionAcl(const std::string& name, std::vector<std::string> peers,
+                          Callback<std::shared_ptr<memory::Region>> done) {
+  if (absl::Status s = memory::RegionRegistry::ValidateAcl(peers); !s.ok()) return done(s);
+  std::shared_ptr<memory::Region> region = regions_.Find(name);
+  if (region == nullptr) return done(absl::NotFoundError(absl::StrCat("no region named '", name, "'")));
+  region->SetAllowedPeers(std::move(peers));
+  // After the change: a resolution checks the ACL again once its keys are
+  // bound, so one that raced with this sees it, or is listed here.
+  std::vector<std::shared_ptr<Peer>> dropped;
+  {
+    MutexLock lock(&mu_);
+    if (auto it = resolved_by_.find(region->id()); it != resolved_by_.end()) {
+      absl::erase_if(it->second, [&](const std::string& node) {
+        if (region->PeerAllowed(node)) return false;
+        if (std::shared_ptr<Peer> peer = peers_.Find(node)) dropped.push_back(std::move(peer));
+        return true;
+      });
+    }
+  }
+  for (const std::shared_ptr<Peer>& peer : dropped) {
+    transport_.RevokeRegion(*region, peer->link().get());
+  }
+  spdlog::info("region ACL changed name={} allowed_peers=[{}] revoked_from={}", name,
+               absl::StrJoin(region->allowed_peers(), ","), dropped.size());
+  if (RegionObserver* observer = region_observer_.load(std::memory_order_acquire)) {
+    observer->OnRegionsChanged();
+  }
+  // So their cached keys go before they write (the next resolution is
+  // refused); over TCP every write is checked against the ACL anyway.
+  if (dropped.empty()) return done(std::move(region));
+  executor_.Run([this, dropped = std::move(dropped), region = std::move(region), name,
+                 done = std::move(done)] {
+    for (const std::shared_ptr<Peer>& peer : dropped) {
+      absl::Status s = rpc_.InvalidateRegion(peer->node().address, self_, region->id(), name,
+                                             absl::Now() + kNotifyTimeout);
+      if (!s.ok()) spdlog::debug("telling {} region {} closed to it failed: {}", peer->node_id(),
+                                 name, s);
+    }
+    done(region);
+  });
 }
 
 void Engine::BeginDrain() {

@@ -71,12 +71,16 @@ class Engine final : public TransferListener {
   // ---- regions (any thread) ----
   // Maps and registers on the control executor; `done` gets the region.
   void RegisterRegion(memory::RegionSpec spec, Callback<std::shared_ptr<memory::Region>> done);
-  // Returns transfers cancelled (force). Tells peers that resolved it, then
-  // calls `peers_told` (if set, on the control executor or inline) with the
-  // same count: once it runs, a write those peers start re-resolves the name.
-  // Not called when an error is returned.
+  // Returns transfers cancelled (force). Revokes its keys, tells the peers
+  // that resolved it, then calls `peers_told` (if set; executor or inline)
+  // with that count: a write they start then re-resolves. Not on error.
   absl::StatusOr<uint32_t> DeregisterRegion(const std::string& name, bool force,
                                             std::function<void(uint32_t)> peers_told = nullptr);
+  // Replaces a region's ACL (empty: any peer). Peers left out that resolved
+  // it lose its keys at once and are told to forget them; then `done` gets
+  // the region (executor or inline). INVALID_ARGUMENT, NOT_FOUND.
+  void SetRegionAcl(const std::string& name, std::vector<std::string> peers,
+                    Callback<std::shared_ptr<memory::Region>> done);
 
   // ---- peers (any thread) ----
   void ConnectPeer(const std::string& address, absl::Duration timeout, Callback<PeerInfo> done);
@@ -84,9 +88,15 @@ class Engine final : public TransferListener {
   std::vector<PeerInfo> ListPeers() const;
   // PeerService: the callee's side of a handshake.
   absl::StatusOr<HandshakeMessage> AcceptHandshake(const HandshakeMessage& request);
-  // PeerService: what `node` needs to write into a local region.
+  // PeerService: what `node` needs to write into a local region over the
+  // link this daemon calls `link_id` (0: its current one; verbs: keys bound
+  // to it now), blocking until `deadline` at most; ServeResolve runs it on
+  // the control executor and calls `done` there.
   absl::StatusOr<ResolvedRegion> ResolveForPeer(const std::string& node_id, uint64_t incarnation,
-                                                const std::string& region);
+                                                uint64_t link_id, const std::string& region,
+                                                absl::Time deadline);
+  void ServeResolve(const std::string& node_id, uint64_t incarnation, uint64_t link_id,
+                    const std::string& region, absl::Time deadline, Callback<ResolvedRegion> done);
   absl::Status OnRegionInvalidated(const std::string& node_id, uint64_t incarnation,
                                    uint32_t region_id, const std::string& region);
   absl::Status OnGoodbye(const std::string& node_id, uint64_t incarnation,
@@ -158,8 +168,14 @@ class Engine final : public TransferListener {
   // engine_peers.cc
   absl::StatusOr<PeerInfo> ConnectNow(const std::string& address, absl::Time deadline);
   std::shared_ptr<Peer> InstallPeer(NodeIdentity node, bool outbound,
-                                    std::shared_ptr<transport::Link> link);
+                                    std::shared_ptr<transport::Link> link, uint64_t link_id,
+                                    uint64_t peer_link_id);
   std::shared_ptr<Peer> PeerFor(const std::string& node_id, uint64_t incarnation) const;
+  // The peer whose link is `link_id` (0: any), waiting a little while it may
+  // still be installed. FAILED_PRECONDITION: none; UNAVAILABLE: another.
+  absl::StatusOr<std::shared_ptr<Peer>> PeerForLink(const std::string& node_id,
+                                                    uint64_t incarnation, uint64_t link_id,
+                                                    absl::Time deadline);
   // Keeps a departing peer's byte counts in the daemon's totals. The caller
   // holds mu_ across removing the peer from peers_ and this, so Stats()
   // never sees its link counted twice or not at all.

@@ -1,5 +1,7 @@
 // Engine: peers — handshakes in both directions, region resolution for
 // peers, invalidation and goodbye notices, disconnects.
+#include <sys/random.h>
+
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/base/status_macros.h"
@@ -10,8 +12,37 @@
 namespace xferd::engine {
 namespace {
 
+// How long a resolution waits for the link it names to be installed: the
+// callee initiated that handshake and is still finishing it.
+constexpr absl::Duration kLinkInstallWait = absl::Seconds(5);
+
 absl::Status Prefixed(const absl::Status& status, absl::string_view prefix) {
   return absl::Status(status.code(), absl::StrCat(prefix, status.message()));
+}
+
+// Random, so a stale link's id never matches a new one (0 means "any").
+uint64_t NewLinkId() {
+  uint64_t id = 0;
+  while (id == 0) {
+    while (getrandom(&id, sizeof(id), 0) != sizeof(id)) {
+    }
+  }
+  return id;
+}
+
+// NOT_FOUND unless `region` is still `name` in `regions`; PERMISSION_DENIED
+// unless its ACL admits the node.
+absl::Status CheckResolvable(const memory::RegionRegistry& regions, const std::string& self,
+                             const std::string& node_id, const std::string& name,
+                             const memory::Region* region) {
+  if (region == nullptr || regions.Find(name).get() != region) {
+    return absl::NotFoundError(absl::StrCat("node '", self, "' has no region named '", name, "'"));
+  }
+  if (!region->PeerAllowed(node_id)) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "node '", node_id, "' is not in the ACL of region '", name, "' on '", self, "'"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -77,7 +108,7 @@ absl::StatusOr<PeerInfo> Engine::ConnectNow(const std::string& address, absl::Ti
     MutexLock lock(&mu_);
     connecting_.erase(address);
   };
-  HandshakeMessage request{self_, {}};
+  HandshakeMessage request{self_, {}, NewLinkId()};
   ASSIGN_OR_RETURN(std::shared_ptr<transport::Link> link,
                    transport_.CreateLink(&request.endpoints));
   absl::StatusOr<HandshakeMessage> reply = rpc_.Handshake(address, request, deadline);
@@ -105,14 +136,16 @@ absl::StatusOr<PeerInfo> Engine::ConnectNow(const std::string& address, absl::Ti
     link->Close(status);
     return Prefixed(status, absl::StrCat("connecting to peer at ", address, ": "));
   }
-  std::shared_ptr<Peer> peer = InstallPeer(reply->node, /*outbound=*/true, std::move(link));
+  std::shared_ptr<Peer> peer = InstallPeer(reply->node, /*outbound=*/true, std::move(link),
+                                           request.link_id, reply->link_id);
   return peer->Info();
 }
 
 std::shared_ptr<Peer> Engine::InstallPeer(NodeIdentity node, bool outbound,
-                                          std::shared_ptr<transport::Link> link) {
+                                          std::shared_ptr<transport::Link> link, uint64_t link_id,
+                                          uint64_t peer_link_id) {
   auto peer = std::make_shared<Peer>(std::move(node), outbound, std::move(link), transport_.kind(),
-                                     transport_.device());
+                                     transport_.device(), link_id, peer_link_id);
   spdlog::info("peer connected node={} address={} transport={} lanes={} {}", peer->node_id(),
                peer->node().address, transport::TransportKindName(transport_.kind()),
                peer->link()->lane_count(), outbound ? "outbound" : "inbound");
@@ -136,12 +169,12 @@ absl::StatusOr<HandshakeMessage> Engine::AcceptHandshake(const HandshakeMessage&
                                                       self_.node_id,
                                                       "': give every daemon a unique node_id"));
   }
-  HandshakeMessage reply{self_, {}};
+  HandshakeMessage reply{self_, {}, NewLinkId()};
   ASSIGN_OR_RETURN(
       std::shared_ptr<transport::Link> link,
       transport_.AcceptLink(transport::PeerIdentity{request.node.node_id, request.node.incarnation},
                             request.endpoints, &reply.endpoints));
-  InstallPeer(request.node, /*outbound=*/false, std::move(link));
+  InstallPeer(request.node, /*outbound=*/false, std::move(link), reply.link_id, request.link_id);
   return reply;
 }
 
@@ -161,28 +194,66 @@ std::shared_ptr<Peer> Engine::PeerFor(const std::string& node_id, uint64_t incar
   return peer;
 }
 
-absl::StatusOr<ResolvedRegion> Engine::ResolveForPeer(const std::string& node_id,
-                                                      uint64_t incarnation,
-                                                      const std::string& name) {
-  if (PeerFor(node_id, incarnation) == nullptr) {
+absl::StatusOr<std::shared_ptr<Peer>> Engine::PeerForLink(const std::string& node_id,
+                                                          uint64_t incarnation, uint64_t link_id,
+                                                          absl::Time deadline) {
+  std::shared_ptr<Peer> peer;
+  auto found = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    peer = PeerFor(node_id, incarnation);
+    // A link this daemon is still connecting (it initiated the handshake,
+    // the peer already installed its side) is installed soon: wait for it.
+    const bool matches = peer != nullptr && (link_id == 0 || peer->link_id() == link_id);
+    return matches || connecting_.empty();
+  };
+  {
+    MutexLock lock(&mu_);
+    mu_.AwaitWithDeadline(found, std::min(deadline, absl::Now() + kLinkInstallWait));
+  }
+  if (peer == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat(
         "node '", node_id, "' has no link with this daemon (restarted?): handshake first"));
   }
+  if (link_id != 0 && peer->link_id() != link_id) {
+    return absl::UnavailableError(absl::StrCat(
+        "the link node '", node_id, "' asks keys for is not this daemon's current link with it ("
+        "replaced by a reconnection): retry"));
+  }
+  return peer;
+}
+
+void Engine::ServeResolve(const std::string& node_id, uint64_t incarnation, uint64_t link_id,
+                          const std::string& name, absl::Time deadline,
+                          Callback<ResolvedRegion> done) {
+  executor_.Run([this, node_id, incarnation, link_id, name, deadline, done = std::move(done)] {
+    done(ResolveForPeer(node_id, incarnation, link_id, name, deadline));
+  });
+}
+
+absl::StatusOr<ResolvedRegion> Engine::ResolveForPeer(const std::string& node_id,
+                                                      uint64_t incarnation, uint64_t link_id,
+                                                      const std::string& name,
+                                                      absl::Time deadline) {
+  ASSIGN_OR_RETURN(std::shared_ptr<Peer> peer,
+                   PeerForLink(node_id, incarnation, link_id, deadline));
   std::shared_ptr<memory::Region> region = regions_.Find(name);
-  if (region == nullptr) {
-    return absl::NotFoundError(
-        absl::StrCat("node '", self_.node_id, "' has no region named '", name, "'"));
-  }
-  if (!region->PeerAllowed(node_id)) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        "node '", node_id, "' is not in the ACL of region '", name, "' on '", self_.node_id, "'"));
-  }
+  const auto resolvable = [&] {
+    return CheckResolvable(regions_, self_.node_id, node_id, name, region.get());
+  };
+  RETURN_IF_ERROR(resolvable());
   {
     MutexLock lock(&mu_);
     resolved_by_[region->id()].insert(node_id);
   }
-  return ResolvedRegion{transport_.DescribeRegion(*region), region->access(),
-                        region->spec().landed_ranges};
+  ASSIGN_OR_RETURN(transport::RemoteRegion key,
+                   transport_.GrantRegion(*peer->link(), *region, deadline));
+  // A deregistration or an ACL change while the keys were being bound
+  // revoked what was granted then (resolved_by_ named this node already):
+  // these too.
+  if (absl::Status s = resolvable(); !s.ok()) {
+    transport_.RevokeRegion(*region, peer->link().get());
+    return s;
+  }
+  return ResolvedRegion{std::move(key), region->access(), region->spec().landed_ranges};
 }
 
 void Engine::NotifyInvalidated(uint32_t region_id, const std::string& name,

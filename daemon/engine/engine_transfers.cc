@@ -218,7 +218,7 @@ absl::Status Engine::ResolveMissing(const std::vector<WriteSpec>& writes, absl::
     if (peer == nullptr || peer->link()->broken() || peer->CachedRegion(name)) continue;
     if (!asked.insert({peer->node_id(), name}).second) continue;
     absl::StatusOr<ResolvedRegion> region =
-        rpc_.ResolveRegion(peer->node().address, self_, name, deadline);
+        rpc_.ResolveRegion(peer->node().address, self_, peer->peer_link_id(), name, deadline);
     if (!region.ok()) {
       return ForWrite(absl::Status(region.status().code(),
                                    absl::StrCat(IsRead(w) ? "source" : "destination", " region '",
@@ -226,7 +226,7 @@ absl::Status Engine::ResolveMissing(const std::vector<WriteSpec>& writes, absl::
                                                 "': ", region.status().message())),
                       i, writes.size());
     }
-    if (absl::Status s = transport_.CheckRemoteRegion(region->key); !s.ok()) {
+    if (absl::Status s = transport_.CheckRemoteRegion(region->key, *peer->link()); !s.ok()) {
       return ForWrite(
           absl::Status(s.code(), absl::StrCat("peer '", peer->node_id(), "': ", s.message())), i,
           writes.size());

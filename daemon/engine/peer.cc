@@ -5,12 +5,15 @@
 namespace xferd::engine {
 
 Peer::Peer(NodeIdentity node, bool outbound, std::shared_ptr<transport::Link> link,
-           transport::TransportKind transport, std::string device)
+           transport::TransportKind transport, std::string device, uint64_t link_id,
+           uint64_t peer_link_id)
     : node_(std::move(node)),
       outbound_(outbound),
       link_(std::move(link)),
       transport_(transport),
       device_(std::move(device)),
+      link_id_(link_id),
+      peer_link_id_(peer_link_id),
       connected_at_(absl::Now()) {}
 
 PeerState Peer::state() const {

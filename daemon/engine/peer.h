@@ -1,6 +1,7 @@
 // A connected peer daemon: its identity, its data-plane link and the region
 // keys resolved from it. A Peer object belongs to one link: reconnecting
-// makes a new Peer, so keys learnt on an old link are never used on a new one.
+// makes a new Peer, so keys learnt on an old link are never used on a new one
+// (over verbs they would not work there: they are bound to the old link).
 #pragma once
 
 #include <memory>
@@ -35,13 +36,18 @@ struct PeerInfo {
 
 class Peer {
  public:
+  // `link_id` and `peer_link_id`: the link's random ids on this side and on
+  // the peer's (the handshake swaps them).
   Peer(NodeIdentity node, bool outbound, std::shared_ptr<transport::Link> link,
-       transport::TransportKind transport, std::string device);
+       transport::TransportKind transport, std::string device, uint64_t link_id,
+       uint64_t peer_link_id);
 
   const NodeIdentity& node() const { return node_; }
   const std::string& node_id() const { return node_.node_id; }
   const std::shared_ptr<transport::Link>& link() const { return link_; }
   bool outbound() const { return outbound_; }
+  uint64_t link_id() const { return link_id_; }
+  uint64_t peer_link_id() const { return peer_link_id_; }
   PeerState state() const;
   PeerInfo Info() const;
 
@@ -57,6 +63,8 @@ class Peer {
   const std::shared_ptr<transport::Link> link_;
   const transport::TransportKind transport_;
   const std::string device_;
+  const uint64_t link_id_;
+  const uint64_t peer_link_id_;
   const absl::Time connected_at_;
 
   mutable Mutex mu_;

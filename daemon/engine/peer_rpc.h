@@ -25,6 +25,9 @@ struct NodeIdentity {
 struct HandshakeMessage {
   NodeIdentity node;
   transport::LinkEndpoints endpoints;
+  // The sender's random id for the link: its peer names it when resolving
+  // regions, so keys bound to this link are never asked for on another.
+  uint64_t link_id = 0;
 };
 
 // What ResolveRegion returns: the key a write names, and the region's access.
@@ -52,8 +55,9 @@ class PeerRpc {
   virtual absl::StatusOr<HandshakeMessage> Handshake(const std::string& address,
                                                      const HandshakeMessage& request,
                                                      absl::Time deadline) = 0;
+  // `link_id`: the callee's id of the link the keys are for.
   virtual absl::StatusOr<ResolvedRegion> ResolveRegion(const std::string& address,
-                                                       const NodeIdentity& self,
+                                                       const NodeIdentity& self, uint64_t link_id,
                                                        const std::string& region,
                                                        absl::Time deadline) = 0;
   virtual absl::Status InvalidateRegion(const std::string& address, const NodeIdentity& self,

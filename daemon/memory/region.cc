@@ -10,6 +10,7 @@ namespace xferd::memory {
 Region::Region(uint32_t id, RegionSpec spec, std::unique_ptr<MemoryBacking> backing)
     : id_(id), spec_(std::move(spec)), registered_at_(absl::Now()), backing_(std::move(backing)) {
   if (spec_.landed_ranges) landed_.KeepRanges();
+  SetAllowedPeers(spec_.allowed_peers);
 }
 
 Region::~Region() { landed_.Close(); }
@@ -29,8 +30,14 @@ absl::Status Region::CheckRange(uint64_t offset, uint64_t length, absl::string_v
 }
 
 bool Region::PeerAllowed(absl::string_view node_id) const {
-  const auto& acl = spec_.allowed_peers;
+  const std::vector<std::string>& acl = *acl_.load(std::memory_order_acquire);
   return acl.empty() || std::find(acl.begin(), acl.end(), node_id) != acl.end();
+}
+
+void Region::SetAllowedPeers(std::vector<std::string> peers) {
+  MutexLock lock(&acl_mu_);
+  acls_.push_back(std::make_unique<const std::vector<std::string>>(std::move(peers)));
+  acl_.store(acls_.back().get(), std::memory_order_release);
 }
 
 void Region::set_registration(std::unique_ptr<TransportRegistration> registration) {

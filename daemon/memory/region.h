@@ -1,5 +1,6 @@
 // A registered region: named memory with bounds, access flags, an ACL of
-// peers, its transport registration (e.g. an RDMA MR) and its landed events.
+// peers (which may change while it is registered), its transport
+// registration (e.g. an RDMA MR) and its landed events.
 // Regions are shared (std::shared_ptr): whoever reads or writes the memory
 // holds a reference, so deregistration never unmaps memory in use.
 #pragma once
@@ -11,9 +12,11 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "daemon/base/mutex.h"
 #include "daemon/memory/landed_events.h"
 #include "daemon/memory/memory_backing.h"
 
@@ -32,7 +35,9 @@ struct RegionSpec {
   std::string file_path;
   bool create = false;
   bool hugepages = false;
-  std::vector<std::string> allowed_peers;  // empty: any authenticated peer
+  // Empty: any authenticated peer. As registered; Region::allowed_peers()
+  // is the ACL now.
+  std::vector<std::string> allowed_peers;
   // Keep the ranges of many-block transfers for watchers that ask.
   bool landed_ranges = false;
   // Anonymous and shm: the NUMA node to allocate on; -1: no binding.
@@ -71,8 +76,13 @@ class Region {
   // OUT_OF_RANGE / INVALID_ARGUMENT otherwise. `role` prefixes the message
   // ("source", "destination").
   absl::Status CheckRange(uint64_t offset, uint64_t length, absl::string_view role) const;
-  // True if the ACL admits this peer.
+  // True if the ACL admits this peer. Any thread, data paths included: one
+  // atomic load, no lock.
   bool PeerAllowed(absl::string_view node_id) const;
+  // The ACL now (empty: any authenticated peer).
+  std::vector<std::string> allowed_peers() const { return *acl_.load(std::memory_order_acquire); }
+  // Replaces the ACL (checks: RegionRegistry::CheckAcl). Any thread.
+  void SetAllowedPeers(std::vector<std::string> peers);
 
   // Set once, right after creation, before the region is published.
   void set_registration(std::unique_ptr<TransportRegistration> registration);
@@ -90,6 +100,12 @@ class Region {
   const uint32_t id_;
   const RegionSpec spec_;
   const absl::Time registered_at_;
+  // Every ACL the region had, the current one last: a reader (a poller
+  // checking a write) may still hold an older one, so none is freed before
+  // the region. Changes are rare administrative acts; each costs its list.
+  mutable Mutex acl_mu_;
+  std::vector<std::unique_ptr<const std::vector<std::string>>> acls_ ABSL_GUARDED_BY(acl_mu_);
+  std::atomic<const std::vector<std::string>*> acl_;
   // Declared before the registration: the MR must be released before unmapping.
   std::unique_ptr<MemoryBacking> backing_;
   std::unique_ptr<TransportRegistration> registration_;

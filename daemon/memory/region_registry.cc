@@ -62,7 +62,11 @@ absl::Status RegionRegistry::ValidateSpec(const RegionSpec& spec) {
   if (spec.backing != Backing::kFile && (!spec.file_path.empty() || spec.create)) {
     return absl::InvalidArgumentError("file_path and create apply to file-backed regions only");
   }
-  for (const std::string& peer : spec.allowed_peers) {
+  return ValidateAcl(spec.allowed_peers);
+}
+
+absl::Status RegionRegistry::ValidateAcl(const std::vector<std::string>& peers) {
+  for (const std::string& peer : peers) {
     if (peer.empty()) return absl::InvalidArgumentError("allowed_peers contains an empty node id");
   }
   return absl::OkStatus();

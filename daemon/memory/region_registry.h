@@ -68,6 +68,8 @@ class RegionRegistry {
 
   // INVALID_ARGUMENT unless the name is 1-64 chars of [A-Za-z0-9._-].
   static absl::Status ValidateName(absl::string_view name);
+  // INVALID_ARGUMENT if an ACL names an empty node id.
+  static absl::Status ValidateAcl(const std::vector<std::string>& peers);
 
  private:
   // INVALID_ARGUMENT unless the spec's fields fit together.

@@ -44,6 +44,7 @@ absl::StatusOr<engine::HandshakeMessage> GrpcPeerRpc::Handshake(
   req.set_version(v1::PROTOCOL_VERSION_1);
   ToProto(request.node, req.mutable_caller());
   ToProto(request.endpoints, req.mutable_endpoints());
+  req.set_link_id(request.link_id);
   v1::HandshakeResponse resp;
   grpc::ClientContext context;
   SetDeadline(context, deadline);
@@ -54,17 +55,21 @@ absl::StatusOr<engine::HandshakeMessage> GrpcPeerRpc::Handshake(
         absl::StrCat("peer at ", address, " speaks protocol version ", resp.version()));
   }
   RETURN_IF_ERROR(auth_.CheckCallee(context, address, resp.callee().node_id()));
-  return FromProto(resp.callee(), resp.endpoints());
+  ASSIGN_OR_RETURN(engine::HandshakeMessage reply, FromProto(resp.callee(), resp.endpoints()));
+  reply.link_id = resp.link_id();
+  return reply;
 }
 
 absl::StatusOr<engine::ResolvedRegion> GrpcPeerRpc::ResolveRegion(const std::string& address,
                                                                   const engine::NodeIdentity& self,
+                                                                  uint64_t link_id,
                                                                   const std::string& region,
                                                                   absl::Time deadline) {
   v1::ResolveRegionRequest req;
   req.set_node_id(self.node_id);
   req.set_incarnation(self.incarnation);
   req.set_region(region);
+  req.set_link_id(link_id);
   v1::ResolveRegionResponse resp;
   grpc::ClientContext context;
   SetDeadline(context, deadline);

@@ -29,7 +29,7 @@ class GrpcPeerRpc final : public engine::PeerRpc {
                                                      absl::Time deadline) override;
   absl::StatusOr<engine::ResolvedRegion> ResolveRegion(const std::string& address,
                                                        const engine::NodeIdentity& self,
-                                                       const std::string& region,
+                                                       uint64_t link_id, const std::string& region,
                                                        absl::Time deadline) override;
   absl::Status InvalidateRegion(const std::string& address, const engine::NodeIdentity& self,
                                 uint32_t region_id, const std::string& region,

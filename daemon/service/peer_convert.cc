@@ -19,6 +19,7 @@ void ToProto(const transport::QueuePairEndpoint& qp, v1::QueuePairEndpoint* q) {
   q->set_gid(std::string(reinterpret_cast<const char*>(qp.gid.data()), qp.gid.size()));
   q->set_gid_index(qp.gid_index);
   q->set_mtu(qp.mtu);
+  q->set_notice_rkey(qp.notice_rkey);
 }
 
 absl::StatusOr<std::vector<transport::QueuePairEndpoint>> QueuePairsFromProto(
@@ -40,6 +41,7 @@ absl::StatusOr<std::vector<transport::QueuePairEndpoint>> QueuePairsFromProto(
     std::copy(q.gid().begin(), q.gid().end(), qp.gid.begin());
     qp.gid_index = static_cast<uint8_t>(q.gid_index());
     qp.mtu = q.mtu();
+    qp.notice_rkey = q.notice_rkey();
     out.push_back(qp);
   }
   return out;
@@ -194,6 +196,7 @@ void ToProto(const engine::ResolvedRegion& region, v1::ResolveRegionResponse* ou
   }
   out->set_mr_chunk_bytes(region.key.mr_chunk_bytes);
   out->set_landed_ranges(region.landed_ranges);
+  out->set_key_lanes(region.key.key_lanes);
 }
 
 engine::ResolvedRegion FromProto(const v1::ResolveRegionResponse& r) {
@@ -203,6 +206,7 @@ engine::ResolvedRegion FromProto(const v1::ResolveRegionResponse& r) {
   for (const v1::DeviceKeys& keys : r.more_rkeys()) {
     region.key.more_rkeys.emplace_back(keys.rkeys().begin(), keys.rkeys().end());
   }
+  region.key.key_lanes = r.key_lanes();
   region.access.remote_write = r.access().remote_write();
   region.access.remote_read = r.access().remote_read();
   region.landed_ranges = r.landed_ranges();

@@ -1,11 +1,18 @@
 #include "daemon/service/peer_service.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "daemon/service/peer_convert.h"
 #include "daemon/service/status_convert.h"
 
 namespace xferd::service {
 namespace {
+
+// Bound on a resolution when the caller set no (or a longer) deadline.
+constexpr absl::Duration kResolveTimeout = absl::Seconds(10);
 
 grpc::ServerUnaryReactor* Reply(grpc::CallbackServerContext* context, const absl::Status& status) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
@@ -38,11 +45,13 @@ grpc::ServerUnaryReactor* PeerServiceImpl::Handshake(grpc::CallbackServerContext
   absl::StatusOr<engine::HandshakeMessage> message =
       FromProto(request->caller(), request->endpoints());
   if (!message.ok()) return Reply(context, message.status());
+  message->link_id = request->link_id();
   absl::StatusOr<engine::HandshakeMessage> reply = engine_.AcceptHandshake(*message);
   if (!reply.ok()) return Reply(context, reply.status());
   response->set_version(v1::PROTOCOL_VERSION_1);
   ToProto(reply->node, response->mutable_callee());
   ToProto(reply->endpoints, response->mutable_endpoints());
+  response->set_link_id(reply->link_id);
   return Reply(context, absl::OkStatus());
 }
 
@@ -53,10 +62,17 @@ grpc::ServerUnaryReactor* PeerServiceImpl::ResolveRegion(grpc::CallbackServerCon
     return Reply(context, s);
   }
   if (!engine_.ready()) return Reply(context, absl::UnavailableError("daemon is starting up"));
-  absl::StatusOr<engine::ResolvedRegion> region =
-      engine_.ResolveForPeer(request->node_id(), request->incarnation(), request->region());
-  if (region.ok()) ToProto(*region, response);
-  return Reply(context, region.status());
+  // Binding keys to the caller's link waits for the pollers: not here.
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  const absl::Time deadline =
+      std::min(absl::FromChrono(context->deadline()), absl::Now() + kResolveTimeout);
+  engine_.ServeResolve(request->node_id(), request->incarnation(), request->link_id(),
+                       request->region(), deadline,
+                       [reactor, response](absl::StatusOr<engine::ResolvedRegion> region) {
+                         if (region.ok()) ToProto(*region, response);
+                         reactor->Finish(ToGrpc(region.status()));
+                       });
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* PeerServiceImpl::InvalidateRegion(

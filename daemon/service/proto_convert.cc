@@ -100,7 +100,7 @@ void ToProto(const memory::Region& region, transport::TransportKind transport, v
   out->set_hugepages(spec.hugepages);
   out->set_landed_ranges(spec.landed_ranges);
   out->set_numa_node(spec.numa_node);
-  for (const std::string& peer : spec.allowed_peers) out->add_allowed_peers(peer);
+  for (const std::string& peer : region.allowed_peers()) out->add_allowed_peers(peer);
   out->set_transfers_in_flight(region.users());
   out->set_landed_events(region.landed().published());
   ToProto(region.registered_at(), out->mutable_registered_at());

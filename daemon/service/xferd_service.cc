@@ -110,6 +110,21 @@ grpc::ServerUnaryReactor* XferdServiceImpl::DeregisterRegion(
   return reactor;
 }
 
+grpc::ServerUnaryReactor* XferdServiceImpl::SetRegionAcl(grpc::CallbackServerContext* context,
+                                                         const v1::SetRegionAclRequest* request,
+                                                         v1::Region* response) {
+  // Replies once the peers left out have forgotten its keys, so the next
+  // write they start resolves again (and is refused).
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  engine_.SetRegionAcl(
+      request->name(), {request->allowed_peers().begin(), request->allowed_peers().end()},
+      [this, reactor, response](absl::StatusOr<std::shared_ptr<memory::Region>> region) {
+        if (region.ok()) ToProto(**region, engine_.transport_kind(), response);
+        reactor->Finish(ToGrpc(region.status()));
+      });
+  return reactor;
+}
+
 grpc::ServerUnaryReactor* XferdServiceImpl::ListRegions(grpc::CallbackServerContext* context,
                                                         const v1::ListRegionsRequest* request,
                                                         v1::ListRegionsResponse* response) {

@@ -35,6 +35,9 @@ class XferdServiceImpl final : public v1::Xferd::CallbackService {
   grpc::ServerUnaryReactor* DeregisterRegion(grpc::CallbackServerContext* context,
                                              const v1::DeregisterRegionRequest* request,
                                              v1::DeregisterRegionResponse* response) override;
+  grpc::ServerUnaryReactor* SetRegionAcl(grpc::CallbackServerContext* context,
+                                         const v1::SetRegionAclRequest* request,
+                                         v1::Region* response) override;
   grpc::ServerUnaryReactor* ListRegions(grpc::CallbackServerContext* context,
                                         const v1::ListRegionsRequest* request,
                                         v1::ListRegionsResponse* response) override;

@@ -188,13 +188,24 @@ class Transport : public memory::RegionRegistrar {
   virtual absl::StatusOr<std::shared_ptr<Link>> AcceptLink(const PeerIdentity& peer,
                                                            const LinkEndpoints& remote,
                                                            LinkEndpoints* local) = 0;
-  // Remote-access details of a local region for an authorized peer (verbs:
-  // addr + rkeys; TCP: the id alone).
-  virtual RemoteRegion DescribeRegion(const memory::Region& region) const = 0;
-  // Checks what a peer answered to a resolution before it is ever used:
-  // INVALID_ARGUMENT when it is malformed (e.g. rkeys that do not cover the
-  // region). Any thread.
-  virtual absl::Status CheckRemoteRegion(const RemoteRegion& region) const = 0;
+  // What the peer of `link` needs to reach a local region it is allowed to
+  // (the caller checked the ACL): TCP, the id alone (the receiver checks
+  // every write); verbs, the address and keys that work on `link`'s queue
+  // pairs only, bound now unless they still are from an earlier grant.
+  // Control thread; may block until `deadline` for the pollers to bind.
+  // Errors: UNAVAILABLE (link broken), DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED
+  // (the device's memory windows).
+  virtual absl::StatusOr<RemoteRegion> GrantRegion(Link& link, const memory::Region& region,
+                                                   absl::Time deadline) = 0;
+  // Withdraws what GrantRegion gave for `region`: to the peer of `link`, or
+  // to every peer when `link` is null. Keys stop working at once; a peer's
+  // op still using one fails (verbs: a remote access error breaks its
+  // link). Any control thread.
+  virtual void RevokeRegion(const memory::Region& region, Link* link) = 0;
+  // Checks what a peer answered to a resolution before it is ever used on
+  // `link`: INVALID_ARGUMENT when it is malformed (e.g. rkeys that do not
+  // cover the region, or too few lanes of them). Any thread.
+  virtual absl::Status CheckRemoteRegion(const RemoteRegion& region, const Link& link) const = 0;
 
   // Lanes (QPs or connections) and memory registrations open right now, for
   // stats and leak checks. Any thread.

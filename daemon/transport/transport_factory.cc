@@ -58,6 +58,7 @@ absl::StatusOr<std::unique_ptr<Transport>> CreateVerbs(const Config& config,
   options.qp_timeout = static_cast<uint8_t>(t.verbs_qp_timeout);
   options.retry_count = static_cast<uint8_t>(t.verbs_retry_count);
   options.mr_chunk = t.verbs_mr_chunk;
+  options.memory_windows = t.verbs_memory_windows;
   ASSIGN_OR_RETURN(auto transport, verbs::VerbsTransport::Create(options, ports, regions));
   std::vector<std::string> descriptions;
   for (const verbs::PortSelection& port : ports) descriptions.push_back(port.description);

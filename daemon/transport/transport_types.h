@@ -35,6 +35,9 @@ struct QueuePairEndpoint {
   std::array<uint8_t, 16> gid{};
   uint8_t gid_index = 0;
   uint32_t mtu = 0;  // bytes
+  // The key of this lane's slots of the notice ring when it works on this
+  // queue pair only (a memory window); 0: DeviceEndpoints::notice_ring_rkey.
+  uint32_t notice_rkey = 0;
 };
 
 struct TcpEndpoint {
@@ -90,12 +93,32 @@ struct RemoteRegion {
   // A daemon with several RDMA devices registers the region on each: the
   // keys of its devices 1, 2, ... (device 0's are `rkeys`), same chunks.
   std::vector<std::vector<uint32_t>> more_rkeys;
+  // Keys bound to the lanes of one link (memory windows): each device's list
+  // then holds key_lanes x chunks keys, lane-major, and lane i posts with
+  // its own; a device the link does not use has none. 0: one key per chunk,
+  // the same on every lane (the MRs' own keys).
+  uint32_t key_lanes = 0;
 
   // The keys on the owner's device `device` (device_count() > device).
   const std::vector<uint32_t>& device_rkeys(uint32_t device) const {
     return device == 0 ? rkeys : more_rkeys[device - 1];
   }
+  std::vector<uint32_t>& mutable_device_rkeys(uint32_t device) {
+    if (device > more_rkeys.size()) more_rkeys.resize(device);
+    return device == 0 ? rkeys : more_rkeys[device - 1];
+  }
   uint32_t device_count() const { return 1 + static_cast<uint32_t>(more_rkeys.size()); }
+  // Whether a lane to the owner's device `device` has keys to post with.
+  bool has_keys(uint32_t device) const {
+    return device < device_count() && !device_rkeys(device).empty();
+  }
+  // The keys lane `lane` posts with on device `device`, chunk i at [i]
+  // (has_keys(device), and lane < key_lanes unless key_lanes is 0). O(1):
+  // the data path calls it for every block.
+  const uint32_t* lane_rkeys(uint32_t device, uint32_t lane) const {
+    const std::vector<uint32_t>& keys = device_rkeys(device);
+    return key_lanes == 0 ? keys.data() : keys.data() + lane * (keys.size() / key_lanes);
+  }
 };
 
 // Sent with a write transfer's final op: the receiver raises one landed event
@@ -181,6 +204,8 @@ struct DeviceStats {
 struct TransportStats {
   uint32_t lanes = 0;
   uint32_t memory_registrations = 0;
+  // Verbs: memory windows open (keys granted to one lane of one peer each).
+  uint32_t memory_windows = 0;
   std::vector<DeviceStats> devices;  // verbs only
 };
 

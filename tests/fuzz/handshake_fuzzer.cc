@@ -33,7 +33,7 @@ bool SameEndpoints(const transport::LinkEndpoints& a, const transport::LinkEndpo
       const transport::QueuePairEndpoint& x = u.queue_pairs[i];
       const transport::QueuePairEndpoint& y = v.queue_pairs[i];
       if (x.qpn != y.qpn || x.psn != y.psn || x.lid != y.lid || x.gid != y.gid ||
-          x.gid_index != y.gid_index || x.mtu != y.mtu) {
+          x.gid_index != y.gid_index || x.mtu != y.mtu || x.notice_rkey != y.notice_rkey) {
         return false;
       }
     }

@@ -180,6 +180,12 @@ def resolve():
                 f"addr: 140000000000 mr_chunk_bytes: {chunk} " +
                 " ".join(f"rkeys: {k}" for k in rkeys))
         write(f"resolve_fuzzer/{name}", encode("ResolveRegionResponse", text))
+    # Keys per lane (memory windows): two lanes of two chunks, and too few.
+    for name, rkeys in {"per_lane": [5, 6, 7, 8], "per_lane_too_few": [5, 6, 7]}.items():
+        text = (f"region_id: 3 size: {gib + 1} access {{ remote_write: true }} "
+                f"addr: 140000000000 mr_chunk_bytes: {gib} key_lanes: 2 " +
+                " ".join(f"rkeys: {k}" for k in rkeys))
+        write(f"resolve_fuzzer/{name}", encode("ResolveRegionResponse", text))
 
 
 def block_plan():

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The Soft-RoCE suite: real verbs (rdma_rxe) in one qemu VM boot. Runs the
-# device discovery test, the transport conformance suite, the C++ and Python
+# device discovery test, the transport conformance suite, the memory-window
+# test (region keys bound to their link), the C++ and Python
 # integration suites (block lists and reads included) and the kill/restart
 # fault test with every daemon on the verbs transport (require_rdma: no
 # silent TCP), then the multi-device suite on a second rxe device, each test runner printing its own summary, then a final
@@ -20,6 +21,7 @@ TARGETS=(
   //client/cpp:xferctl
   //tests/unit/transport:device_test
   //tests/transport:transport_conformance_test
+  //tests/transport:verbs_windows_test
   //tests/transport:tcp_tls_test
   //tests/integration/cpp:client_integration_test
   //tests/integration/cpp:blocks_integration_test

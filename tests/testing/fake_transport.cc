@@ -353,7 +353,9 @@ absl::StatusOr<std::shared_ptr<transport::Link>> FakeTransport::AcceptLink(
   return std::shared_ptr<transport::Link>(std::move(link));
 }
 
-transport::RemoteRegion FakeTransport::DescribeRegion(const memory::Region& region) const {
+absl::StatusOr<transport::RemoteRegion> FakeTransport::GrantRegion(transport::Link&,
+                                                                    const memory::Region& region,
+                                                                    absl::Time) {
   return transport::RemoteRegion{region.id(), region.size(), 0, 0, {}};
 }
 

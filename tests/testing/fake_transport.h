@@ -93,9 +93,14 @@ class FakeTransport final : public transport::Transport {
   absl::StatusOr<std::shared_ptr<transport::Link>> AcceptLink(
       const transport::PeerIdentity& peer, const transport::LinkEndpoints& remote,
       transport::LinkEndpoints* local) override;
-  transport::RemoteRegion DescribeRegion(const memory::Region& region) const override;
-  absl::Status CheckRemoteRegion(const transport::RemoteRegion&) const override {
-    return absl::OkStatus();  // as TCP: the receiver checks every write
+  absl::StatusOr<transport::RemoteRegion> GrantRegion(transport::Link& link,
+                                                      const memory::Region& region,
+                                                      absl::Time deadline) override;
+  // As TCP: the receiver checks every write, so nothing to withdraw or check.
+  void RevokeRegion(const memory::Region&, transport::Link*) override {}
+  absl::Status CheckRemoteRegion(const transport::RemoteRegion&,
+                                 const transport::Link&) const override {
+    return absl::OkStatus();
   }
   // Lanes of connected, unbroken links; registrations still alive.
   transport::TransportStats stats() const override;

@@ -246,7 +246,8 @@ class TcpTlsTest : public ::testing::Test {
   // One op on a's lane 0 between a's `local` and b's `remote`; its status.
   absl::Status Transfer(OpKind kind, memory::Region& local, memory::Region& remote,
                         const std::vector<Block>& blocks) {
-    const RemoteRegion key = b_.transport->DescribeRegion(remote);
+    // TCP hands out the region's id at once, whatever the link.
+    const RemoteRegion key = *b_.transport->GrantRegion(*b_link_, remote, absl::Now());
     DataOp op;
     op.kind = kind;
     op.local_base = local.data();
@@ -410,7 +411,7 @@ TEST_F(TcpTlsTest, NonDataRecordUnderKernelReceiveBreaksTheLaneCleanly) {
     FrameHeader write;
     write.type = FrameType::kWrite;
     write.blocks = 1;
-    write.word = b_.transport->DescribeRegion(*dst).region_id;
+    write.word = b_.transport->GrantRegion(*b_link_, *dst, absl::Now())->region_id;
     write.length = 200;
     write.seq = 1;
     uint8_t frame[kHeaderBytes + kBlockEntryBytes + 100];

@@ -78,12 +78,15 @@ class TransportConformanceTest : public ::testing::TestWithParam<TransportFactor
     const absl::Time deadline = absl::Now() + timeout;
     while (!done()) {
       if (absl::Now() > deadline) return false;
-      for (Side* side : {&a_, &b_}) {
-        if (side->transport == nullptr) continue;
-        for (uint32_t i = 0; i < kPollers; ++i) side->transport->worker(i).Poll(side->sink);
-      }
+      PumpOnce();
     }
     return true;
+  }
+  void PumpOnce() {
+    for (Side* side : {&a_, &b_}) {
+      if (side->transport == nullptr) continue;
+      for (uint32_t i = 0; i < kPollers; ++i) side->transport->worker(i).Poll(side->sink);
+    }
   }
 
   std::shared_ptr<memory::Region> Register(Side& side, const std::string& name, uint64_t size,
@@ -120,15 +123,7 @@ class TransportConformanceTest : public ::testing::TestWithParam<TransportFactor
     const uint64_t cookie = next_cookie_++;
     // An op's blocks must outlive it: kept until the test ends.
     const Block* block = &blocks_.emplace_back(Block{src_offset, dst_offset, length});
-    DataOp op;
-    op.cookie = cookie;
-    op.kind = OpKind::kWrite;
-    op.local_base = src.data();
-    op.local_registration = src.registration();
-    op.remote = &dst;
-    op.blocks = block;
-    op.block_count = 1;
-    op.length = length;
+    DataOp op = OneBlockWrite(cookie, src, dst, block);
     op.notice = notice;
     EXPECT_TRUE(Pump([&] { return from.link->lane(lane).credits() > 0; }));
     EXPECT_EQ(from.transport->worker(lane).Post(from.link->lane(lane), {&op, 1}), 1u);
@@ -229,6 +224,13 @@ class TransportConformanceTest : public ::testing::TestWithParam<TransportFactor
     EXPECT_TRUE(side.link->broken());
   }
 
+  // What `owner` grants its peer for `region` (verbs binds on the pollers this thread drives).
+  RemoteRegion Keys(Side& owner, const memory::Region& region) {
+    auto key = GrantPumping(*owner.transport, *owner.link, region, [this] { PumpOnce(); }, kTimeout);
+    EXPECT_TRUE(key.ok()) << key.status();
+    return key.value_or(RemoteRegion{});
+  }
+
   absl::Status WaitFor(Side& side, uint64_t cookie) {
     if (!Pump([&] { return side.sink.done.count(cookie) > 0; })) {
       return absl::DeadlineExceededError("no completion");
@@ -247,7 +249,7 @@ TEST_P(TransportConformanceTest, WritesLandOnEveryLane) {
   auto src = Register(a_, "src", 3 << 20, false);
   auto dst = Register(b_, "dst", 3 << 20, true);
   Fill(*src, 1);
-  const RemoteRegion key = b_.transport->DescribeRegion(*dst);
+  const RemoteRegion key = Keys(b_, *dst);
   std::vector<uint64_t> cookies;
   for (uint32_t i = 0; i < 3; ++i) {
     cookies.push_back(Post(a_, i % kPollers, *src, i << 20, key, i << 20, 1 << 20));
@@ -261,7 +263,7 @@ TEST_P(TransportConformanceTest, OddSizesAndOffsets) {
   auto src = Register(a_, "src", 100003, false);
   auto dst = Register(b_, "dst", 200009, true);
   Fill(*src, 7);
-  const RemoteRegion key = b_.transport->DescribeRegion(*dst);
+  const RemoteRegion key = Keys(b_, *dst);
   ASSERT_TRUE(WaitFor(a_, Post(a_, 1, *src, 3, key, 77777, 99991)).ok());
   EXPECT_EQ(std::memcmp(src->data() + 3, dst->data() + 77777, 99991), 0);
   EXPECT_EQ(dst->data()[77776], std::byte{0});
@@ -273,7 +275,7 @@ TEST_P(TransportConformanceTest, NoticeRaisesLandedEvent) {
   auto dst = Register(b_, "dst", 65536, true);
   Fill(*src, 3);
   xferd::testing::LandedRecorder watcher(*dst);
-  const RemoteRegion key = b_.transport->DescribeRegion(*dst);
+  const RemoteRegion key = Keys(b_, *dst);
   const LandingNotice notice{1234, 0, 65536, 1, 65536};
   ASSERT_TRUE(WaitFor(a_, Post(a_, 0, *src, 0, key, 0, 65536, &notice)).ok());
   ASSERT_TRUE(Pump([&] { return watcher.news > 0; }));
@@ -295,7 +297,7 @@ TEST_P(TransportConformanceTest, ManyBlockWritesOfAPermutation) {
   auto src = Register(a_, "src", 2 << 20, false);
   auto dst = Register(b_, "dst", 2 << 20, true);
   Fill(*src, 13);
-  MovePermuted(OpKind::kWrite, *src, *dst, b_.transport->DescribeRegion(*dst));
+  MovePermuted(OpKind::kWrite, *src, *dst, Keys(b_, *dst));
 }
 
 // Verbs posts far more RDMA READs than its queue pairs may have outstanding
@@ -304,7 +306,7 @@ TEST_P(TransportConformanceTest, ManyBlockReadsOfAPermutation) {
   auto src = Register(b_, "src", 2 << 20, false, {}, /*remote_read=*/true);
   auto dst = Register(a_, "dst", 2 << 20, false);
   Fill(*src, 17);
-  MovePermuted(OpKind::kRead, *src, *dst, b_.transport->DescribeRegion(*src));
+  MovePermuted(OpKind::kRead, *src, *dst, Keys(b_, *src));
   EXPECT_EQ(a_.link->counters().bytes_received.load(), 2u << 20);
 }
 
@@ -312,7 +314,7 @@ TEST_P(TransportConformanceTest, RefusedBlockFrameWritesNothing) {
   auto src = Register(a_, "src", 65536, false);
   auto dst = Register(b_, "dst", 65536, true);
   Fill(*src, 23);
-  const RemoteRegion key = b_.transport->DescribeRegion(*dst);
+  const RemoteRegion key = Keys(b_, *dst);
   // The last block runs past the end: the op is refused. TCP checks the
   // whole frame first and writes nothing; an RDMA NIC checks each work
   // request, so the blocks before the refused one may land (users never see
@@ -330,7 +332,7 @@ TEST_P(TransportConformanceTest, ReadWithoutRemoteReadReadsNothing) {
   auto mine = Register(a_, "mine", 65536, false);
   auto theirs = Register(b_, "theirs", 65536, true);  // remote_write only
   Fill(*theirs, 29);
-  const RemoteRegion key = b_.transport->DescribeRegion(*theirs);
+  const RemoteRegion key = Keys(b_, *theirs);
   ExpectRefused(this, WaitFor(a_, PostBlocks(a_, 0, OpKind::kRead, *mine, key, {{0, 0, 4096}})),
                 absl::StatusCode::kPermissionDenied);
   EXPECT_TRUE(std::all_of(mine->data(), mine->data() + 65536,
@@ -342,7 +344,7 @@ TEST_P(TransportConformanceTest, ManySmallWritesStayWithinCredits) {
   auto src = Register(a_, "src", kWrites * 4096, false);
   auto dst = Register(b_, "dst", kWrites * 4096, true);
   Fill(*src, 9);
-  const RemoteRegion key = b_.transport->DescribeRegion(*dst);
+  const RemoteRegion key = Keys(b_, *dst);
   const uint32_t depth = a_.link->lane(0).credits();
   std::vector<uint64_t> cookies;
   for (uint32_t i = 0; i < kWrites; ++i) {
@@ -359,8 +361,8 @@ TEST_P(TransportConformanceTest, BothDirectionsShareTheLink) {
   Fill(*a_buf, 11);
   std::vector<std::byte> a_orig(a_buf->data(), a_buf->data() + (1 << 19));
   Fill(*b_buf, 22);
-  const RemoteRegion to_b = b_.transport->DescribeRegion(*b_buf);
-  const RemoteRegion to_a = a_.transport->DescribeRegion(*a_buf);
+  const RemoteRegion to_b = Keys(b_, *b_buf);
+  const RemoteRegion to_a = Keys(a_, *a_buf);
   // A sends its first half to B's second half while B sends its first half
   // to A's second half.
   const uint64_t ab = Post(a_, 0, *a_buf, 0, to_b, 1 << 19, 1 << 19);
@@ -389,13 +391,13 @@ void ExpectRefused(TransportConformanceTest* test, const absl::Status& status,
 TEST_P(TransportConformanceTest, RefusesUnknownRegion) {
   auto src = Register(a_, "src", 8192, false);
   auto dst = Register(b_, "dst", 8192, true);
-  RemoteRegion bogus = b_.transport->DescribeRegion(*dst);
+  RemoteRegion bogus = Keys(b_, *dst);
   bogus.region_id += 1000;
   for (uint32_t& rkey : bogus.rkeys) rkey += 1000;
   ExpectRefused(this, WaitFor(a_, Post(a_, 0, *src, 0, bogus, 0, 4096)),
                 absl::StatusCode::kNotFound);
   if (GetParam().refuses_per_write) {  // the lane still works
-    const RemoteRegion key = b_.transport->DescribeRegion(*dst);
+    const RemoteRegion key = Keys(b_, *dst);
     Fill(*src, 5);
     EXPECT_TRUE(WaitFor(a_, Post(a_, 0, *src, 0, key, 0, 8192)).ok());
     EXPECT_EQ(std::memcmp(src->data(), dst->data(), 8192), 0);
@@ -407,7 +409,7 @@ TEST_P(TransportConformanceTest, RefusesOutOfRangeWithoutTouchingMemory) {
   auto dst = Register(b_, "dst", 8192, true);
   auto neighbour = Register(b_, "neighbour", 8192, true);
   Fill(*src, 5);
-  const RemoteRegion key = b_.transport->DescribeRegion(*dst);
+  const RemoteRegion key = Keys(b_, *dst);
   ExpectRefused(this, WaitFor(a_, Post(a_, 0, *src, 0, key, 4096, 8192)),
                 absl::StatusCode::kOutOfRange);
   for (const auto& region : {dst, neighbour}) {
@@ -420,7 +422,7 @@ TEST_P(TransportConformanceTest, RefusesRegionWithoutRemoteWrite) {
   auto dst = Register(b_, "readonly", 4096, false);
   Fill(*src, 5);
   ExpectRefused(this,
-                WaitFor(a_, Post(a_, 0, *src, 0, b_.transport->DescribeRegion(*dst), 0, 4096)),
+                WaitFor(a_, Post(a_, 0, *src, 0, Keys(b_, *dst), 0, 4096)),
                 absl::StatusCode::kPermissionDenied);
   for (uint64_t i = 0; i < 4096; ++i) ASSERT_EQ(dst->data()[i], std::byte{0});
 }
@@ -432,7 +434,7 @@ TEST_P(TransportConformanceTest, RefusesPeerOutsideTheAcl) {
   auto src = Register(a_, "src", 4096, false);
   auto dst = Register(b_, "private", 4096, true, {"someone-else"});
   Fill(*src, 5);
-  EXPECT_EQ(WaitFor(a_, Post(a_, 0, *src, 0, b_.transport->DescribeRegion(*dst), 0, 4096)).code(),
+  EXPECT_EQ(WaitFor(a_, Post(a_, 0, *src, 0, Keys(b_, *dst), 0, 4096)).code(),
             absl::StatusCode::kPermissionDenied);
   for (uint64_t i = 0; i < 4096; ++i) ASSERT_EQ(dst->data()[i], std::byte{0});
 }
@@ -441,7 +443,8 @@ TEST_P(TransportConformanceTest, CloseFailsWhatIsInFlightWithTheReason) {
   auto src = Register(a_, "src", 16 << 20, false);
   auto dst = Register(b_, "dst", 16 << 20, true);
   auto back = Register(a_, "back", 4096, true);
-  const RemoteRegion key = b_.transport->DescribeRegion(*dst);
+  const RemoteRegion key = Keys(b_, *dst);
+  const RemoteRegion back_key = Keys(a_, *back);  // while a's link is up
   std::vector<uint64_t> cookies;
   for (uint32_t i = 0; i < 16; ++i) {
     cookies.push_back(Post(a_, i % kPollers, *src, i << 20, key, i << 20, 1 << 20));
@@ -456,13 +459,13 @@ TEST_P(TransportConformanceTest, CloseFailsWhatIsInFlightWithTheReason) {
   EXPECT_TRUE(a_.link->broken());
   EXPECT_EQ(a_.link->status().code(), absl::StatusCode::kCancelled);
   ASSERT_TRUE(Pump([&] { return a_.link->lane(0).broken() && a_.link->lane(0).credits() == 0; }));
-  ExpectPeerCannotWrite(b_, a_.transport->DescribeRegion(*back), *dst);
+  ExpectPeerCannotWrite(b_, back_key, *dst);
 }
 
 TEST_P(TransportConformanceTest, PeerGoingAwayFailsWrites) {
   auto src = Register(a_, "src", 1 << 20, false);
   auto dst = Register(b_, "dst", 1 << 20, true);
-  const RemoteRegion key = b_.transport->DescribeRegion(*dst);
+  const RemoteRegion key = Keys(b_, *dst);
   ASSERT_TRUE(WaitFor(a_, Post(a_, 0, *src, 0, key, 0, 1 << 20)).ok());
   b_.transport->Shutdown();
   ExpectPeerCannotWrite(a_, key, *src);
@@ -476,7 +479,7 @@ TEST_P(TransportConformanceTest, BlocksCrossingRegistrationChunks) {
   auto b_buf = Register(b_, "bbuf", 40 * kMiB, true, {}, /*remote_read=*/true);
   Fill(*a_buf, 13);
   Fill(*b_buf, 29);
-  const RemoteRegion key = b_.transport->DescribeRegion(*b_buf);
+  const RemoteRegion key = Keys(b_, *b_buf);
   const std::vector<Block> out = {
       {16 * kMiB - 3000, 1 * kMiB, 70000},       // crosses a chunk here only
       {2 * kMiB, 32 * kMiB - 5000, 9000},        // there only
@@ -504,7 +507,7 @@ TEST_P(TransportConformanceTest, WorstCaseOpsQueueInTheLane) {
   // Zeros elsewhere: a stray block would bring non-zero bytes there.
   Fill(*a_buf, 31, kWorstWindow[0], kWorstWindow[1]);
   Fill(*b_buf, 37, kWorstWindow[0], kWorstWindow[1]);
-  const RemoteRegion key = b_.transport->DescribeRegion(*b_buf);
+  const RemoteRegion key = Keys(b_, *b_buf);
   xferd::testing::LandedRecorder watcher(*b_buf);
   const LandingNotice notice{77, 0, kWorstRegion, kMaxBlocksPerOp, kMaxBlocksPerOp * 4096};
   const uint64_t low = kOps * kMaxBlocksPerOp - 1;  // the last block's distance below the first
@@ -545,7 +548,7 @@ TEST_P(TransportConformanceTest, CloseFailsHeldOpsInOrder) {
   auto a_buf = Register(a_, "abuf", kWorstRegion, false);
   auto b_buf = Register(b_, "bbuf", kWorstRegion, true);
   Fill(*a_buf, 41, kWorstWindow[0], kWorstWindow[1]);
-  const RemoteRegion key = b_.transport->DescribeRegion(*b_buf);
+  const RemoteRegion key = Keys(b_, *b_buf);
   const uint32_t depth = a_.link->lane(0).credits();
   std::vector<uint64_t> cookies;
   for (uint32_t k = 0; k < depth; ++k) {
@@ -576,7 +579,7 @@ TEST_P(TransportConformanceTest, NoticeOfManyBlocks) {
   xferd::testing::LandedRecorder watcher(*dst);
   const std::vector<Block> blocks = {{0, 8192, 4096}, {65536, 500000, 100}, {4096, 900000, 7}};
   const LandingNotice notice{99, 8192, 900007 - 8192, 3, 4203};
-  const RemoteRegion key = b_.transport->DescribeRegion(*dst);
+  const RemoteRegion key = Keys(b_, *dst);
   ASSERT_TRUE(WaitFor(a_, PostBlocks(a_, 0, OpKind::kWrite, *src, key, blocks, &notice)).ok());
   ASSERT_TRUE(Pump([&] { return watcher.news > 0; }));
   const std::vector<memory::LandedEvent> events = watcher.Take();

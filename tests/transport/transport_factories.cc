@@ -1,6 +1,8 @@
 #include "tests/transport/transport_factories.h"
 
+#include <atomic>
 #include <cstdlib>
+#include <thread>
 
 #include "daemon/transport/tcp/tcp_transport.h"
 #include "daemon/transport/verbs/verbs_transport.h"
@@ -20,6 +22,35 @@ absl::StatusOr<tcp::LaneTlsFiles> TestLaneTlsFiles(const std::string& node_id) {
   if (!cert.ok()) return cert.status();
   return tcp::LaneTlsFiles{testing::ReadTestFile(cert->cert), testing::ReadTestFile(cert->key),
                            testing::ReadTestFile((*ca)->cert())};
+}
+
+absl::StatusOr<RemoteRegion> GrantPumping(Transport& owner, Link& link,
+                                          const memory::Region& region,
+                                          const std::function<void()>& pump_once,
+                                          absl::Duration timeout) {
+  absl::StatusOr<RemoteRegion> key = absl::UnknownError("not granted");
+  std::atomic<bool> done{false};
+  std::thread grant([&] {
+    key = owner.GrantRegion(link, region, absl::Now() + timeout);
+    done = true;
+  });
+  while (!done.load()) pump_once();
+  grant.join();
+  return key;
+}
+
+DataOp OneBlockWrite(uint64_t cookie, const memory::Region& src, const RemoteRegion& dst,
+                     const Block* block) {
+  DataOp op;
+  op.cookie = cookie;
+  op.kind = OpKind::kWrite;
+  op.local_base = src.data();
+  op.local_registration = src.registration();
+  op.remote = &dst;
+  op.blocks = block;
+  op.block_count = 1;
+  op.length = block->length;
+  return op;
 }
 
 std::vector<TransportFactory> AllTransportFactories() {

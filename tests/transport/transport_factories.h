@@ -37,6 +37,19 @@ std::vector<TransportFactory> AllTransportFactories();
 // must be), issued by one test CA made for the process (in TEST_TMPDIR).
 absl::StatusOr<tcp::LaneTlsFiles> TestLaneTlsFiles(const std::string& node_id);
 
+// What `owner` grants the peer of `link` for `region`, as ResolveRegion
+// hands it out. Verbs binds the keys on the owner's pollers, which the
+// tests drive themselves: `pump_once` (one pass over their workers) runs on
+// this thread while another waits for the grant.
+absl::StatusOr<RemoteRegion> GrantPumping(Transport& owner, Link& link,
+                                          const memory::Region& region,
+                                          const std::function<void()>& pump_once,
+                                          absl::Duration timeout);
+
+// A write op of one block from `src` to `dst` (the block must outlive it).
+DataOp OneBlockWrite(uint64_t cookie, const memory::Region& src, const RemoteRegion& dst,
+                     const Block* block);
+
 // gtest prints a parameter by its name.
 inline void PrintTo(const TransportFactory& factory, std::ostream* out) { *out << factory.name; }
 

@@ -197,6 +197,20 @@ class Client:
         self._mappings.close(name)
         return int(response.cancelled_transfers)
 
+    def set_region_acl(self, name: str, allowed_peers: Iterable[str]) -> Region:
+        """Replaces the region's ACL: the node ids allowed from now on (empty:
+        any authenticated peer). Returns the region.
+
+        Peers that resolved it and are left out lose its keys at once (over
+        verbs a write with an old key fails and writes nothing); their next
+        write is refused with PermissionDenied.
+
+        Raises:
+            NotFound; InvalidArgument for an empty node id.
+        """
+        request = xferd_pb2.SetRegionAclRequest(name=name, allowed_peers=list(allowed_peers))
+        return self._region(self._call(self.stub.SetRegionAcl, request))
+
     def regions(self) -> List[Region]:
         """The daemon's regions, sorted by name."""
         return [self._region(r) for r in

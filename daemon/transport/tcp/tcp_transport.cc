@@ -107,7 +107,8 @@ absl::StatusOr<std::shared_ptr<Link>> TcpTransport::AcceptLink(const PeerIdentit
   return std::shared_ptr<Link>(std::move(link));
 }
 
-RemoteRegion TcpTransport::DescribeRegion(const memory::Region& region) const {
+absl::StatusOr<RemoteRegion> TcpTransport::GrantRegion(Link&, const memory::Region& region,
+                                                        absl::Time) {
   return RemoteRegion{region.id(), region.size(), 0, 0, {}};
 }
 

@@ -59,8 +59,13 @@ class TcpTransport final : public Transport {
   absl::StatusOr<std::shared_ptr<Link>> AcceptLink(const PeerIdentity& peer,
                                                    const LinkEndpoints& remote,
                                                    LinkEndpoints* local) override;
-  RemoteRegion DescribeRegion(const memory::Region& region) const override;
-  absl::Status CheckRemoteRegion(const RemoteRegion&) const override { return absl::OkStatus(); }
+  absl::StatusOr<RemoteRegion> GrantRegion(Link& link, const memory::Region& region,
+                                           absl::Time deadline) override;
+  // Nothing to withdraw: the receiver checks the ACL of every write.
+  void RevokeRegion(const memory::Region&, Link*) override {}
+  absl::Status CheckRemoteRegion(const RemoteRegion&, const Link&) const override {
+    return absl::OkStatus();
+  }
   TransportStats stats() const override;
   absl::StatusOr<std::unique_ptr<memory::TransportRegistration>> RegisterMemory(
       const memory::Region& region) override;

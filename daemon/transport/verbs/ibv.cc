@@ -26,6 +26,7 @@ void CompChannelDeleter::operator()(ibv_comp_channel* ch) const {
 void CqDeleter::operator()(ibv_cq* cq) const { LogIfFailed("ibv_destroy_cq", ibv_destroy_cq(cq)); }
 void MrDeleter::operator()(ibv_mr* mr) const { LogIfFailed("ibv_dereg_mr", ibv_dereg_mr(mr)); }
 void QpDeleter::operator()(ibv_qp* qp) const { LogIfFailed("ibv_destroy_qp", ibv_destroy_qp(qp)); }
+void MwDeleter::operator()(ibv_mw* mw) const { LogIfFailed("ibv_dealloc_mw", ibv_dealloc_mw(mw)); }
 
 absl::Status VerbsError(absl::string_view call, int err) {
   const std::string text = absl::StrCat(call, ": ", std::strerror(err));

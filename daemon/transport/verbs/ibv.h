@@ -1,7 +1,7 @@
 // RAII ownership of libibverbs objects: each is a std::unique_ptr whose
 // deleter releases it (logging, never throwing, if the release fails).
 // Holders declare them in dependency order (context, PD, channel, CQ, MR,
-// QP), so the compiler's reverse-order destruction tears them down right.
+// QP, MW), so the compiler's reverse-order destruction tears them down right.
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -34,6 +34,9 @@ struct MrDeleter {
 struct QpDeleter {
   void operator()(ibv_qp* qp) const;
 };
+struct MwDeleter {
+  void operator()(ibv_mw* mw) const;
+};
 
 using IbvDeviceList = std::unique_ptr<ibv_device*, DeviceListDeleter>;
 using IbvContext = std::unique_ptr<ibv_context, ContextDeleter>;
@@ -42,6 +45,7 @@ using IbvCompChannel = std::unique_ptr<ibv_comp_channel, CompChannelDeleter>;
 using IbvCq = std::unique_ptr<ibv_cq, CqDeleter>;
 using IbvMr = std::unique_ptr<ibv_mr, MrDeleter>;
 using IbvQp = std::unique_ptr<ibv_qp, QpDeleter>;
+using IbvMw = std::unique_ptr<ibv_mw, MwDeleter>;
 
 // A status for a failed verbs call: the call's name, errno text and, where
 // errno has a usual cause, what to do about it (e.g. ENOMEM from

@@ -64,7 +64,7 @@ uint32_t StripedLane::credits() const {
 
 bool StripedLane::Reachable(const DataOp& op) const {
   for (const Device& d : devices_) {
-    if (!d.lane->broken() && op.remote->device_count() > d.lane->remote_device()) return true;
+    if (!d.lane->broken() && op.remote->has_keys(d.lane->remote_device())) return true;
   }
   return false;
 }
@@ -74,7 +74,7 @@ int StripedLane::Choose(const DataOp& op, bool need_credit) const {
   double best_load = 0;
   for (size_t i = 0; i < devices_.size(); ++i) {
     const Device& d = devices_[i];
-    if (d.lane->broken() || op.remote->device_count() <= d.lane->remote_device()) continue;
+    if (d.lane->broken() || !op.remote->has_keys(d.lane->remote_device())) continue;
     if (need_credit && d.lane->credits() <= d.batch.size()) continue;
     // Bytes per unit of rate once this op is added: the emptiest pipe wins,
     // so over a transfer each device carries its share of the rate.

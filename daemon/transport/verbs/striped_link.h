@@ -55,6 +55,15 @@ class StripedLink final : public Link, public std::enable_shared_from_this<Strip
   // The initiator's offer: every device.
   void Describe(LinkEndpoints* out) const;
 
+  // link_grants.cc. The keys of `region` for the peer: memory windows on
+  // every paired device, each key working on its lane's queue pair only
+  // (RemoteRegion::key_lanes). Control thread; waits for the pollers to
+  // bind until `deadline`. UNAVAILABLE when not (or no longer) connected.
+  absl::StatusOr<RemoteRegion> Grant(const memory::Region& region,
+                                     const VerbsRegistration& registration, absl::Time deadline);
+  // Releases what Grant gave for region `region_id`, on every device.
+  void Revoke(uint32_t region_id);
+
   absl::Status Connect(const PeerIdentity& peer, const LinkEndpoints& remote,
                        absl::Time deadline) override;
   void Close(absl::Status reason) override;

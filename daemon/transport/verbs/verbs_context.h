@@ -30,6 +30,9 @@ struct VerbsContext {
   // Device pairs of live links put back in service on this device (a
   // rejoin, both ends count it).
   std::atomic<uint64_t> rejoins{0};
+  // Memory windows allocated on the device (memory_windows.h), against its
+  // attr.max_mw.
+  std::atomic<int64_t> windows{0};
   // False from a port-down event until the port is ACTIVE again.
   std::atomic<bool> up{true};
   // Port-ACTIVE events so far: each gives broken pairs fresh rejoin attempts.

@@ -25,15 +25,19 @@ absl::Status CompletionError(const ibv_wc& wc, const std::string& peer, bool rea
   const std::string what = absl::StrCat(ibv_wc_status_str(wc.status), " (vendor error 0x",
                                         absl::Hex(wc.vendor_err), ")");
   switch (wc.status) {
-    // The NIC cannot say why: the peer deregistered the region, the range is
-    // outside it, or the peer process exited. Like every completion error it
-    // resets the link (and the cached keys); a retry resolves afresh and gets
-    // the precise reason from the peer.
+    // The NIC cannot say why: the peer deregistered the region or revoked
+    // our keys (its ACL dropped us), the range is outside it, or the peer
+    // process exited. Like every completion error it resets the link (and
+    // the cached keys); a retry resolves afresh and gets the precise reason
+    // from the peer.
     case IBV_WC_REM_ACCESS_ERR:
       return absl::UnavailableError(absl::StrCat(
           "peer ", peer, " refused the RDMA ", read ? "read" : "write", " (", what,
-          "): its region was deregistered, the range is outside it, ",
+          "): its region was deregistered or our keys revoked, the range is outside it, ",
           read ? "it does not allow remote reads, " : "", "or the peer exited; the link is reset"));
+    case IBV_WC_MW_BIND_ERR:
+      return absl::InternalError(
+          absl::StrCat("binding a memory window for peer ", peer, " failed: ", what));
     case IBV_WC_RETRY_EXC_ERR:
       return absl::UnavailableError(absl::StrCat("peer ", peer, " does not answer (", what,
                                                  "): it died or the network is down"));
@@ -70,8 +74,9 @@ uint32_t VerbsLane::Post(absl::Span<const DataOp> ops, bool* waiting) {
 
 bool VerbsLane::ServiceWaiting(CompletionSink& sink) {
   if (!draining_ && !link_.broken()) {
+    PostBinds();
     PostWaiting();
-    return waiting_count_ > 0;
+    return waiting_count_ > 0 || !pending_binds_.empty();
   }
   // Reported after every posted op (RC flushes them in order), with the
   // reason the link broke.
@@ -80,6 +85,7 @@ bool VerbsLane::ServiceWaiting(CompletionSink& sink) {
       link_.broken()
           ? link_.status()
           : absl::UnavailableError(absl::StrCat("link to ", link_.peer().node_id, " closed"));
+  FailPendingBinds(status);
   for (; waiting_count_ > 0; --waiting_count_) {
     const DataOp& op = waiting_[waiting_head_];
     waiting_head_ = (waiting_head_ + 1) % ops_depth_;
@@ -177,8 +183,8 @@ void VerbsLane::AppendBlock(const DataOp& op, const Block& block) {
   const auto& local = static_cast<const VerbsRegistration&>(*op.local_registration);
   const ibv_wr_opcode opcode = op.kind == OpKind::kRead ? IBV_WR_RDMA_READ : IBV_WR_RDMA_WRITE;
   // The striped lane posts here only ops whose region has keys on this
-  // lane's remote device.
-  const std::vector<uint32_t>& rkeys = remote.device_rkeys(remote_device_);
+  // lane's remote device, for this lane (CheckRemoteRegion).
+  const uint32_t* rkeys = remote.lane_rkeys(remote_device_, lane_);
   ForEachPiece(block.local_offset, local.chunk_bytes(), block.remote_offset, remote.mr_chunk_bytes,
                block.length, [&](uint64_t local_offset, uint64_t remote_offset, uint32_t length) {
                  AppendWr(opcode, reinterpret_cast<uint64_t>(local.base() + local_offset), length,
@@ -194,6 +200,7 @@ ibv_send_wr& VerbsLane::AppendWr(ibv_wr_opcode opcode, uint64_t local, uint32_t 
   slot.cookie = op != nullptr ? op->cookie : 0;
   slot.length = op != nullptr ? op->length : 0;
   slot.ends_op = false;
+  slot.ends_bind = false;
   slot.read = opcode == IBV_WR_RDMA_READ;
   ibv_sge& sge = sges_[chain_];
   sge.addr = local;
@@ -240,6 +247,12 @@ void VerbsLane::Retire(uint64_t through, const absl::Status* error, CompletionSi
   uint64_t read = 0;
   while (retired_ < through) {
     const SendSlot& slot = slots_[++retired_ % sq_depth_];
+    if (slot.ends_bind) {
+      // RC completes in order: the oldest posted job is this one.
+      XFERD_CHECK(!posted_binds_.empty());
+      posted_binds_.front().windows->LaneDone(error == nullptr ? absl::OkStatus() : *error);
+      posted_binds_.pop_front();
+    }
     if (!slot.ends_op) continue;
     --ops_in_flight_;
     if (error == nullptr) (slot.read ? read : written) += slot.length;
@@ -299,10 +312,7 @@ uint32_t VerbsWorker::Post(Lane& lane, absl::Span<const DataOp> ops) {
   auto& verbs_lane = static_cast<VerbsLane&>(lane);
   bool waiting = false;
   const uint32_t taken = verbs_lane.Post(ops, &waiting);
-  if (waiting && !verbs_lane.listed()) {
-    verbs_lane.set_listed(true);
-    waiting_lanes_.push_back(&verbs_lane);  // reserved for every lane of the table
-  }
+  if (waiting) ListWaiting(&verbs_lane);
   return taken;
 }
 
@@ -325,6 +335,11 @@ uint32_t VerbsWorker::Poll(CompletionSink& sink) {
   uint32_t handled = static_cast<uint32_t>(inbox_->Drain([this](Detaching& d) {
     d.lane->BeginDrain();
     draining_.push_back(std::move(d));  // reserved for every lane of the table
+  }));
+  // A lane that is closing fails the job at once: only lanes in the table
+  // (alive until reaped, which waits for them to be unlisted) get listed.
+  handled += static_cast<uint32_t>(binds_->Drain([this](Binding& b) {
+    if (b.lane->AddBind(std::move(b.job))) ListWaiting(b.lane);
   }));
   if (armed_) ConsumeChannelEvents();
   ibv_wc wcs[kPollBatch];

@@ -4,6 +4,7 @@
 #include <sys/random.h>
 
 #include <algorithm>
+#include <cerrno>
 
 #include "absl/strings/str_cat.h"
 #include "daemon/base/status_macros.h"
@@ -23,7 +24,7 @@ uint32_t RandomPsn() {
 }  // namespace
 
 VerbsLane::VerbsLane(Link& link, LinkCounters& counters, VerbsWorker& worker, uint32_t ops_depth,
-                     uint32_t send_depth, uint32_t local_device)
+                     uint32_t send_depth, uint32_t local_device, uint32_t lane)
     : link_(link),
       counters_(counters),
       worker_(worker),
@@ -31,6 +32,7 @@ VerbsLane::VerbsLane(Link& link, LinkCounters& counters, VerbsWorker& worker, ui
       sq_depth_(send_depth),
       psn_(RandomPsn()),
       local_device_(local_device),
+      lane_(lane),
       slots_(sq_depth_),
       waiting_(ops_depth_),
       wrs_(worker.chain_wrs()),
@@ -38,7 +40,12 @@ VerbsLane::VerbsLane(Link& link, LinkCounters& counters, VerbsWorker& worker, ui
   XFERD_CHECK(send_depth >= kMaxWrsPerOp && send_depth <= worker.chain_capacity());
 }
 
-VerbsLane::~VerbsLane() = default;
+VerbsLane::~VerbsLane() {
+  // Whoever waits for these binds learns now rather than at its deadline.
+  const absl::Status gone = absl::UnavailableError("the lane was torn down before its binds ran");
+  FailPendingBinds(gone);
+  for (BindJob& job : posted_binds_) job.windows->LaneDone(gone);
+}
 
 uint32_t VerbsLane::credits() const {
   if (!active_.load(std::memory_order_acquire) || broken() || draining_) return 0;
@@ -99,6 +106,65 @@ absl::Status VerbsLane::PostReceives(uint32_t count) {
   }
   recvs_posted_ += count;
   return absl::OkStatus();
+}
+
+bool VerbsLane::AddBind(BindJob job) {
+  if (draining_ || link_.broken() || qp_ == nullptr) {
+    job.windows->LaneDone(absl::UnavailableError(
+        absl::StrCat("link to ", link_.peer().node_id, " closed before its keys were bound")));
+    return false;
+  }
+  pending_binds_.push_back(std::move(job));
+  PostBinds();
+  return !pending_binds_.empty();
+}
+
+void VerbsLane::PostBinds() {
+  while (!pending_binds_.empty() && active_.load(std::memory_order_relaxed) && !draining_ &&
+         !link_.broken()) {
+    BindJob& job = pending_binds_.front();
+    const uint32_t free = sq_depth_ - static_cast<uint32_t>(posted_ - retired_);
+    if (free == 0) return;  // completions make room
+    const uint32_t count = std::min(free, job.windows->per_lane() - job.next);
+    const uint64_t first_seq = posted_ + 1;
+    for (uint32_t k = 0; k < count; ++k) {
+      const uint64_t seq = ++posted_;
+      SendSlot& slot = slots_[seq % sq_depth_];
+      slot = SendSlot{};
+      slot.ends_bind = job.next + k + 1 == job.windows->per_lane();
+      wrs_[k] = ibv_send_wr{};
+      wrs_[k].wr_id = MakeWrId(index_, seq & kSeqMask);
+    }
+    // As every chain's: its last request signaled, so its entries come back.
+    wrs_[count - 1].send_flags = IBV_SEND_SIGNALED;
+    unsignaled_ = 0;
+    ibv_send_wr* bad = nullptr;
+    const int rc = job.windows->PostBinds(qp_.get(), lane_, job.next, count, wrs_, &bad);
+    if (rc == 0) {
+      job.next += count;
+      if (job.next == job.windows->per_lane()) {
+        posted_binds_.push_back(std::move(job));
+        pending_binds_.pop_front();
+      }
+      continue;
+    }
+    // Requests from `bad` on were not posted (none when the grant was
+    // revoked meanwhile); those before retire silently: none ends the job.
+    posted_ = first_seq - 1 + (rc == ECANCELED ? 0 : static_cast<uint32_t>(bad - wrs_));
+    const absl::Status status =
+        rc == ECANCELED
+            ? absl::UnavailableError("the keys were revoked before they were bound")
+            : VerbsError(absl::StrCat("ibv_post_send(bind) to ", link_.peer().node_id), rc);
+    job.windows->LaneDone(status);
+    pending_binds_.pop_front();
+    // Outside the windows' lock (Close releases windows).
+    if (rc != ECANCELED) link_.Close(status);
+  }
+}
+
+void VerbsLane::FailPendingBinds(const absl::Status& status) {
+  for (BindJob& job : pending_binds_) job.windows->LaneDone(status);
+  pending_binds_.clear();
 }
 
 void VerbsLane::BeginDrain() {

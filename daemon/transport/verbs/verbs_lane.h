@@ -4,12 +4,15 @@
 // ibv_post_send, signals selectively, and keeps a slot per work request so
 // each op's completion (or its first error) is reported exactly once. Ops
 // whose requests do not fit the send queue yet wait in the lane, in order.
-// Receives of WRITE_WITH_IMM carry the peer's landing notices.
+// Receives of WRITE_WITH_IMM carry the peer's landing notices. The lane
+// also posts the binds of the memory windows granted to its peer, as its
+// send queue has room for them.
 #pragma once
 
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -17,6 +20,7 @@
 #include "daemon/memory/region_registry.h"
 #include "daemon/transport/transport.h"
 #include "daemon/transport/verbs/ibv.h"
+#include "daemon/transport/verbs/memory_windows.h"
 #include "daemon/transport/verbs/queue_pair.h"
 #include "daemon/transport/verbs/verbs_constants.h"
 
@@ -50,9 +54,10 @@ class VerbsLane final : public Lane {
   // the send queue's work requests (>= kMaxWrsPerOp, <= the worker's chain
   // capacity).
   // `counters`: where the bytes count (the striped link's, shared by its
-  // devices); `local_device`: the device of `worker` (which lkeys to use).
+  // devices); `local_device`: the device of `worker` (which lkeys to use);
+  // `lane`: its position in its link (which of a peer's per-lane keys).
   VerbsLane(Link& link, LinkCounters& counters, VerbsWorker& worker, uint32_t ops_depth,
-            uint32_t send_depth, uint32_t local_device);
+            uint32_t send_depth, uint32_t local_device, uint32_t lane);
   ~VerbsLane() override;
 
   // Ops the lane takes now: ops_depth less those it holds, posted or waiting
@@ -92,6 +97,10 @@ class VerbsLane final : public Lane {
   // with the link's status (after the posted ones: completions stay in
   // order). Returns true while some still wait.
   bool ServiceWaiting(CompletionSink& sink);
+  // Takes a grant's binds for this lane and posts what fits; the rest wait
+  // (see ServiceWaiting). True while some wait. A lane that is closing
+  // fails the job at once.
+  bool AddBind(BindJob job);
   void OnSendCompletion(const ibv_wc& wc, CompletionSink& sink);
   void OnRecvCompletion(const ibv_wc& wc, const memory::RegionRegistry& regions);
   // Moves the QP to ERR so everything outstanding flushes; drained() turns
@@ -99,7 +108,7 @@ class VerbsLane final : public Lane {
   void BeginDrain();
   bool drained() const {
     return draining_ && posted_ == retired_ && recvs_posted_ == 0 && waiting_count_ == 0 &&
-           !listed_;
+           pending_binds_.empty() && !listed_;
   }
   // Whether the worker lists the lane among those with waiting ops.
   bool listed() const { return listed_; }
@@ -114,8 +123,9 @@ class VerbsLane final : public Lane {
   struct SendSlot {
     uint64_t cookie = 0;
     uint32_t length = 0;
-    bool ends_op = false;  // the op's last work request: report it
-    bool read = false;     // an RDMA READ (for the error message)
+    bool ends_op = false;    // the op's last work request: report it
+    bool read = false;       // an RDMA READ (for the error message)
+    bool ends_bind = false;  // a bind job's last request: its lane is bound
   };
 
   // Chains the waiting ops that fit the send queue, in order, and posts
@@ -135,6 +145,10 @@ class VerbsLane final : public Lane {
   ibv_send_wr& AppendWr(ibv_wr_opcode opcode, uint64_t local, uint32_t length, uint32_t lkey,
                         uint64_t remote, uint32_t rkey, const DataOp* op);
   void Retire(uint64_t through_seq, const absl::Status* error, CompletionSink& sink);
+  // Posts the waiting binds that fit the send queue, in order.
+  void PostBinds();
+  // Ends every bind job not yet wholly posted with `status`.
+  void FailPendingBinds(const absl::Status& status);
   absl::Status PostReceives(uint32_t count);
   // Validates the peer's notice record in `slot` and raises its landed event.
   void Land(uint32_t slot, const memory::RegionRegistry& regions);
@@ -153,6 +167,7 @@ class VerbsLane final : public Lane {
   const uint32_t sq_depth_;  // work requests
   const uint32_t psn_;       // our initial packet sequence number
   const uint32_t local_device_;
+  const uint32_t lane_;
   uint32_t remote_device_ = 0;
   OpReporter* reporter_ = nullptr;
   uint32_t sub_ = 0;
@@ -180,6 +195,11 @@ class VerbsLane final : public Lane {
   uint32_t recvs_posted_ = 0;
   uint32_t recvs_to_repost_ = 0;
   bool draining_ = false;
+  // Bind jobs: those still to post (in part or whole), then those posted
+  // whose last request has not completed. Binds are rare control work, so
+  // these may allocate.
+  std::deque<BindJob> pending_binds_;
+  std::deque<BindJob> posted_binds_;
   // The chain being built by Post, in the worker's preallocated arrays (its
   // lanes post one at a time, on its thread): no allocation per post.
   ibv_send_wr* const wrs_;

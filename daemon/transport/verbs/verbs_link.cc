@@ -42,14 +42,19 @@ VerbsLink::VerbsLink(std::shared_ptr<VerbsContext> context, std::vector<VerbsWor
       owner_alive_(std::move(owner_alive)),
       on_close_(std::move(on_close)) {}
 
-VerbsLink::~VerbsLink() = default;
+// A link dropped without Close still has its queue pairs: the windows
+// bound to them go first.
+VerbsLink::~VerbsLink() { ReleaseWindows(); }
 
 absl::Status VerbsLink::Build(uint32_t lanes) {
   ring_lanes_ = lanes;
   const size_t half = lanes * kLaneRingBytes;
   ring_ = std::make_unique<uint8_t[]>(2 * half);
-  ring_in_mr_.reset(ibv_reg_mr(context_->pd.get(), ring_.get(), half,
-                               IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE));
+  // With windows, the peer writes its lane's slots through a window bound to
+  // that lane alone; the MR's own key reaches nothing.
+  const int remote = settings_.memory_windows ? IBV_ACCESS_MW_BIND : IBV_ACCESS_REMOTE_WRITE;
+  ring_in_mr_.reset(
+      ibv_reg_mr(context_->pd.get(), ring_.get(), half, IBV_ACCESS_LOCAL_WRITE | remote));
   if (ring_in_mr_ == nullptr) return VerbsError("ibv_reg_mr(notice ring)", errno);
   ring_out_mr_.reset(ibv_reg_mr(context_->pd.get(), ring_.get() + half, half, 0));
   if (ring_out_mr_ == nullptr) return VerbsError("ibv_reg_mr(notice records)", errno);
@@ -60,11 +65,24 @@ absl::Status VerbsLink::Build(uint32_t lanes) {
   for (uint32_t i = 0; i < lanes; ++i) {
     lanes_.push_back(std::make_unique<VerbsLane>(
         *this, owner_ != nullptr ? owner_->counters() : counters(), *workers_[i],
-        settings_.ops_depth, settings_.send_depth, context_->index));
+        settings_.ops_depth, settings_.send_depth, context_->index, i));
     lane_count_.store(i + 1, std::memory_order_release);
     RETURN_IF_ERROR(
         lanes_.back()->Create(context_->pd.get(), settings_.path.port, settings_.max_inline));
   }
+  if (!settings_.memory_windows) return absl::OkStatus();
+  // After the queue pairs they will be bound to: a process killed with its
+  // links open has the kernel destroy its verbs objects newest first, and
+  // rxe stalls ~50 s destroying a queue pair that still has windows bound
+  // (peers' writes meanwhile still find it).
+  std::vector<WindowTarget> slots;
+  for (uint32_t i = 0; i < lanes; ++i) {
+    slots.push_back(WindowTarget{ring_in_mr_.get(),
+                                 reinterpret_cast<uint64_t>(ring_.get()) + i * kLaneRingBytes,
+                                 kLaneRingBytes});
+  }
+  ASSIGN_OR_RETURN(ring_windows_, MemoryWindows::Create(context_, lanes, std::move(slots),
+                                                        IBV_ACCESS_REMOTE_WRITE, "notice ring"));
   return absl::OkStatus();
 }
 
@@ -77,9 +95,10 @@ void VerbsLink::Describe(DeviceEndpoints* out) const {
   const uint32_t lanes = lane_count();
   for (uint32_t i = 0; i < lanes; ++i) {
     out->queue_pairs.push_back(lanes_[i]->local_endpoint(settings_.path, port.gid.raw, port.lid));
+    if (ring_windows_ != nullptr) out->queue_pairs.back().notice_rkey = ring_windows_->keys()[i];
   }
   out->notice_ring_addr = reinterpret_cast<uint64_t>(ring_.get());
-  out->notice_ring_rkey = ring_in_mr_->rkey;
+  out->notice_ring_rkey = ring_windows_ != nullptr ? 0 : ring_in_mr_->rkey;
 }
 
 absl::Status VerbsLink::Activate(const LinkEndpoints& remote, const DeviceEndpoints& device) {
@@ -114,9 +133,12 @@ absl::Status VerbsLink::Activate(const LinkEndpoints& remote, const DeviceEndpoi
     area.outgoing = ring_.get() + half + i * kLaneRingBytes;
     area.outgoing_lkey = ring_out_mr_->lkey;
     area.remote_addr = device.notice_ring_addr + i * kLaneRingBytes;
-    area.remote_rkey = device.notice_ring_rkey;
+    const uint32_t lane_rkey = device.queue_pairs[i].notice_rkey;
+    area.remote_rkey = lane_rkey != 0 ? lane_rkey : device.notice_ring_rkey;
     RETURN_IF_ERROR(lanes_[i]->Activate(path, device.queue_pairs[i], area, device.index));
   }
+  // Now that the queue pairs can send: the ring's windows, each on its lane.
+  if (ring_windows_ != nullptr) RequestBinds(ring_windows_, remote.lanes);
   active_.store(true, std::memory_order_release);
   return absl::OkStatus();
 }
@@ -140,7 +162,11 @@ void VerbsLink::Detach(uint32_t lane) {
     detached_[lane] = true;
   }
   if (!lanes_[lane]->in_table()) return;  // its Create failed before the worker knew it
-  // The owner's striped lanes hear of this one's completions, and a rejoin
+  workers_[lane]->RequestDetach(KeepAlive(), lanes_[lane].get());
+}
+
+std::shared_ptr<Link> VerbsLink::KeepAlive() {
+  // The owner's striped lanes hear of this link's completions, and a rejoin
   // may have replaced this link in its owner: both stay alive until the
   // lane is gone.
   std::shared_ptr<Link> keep_alive = shared_from_this();
@@ -148,15 +174,30 @@ void VerbsLink::Detach(uint32_t lane) {
     using Both = std::pair<std::shared_ptr<Link>, std::shared_ptr<Link>>;
     keep_alive = std::shared_ptr<Link>(std::make_shared<Both>(std::move(owner), keep_alive), this);
   }
-  workers_[lane]->RequestDetach(std::move(keep_alive), lanes_[lane].get());
+  return keep_alive;
 }
 
 void VerbsLink::Close(absl::Status reason) {
   if (!MarkBroken(std::move(reason))) return;
   spdlog::info("link to {} on {} closed: {}", peer().node_id, context_->port.device,
                status().message());
+  // The keys handed to the peer die with the link, before its queue pairs.
+  ReleaseWindows();
   for (uint32_t i = 0; i < lanes_.size(); ++i) Detach(i);
   if (on_close_) on_close_();
+}
+
+void VerbsLink::ReleaseWindows() {
+  std::vector<std::shared_ptr<MemoryWindows>> granted;
+  {
+    MutexLock lock(&mu_);
+    for (auto& [id, weak] : windows_) {
+      if (std::shared_ptr<MemoryWindows> w = weak.lock()) granted.push_back(std::move(w));
+    }
+    windows_.clear();
+  }
+  for (const auto& w : granted) w->Release();
+  if (ring_windows_ != nullptr) ring_windows_->Release();
 }
 
 }  // namespace xferd::transport::verbs

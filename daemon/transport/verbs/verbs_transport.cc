@@ -55,6 +55,11 @@ absl::StatusOr<std::unique_ptr<VerbsTransport>> VerbsTransport::Create(
     }
     transport->workers_.push_back(std::move(striped));
   }
+  if (!options.memory_windows) {
+    spdlog::warn(
+        "verbs transport: memory windows off (transport.verbs_memory_windows = false): a region's "
+        "keys work on any queue pair of this daemon, whichever peer they were given to");
+  }
   for (auto& d : transport->devices_) {
     d->async = std::make_unique<AsyncEventThread>(
         d->context, [device = d.get()](absl::Status reason) { device->links.CloseAll(reason); });
@@ -77,7 +82,17 @@ absl::StatusOr<VerbsLinkSettings> VerbsTransport::SettingsFor(const VerbsContext
         context.attr.max_qp_init_rd_atom, ", max_qp_rd_atom ", context.attr.max_qp_rd_atom,
         "): xferd needs RDMA READ; use another device or the tcp transport"));
   }
+  if (options_.memory_windows &&
+      ((context.attr.device_cap_flags & IBV_DEVICE_MEM_WINDOW_TYPE_2B) == 0 ||
+       context.attr.max_mw <= 0)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "RDMA device ", port.device,
+        " has no type-2B memory windows, which bind a peer's keys to its own queue pairs; set "
+        "transport.verbs_memory_windows = false to run without (then any queue pair of this "
+        "daemon's protection domain accepts a region's keys)"));
+  }
   VerbsLinkSettings settings;
+  settings.memory_windows = options_.memory_windows;
   settings.path.port = port.port;
   settings.path.ethernet = port.ethernet;
   settings.path.sgid_index = static_cast<uint8_t>(port.gid.index);
@@ -159,8 +174,13 @@ absl::StatusOr<std::shared_ptr<Link>> VerbsTransport::AcceptLink(const PeerIdent
   return std::shared_ptr<Link>(std::move(link));
 }
 
-RemoteRegion VerbsTransport::DescribeRegion(const memory::Region& region) const {
+absl::StatusOr<RemoteRegion> VerbsTransport::GrantRegion(Link& link, const memory::Region& region,
+                                                          absl::Time deadline) {
   const auto& registration = static_cast<const VerbsRegistration&>(*region.registration());
+  // Links of this transport are striped links.
+  if (options_.memory_windows) {
+    return static_cast<StripedLink&>(link).Grant(region, registration, deadline);
+  }
   RemoteRegion r{region.id(), region.size(), reinterpret_cast<uint64_t>(region.data()),
                  registration.chunk_bytes(), registration.rkeys(0)};
   for (uint32_t d = 1; d < registration.devices(); ++d) {
@@ -169,8 +189,16 @@ RemoteRegion VerbsTransport::DescribeRegion(const memory::Region& region) const 
   return r;
 }
 
-absl::Status VerbsTransport::CheckRemoteRegion(const RemoteRegion& r) const {
-  return CheckRemoteRegionKeys(r);
+void VerbsTransport::RevokeRegion(const memory::Region& region, Link* link) {
+  if (link != nullptr) {
+    static_cast<StripedLink*>(link)->Revoke(region.id());
+    return;
+  }
+  static_cast<const VerbsRegistration&>(*region.registration()).RevokeWindows();
+}
+
+absl::Status VerbsTransport::CheckRemoteRegion(const RemoteRegion& r, const Link& link) const {
+  return CheckRemoteRegionKeys(r, link.lane_count());
 }
 
 absl::StatusOr<std::unique_ptr<memory::TransportRegistration>> VerbsTransport::RegisterMemory(
@@ -179,14 +207,15 @@ absl::StatusOr<std::unique_ptr<memory::TransportRegistration>> VerbsTransport::R
   for (const auto& d : devices_) contexts.push_back(d->context);
   absl::StatusOr<std::unique_ptr<VerbsRegistration>> registration = VerbsRegistration::Create(
       std::move(contexts), region.data(), region.size(), region.access(),
-      !region.backing().read_only(), options_.mr_chunk, options_.registration_threads,
-      registrations_);
+      !region.backing().read_only(), options_.memory_windows, options_.mr_chunk,
+      options_.registration_threads, registrations_);
   if (!registration.ok() && region.backing().read_only()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "cannot register file region '", region.name(),
         "' for RDMA: ", region.backing().spec().file_path,
         " is not writable by the daemon, and the kernel refuses to pin read-only file mappings (",
-        registration.status().message(), "); make the file writable by the daemon"));
+        registration.status().message(), "), which memory windows need writable anyway; make "
+        "the file writable by the daemon"));
   }
   if (!registration.ok()) return registration.status();
   return std::unique_ptr<memory::TransportRegistration>(*std::move(registration));
@@ -202,6 +231,7 @@ TransportStats VerbsTransport::stats() const {
   stats.memory_registrations = static_cast<uint32_t>(registrations_->load());
   for (const auto& d : devices_) {
     const VerbsContext& c = *d->context;
+    stats.memory_windows += static_cast<uint32_t>(c.windows.load(std::memory_order_relaxed));
     DeviceStats s;
     s.name = c.port.device;
     s.port = c.port.port;

@@ -4,7 +4,8 @@
 // worker (CQ) per poller and the async-event thread; per poller a striped
 // worker over those. Links pair the devices with a peer's and stripe ops
 // over the pairs. Regions are registered on every device, with exactly the
-// access they allow.
+// access they allow, which peers get through memory windows bound to their
+// own link's queue pairs (unless memory_windows is off).
 #pragma once
 
 #include <atomic>
@@ -45,6 +46,10 @@ struct VerbsTransportOptions {
   // Pin poller i to the CPUs of the NUMA node of device i % devices (its
   // home device), where sysfs names one.
   bool numa_pinning = true;
+  // Peers get keys that work only on their own link's queue pairs (type-2
+  // memory windows); off: the MRs' keys, which any queue pair of the
+  // protection domain accepts (for devices without type-2 windows).
+  bool memory_windows = true;
 };
 
 class VerbsTransport final : public Transport {
@@ -77,8 +82,10 @@ class VerbsTransport final : public Transport {
   absl::StatusOr<std::shared_ptr<Link>> AcceptLink(const PeerIdentity& peer,
                                                    const LinkEndpoints& remote,
                                                    LinkEndpoints* local) override;
-  RemoteRegion DescribeRegion(const memory::Region& region) const override;
-  absl::Status CheckRemoteRegion(const RemoteRegion& region) const override;
+  absl::StatusOr<RemoteRegion> GrantRegion(Link& link, const memory::Region& region,
+                                           absl::Time deadline) override;
+  void RevokeRegion(const memory::Region& region, Link* link) override;
+  absl::Status CheckRemoteRegion(const RemoteRegion& region, const Link& link) const override;
   absl::StatusOr<std::unique_ptr<memory::TransportRegistration>> RegisterMemory(
       const memory::Region& region) override;
   TransportStats stats() const override;

@@ -33,11 +33,13 @@ absl::StatusOr<std::unique_ptr<VerbsWorker>> VerbsWorker::Create(
   if (worker->cq_ == nullptr) return VerbsError("ibv_create_cq", errno);
   // Each lane in the table is detached once, so this many requests at most.
   ASSIGN_OR_RETURN(worker->inbox_, Inbox::Create(kMaxLanesPerWorker));
+  // Grants come from control threads, as many as peers resolve regions.
+  ASSIGN_OR_RETURN(worker->binds_, BindInbox::Create(BindInbox::kUnbounded));
   worker->epoll_.reset(::epoll_create1(EPOLL_CLOEXEC));
   if (!worker->epoll_.valid()) {
     return absl::ResourceExhaustedError(absl::StrCat("epoll_create1: ", std::strerror(errno)));
   }
-  for (int fd : {worker->channel_->fd, worker->inbox_->fd()}) {
+  for (int fd : {worker->channel_->fd, worker->inbox_->fd(), worker->binds_->fd()}) {
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.fd = fd;
@@ -96,6 +98,16 @@ void VerbsWorker::RequestDetach(std::shared_ptr<Link> keep_alive, VerbsLane* lan
   XFERD_CHECK(inbox_->Push(Detaching{lane, std::move(keep_alive)}));
 }
 
+void VerbsWorker::RequestBind(std::shared_ptr<Link> keep_alive, VerbsLane* lane, BindJob job) {
+  XFERD_CHECK(binds_->Push(Binding{lane, std::move(keep_alive), std::move(job)}));
+}
+
+void VerbsWorker::ListWaiting(VerbsLane* lane) {
+  if (lane->listed()) return;
+  lane->set_listed(true);
+  waiting_lanes_.push_back(lane);  // reserved for every lane of the table
+}
+
 void VerbsWorker::ReapDrained() {
   for (size_t i = 0; i < draining_.size();) {
     VerbsLane* lane = draining_[i].lane;
@@ -126,7 +138,8 @@ bool VerbsWorker::PrepareToSleep() {
     armed_ = true;
     return false;
   }
-  return inbox_->PrepareToSleep();  // last: its true commits to the sleep
+  // Last: a true commits to the sleep (both eventfds are in the epoll set).
+  return binds_->PrepareToSleep() && inbox_->PrepareToSleep();
 }
 
 void VerbsWorker::ConsumeChannelEvents() {

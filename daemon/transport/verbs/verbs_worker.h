@@ -51,6 +51,10 @@ class VerbsWorker final : public TransportWorker {
   // Any thread: drain and release the lane's QP on this worker's thread.
   // `keep_alive` owns the lane and is held until the QP is gone.
   void RequestDetach(std::shared_ptr<Link> keep_alive, VerbsLane* lane);
+  // Control thread: post `job`'s binds on the lane's QP from this worker's
+  // thread (it alone posts there); the job's windows hear when they ran.
+  // `keep_alive` owns the lane.
+  void RequestBind(std::shared_ptr<Link> keep_alive, VerbsLane* lane, BindJob job);
   // Queue pairs alive on this worker (for stats and leak checks).
   uint32_t queue_pairs() const { return lanes_.load(std::memory_order_relaxed); }
 
@@ -60,6 +64,12 @@ class VerbsWorker final : public TransportWorker {
     std::shared_ptr<Link> keep_alive;
   };
   using Inbox = WakeInbox<Detaching>;
+  struct Binding {
+    VerbsLane* lane;
+    std::shared_ptr<Link> keep_alive;
+    BindJob job;
+  };
+  using BindInbox = WakeInbox<Binding>;
 
   VerbsWorker(std::shared_ptr<VerbsContext> context, uint32_t chain_capacity,
               const memory::RegionRegistry& regions);
@@ -68,6 +78,8 @@ class VerbsWorker final : public TransportWorker {
   uint32_t ServiceWaitingLanes(CompletionSink& sink);
   void ReapDrained();
   void ConsumeChannelEvents();
+  // Lists `lane` among those with work waiting, once.
+  void ListWaiting(VerbsLane* lane);
 
   const std::shared_ptr<VerbsContext> context_;
   const memory::RegionRegistry& regions_;
@@ -75,7 +87,8 @@ class VerbsWorker final : public TransportWorker {
   IbvCompChannel channel_;
   IbvCq cq_;
   std::unique_ptr<Inbox> inbox_;  // lanes to detach
-  UniqueFd epoll_;  // the channel's fd and the inbox's: what a sleeping poller waits on
+  std::unique_ptr<BindInbox> binds_;  // grants to bind, from control threads
+  UniqueFd epoll_;  // the channel's fd and the inboxes': what a sleeping poller waits on
   std::vector<std::atomic<VerbsLane*>> table_;
   std::vector<ibv_send_wr> chain_wrs_;
   std::vector<ibv_sge> chain_sges_;
@@ -89,7 +102,8 @@ class VerbsWorker final : public TransportWorker {
 
   // Poller thread only.
   std::vector<Detaching> draining_;
-  std::vector<VerbsLane*> waiting_lanes_;  // lanes holding ops the send queue had no room for
+  // Lanes holding ops or binds the send queue had no room for.
+  std::vector<VerbsLane*> waiting_lanes_;
   bool armed_ = false;
   uint32_t unacked_events_ = 0;
 };

@@ -142,6 +142,17 @@ grep -q '^xferctl: ALREADY_EXISTS: ' "$E" || fail "$(cat "$E")"
 expect_exit 1 "$O" "$E" -- "${A[@]}" cancel 424242
 grep -q '^xferctl: NOT_FOUND: ' "$E" || fail "$(cat "$E")"
 
+# --- regions acl: a, left out of dst's ACL, cannot write it; open again, it can.
+expect_exit 0 "$O" "$E" -- "${B[@]}" regions acl dst --allow someone-else
+grep -q '^region dst: allowed peers someone-else$' "$O" || fail "acl: $(cat "$O")"
+expect_exit 1 "$O" "$E" -- "${A[@]}" write src b dst --length 10
+grep -q "^xferctl: PERMISSION_DENIED: .*node 'a' is not in the ACL" "$E" || fail "$(cat "$E")"
+expect_exit 1 "$O" "$E" -- "${B[@]}" regions acl dst
+grep -q '^xferctl: INVALID_ARGUMENT: give the peers' "$E" || fail "$(cat "$E")"
+expect_exit 0 "$O" "$E" -- "${B[@]}" regions acl dst --any
+grep -q '^region dst: any authenticated peer$' "$O" || fail "acl --any: $(cat "$O")"
+expect_exit 0 "$O" "$E" -- "${A[@]}" write src b dst --length 10
+
 # --- many blocks. check_blocks LIST SRC_FILE DST_FILE: every block of LIST
 # ("src dst length" lines) is byte for byte in DST_FILE, and every byte of
 # DST_FILE outside the blocks is still zero (nothing landed elsewhere).

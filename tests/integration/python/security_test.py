@@ -146,6 +146,38 @@ def test_acl_holds_for_authenticated_peers(clients: Dict[str, xferd.Client],
         clients["b"].deregister_region("for_c", force=True)
 
 
+def test_acl_change_takes_the_keys_back(clients: Dict[str, xferd.Client],
+                                        target: xferd.Region) -> None:
+    # a resolved b's region and wrote it; once b's ACL leaves a out, a's next
+    # write is refused and writes nothing (over verbs the keys a holds were
+    # memory windows bound to its link, released by the change; the C++
+    # verbs_windows_test shows an old key failing on the wire).
+    a, b = clients["a"], clients["b"]
+    shared = b.register_region("shared", SIZE, backing="shm", remote_write=True,
+                               allowed_peers=["a"])
+    try:
+        data = fill(a.region("src"), seed=51)
+        assert a.write("src", "b", "shared", SIZE).wait(timeout=WAIT_S).state == "done"
+        assert sha(shared.buffer) == sha(data)
+        assert b.set_region_acl("shared", ["c"]).allowed_peers == ("c",)
+        assert b.region("shared").allowed_peers == ("c",)
+        fill(a.region("src"), seed=52)
+        received = b.stats().bytes_received
+        with pytest.raises(xferd.PermissionDenied, match="node 'a' is not in the ACL"):
+            a.write("src", "b", "shared", SIZE).wait(timeout=WAIT_S)
+        assert sha(shared.buffer) == sha(data)
+        assert b.stats().bytes_received == received
+        # Back in the ACL: a resolves afresh and writes.
+        b.set_region_acl("shared", ["c", "a"])
+        data = fill(a.region("src"), seed=53)
+        assert a.write("src", "b", "shared", SIZE).wait(timeout=WAIT_S).state == "done"
+        assert sha(shared.buffer) == sha(data)
+        with pytest.raises(xferd.NotFound):
+            b.set_region_acl("nowhere", ["a"])
+    finally:
+        b.deregister_region("shared", force=True)
+
+
 def test_daemon_without_tls_is_refused_both_ways(cluster: Cluster,
                                                  clients: Dict[str, xferd.Client],
                                                  untouched: Untouched) -> None:

@@ -132,6 +132,12 @@ TEST(ConfigTest, VerbsDevicesTakeAListOrAll) {
   ASSERT_TRUE(pinning.ok()) << pinning.status();
   EXPECT_EQ(pinning->transport.numa_pinning, "off");
   EXPECT_EQ(Config().transport.numa_pinning, "auto");
+  // Memory windows are on unless turned off.
+  EXPECT_TRUE(Config().transport.verbs_memory_windows);
+  absl::StatusOr<Config> windows =
+      ParseConfig("[transport]\nverbs_memory_windows = false\n", "x");
+  ASSERT_TRUE(windows.ok()) << windows.status();
+  EXPECT_FALSE(windows->transport.verbs_memory_windows);
   pinning->transport.numa_pinning = "node0";
   EXPECT_EQ(Validate(*pinning).message(),
             "config key 'transport.numa_pinning' must be \"auto\" or \"off\"");

@@ -42,7 +42,7 @@ std::shared_ptr<Transfer> WithTimeout(absl::Duration timeout, uint64_t id,
   plan.blocks = {transport::Block{0, 0, 4096}};
   auto link = std::make_shared<NullLink>();
   plan.peer = std::make_shared<Peer>(NodeIdentity{"peer", 1, "x"}, true, link,
-                                     transport::TransportKind::kTcp, "");
+                                     transport::TransportKind::kTcp, "", 1, 2);
   plan.link = link;
   plan.slice_size = 4096;
   return std::make_shared<Transfer>(plan, listener);

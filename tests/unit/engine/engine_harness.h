@@ -40,11 +40,11 @@ class InProcessPeerRpc final : public engine::PeerRpc {
   }
   absl::StatusOr<engine::ResolvedRegion> ResolveRegion(const std::string& address,
                                                        const engine::NodeIdentity& self,
-                                                       const std::string& region,
-                                                       absl::Time) override {
+                                                       uint64_t link_id, const std::string& region,
+                                                       absl::Time deadline) override {
     engine::Engine* e = Find(address);
     if (e == nullptr) return absl::UnavailableError("no daemon at " + address);
-    return e->ResolveForPeer(self.node_id, self.incarnation, region);
+    return e->ResolveForPeer(self.node_id, self.incarnation, link_id, region, deadline);
   }
   absl::Status InvalidateRegion(const std::string& address, const engine::NodeIdentity& self,
                                 uint32_t id, const std::string& region, absl::Time) override {

@@ -158,26 +158,68 @@ TEST_F(EnginePeersTest, AReconnectWaitsForTheGoodbyeOfTheLinkBefore) {
   EXPECT_EQ(peers[0].state, PeerState::kConnected) << "the old link's goodbye ended the new one";
 }
 
-TEST_F(EnginePeersTest, ResolutionHonoursTheAcl) {
+// A 4 KiB region "private" that peers may write, if `acl` admits them.
+memory::RegionSpec PrivateRegion(std::vector<std::string> acl) {
   memory::RegionSpec spec;
   spec.name = "private";
   spec.size = 4096;
   spec.access.remote_write = true;
-  spec.allowed_peers = {"c"};
-  ASSERT_TRUE(h_.Register(*b_, spec).ok());
+  spec.allowed_peers = std::move(acl);
+  return spec;
+}
+
+TEST_F(EnginePeersTest, ResolutionHonoursTheAcl) {
+  ASSERT_TRUE(h_.Register(*b_, PrivateRegion({"c"})).ok());
   ASSERT_TRUE(h_.Connect(*a_, *b_).ok());
   absl::Status s = h_.Submit(*a_, {Spec("src", "b", "private", 4096)}).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied);
   EXPECT_NE(s.message().find("ACL"), absl::string_view::npos);
 }
 
+// How a write of 4 KiB from `from` into b's `region` ends.
+absl::StatusCode WriteOutcome(EngineHarness& h, Node& from, const std::string& region) {
+  auto submitted = h.Submit(from, {Spec("src", "b", region, 4096)});
+  if (!submitted.ok()) return submitted.status().code();
+  return h.Wait((*submitted)[0]).error.code();
+}
+
+absl::StatusOr<std::shared_ptr<memory::Region>> SetAcl(Node& node, const std::string& region,
+                                                       std::vector<std::string> peers) {
+  std::promise<absl::StatusOr<std::shared_ptr<memory::Region>>> done;
+  node.engine->SetRegionAcl(region, std::move(peers), [&](auto r) { done.set_value(r); });
+  return done.get_future().get();
+}
+
+TEST_F(EnginePeersTest, AnAclChangeTakesTheKeysBack) {
+  ASSERT_TRUE(h_.Register(*b_, PrivateRegion({"a"})).ok());
+  ASSERT_TRUE(h_.Connect(*a_, *b_).ok());
+  EXPECT_EQ(WriteOutcome(h_, *a_, "private"), absl::StatusCode::kOk);
+  auto changed = SetAcl(*b_, "private", {"c"});
+  ASSERT_TRUE(changed.ok()) << changed.status();
+  EXPECT_EQ((*changed)->allowed_peers(), std::vector<std::string>{"c"});
+  // a was told before the change answered: its write resolves, and is refused.
+  auto refused = h_.Submit(*a_, {Spec("src", "b", "private", 4096)});
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kPermissionDenied);
+  // Let back in: it resolves afresh and writes.
+  ASSERT_TRUE(SetAcl(*b_, "private", {"c", "a"}).ok());
+  EXPECT_EQ(WriteOutcome(h_, *a_, "private"), absl::StatusCode::kOk);
+  EXPECT_EQ(SetAcl(*b_, "none", {}).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(SetAcl(*b_, "private", {""}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST_F(EnginePeersTest, ResolveRequiresTheCurrentLink) {
-  EXPECT_EQ(b_->engine->ResolveForPeer("a", 1, "dst").status().code(),
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  EXPECT_EQ(b_->engine->ResolveForPeer("a", 1, 0, "dst", deadline).status().code(),
             absl::StatusCode::kFailedPrecondition);
   ASSERT_TRUE(h_.Connect(*a_, *b_).ok());
-  EXPECT_TRUE(b_->engine->ResolveForPeer("a", 1, "dst").ok());
-  EXPECT_EQ(b_->engine->ResolveForPeer("a", 999, "dst").status().code(),
+  EXPECT_TRUE(b_->engine->ResolveForPeer("a", 1, 0, "dst", deadline).ok());
+  EXPECT_EQ(b_->engine->ResolveForPeer("a", 999, 0, "dst", deadline).status().code(),
             absl::StatusCode::kFailedPrecondition);  // a stale incarnation
+  // Keys for a link b does not have (an old one, replaced): they would be
+  // bound to the wrong queue pairs, so none are handed out.
+  EXPECT_EQ(b_->engine->ResolveForPeer("a", 1, 12345, "dst", deadline).status().code(),
+            absl::StatusCode::kUnavailable);
 }
 
 }  // namespace

@@ -19,7 +19,7 @@ struct TestLink : transport::Link {
 
 std::shared_ptr<Peer> MakePeer(const std::string& node, const std::string& address) {
   return std::make_shared<Peer>(NodeIdentity{node, 1, address}, true, std::make_shared<TestLink>(),
-                                transport::TransportKind::kTcp, "");
+                                transport::TransportKind::kTcp, "", 1, 2);
 }
 
 TEST(PeerDirectoryTest, FindByNodeOrAddressAndReplace) {

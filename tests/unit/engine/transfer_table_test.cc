@@ -42,7 +42,7 @@ class TransferTableTest : public ::testing::Test, public TransferListener {
       *memory::MemoryBacking::Create({memory::Backing::kAnonymous, 4096}));
   std::shared_ptr<Peer> peer_ =
       std::make_shared<Peer>(NodeIdentity{"peer", 1, "x"}, true, std::make_shared<NullLink>(),
-                             transport::TransportKind::kTcp, "");
+                             transport::TransportKind::kTcp, "", 1, 2);
 };
 
 TEST_F(TransferTableTest, AdmissionCountsInFlightOnly) {

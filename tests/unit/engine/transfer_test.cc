@@ -50,7 +50,7 @@ class TransferTest : public ::testing::Test {
     plan.local = region_;
     auto link = std::make_shared<NullLink>();
     plan.peer = std::make_shared<Peer>(NodeIdentity{"peer", 1, "x"}, true, link,
-                                       transport::TransportKind::kTcp, "");
+                                       transport::TransportKind::kTcp, "", 1, 2);
     plan.link = link;
     plan.remote = transport::RemoteRegion{9, 1 << 20, 0, 0};
     plan.slice_size = slice;

@@ -2,8 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdint>
 #include <limits>
+#include <string>
+#include <thread>
+#include <vector>
 
 namespace xferd::memory {
 namespace {
@@ -43,6 +47,32 @@ TEST(RegionTest, Acl) {
   EXPECT_TRUE(region->PeerAllowed("b"));
   EXPECT_FALSE(region->PeerAllowed("c"));
   EXPECT_FALSE(region->PeerAllowed(""));
+}
+
+TEST(RegionTest, AclChanges) {
+  auto region = MakeRegion(4096, {"a", "b"});
+  region->SetAllowedPeers({"b", "c"});
+  EXPECT_FALSE(region->PeerAllowed("a"));
+  EXPECT_TRUE(region->PeerAllowed("c"));
+  EXPECT_EQ(region->allowed_peers(), (std::vector<std::string>{"b", "c"}));
+  // The spec keeps what was registered.
+  EXPECT_EQ(region->spec().allowed_peers, (std::vector<std::string>{"a", "b"}));
+  region->SetAllowedPeers({});
+  EXPECT_TRUE(region->PeerAllowed("anyone"));
+}
+
+// Writers' checks (pollers) run while the ACL changes: each sees one ACL
+// whole, never a freed one (run under TSan/ASan in the sanitizer suites).
+TEST(RegionTest, AclChangesWhileChecked) {
+  auto region = MakeRegion(4096, {"a"});
+  std::atomic<bool> stop{false};
+  std::thread reader([&] {
+    while (!stop.load()) (void)region->PeerAllowed("a");
+  });
+  for (int i = 0; i < 1000; ++i) region->SetAllowedPeers({i % 2 == 0 ? "b" : "a"});
+  stop = true;
+  reader.join();
+  EXPECT_TRUE(region->PeerAllowed("a"));
 }
 
 TEST(RegionTest, UsersCount) {

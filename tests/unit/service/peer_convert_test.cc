@@ -66,6 +66,7 @@ TEST(PeerConvertTest, RoundTripsSeveralDevices) {
       transport::QueuePairEndpoint qp;
       qp.qpn = 10 * d + i;
       qp.mtu = 1024;
+      qp.notice_rkey = 0x500 + 10 * d + i;  // lane i's window on the ring
       device.queue_pairs.push_back(qp);
     }
     e.devices.push_back(device);
@@ -84,6 +85,7 @@ TEST(PeerConvertTest, RoundTripsSeveralDevices) {
   EXPECT_EQ(parsed->devices[1].rate_mbps, 50000u);
   EXPECT_EQ(parsed->devices[1].notice_ring_rkey, 8u);
   EXPECT_EQ(parsed->devices[1].queue_pairs[1].qpn, 11u);
+  EXPECT_EQ(parsed->devices[1].queue_pairs[1].notice_rkey, 0x50bu);
   // A device whose queue pairs do not match the lanes is refused.
   proto.mutable_devices(1)->mutable_queue_pairs()->RemoveLast();
   EXPECT_FALSE(FromProto(proto).ok());
@@ -170,8 +172,21 @@ TEST(PeerConvertTest, ResolvedRegionRoundTrip) {
   EXPECT_EQ(back.key.addr, 0xdeadbeef000u);
   EXPECT_EQ(back.key.rkeys, (std::vector<uint32_t>{0x1234, 0x5678}));
   EXPECT_EQ(back.key.mr_chunk_bytes, 1u << 20);
+  EXPECT_EQ(back.key.key_lanes, 0u);
   EXPECT_TRUE(back.access.remote_write);
   EXPECT_FALSE(back.access.remote_read);
+}
+
+// Memory windows: keys per lane, lane-major, and how many lanes they cover.
+TEST(PeerConvertTest, ResolvedRegionWithPerLaneKeys) {
+  engine::ResolvedRegion region{{7, 4096, 0xdeadbeef000, 4096, {0x1101, 0x2201}}, {true, true}};
+  region.key.key_lanes = 2;
+  v1::ResolveRegionResponse proto;
+  ToProto(region, &proto);
+  EXPECT_EQ(proto.key_lanes(), 2u);
+  const engine::ResolvedRegion back = FromProto(proto);
+  EXPECT_EQ(back.key.key_lanes, 2u);
+  EXPECT_EQ(back.key.lane_rkeys(0, 1)[0], 0x2201u);
 }
 
 }  // namespace

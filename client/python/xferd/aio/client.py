@@ -143,6 +143,11 @@ class Client:
             region.fill(like)
         return region
 
+    async def set_region_acl(self, name: str, allowed_peers: Iterable[str]) -> Region:
+        """As xferd.Client.set_region_acl()."""
+        request = xferd_pb2.SetRegionAclRequest(name=name, allowed_peers=list(allowed_peers))
+        return self._region(await self._call(self.stub.SetRegionAcl, request))
+
     async def deregister_region(self, name: str, force: bool = False) -> int:
         """As xferd.Client.deregister_region(): views of it then raise."""
         request = xferd_pb2.DeregisterRegionRequest(name=name, force=force)
