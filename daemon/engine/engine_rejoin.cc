@@ -51,6 +51,10 @@ void Engine::RejoinBrokenPairs() {
     // pair itself later.
     absl::Status s = rpc_.CommitRejoin(address, self_, joined, absl::Now() + kRejoinCallTimeout);
     if (!s.ok()) spdlog::warn("peer {}: committing a rejoin failed: {}", peer->node_id(), s);
+    // The peer's keys for our lanes on the rejoined pairs were bound to the
+    // queue pairs they replace (RemoteRegion::key_qpns): resolving again,
+    // now that both ends are in service, gets keys for the fresh ones.
+    peer->ForgetRegions();
   }
 }
 
@@ -76,6 +80,7 @@ absl::Status Engine::OnCommitRejoin(const std::string& node_id, uint64_t incarna
         absl::StrCat("node '", node_id, "' has no live link with this daemon"));
   }
   peer->link()->CommitRejoin(devices);
+  peer->ForgetRegions();  // as RejoinBrokenPairs does
   return absl::OkStatus();
 }
 

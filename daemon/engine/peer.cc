@@ -59,6 +59,11 @@ void Peer::ForgetRegionId(uint32_t region_id) {
                  [&](const auto& entry) { return entry.second.key.region_id == region_id; });
 }
 
+void Peer::ForgetRegions() {
+  MutexLock lock(&mu_);
+  regions_.clear();
+}
+
 std::shared_ptr<Peer> PeerDirectory::Install(std::shared_ptr<Peer> peer) {
   std::shared_ptr<Peer> replaced;
   {

@@ -56,6 +56,8 @@ class Peer {
   void CacheRegion(const std::string& name, const ResolvedRegion& region);
   void ForgetRegion(const std::string& name);
   void ForgetRegionId(uint32_t region_id);
+  // All of them: keys bound to queue pairs a rejoin replaced.
+  void ForgetRegions();
 
  private:
   const NodeIdentity node_;

@@ -197,6 +197,7 @@ void ToProto(const engine::ResolvedRegion& region, v1::ResolveRegionResponse* ou
   out->set_mr_chunk_bytes(region.key.mr_chunk_bytes);
   out->set_landed_ranges(region.landed_ranges);
   out->set_key_lanes(region.key.key_lanes);
+  for (uint32_t qpn : region.key.key_qpns) out->add_key_qpns(qpn);
 }
 
 engine::ResolvedRegion FromProto(const v1::ResolveRegionResponse& r) {
@@ -207,6 +208,7 @@ engine::ResolvedRegion FromProto(const v1::ResolveRegionResponse& r) {
     region.key.more_rkeys.emplace_back(keys.rkeys().begin(), keys.rkeys().end());
   }
   region.key.key_lanes = r.key_lanes();
+  region.key.key_qpns.assign(r.key_qpns().begin(), r.key_qpns().end());
   region.access.remote_write = r.access().remote_write();
   region.access.remote_read = r.access().remote_read();
   region.landed_ranges = r.landed_ranges();

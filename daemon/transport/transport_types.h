@@ -98,6 +98,12 @@ struct RemoteRegion {
   // its own; a device the link does not use has none. 0: one key per chunk,
   // the same on every lane (the MRs' own keys).
   uint32_t key_lanes = 0;
+  // With key_lanes: the owner's queue pair each lane's keys were bound
+  // through, [device * key_lanes + lane] (0 on devices without keys). A lane
+  // posts with them only while connected to that queue pair: a device pair
+  // that rejoined has fresh ones, which need keys granted anew. Empty: the
+  // keys work on any queue pair.
+  std::vector<uint32_t> key_qpns;
 
   // The keys on the owner's device `device` (device_count() > device).
   const std::vector<uint32_t>& device_rkeys(uint32_t device) const {
@@ -111,6 +117,12 @@ struct RemoteRegion {
   // Whether a lane to the owner's device `device` has keys to post with.
   bool has_keys(uint32_t device) const {
     return device < device_count() && !device_rkeys(device).empty();
+  }
+  // Whether lane `lane`, connected to the owner's queue pair `peer_qpn` on
+  // its device `device`, has keys to post with.
+  bool has_lane_keys(uint32_t device, uint32_t lane, uint32_t peer_qpn) const {
+    if (!has_keys(device)) return false;
+    return key_qpns.empty() || key_qpns[size_t{device} * key_lanes + lane] == peer_qpn;
   }
   // The keys lane `lane` posts with on device `device`, chunk i at [i]
   // (has_keys(device), and lane < key_lanes unless key_lanes is 0). O(1):

@@ -80,21 +80,39 @@ absl::StatusOr<RemoteRegion> StripedLink::Grant(const memory::Region& region,
     return r;
   }
   // Every device pair binds at once; then each is waited for.
-  std::vector<std::pair<uint32_t, std::shared_ptr<MemoryWindows>>> granted;
+  struct Granted {
+    uint32_t device;
+    std::shared_ptr<VerbsLink> link;
+    std::shared_ptr<MemoryWindows> windows;
+  };
+  std::vector<Granted> granted;
   for (DevicePairLink& d : device_links_) {
-    if (!d.paired || d.link->broken()) continue;
+    if (!d.paired) continue;
+    std::shared_ptr<VerbsLink> link;
+    {
+      MutexLock lock(&mu_);  // a rejoin may be replacing it
+      link = d.link;
+    }
+    if (link->broken()) continue;
     ASSIGN_OR_RETURN(std::shared_ptr<MemoryWindows> windows,
-                     d.link->GrantWindows(region, registration));
-    granted.emplace_back(d.local_device, std::move(windows));
+                     link->GrantWindows(region, registration));
+    granted.push_back(Granted{d.local_device, std::move(link), std::move(windows)});
   }
   if (granted.empty()) {
     return absl::UnavailableError(
         absl::StrCat("no RDMA device reaches peer ", peer().node_id, " any more"));
   }
-  for (const auto& [device, windows] : granted) {
-    RETURN_IF_ERROR(windows->Wait(deadline));
-    r.mutable_device_rkeys(device) = windows->keys();
+  r.key_qpns.assign(size_t{devices_.size()} * r.key_lanes, 0);
+  for (const Granted& g : granted) {
+    RETURN_IF_ERROR(g.windows->Wait(deadline));
+    r.mutable_device_rkeys(g.device) = g.windows->keys();
+    // The peer's lanes use these keys only while connected to these queue
+    // pairs (a rejoin of the pair replaces them).
+    for (uint32_t lane = 0; lane < r.key_lanes; ++lane) {
+      r.key_qpns[size_t{g.device} * r.key_lanes + lane] = g.link->verbs_lane(lane).qp_num();
+    }
   }
+  r.key_qpns.resize(size_t{r.device_count()} * r.key_lanes);
   return r;
 }
 

@@ -18,6 +18,10 @@ bool KeysCoverRegion(const RemoteRegion& r, uint64_t chunks, uint32_t lanes) {
     return ok;
   }
   if (r.key_lanes > kMaxKeyLanes || r.key_lanes < lanes) return false;
+  // has_lane_keys indexes one queue pair per lane on every device.
+  if (!r.key_qpns.empty() && r.key_qpns.size() != size_t{r.device_count()} * r.key_lanes) {
+    return false;
+  }
   // chunks < 2^64 / kMinMrChunk unless the region is one chunk: no overflow.
   const uint64_t per_device = chunks * r.key_lanes;
   bool any = false;

@@ -44,15 +44,6 @@ void StripedLane::Swap(uint32_t slot) {
   d.next_lane = nullptr;
   d.weight = d.next_weight;
   d.lane->set_reporter(this, slot);
-  // Level with the emptiest live device: its old count would have it take
-  // every op until it caught up with bytes moved while it was away.
-  double level = -1;
-  for (const Device& other : devices_) {
-    if (&other == &d || other.lane->broken()) continue;
-    const double load = static_cast<double>(other.assigned) / static_cast<double>(other.weight);
-    if (level < 0 || load < level) level = load;
-  }
-  d.assigned = level < 0 ? 0 : static_cast<uint64_t>(level * static_cast<double>(d.weight));
 }
 
 uint32_t StripedLane::credits() const {
@@ -64,7 +55,7 @@ uint32_t StripedLane::credits() const {
 
 bool StripedLane::Reachable(const DataOp& op) const {
   for (const Device& d : devices_) {
-    if (!d.lane->broken() && op.remote->has_keys(d.lane->remote_device())) return true;
+    if (!d.lane->broken() && d.lane->Reaches(*op.remote)) return true;
   }
   return false;
 }
@@ -74,11 +65,15 @@ int StripedLane::Choose(const DataOp& op, bool need_credit) const {
   double best_load = 0;
   for (size_t i = 0; i < devices_.size(); ++i) {
     const Device& d = devices_[i];
-    if (d.lane->broken() || !op.remote->has_keys(d.lane->remote_device())) continue;
+    if (d.lane->broken() || !d.lane->Reaches(*op.remote)) continue;
     if (need_credit && d.lane->credits() <= d.batch.size()) continue;
-    // Bytes per unit of rate once this op is added: the emptiest pipe wins,
-    // so over a transfer each device carries its share of the rate.
-    const double load = static_cast<double>(d.assigned + op.length) / static_cast<double>(d.weight);
+    // Bytes in flight per unit of rate once this op is added: the emptiest
+    // pipe wins, so each device carries its share of the rate, and a faster
+    // one (it drains sooner) more. Bytes in flight rather than bytes so far:
+    // ops only some devices can carry (keys on those alone), or a device
+    // back from an outage, would otherwise skew the shares for long after.
+    const double load =
+        static_cast<double>(d.in_flight_bytes + op.length) / static_cast<double>(d.weight);
     if (best < 0 || load < best_load) {
       best = static_cast<int>(i);
       best_load = load;
@@ -102,7 +97,7 @@ void StripedLane::PostBatch(Device& device) {
   // Refused only by a lane that broke during the post: another device
   // takes the rest.
   for (size_t k = taken; k < device.batch.size(); ++k) {
-    device.assigned -= device.batch[k].length;
+    device.in_flight_bytes -= device.batch[k].length;
     Hold(device.batch[k]);
   }
   device.batch.clear();
@@ -118,7 +113,7 @@ uint32_t StripedLane::Post(absl::Span<const DataOp> ops) {
     }
     Device& d = devices_[static_cast<size_t>(chosen)];
     d.batch.push_back(op);
-    d.assigned += op.length;
+    d.in_flight_bytes += op.length;
   }
   for (Device& d : devices_) PostBatch(d);
   return static_cast<uint32_t>(ops.size());
@@ -141,7 +136,7 @@ bool StripedLane::ServiceWaiting(CompletionSink& sink) {
     if (chosen < 0) break;  // every live device is full: completions make room
     Device& d = devices_[static_cast<size_t>(chosen)];
     d.batch.push_back(waiting_.Pop());
-    d.assigned += d.batch.back().length;
+    d.in_flight_bytes += d.batch.back().length;
     PostBatch(d);
   }
   listed_ = waiting_.size() > 0;
@@ -153,11 +148,11 @@ void StripedLane::OnLaneOpDone(uint32_t sub, const OpCompletion& completion,
   Device& device = devices_[sub];
   const DataOp op = device.in_flight.Pop();
   XFERD_CHECK(op.cookie == completion.cookie);
+  device.in_flight_bytes -= op.length;
   // A device failed (its own link broke): another one carries the op, if
   // any still reaches the peer. RDMA WRITEs and READs are idempotent, so
   // bytes the failed device may already have moved are simply moved again.
   if (completion.error != nullptr && !link_.broken() && device.lane->broken() && Reachable(op)) {
-    device.assigned -= op.length;
     device.worker->context().failovers.fetch_add(1, std::memory_order_relaxed);
     Hold(op);
   } else {

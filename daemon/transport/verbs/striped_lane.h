@@ -73,7 +73,7 @@ class StripedLane final : public Lane, public OpReporter {
     VerbsLane* lane = nullptr;
     VerbsWorker* worker = nullptr;
     uint64_t weight = 1;
-    uint64_t assigned = 0;  // payload bytes given to it, for the weighting
+    uint64_t in_flight_bytes = 0;  // payload bytes of its ops in flight or batched
     OpRing in_flight;       // the ops its lane took, oldest first
     std::vector<DataOp> batch;
     // A rejoined lane waiting for the broken one to drain (in_flight empty).
@@ -83,7 +83,7 @@ class StripedLane final : public Lane, public OpReporter {
   };
 
   // The live device that can carry `op` (its region has keys there) with
-  // the least bytes per weight after it; -1 if none. `need_credit`: only
+  // the least bytes in flight per weight after it; -1 if none. `need_credit`: only
   // devices with a credit left (less `pending` ops already chosen).
   int Choose(const DataOp& op, bool need_credit) const;
   bool Reachable(const DataOp& op) const;

@@ -182,8 +182,8 @@ void VerbsLane::AppendBlock(const DataOp& op, const Block& block) {
   const RemoteRegion& remote = *op.remote;
   const auto& local = static_cast<const VerbsRegistration&>(*op.local_registration);
   const ibv_wr_opcode opcode = op.kind == OpKind::kRead ? IBV_WR_RDMA_READ : IBV_WR_RDMA_WRITE;
-  // The striped lane posts here only ops whose region has keys on this
-  // lane's remote device, for this lane (CheckRemoteRegion).
+  // The striped lane posts here only ops whose region has keys for this
+  // lane (Reaches; their shape checked by CheckRemoteRegionKeys).
   const uint32_t* rkeys = remote.lane_rkeys(remote_device_, lane_);
   ForEachPiece(block.local_offset, local.chunk_bytes(), block.remote_offset, remote.mr_chunk_bytes,
                block.length, [&](uint64_t local_offset, uint64_t remote_offset, uint32_t length) {

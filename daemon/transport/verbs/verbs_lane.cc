@@ -62,6 +62,7 @@ absl::Status VerbsLane::Create(ibv_pd* pd, uint8_t port, uint32_t max_inline) {
   in_table_ = true;
   ASSIGN_OR_RETURN(qp_, CreateRcQp(pd, worker_.cq(), QpCaps{sq_depth_, kRecvDepth, max_inline},
                                    this, &max_inline_));
+  qp_num_ = qp_->qp_num;
   RETURN_IF_ERROR(ModifyToInit(qp_.get(), port));
   // Receives must be posted before the QP reaches RTR and can take a
   // WRITE_WITH_IMM.
@@ -84,6 +85,7 @@ absl::Status VerbsLane::Activate(const QpPath& path, const QueuePairEndpoint& re
                                  NoticeArea notices, uint32_t remote_device) {
   notices_ = notices;
   remote_device_ = remote_device;
+  remote_qpn_ = remote.qpn;
   RETURN_IF_ERROR(ModifyToRtr(qp_.get(), path, remote));
   RETURN_IF_ERROR(ModifyToRts(qp_.get(), path, psn_));
   active_.store(true, std::memory_order_release);

@@ -83,7 +83,14 @@ class VerbsLane final : public Lane {
     sub_ = sub;
   }
   uint32_t remote_device() const { return remote_device_; }
-  uint32_t qp_num() const { return qp_->qp_num; }
+  // Set by Create; still readable once the QP is gone.
+  uint32_t qp_num() const { return qp_num_; }
+  // Whether `remote`'s keys work on this lane: it has keys on the peer's
+  // device this lane reaches, bound (if per lane) to the queue pair it is
+  // connected to.
+  bool Reaches(const RemoteRegion& remote) const {
+    return remote.has_lane_keys(remote_device_, lane_, remote_qpn_);
+  }
   Link& link() { return link_; }
 
   // ---- poller thread ----
@@ -169,6 +176,8 @@ class VerbsLane final : public Lane {
   const uint32_t local_device_;
   const uint32_t lane_;
   uint32_t remote_device_ = 0;
+  uint32_t remote_qpn_ = 0;
+  uint32_t qp_num_ = 0;
   OpReporter* reporter_ = nullptr;
   uint32_t sub_ = 0;
   uint32_t index_ = 0;

@@ -181,12 +181,14 @@ TEST(PeerConvertTest, ResolvedRegionRoundTrip) {
 TEST(PeerConvertTest, ResolvedRegionWithPerLaneKeys) {
   engine::ResolvedRegion region{{7, 4096, 0xdeadbeef000, 4096, {0x1101, 0x2201}}, {true, true}};
   region.key.key_lanes = 2;
+  region.key.key_qpns = {0x11, 0x12};
   v1::ResolveRegionResponse proto;
   ToProto(region, &proto);
   EXPECT_EQ(proto.key_lanes(), 2u);
   const engine::ResolvedRegion back = FromProto(proto);
   EXPECT_EQ(back.key.key_lanes, 2u);
   EXPECT_EQ(back.key.lane_rkeys(0, 1)[0], 0x2201u);
+  EXPECT_EQ(back.key.key_qpns, (std::vector<uint32_t>{0x11, 0x12}));
 }
 
 }  // namespace

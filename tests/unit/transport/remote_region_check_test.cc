@@ -81,6 +81,25 @@ TEST(RemoteRegionCheckTest, RefusesTooFewPerLaneKeys) {
   RemoteRegion uneven = PerLane(kGiB, kGiB, 2, 2);
   uneven.more_rkeys = {{1}};
   EXPECT_FALSE(CheckRemoteRegionKeys(uneven, kLanes).ok());
+  // has_lane_keys would index past the queue pairs named.
+  RemoteRegion short_qpns = PerLane(kGiB, kGiB, 2, 2);
+  short_qpns.key_qpns = {7};
+  EXPECT_FALSE(CheckRemoteRegionKeys(short_qpns, kLanes).ok());
+}
+
+// Keys bound through the owner's queue pairs work only on lanes connected to
+// them: after a rejoin of the device pair, the lanes' fresh peers have none.
+TEST(RemoteRegionCheckTest, LaneKeysNameTheirQueuePairs) {
+  RemoteRegion r = PerLane(kGiB, kGiB, 2, 2);
+  r.more_rkeys = {{3, 4}};
+  r.key_qpns = {100, 101, 200, 201};
+  EXPECT_TRUE(CheckRemoteRegionKeys(r, kLanes).ok());
+  EXPECT_TRUE(r.has_lane_keys(0, 1, 101));
+  EXPECT_TRUE(r.has_lane_keys(1, 0, 200));
+  EXPECT_FALSE(r.has_lane_keys(1, 0, 300));  // a rejoined pair's fresh queue pair
+  EXPECT_FALSE(r.has_lane_keys(2, 0, 0));    // no keys on that device
+  // Keys not bound to queue pairs (MR keys) work on any lane of the device.
+  EXPECT_TRUE(PerLane(kGiB, kGiB, 2, 2).has_lane_keys(0, 1, 12345));
 }
 
 // The data path's O(1) lookup: lane i's keys start at i x chunks.
