@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from typing import Dict, Iterator
+from typing import Dict, Iterator, List
 
 import pytest
 
@@ -154,6 +154,10 @@ def peer_link(client: xferd.Client, node: str) -> xferd.Peer:
     return next(p for p in client.peers() if p.node_id == node)
 
 
+def device_up(client: xferd.Client, name: str) -> bool:
+    return next(d.up for d in client.stats().devices if d.name == name)
+
+
 def rejoins(client: xferd.Client) -> Dict[str, int]:
     return {d.name: d.rejoins for d in client.stats().devices}
 
@@ -169,16 +173,31 @@ def test_a_device_going_down_mid_transfer(clients: Dict[str, xferd.Client]) -> N
         failovers = {d.name: d.failovers for d in a.stats().devices}
         rejoined = {"a": rejoins(a), "b": rejoins(b)}
         # Small slices: thousands of ops, so the port goes down while many
-        # are in flight on rxe1 (the write must not be over by then).
-        handle = a.write("fail_src", "b", "fail_dst", size, slice_size=64 * KiB)
+        # are in flight on rxe1. However fast one write runs, ops are on rxe1
+        # when daemon a hears of the port error: two of the same write (same
+        # bytes) run until it has.
+        handles: List[xferd.TransferHandle] = []
+
+        def keep_two_running() -> bool:
+            if not device_up(a, "rxe1"):
+                return True
+            running = [h for h in handles if not h.snapshot().terminal]
+            for _ in range(2 - len(running)):
+                handles.append(a.write("fail_src", "b", "fail_dst", size, slice_size=64 * KiB))
+            return False
+
+        keep_two_running()
         wait_until("the transfer to be under way",
-                   lambda: handle.snapshot().bytes_done >= 2 * MiB, period=0.005)
+                   lambda: handles[0].snapshot().bytes_done >= 2 * MiB, period=0.005)
         subprocess.run(["ip", "link", "set", "dummy1", "down"], check=True)
         try:
-            wait_until("rxe1 to go down", lambda: "DOWN" in port_state("rxe1"))
-            done = handle.wait(WAIT_S)
-            assert done.state == "done", done
+            wait_until("a to see rxe1 down", keep_two_running, period=0.005)
+            assert "DOWN" in port_state("rxe1")
+            for handle in handles:
+                done = handle.wait(WAIT_S)
+                assert done.state == "done", done
             assert sha(dst.buffer) == sha(data)
+            print(f"{len(handles)} writes of {size >> 20} MiB ran until a saw rxe1 down")
             stats = {d.name: d for d in a.stats().devices}
             print(f"after dummy1 down: {[(d.name, d.up, d.failovers) for d in stats.values()]}")
             assert not stats["rxe1"].up
