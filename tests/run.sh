@@ -68,8 +68,10 @@ stage "bazel test //..." layering_and_tests
 if [ "${XFERD_SKIP_SANITIZERS:-0}" = 1 ]; then
   say "skipping the sanitizer and fuzzing stages (XFERD_SKIP_SANITIZERS=1)"
 else
-  stage "asan" bazel test --config=asan //... --test_output=errors
-  stage "tsan" bazel test --config=tsan //... --test_output=errors
+  # Tests only: the stage-1 build already compiled the benches and tools,
+  # and under TSan most tests are filtered out (no_tsan) with their daemons.
+  stage "asan" bazel test --config=asan --build_tests_only //... --test_output=errors
+  stage "tsan" bazel test --config=tsan --build_tests_only //... --test_output=errors
   stage "fuzz" tests/fuzz/run.sh
 fi
 stage "load" bazel test //tests/load:load_test --test_output=all
