@@ -32,6 +32,13 @@ void ExpectRemoteAccessError(const absl::Status& status) {
   EXPECT_NE(status.message().find("remote access error"), absl::string_view::npos) << status;
 }
 
+// Keys as a peer that ignores which queue pairs they name would post them
+// (a hostile one, not running this daemon): only the NIC stands in its way.
+RemoteRegion Untagged(RemoteRegion keys) {
+  keys.key_qpns.clear();
+  return keys;
+}
+
 class VerbsWindowsTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -86,8 +93,13 @@ TEST_F(VerbsWindowsTest, AnotherPeersKeyIsRefusedAndWritesNothing) {
   EXPECT_TRUE(Holds(0, 0xbb));
   EXPECT_TRUE(Holds(kBlock, 0xcc));
   const std::vector<std::byte> before = Bytes(*dst_);
+  // This daemon does not even post them: they name b's queue pairs.
+  const absl::Status local = nodes_.Write(*c_, *ac_.initiator, 0, *src_c_, for_b, 65536, kBlock);
+  EXPECT_EQ(local.code(), absl::StatusCode::kUnavailable) << local;
+  EXPECT_FALSE(ac_.initiator->broken());
   // c with b's keys, on either lane: refused by a's NIC, nothing written.
-  ExpectRemoteAccessError(nodes_.Write(*c_, *ac_.initiator, 0, *src_c_, for_b, 65536, kBlock));
+  ExpectRemoteAccessError(
+      nodes_.Write(*c_, *ac_.initiator, 0, *src_c_, Untagged(for_b), 65536, kBlock));
   EXPECT_EQ(Bytes(*dst_), before);
   EXPECT_TRUE(ac_.initiator->broken());
   // b's own keys still work: the refusal broke c's link, not b's.
@@ -126,7 +138,8 @@ TEST_F(VerbsWindowsTest, AKeyOfAPreviousLinkIsRefused) {
   ASSERT_TRUE(again.ok()) << again.status();
   std::memset(src_b_->data(), 0xb2, kSize);
   const std::vector<std::byte> before = Bytes(*dst_);
-  ExpectRemoteAccessError(nodes_.Write(*b_, *again->initiator, 0, *src_b_, old_keys, 0, kBlock));
+  ExpectRemoteAccessError(
+      nodes_.Write(*b_, *again->initiator, 0, *src_b_, Untagged(old_keys), 0, kBlock));
   EXPECT_EQ(Bytes(*dst_), before);
   // The new link's own grant works (on a third link: the refusal broke this one).
   absl::StatusOr<LinkEnds> third = nodes_.Connect(*b_, *a_);

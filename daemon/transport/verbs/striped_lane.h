@@ -74,7 +74,7 @@ class StripedLane final : public Lane, public OpReporter {
     VerbsWorker* worker = nullptr;
     uint64_t weight = 1;
     uint64_t in_flight_bytes = 0;  // payload bytes of its ops in flight or batched
-    OpRing in_flight;       // the ops its lane took, oldest first
+    OpRing in_flight;              // the ops its lane took, oldest first
     std::vector<DataOp> batch;
     // A rejoined lane waiting for the broken one to drain (in_flight empty).
     std::shared_ptr<Link> next_owner;
@@ -82,9 +82,10 @@ class StripedLane final : public Lane, public OpReporter {
     uint64_t next_weight = 1;
   };
 
-  // The live device that can carry `op` (its region has keys there) with
-  // the least bytes in flight per weight after it; -1 if none. `need_credit`: only
-  // devices with a credit left (less `pending` ops already chosen).
+  // The live device that can carry `op` (its region has keys for that
+  // lane) with the least bytes in flight per weight after it; -1 if none.
+  // `need_credit`: only devices with a credit left (less `pending` ops
+  // already chosen).
   int Choose(const DataOp& op, bool need_credit) const;
   bool Reachable(const DataOp& op) const;
   void Hold(const DataOp& op);
