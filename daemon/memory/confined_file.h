@@ -33,4 +33,12 @@ struct FileConfinement {
 absl::StatusOr<UniqueFd> OpenConfined(const FileConfinement& confinement, const std::string& path,
                                       int flags, bool* created);
 
+// Undoes a creation by OpenConfined when the registration fails after it:
+// removes `path` only if, reached the same way (beneath its directory, no
+// symlink), that name still is the file `fd` is open on. Unlinking by path
+// would follow a directory swapped for a symlink in between and delete a
+// file elsewhere. Best effort: the registration's own error is the one to
+// report.
+void RemoveCreated(const FileConfinement& confinement, const std::string& path, int fd);
+
 }  // namespace xferd::memory

@@ -60,9 +60,9 @@ struct FileChange {
   uint64_t old_size = 0;
 };
 
-void UndoFileChange(int fd, const std::string& path, const FileChange& change) {
+void UndoFileChange(int fd, const BackingSpec& spec, const FileChange& change) {
   if (change.created) {
-    ::unlink(path.c_str());
+    RemoveCreated(spec.file_confinement, spec.file_path, fd);
   } else if (change.grown) {
     // Best effort: the registration's own error is the one to report.
     if (::ftruncate(fd, static_cast<off_t>(change.old_size)) != 0) return;
@@ -130,7 +130,7 @@ absl::StatusOr<uint64_t> OpenFile(const BackingSpec& spec, UniqueFd& fd, bool* r
   }
   RETURN_IF_ERROR(opened);
   absl::StatusOr<uint64_t> size = SizeFile(spec, fd.get(), change);
-  if (!size.ok()) UndoFileChange(fd.get(), spec.file_path, *change);
+  if (!size.ok()) UndoFileChange(fd.get(), spec, *change);
   return size;
 }
 
@@ -222,7 +222,7 @@ absl::StatusOr<std::unique_ptr<MemoryBacking>> MemoryBacking::Create(const Backi
   if (addr == MAP_FAILED) {
     const int err = errno;
     if (spec.kind == Backing::kShm) ::unlink(spec.shm_path.c_str());
-    if (spec.kind == Backing::kFile) UndoFileChange(fd.get(), spec.file_path, file_change);
+    if (spec.kind == Backing::kFile) UndoFileChange(fd.get(), spec, file_change);
     if (spec.hugepages) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "cannot map ", FormatBytes(mapped_size), " on hugepages (", std::strerror(err),

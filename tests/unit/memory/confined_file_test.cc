@@ -1,6 +1,7 @@
 // File regions stay inside regions.file_dirs: the path-escape battery
 // (outside paths, "..", symlinks in every position, hard links, special
-// files, a directory swapped for a symlink while opening).
+// files, a directory swapped for a symlink while opening), and undoing a
+// creation removes that file only.
 #include "daemon/memory/confined_file.h"
 
 #include <fcntl.h>
@@ -163,6 +164,42 @@ TEST_F(ConfinedFileTest, ADirectorySwappedForASymlinkNeverLeadsOutside) {
   std::error_code ec;
   EXPECT_EQ(fs::file_size(outside_ + "/secret", ec), 6u);
   RecordProperty("opened_inside", opened);
+}
+
+TEST_F(ConfinedFileTest, RemoveCreatedRemovesTheFileItCreated) {
+  for (const std::string& path : {data_ + "/top", data_ + "/sub/deeper"}) {
+    bool created = false;
+    auto fd = OpenConfined(confinement_, path, O_RDWR | O_CREAT | O_EXCL, &created);
+    ASSERT_TRUE(fd.ok()) << fd.status();
+    RemoveCreated(confinement_, path, fd->get());
+    EXPECT_FALSE(fs::exists(path)) << path;
+  }
+}
+
+TEST_F(ConfinedFileTest, RemoveCreatedLeavesAnotherFileUnderThatNameAlone) {
+  const std::string path = data_ + "/sub/replaced";
+  bool created = false;
+  auto fd = OpenConfined(confinement_, path, O_RDWR | O_CREAT | O_EXCL, &created);
+  ASSERT_TRUE(fd.ok()) << fd.status();
+  fs::remove(path);
+  Touch(path);  // someone else's file now has the name
+  RemoveCreated(confinement_, path, fd->get());
+  EXPECT_TRUE(fs::exists(path));
+}
+
+TEST_F(ConfinedFileTest, RemoveCreatedNeverFollowsADirectorySwappedForASymlink) {
+  fs::create_directories(data_ + "/swap");
+  const std::string path = data_ + "/swap/secret";
+  bool created = false;
+  auto fd = OpenConfined(confinement_, path, O_RDWR | O_CREAT | O_EXCL, &created);
+  ASSERT_TRUE(fd.ok()) << fd.status();
+  // After the open, the directory becomes a symlink to where a file of the
+  // same name lives: unlinking by path would delete outside/secret.
+  fs::rename(data_ + "/swap", data_ + "/moved");
+  fs::create_symlink(outside_, data_ + "/swap");
+  RemoveCreated(confinement_, path, fd->get());
+  EXPECT_TRUE(fs::exists(outside_ + "/secret"));
+  EXPECT_TRUE(fs::exists(data_ + "/moved/secret")) << "not reached the way it was created";
 }
 
 }  // namespace
