@@ -75,10 +75,12 @@ std::string StatsText(const v1::Stats& s) {
   rows.push_back({"memory registrations", absl::StrCat(s.memory_registrations())});
   // Verbs striping: what each device carried.
   for (const v1::DeviceStats& d : s.devices()) {
-    rows.push_back({"device " + d.name(),
-                    absl::StrCat(d.up() ? "up" : "DOWN", ", ", FormatBytes(d.bytes_sent()),
-                                 " sent, ", FormatBytes(d.bytes_received()), " received, ",
-                                 d.failovers(), " failovers, ", d.rejoins(), " rejoins")});
+    rows.push_back(
+        {"device " + d.name(),
+         absl::StrCat(d.up() ? "up" : "DOWN", ", ", FormatBytes(d.bytes_sent()), " sent, ",
+                      FormatBytes(d.bytes_received()), " received, ", d.failovers(), " failovers, ",
+                      d.rejoins(), " rejoins, ", d.memory_windows(), " memory windows of ",
+                      d.max_memory_windows())});
   }
   rows.push_back({"resident memory", FormatBytes(s.resident_bytes())});
   rows.push_back({"open fds", absl::StrCat(s.open_fds())});
@@ -132,7 +134,8 @@ std::string DevicesText(const v1::ListDevicesResponse& r) {
                 {"SENT", true},
                 {"RECEIVED", true},
                 {"FAILOVERS", true},
-                {"REJOINS", true}});
+                {"REJOINS", true},
+                {"WINDOWS", true}});
   bool any = false;
   for (const v1::RdmaDevice& d : r.devices()) {
     if (!d.in_use()) continue;
@@ -143,7 +146,8 @@ std::string DevicesText(const v1::ListDevicesResponse& r) {
                    s.poller_cpus().empty() ? "-" : absl::StrJoin(s.poller_cpus(), ","),
                    s.rate_mbps() == 0 ? "-" : absl::StrCat(s.rate_mbps() / 1000.0, " Gb/s"),
                    FormatBytes(s.bytes_sent()), FormatBytes(s.bytes_received()),
-                   absl::StrCat(s.failovers()), absl::StrCat(s.rejoins())});
+                   absl::StrCat(s.failovers()), absl::StrCat(s.rejoins()),
+                   absl::StrCat(s.memory_windows(), "/", s.max_memory_windows())});
   }
   if (any) absl::StrAppend(&text, "\nin use:\n", driven.Render());
   return text;

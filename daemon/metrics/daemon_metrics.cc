@@ -160,6 +160,15 @@ void CollectResources(const EngineStats& s, const std::string& transport, Famili
       "Device pairs of live links on each device put back in service after they broke (the "
       "port came back, or a queue pair failed), without a reconnect.",
       MetricType::Counter);
+  MetricFamily windows =
+      NewFamily("xferd_device_memory_windows",
+                "Memory windows open on each device (keys granted to one lane of one peer each); "
+                "resolving a region for a peer, or a new link, fails once "
+                "xferd_device_memory_windows_max is reached.",
+                MetricType::Gauge);
+  MetricFamily max_windows =
+      NewFamily("xferd_device_memory_windows_max",
+                "The most memory windows each device allows (max_mw).", MetricType::Gauge);
   MetricFamily up = NewFamily("xferd_device_up",
                               "1 while the device's port is ACTIVE, 0 after a port-down event.",
                               MetricType::Gauge);
@@ -169,9 +178,11 @@ void CollectResources(const EngineStats& s, const std::string& transport, Famili
     Add(received, labels, static_cast<double>(d.bytes_received));
     Add(failovers, labels, static_cast<double>(d.failovers));
     Add(rejoins, labels, static_cast<double>(d.rejoins));
+    Add(windows, labels, d.memory_windows);
+    Add(max_windows, labels, d.max_memory_windows);
     Add(up, labels, d.up ? 1 : 0);
   }
-  for (MetricFamily* f : {&sent, &received, &failovers, &rejoins, &up}) {
+  for (MetricFamily* f : {&sent, &received, &failovers, &rejoins, &windows, &max_windows, &up}) {
     out->push_back(std::move(*f));
   }
 }

@@ -236,6 +236,8 @@ void ToProto(const transport::DeviceStats& d, v1::DeviceStats* out) {
   out->set_bytes_received(d.bytes_received);
   out->set_failovers(d.failovers);
   out->set_rejoins(d.rejoins);
+  out->set_memory_windows(d.memory_windows);
+  out->set_max_memory_windows(d.max_memory_windows);
   for (uint32_t cpu : d.poller_cpus) out->add_poller_cpus(cpu);
 }
 

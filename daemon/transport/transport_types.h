@@ -211,6 +211,10 @@ struct DeviceStats {
   uint64_t bytes_received = 0;  // our reads, and peers' landed writes, on this device
   uint64_t failovers = 0;       // ops moved off this device to another one
   uint64_t rejoins = 0;         // device pairs of live links back in service on it
+  // Memory windows open on it (keys granted to one lane of one peer each),
+  // against the device's limit (attr.max_mw; 0 when it has none).
+  uint32_t memory_windows = 0;
+  uint32_t max_memory_windows = 0;
 };
 
 struct TransportStats {

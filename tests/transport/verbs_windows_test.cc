@@ -182,6 +182,11 @@ TEST_F(VerbsWindowsTest, WindowsAreReleasedWithTheLinkAndTheRegion) {
   Keys(ac_);
   Keys(ac_);  // the same grant again: the same windows
   EXPECT_EQ(a_->transport->stats().memory_windows, rings + 2 * VerbsNodes::kPollers);
+  // Stats report them by device, against the device's limit.
+  const TransportStats stats = a_->transport->stats();
+  ASSERT_EQ(stats.devices.size(), 1u);
+  EXPECT_EQ(stats.devices[0].memory_windows, stats.memory_windows);
+  EXPECT_GE(stats.devices[0].max_memory_windows, stats.memory_windows);
   ab_.responder->Close(absl::UnavailableError("disconnected"));
   EXPECT_EQ(a_->transport->stats().memory_windows, rings);  // b's ring and grant
   a_->transport->RevokeRegion(*dst_, nullptr);  // as deregistration does

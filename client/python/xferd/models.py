@@ -495,8 +495,9 @@ class DeviceStats:
     payload bytes of this daemon's writes (`bytes_sent`) and reads
     (`bytes_received`) that completed on it, ops moved off it after it
     failed, the device pairs of live links put back in service on it after
-    they broke (`rejoins`), and the CPUs the pollers homed on it are pinned
-    to (empty: not pinned)."""
+    they broke (`rejoins`), the memory windows open on it (one per key a
+    peer holds) against the device's limit, and the CPUs the pollers homed
+    on it are pinned to (empty: not pinned)."""
 
     name: str
     port: int
@@ -507,6 +508,8 @@ class DeviceStats:
     bytes_received: int
     failovers: int
     rejoins: int
+    memory_windows: int
+    max_memory_windows: int
     poller_cpus: Tuple[int, ...]
 
     @classmethod

@@ -34,7 +34,8 @@ class MemoryWindows {
   // Allocates one window per target on `context`'s protection domain and
   // picks its key. Only after the queue pairs the windows will be bound to
   // exist: a killed process's verbs objects are destroyed newest first, and
-  // destroying a queue pair with windows still bound stalls (rxe: ~50 s). Targets are lane-major: window (lane, i) will cover
+  // destroying a queue pair with windows still bound stalls (rxe: ~50 s).
+  // Targets are lane-major: window (lane, i) will cover
   // targets[lane * per_lane + i], per_lane = targets.size() / lanes, with
   // `access` (IBV_ACCESS_REMOTE_WRITE and/or _READ) once bound. `what`
   // names the memory in errors. RESOURCE_EXHAUSTED, naming the device's

@@ -231,8 +231,10 @@ TransportStats VerbsTransport::stats() const {
   stats.memory_registrations = static_cast<uint32_t>(registrations_->load());
   for (const auto& d : devices_) {
     const VerbsContext& c = *d->context;
-    stats.memory_windows += static_cast<uint32_t>(c.windows.load(std::memory_order_relaxed));
     DeviceStats s;
+    s.memory_windows = static_cast<uint32_t>(c.windows.load(std::memory_order_relaxed));
+    s.max_memory_windows = static_cast<uint32_t>(std::max(c.attr.max_mw, 0));
+    stats.memory_windows += s.memory_windows;
     s.name = c.port.device;
     s.port = c.port.port;
     s.gid_index = c.port.gid.index;

@@ -71,6 +71,8 @@ def assert_striped(moved: Dict[str, int], total: int) -> None:
 def test_devices_are_reported(clients: Dict[str, xferd.Client]) -> None:
     stats = clients["a"].stats()
     assert [(d.name, d.up) for d in stats.devices] == [("rxe0", True), ("rxe1", True)]
+    # The notice rings of a's links to b hold memory windows on both devices.
+    assert all(0 < d.memory_windows <= d.max_memory_windows for d in stats.devices), stats
     assert [d.name for d in clients["c"].stats().devices] == ["rxe0"]
     driven = [d for d in clients["a"].devices() if d.in_use]
     assert [d.name for d in driven] == ["rxe0", "rxe1"]
