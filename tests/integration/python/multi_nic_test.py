@@ -203,7 +203,14 @@ def test_a_device_going_down_mid_transfer(clients: Dict[str, xferd.Client]) -> N
             stats = {d.name: d for d in a.stats().devices}
             print(f"after dummy1 down: {[(d.name, d.up, d.failovers) for d in stats.values()]}")
             assert not stats["rxe1"].up
-            assert stats["rxe1"].failovers > failovers["rxe1"], "no op moved off rxe1"
+            # Ops in flight on rxe1 when it broke fail (flushed) and move to
+            # rxe0, counted as failovers; but Soft-RoCE's loopback still
+            # completes them with the port down, and those that finished
+            # before the pair was drained need no move. How many were left is
+            # a race (16 one run, none another), so it is shown, not held to;
+            # what must hold is above (every write done, every byte) and
+            # below (rxe1 takes no new op).
+            print(f"ops moved off rxe1: {stats['rxe1'].failovers - failovers['rxe1']}")
             # The link to b lives on, on rxe0 alone.
             dst.buffer[:] = bytes(size)
             before = device_bytes(a)
