@@ -159,14 +159,14 @@ class TcpTlsTest : public ::testing::Test {
   }
 
   bool Pump(const std::function<bool()>& done) {
-    const absl::Time deadline = absl::Now() + kTimeout;
-    while (!done()) {
-      if (absl::Now() > deadline) return false;
-      for (Side* s : {&a_, &b_}) {
-        for (uint32_t i = 0; i < 2; ++i) s->transport->worker(i).Poll(s->sink);
-      }
-    }
-    return true;
+    return PumpUntil(
+        done,
+        [this] {
+          for (Side* s : {&a_, &b_}) {
+            for (uint32_t i = 0; i < 2; ++i) s->transport->worker(i).Poll(s->sink);
+          }
+        },
+        kTimeout);
   }
 
   // Links a ("a") to b ("b") as the engine would, through `relay_port` if

@@ -47,12 +47,8 @@ void TransportConformanceTest::SetUp() {
 }
 
 bool TransportConformanceTest::Pump(const std::function<bool()>& done, absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (!done()) {
-    if (absl::Now() > deadline) return false;
-    PumpOnce();
-  }
-  return true;
+  return PumpUntil(
+      done, [this] { PumpOnce(); }, timeout);
 }
 
 void TransportConformanceTest::PumpOnce() {

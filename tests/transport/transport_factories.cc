@@ -24,6 +24,16 @@ absl::StatusOr<tcp::LaneTlsFiles> TestLaneTlsFiles(const std::string& node_id) {
                            testing::ReadTestFile((*ca)->cert())};
 }
 
+bool PumpUntil(const std::function<bool()>& done, const std::function<void()>& pump_once,
+               absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (!done()) {
+    if (absl::Now() > deadline) return false;
+    pump_once();
+  }
+  return true;
+}
+
 absl::StatusOr<RemoteRegion> GrantPumping(Transport& owner, Link& link,
                                           const memory::Region& region,
                                           const std::function<void()>& pump_once,

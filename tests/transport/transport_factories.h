@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "daemon/memory/region_registry.h"
 #include "daemon/transport/tcp/tcp_tls.h"
 #include "daemon/transport/transport.h"
@@ -36,6 +37,11 @@ std::vector<TransportFactory> AllTransportFactories();
 // TLS files of a daemon certificate for `node_id` (DNS SAN, as the daemon's
 // must be), issued by one test CA made for the process (in TEST_TMPDIR).
 absl::StatusOr<tcp::LaneTlsFiles> TestLaneTlsFiles(const std::string& node_id);
+
+// Runs `pump_once` (one pass over the workers a test drives) until `done`;
+// false if `timeout` passes first.
+bool PumpUntil(const std::function<bool()>& done, const std::function<void()>& pump_once,
+               absl::Duration timeout);
 
 // What `owner` grants the peer of `link` for `region`, as ResolveRegion
 // hands it out. Verbs binds the keys on the owner's pollers, which the

@@ -73,12 +73,8 @@ void VerbsNodes::PumpOnce() {
 }
 
 bool VerbsNodes::Pump(const std::function<bool()>& done, absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (!done()) {
-    if (absl::Now() > deadline) return false;
-    PumpOnce();
-  }
-  return true;
+  return PumpUntil(
+      done, [this] { PumpOnce(); }, timeout);
 }
 
 std::shared_ptr<memory::Region> VerbsNodes::Register(VerbsNode& node, const std::string& name,
