@@ -171,7 +171,7 @@ bool Poller::ServiceOne(Transfer& t, uint32_t* posted) {
   if (n > 0) {
     t.AddInFlight(n);
     t.MarkRunning();
-    const uint32_t taken = worker_.Post(lane, absl::MakeConstSpan(ops, n));
+    const uint32_t taken = lane.Post(absl::MakeConstSpan(ops, n));
     if (taken < n) {
       // Only a lane that broke during the post refuses ops; the ones it did
       // not take are lost, so the transfer fails.

@@ -34,7 +34,7 @@ const char* TransferStateName(TransferState state);
 // A write or read as the client asked for it (already in domain types). A
 // write copies the local src_region to the peer's dst_region; a read copies
 // the peer's src_region to the local dst_region.
-struct WriteSpec {
+struct TransferSpec {
   transport::OpKind direction = transport::OpKind::kWrite;
   std::string src_region;
   uint64_t src_offset = 0;
@@ -52,19 +52,19 @@ struct WriteSpec {
 };
 
 // A consistent copy of a transfer's state for replies.
-inline bool IsRead(const WriteSpec& spec) { return spec.direction == transport::OpKind::kRead; }
+inline bool IsRead(const TransferSpec& spec) { return spec.direction == transport::OpKind::kRead; }
 // The region on this daemon and the one on the peer.
-inline const std::string& LocalRegion(const WriteSpec& s) {
+inline const std::string& LocalRegion(const TransferSpec& s) {
   return IsRead(s) ? s.dst_region : s.src_region;
 }
-inline const std::string& RemoteRegionName(const WriteSpec& s) {
+inline const std::string& RemoteRegionName(const TransferSpec& s) {
   return IsRead(s) ? s.src_region : s.dst_region;
 }
 
 struct TransferInfo {
   uint64_t id = 0;
   uint64_t batch_id = 0;
-  WriteSpec spec;
+  TransferSpec spec;
   std::string peer_node;
   transport::TransportKind transport = transport::TransportKind::kTcp;
   TransferState state = TransferState::kQueued;
@@ -99,7 +99,7 @@ class Transfer {
     uint64_t id = 0;
     uint64_t batch_id = 0;
     absl::Time submitted_at;  // the request's arrival; spec.timeout runs from it
-    WriteSpec spec;
+    TransferSpec spec;
     transport::OpKind kind = transport::OpKind::kWrite;
     // Write: the source; read: the destination.
     std::shared_ptr<memory::Region> local;

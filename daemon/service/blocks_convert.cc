@@ -56,8 +56,8 @@ namespace {
 // WriteRequest and ReadRequest have the same fields; only the direction
 // (which side is local) differs.
 template <typename Request>
-absl::StatusOr<engine::WriteSpec> TransferFromProto(const Request& r, transport::OpKind direction) {
-  engine::WriteSpec spec;
+absl::StatusOr<engine::TransferSpec> TransferFromProto(const Request& r, transport::OpKind direction) {
+  engine::TransferSpec spec;
   spec.direction = direction;
   spec.src_region = r.src_region();
   spec.src_offset = r.src_offset();
@@ -136,11 +136,11 @@ absl::StatusOr<absl::Duration> ReplyLinger(const v1::WriteRequest& r) { return L
 
 absl::StatusOr<absl::Duration> ReplyLinger(const v1::ReadRequest& r) { return LingerFromProto(r); }
 
-absl::StatusOr<engine::WriteSpec> FromProto(const v1::WriteRequest& r) {
+absl::StatusOr<engine::TransferSpec> FromProto(const v1::WriteRequest& r) {
   return TransferFromProto(r, transport::OpKind::kWrite);
 }
 
-absl::StatusOr<engine::WriteSpec> FromProto(const v1::ReadRequest& r) {
+absl::StatusOr<engine::TransferSpec> FromProto(const v1::ReadRequest& r) {
   return TransferFromProto(r, transport::OpKind::kRead);
 }
 

@@ -17,8 +17,8 @@ namespace xferd::service {
 absl::StatusOr<engine::BlockSpec> FromProto(const v1::Blocks& blocks);
 // A write (src local, dst on the peer) or a read (src on the peer, dst
 // local), with or without blocks. INVALID_ARGUMENT names what is missing.
-absl::StatusOr<engine::WriteSpec> FromProto(const v1::WriteRequest& request);
-absl::StatusOr<engine::WriteSpec> FromProto(const v1::ReadRequest& request);
+absl::StatusOr<engine::TransferSpec> FromProto(const v1::WriteRequest& request);
+absl::StatusOr<engine::TransferSpec> FromProto(const v1::ReadRequest& request);
 // How long the reply may wait for the transfer's end once it is queued:
 // forever with wait, else the request's linger (0 to 1 s; INVALID_ARGUMENT
 // outside that, or with wait as well).

@@ -48,7 +48,7 @@ class SubmitStreamReactor final : public grpc::ServerReadReactor<v1::TransferChu
         const bool write = chunk_.part_case() == v1::TransferChunk::kWrite;
         absl::StatusOr<absl::Duration> linger =
             write ? ReplyLinger(chunk_.write()) : ReplyLinger(chunk_.read());
-        absl::StatusOr<engine::WriteSpec> spec =
+        absl::StatusOr<engine::TransferSpec> spec =
             write ? FromProto(chunk_.write()) : FromProto(chunk_.read());
         if (!spec.ok()) return spec.status();
         if (!linger.ok()) return linger.status();
@@ -74,7 +74,7 @@ class SubmitStreamReactor final : public grpc::ServerReadReactor<v1::TransferChu
           "empty stream: the first message must carry the write or read")));
       return;
     }
-    std::vector<engine::WriteSpec> specs;
+    std::vector<engine::TransferSpec> specs;
     specs.push_back(*std::move(spec_));
     service_.SubmitAndReply(
         std::move(specs), /*batch=*/false, linger_,
@@ -87,7 +87,7 @@ class SubmitStreamReactor final : public grpc::ServerReadReactor<v1::TransferChu
   XferdServiceImpl& service_;
   v1::Transfer* const response_;
   v1::TransferChunk chunk_;
-  std::optional<engine::WriteSpec> spec_;
+  std::optional<engine::TransferSpec> spec_;
   absl::Duration linger_;
   uint64_t messages_ = 0;
 };
@@ -95,12 +95,12 @@ class SubmitStreamReactor final : public grpc::ServerReadReactor<v1::TransferChu
 grpc::ServerUnaryReactor* XferdServiceImpl::Read(grpc::CallbackServerContext* context,
                                                  const v1::ReadRequest* request,
                                                  v1::Transfer* response) {
-  absl::StatusOr<engine::WriteSpec> spec = FromProto(*request);
+  absl::StatusOr<engine::TransferSpec> spec = FromProto(*request);
   absl::StatusOr<absl::Duration> linger = ReplyLinger(*request);
   if (!spec.ok()) return Reply(context, spec.status());
   if (!linger.ok()) return Reply(context, linger.status());
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  std::vector<engine::WriteSpec> specs;
+  std::vector<engine::TransferSpec> specs;
   specs.push_back(*std::move(spec));
   SubmitAndReply(std::move(specs), /*batch=*/false, *linger, FinishWith(reactor),
                  [response](const std::vector<engine::TransferInfo>& infos) {

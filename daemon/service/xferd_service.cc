@@ -197,7 +197,7 @@ grpc::ServerUnaryReactor* XferdServiceImpl::DisconnectPeer(grpc::CallbackServerC
 // -------------------------------------------------------------- transfers --
 
 void XferdServiceImpl::SubmitAndReply(
-    std::vector<engine::WriteSpec> writes, bool batch, absl::Duration linger,
+    std::vector<engine::TransferSpec> writes, bool batch, absl::Duration linger,
     std::function<void(const grpc::Status&)> finish,
     std::function<void(const std::vector<engine::TransferInfo>&)> fill) {
   engine_.Submit(std::move(writes), batch,
@@ -220,12 +220,12 @@ void XferdServiceImpl::SubmitAndReply(
 grpc::ServerUnaryReactor* XferdServiceImpl::Write(grpc::CallbackServerContext* context,
                                                   const v1::WriteRequest* request,
                                                   v1::Transfer* response) {
-  absl::StatusOr<engine::WriteSpec> spec = FromProto(*request);
+  absl::StatusOr<engine::TransferSpec> spec = FromProto(*request);
   absl::StatusOr<absl::Duration> linger = ReplyLinger(*request);
   if (!spec.ok()) return Reply(context, spec.status());
   if (!linger.ok()) return Reply(context, linger.status());
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  std::vector<engine::WriteSpec> writes;
+  std::vector<engine::TransferSpec> writes;
   writes.push_back(*std::move(spec));
   SubmitAndReply(std::move(writes), /*batch=*/false, *linger, FinishWith(reactor),
                  [response](const std::vector<engine::TransferInfo>& infos) {
@@ -237,9 +237,9 @@ grpc::ServerUnaryReactor* XferdServiceImpl::Write(grpc::CallbackServerContext* c
 grpc::ServerUnaryReactor* XferdServiceImpl::SubmitBatch(grpc::CallbackServerContext* context,
                                                         const v1::SubmitBatchRequest* request,
                                                         v1::SubmitBatchResponse* response) {
-  std::vector<engine::WriteSpec> writes;
+  std::vector<engine::TransferSpec> writes;
   for (int i = 0; i < request->writes_size(); ++i) {
-    absl::StatusOr<engine::WriteSpec> spec = FromProto(request->writes(i));
+    absl::StatusOr<engine::TransferSpec> spec = FromProto(request->writes(i));
     if (!spec.ok()) {
       return Reply(context,
                    absl::Status(spec.status().code(),

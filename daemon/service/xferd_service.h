@@ -116,7 +116,7 @@ class XferdServiceImpl final : public v1::Xferd::CallbackService {
   // (zero: at once; absl::InfiniteDuration(): a submission with wait; a
   // finite linger only holds submissions of at most 1 MiB).
   // `fill` writes the reply.
-  void SubmitAndReply(std::vector<engine::WriteSpec> writes, bool batch, absl::Duration linger,
+  void SubmitAndReply(std::vector<engine::TransferSpec> writes, bool batch, absl::Duration linger,
                       std::function<void(const grpc::Status&)> finish,
                       std::function<void(const std::vector<engine::TransferInfo>&)> fill);
   static std::function<void(const grpc::Status&)> FinishWith(grpc::ServerUnaryReactor* reactor) {

@@ -28,7 +28,8 @@
 
 namespace xferd::transport {
 
-// One poller's connection to one peer. Methods are for that poller's thread.
+// One poller's connection to one peer, owned by that poller's worker.
+// Methods are for that poller's thread.
 class Lane {
  public:
   virtual ~Lane() = default;
@@ -38,6 +39,13 @@ class Lane {
   virtual uint32_t credits() const = 0;
   // True once the lane (and so its link) is broken; Link::status() says why.
   virtual bool broken() const = 0;
+  // Takes up to credits() ops (writes or reads), in order, and returns how
+  // many it took: all it was offered, up to its credits, unless the lane
+  // broke during the call; the ops not taken are the caller's (the poller
+  // fails their transfer). A taken op is reported exactly once through its
+  // worker's CompletionSink, even if the transport holds it before putting
+  // it on the wire (verbs, while its send queue has no room).
+  virtual uint32_t Post(absl::Span<const DataOp> ops) = 0;
 };
 
 // Receives the completions a worker produces; implemented by the engine.
@@ -60,6 +68,31 @@ struct LinkCounters {
   // landed transfers, and never sees the reads it serves.
   std::atomic<uint64_t> bytes_received{0};
   std::atomic<uint64_t> writes_rejected{0};  // inbound writes refused (bounds, ACL, ...)
+};
+
+// Rejoin: a broken share of a live link back in service. Verbs over several
+// devices: a device pair whose port went down or whose queue pair failed
+// comes back without a new handshake (transfers in flight keep going), in the
+// steps of CreateLink / AcceptLink / Connect, which the engine carries over
+// the peer service. Control threads.
+class LinkRejoin {
+ public:
+  virtual ~LinkRejoin() = default;
+  // Initiator: fresh queue pairs for each broken pair whose local port is up
+  // and whose retries are not spent (RejoinBudget); false if there is none.
+  virtual bool OfferRejoin(LinkEndpoints* offer) = 0;
+  // Responder: connects fresh queue pairs to the offered ones it can take
+  // (its device up; `keep_own`: not those it is offering itself, the
+  // tie-break when both ends offer at once), closes its old side of each,
+  // and answers with them. They carry nothing until CommitRejoin.
+  virtual absl::Status AcceptRejoin(const LinkEndpoints& offer, bool keep_own,
+                                    LinkEndpoints* answer) = 0;
+  // Initiator: connects the offered pairs the answer took, puts them in
+  // service, drops the rest of the offer (an empty answer drops it all).
+  // Returns the local devices now back, for CommitRejoin.
+  virtual std::vector<uint32_t> ConnectRejoin(const LinkEndpoints& answer) = 0;
+  // Responder: puts its side of the pairs with the peer's `devices` in service.
+  virtual void CommitRejoin(const std::vector<uint32_t>& devices) = 0;
 };
 
 // The data-plane connection to one peer: one lane per poller.
@@ -92,31 +125,9 @@ class Link {
   // True once every lane is connected.
   virtual bool ready() const = 0;
 
-  // ---- Rejoin: a broken share of a live link back in service ----
-  // Verbs over several devices: a device pair whose port went down or whose
-  // queue pair failed comes back without a new handshake (transfers in
-  // flight keep going), in the steps of CreateLink / AcceptLink / Connect,
-  // which the engine carries over the peer service. Links with nothing to
-  // rejoin (TCP, one device) keep these defaults. Control threads.
-  //
-  // Initiator: fresh queue pairs for each broken pair whose local port is up
-  // and whose retries are not spent (RejoinBudget); false if there is none.
-  virtual bool OfferRejoin(LinkEndpoints* offer) { return false; }
-  // Responder: connects fresh queue pairs to the offered ones it can take
-  // (its device up; `keep_own`: not those it is offering itself, the
-  // tie-break when both ends offer at once), closes its old side of each,
-  // and answers with them. They carry nothing until CommitRejoin.
-  virtual absl::Status AcceptRejoin(const LinkEndpoints& offer, bool keep_own,
-                                    LinkEndpoints* answer) {
-    *answer = LinkEndpoints{offer.kind};
-    return absl::OkStatus();
-  }
-  // Initiator: connects the offered pairs the answer took, puts them in
-  // service, drops the rest of the offer (an empty answer drops it all).
-  // Returns the local devices now back, for CommitRejoin.
-  virtual std::vector<uint32_t> ConnectRejoin(const LinkEndpoints& answer) { return {}; }
-  // Responder: puts its side of the pairs with the peer's `devices` in service.
-  virtual void CommitRejoin(const std::vector<uint32_t>& devices) {}
+  // The link's rejoin steps (below), or null when it has nothing that can
+  // rejoin (TCP, or verbs over one device).
+  virtual LinkRejoin* rejoin() { return nullptr; }
 
   // Set at construction (responder) or by Connect (initiator), before any
   // lane carries data.
@@ -141,14 +152,6 @@ class Link {
 class TransportWorker {
  public:
   virtual ~TransportWorker() = default;
-
-  // Takes up to lane.credits() ops (writes or reads), in order, and returns
-  // how many it took: all it was offered, up to its credits, unless the lane
-  // broke during the call; the ops not taken are the caller's (the poller
-  // fails their transfer). A taken op is reported exactly once through
-  // CompletionSink, even if the transport holds it before putting it on the
-  // wire (verbs, while its send queue has no room). Poller thread only.
-  virtual uint32_t Post(Lane& lane, absl::Span<const DataOp> ops) = 0;
 
   // Makes progress: sends, receives and places inbound writes, reports
   // completions of posted writes to `sink`. Never blocks. Returns the number

@@ -198,7 +198,7 @@ void Run(const uint8_t* data, size_t size) {
 
   FuzzLink link;
   TcpLane lane(link, regions.registry(), kDepth);
-  lane.Attach(UniqueFd(fds[0]), /*ssl=*/nullptr, /*kernel_tls=*/false);
+  lane.Attach(UniqueFd(fds[0]), /*ssl=*/nullptr, /*kernel_tls=*/false, /*worker=*/nullptr);
 
   // Our own ops in flight: writes from `source`, reads into ReadDestination(),
   // both against a region of the fuzzing peer.

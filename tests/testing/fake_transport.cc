@@ -14,15 +14,18 @@ namespace {
 
 class FakeLane final : public transport::Lane {
  public:
-  FakeLane(FakeLink& link, uint32_t depth) : link_(link), depth_(depth) {}
+  FakeLane(FakeLink& link, FakeTransport::Worker& worker, uint32_t depth)
+      : link_(link), worker_(worker), depth_(depth) {}
   uint32_t credits() const override;
   bool broken() const override;
+  uint32_t Post(absl::Span<const transport::DataOp> ops) override;
 
   FakeLink& link() const { return link_; }
   uint32_t in_flight = 0;  // poller thread only
 
  private:
   FakeLink& link_;
+  FakeTransport::Worker& worker_;
   const uint32_t depth_;
 };
 
@@ -44,12 +47,18 @@ class FakeRegistration final : public memory::TransportRegistration {
 // One end of a link. The responder's end waits in the fabric until the
 // initiator's Connect pairs the two; from then on each end receives what the
 // other posts, and closing either breaks both.
-class FakeLink final : public transport::Link, public std::enable_shared_from_this<FakeLink> {
+class FakeLink final : public transport::Link,
+                       public transport::LinkRejoin,
+                       public std::enable_shared_from_this<FakeLink> {
  public:
+  // Lane i posts to workers[i].
   FakeLink(FakeFabric& fabric, const memory::RegionRegistry& regions, FakeRejoins& rejoins,
-           transport::PeerIdentity peer, uint32_t lanes, uint32_t depth)
+           transport::PeerIdentity peer, const std::vector<FakeTransport::Worker*>& workers,
+           uint32_t depth)
       : Link(std::move(peer)), fabric_(fabric), regions_(regions), rejoins_(rejoins) {
-    for (uint32_t i = 0; i < lanes; ++i) lanes_.push_back(std::make_unique<FakeLane>(*this, depth));
+    for (FakeTransport::Worker* worker : workers) {
+      lanes_.push_back(std::make_unique<FakeLane>(*this, *worker, depth));
+    }
   }
   ~FakeLink() override { Close(absl::UnavailableError("the link was dropped")); }
 
@@ -83,6 +92,8 @@ class FakeLink final : public transport::Link, public std::enable_shared_from_th
           absl::StrCat("the peer closed the data connection (", status().message(), ")")));
     }
   }
+
+  transport::LinkRejoin* rejoin() override { return this; }
 
   // The rejoin steps on the one modelled pair (device 0 on both ends).
   bool OfferRejoin(transport::LinkEndpoints* offer) override {
@@ -224,8 +235,8 @@ class FakeTransport::Worker final : public transport::TransportWorker {
 
   std::vector<uint32_t> preferred_cpus() const override { return owner_.preferred_cpus(); }
 
-  uint32_t Post(transport::Lane& lane, absl::Span<const transport::DataOp> ops) override {
-    auto& fake = static_cast<FakeLane&>(lane);
+  // Takes what `fake` has credits for, in order.
+  uint32_t Enqueue(FakeLane& fake, absl::Span<const transport::DataOp> ops) {
     const uint32_t n = std::min<uint32_t>(fake.credits(), static_cast<uint32_t>(ops.size()));
     for (uint32_t i = 0; i < n; ++i) {
       pending_.push_back({fake.link().shared_from_this(), &fake, ops[i]});
@@ -280,6 +291,10 @@ class FakeTransport::Worker final : public transport::TransportWorker {
   std::deque<Pending> pending_;
 };
 
+uint32_t FakeLane::Post(absl::Span<const transport::DataOp> ops) {
+  return worker_.Enqueue(*this, ops);
+}
+
 std::string FakeFabric::Offer(const std::shared_ptr<FakeLink>& link) {
   MutexLock lock(&mu_);
   std::string token = absl::StrCat("fake-", next_token_++);
@@ -311,8 +326,10 @@ FakeTransport::~FakeTransport() { Shutdown(); }
 transport::TransportWorker& FakeTransport::worker(uint32_t index) { return *workers_.at(index); }
 
 std::shared_ptr<FakeLink> FakeTransport::NewLink(transport::PeerIdentity peer, uint32_t lanes) {
+  std::vector<Worker*> workers;
+  for (uint32_t i = 0; i < lanes; ++i) workers.push_back(workers_.at(i).get());
   auto link =
-      std::make_shared<FakeLink>(fabric_, regions_, rejoins_, std::move(peer), lanes, depth_);
+      std::make_shared<FakeLink>(fabric_, regions_, rejoins_, std::move(peer), workers, depth_);
   MutexLock lock(&mu_);
   links_.erase(std::remove_if(links_.begin(), links_.end(),
                               [](const std::weak_ptr<FakeLink>& l) { return l.expired(); }),

@@ -122,8 +122,11 @@ class FakeTransport final : public transport::Transport {
   std::vector<PostedOp> posted() const;
   void Record(const transport::DataOp& op);
 
- private:
+  // One per poller (fake_transport.cc); lane i of every link posts to
+  // worker i.
   class Worker;
+
+ private:
   std::shared_ptr<FakeLink> NewLink(transport::PeerIdentity peer, uint32_t lanes);
 
   FakeFabric& fabric_;

@@ -258,7 +258,7 @@ class TcpTlsTest : public ::testing::Test {
     for (const Block& block : blocks) op.length += block.length;
     const size_t done = a_.sink.done.size();
     if (!Pump([&] { return a_link_->lane(0).credits() > 0; }) ||
-        a_.transport->worker(0).Post(a_link_->lane(0), {&op, 1}) != 1 ||
+        a_link_->lane(0).Post({&op, 1}) != 1 ||
         !Pump([&] { return a_.sink.done.size() > done; })) {
       return absl::DeadlineExceededError("op not done");
     }

@@ -92,7 +92,7 @@ uint64_t TransportConformanceTest::Post(Side& from, uint32_t lane, const memory:
   DataOp op = OneBlockWrite(cookie, src, dst, block);
   op.notice = notice;
   EXPECT_TRUE(Pump([&] { return from.link->lane(lane).credits() > 0; }));
-  EXPECT_EQ(from.transport->worker(lane).Post(from.link->lane(lane), {&op, 1}), 1u);
+  EXPECT_EQ(from.link->lane(lane).Post({&op, 1}), 1u);
   return cookie;
 }
 
@@ -113,7 +113,7 @@ uint64_t TransportConformanceTest::PostBlocks(Side& from, uint32_t lane, OpKind 
   op.block_count = static_cast<uint32_t>(blocks.size());
   op.notice = notice;
   EXPECT_TRUE(Pump([&] { return from.link->lane(lane).credits() > 0; }));
-  EXPECT_EQ(from.transport->worker(lane).Post(from.link->lane(lane), {&op, 1}), 1u);
+  EXPECT_EQ(from.link->lane(lane).Post({&op, 1}), 1u);
   return cookie;
 }
 

@@ -100,7 +100,7 @@ uint64_t VerbsNodes::PostWrite(VerbsNode& from, Link& link, uint32_t lane,
   const DataOp op =
       OneBlockWrite(cookie, src, dst, &blocks_.emplace_back(Block{offset, offset, length}));
   Pump([&] { return link.lane(lane).credits() > 0; });
-  if (from.transport->worker(lane).Post(link.lane(lane), {&op, 1}) != 1) {
+  if (link.lane(lane).Post({&op, 1}) != 1) {
     from.sink.done[cookie] = link.status();  // the lane broke: the op was not taken
   }
   return cookie;

@@ -2,6 +2,7 @@
 // in the order the socket writes of tcp_lane_io.cc carry them.
 #include "daemon/transport/tcp/tcp_lane.h"
 
+
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -12,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/common/check.h"
 #include "daemon/common/log.h"
+#include "daemon/transport/tcp/tcp_worker.h"
 
 namespace xferd::transport::tcp {
 
@@ -65,6 +67,7 @@ uint32_t TcpLane::Post(absl::Span<const DataOp> ops) {
   if (n > 0) {
     // A send error is seen again, and reported, by the next Flush/OnReadable.
     (void)Flush();
+    if (worker_ != nullptr) worker_->AfterLaneIo(*this);
   }
   return n;
 }

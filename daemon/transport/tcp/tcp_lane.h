@@ -26,6 +26,8 @@
 
 namespace xferd::transport::tcp {
 
+class TcpWorker;
+
 class TcpLane final : public Lane {
  public:
   // `link` owns the lane; `regions` resolves inbound region ids.
@@ -43,7 +45,9 @@ class TcpLane final : public Lane {
   // ---- poller thread only ----
   // `ssl`: a handshaken TLS session on `fd`, or null for a plain lane and
   // for one whose records the kernel does both ways (`kernel_tls`).
-  void Attach(UniqueFd fd, UniqueSsl ssl, bool kernel_tls);
+  // `worker`: the one whose epoll set watches `fd` (null: none, the fuzzer
+  // drives the lane alone).
+  void Attach(UniqueFd fd, UniqueSsl ssl, bool kernel_tls, TcpWorker* worker);
   bool attached() const { return fd_.valid(); }
   int fd() const { return fd_.get(); }
   // Decrypted bytes wait in OpenSSL while the socket may be empty: the
@@ -51,7 +55,7 @@ class TcpLane final : public Lane {
   bool input_buffered() const;
   // Queues up to credits() ops as frames and starts sending them. The ops'
   // blocks and memory stay valid until their completion.
-  uint32_t Post(absl::Span<const DataOp> ops);
+  uint32_t Post(absl::Span<const DataOp> ops) override;
   // Reads and handles frames until the socket is drained (or a fairness
   // budget is spent), then sends the answers. `scratch` holds the bytes of
   // refused writes. A non-OK status breaks the lane.
@@ -128,6 +132,7 @@ class TcpLane final : public Lane {
 
   Link& link_;
   const memory::RegionRegistry& regions_;
+  TcpWorker* worker_ = nullptr;  // set by Attach
   UniqueFd fd_;
   UniqueSsl ssl_;  // null: a plain lane, or kernel_tls_
   bool kernel_tls_ = false;  // the kernel encrypts and decrypts the records

@@ -40,8 +40,9 @@ bool WouldBlock(int err) { return err == EAGAIN || err == EWOULDBLOCK || err == 
 
 }  // namespace
 
-void TcpLane::Attach(UniqueFd fd, UniqueSsl ssl, bool kernel_tls) {
+void TcpLane::Attach(UniqueFd fd, UniqueSsl ssl, bool kernel_tls, TcpWorker* worker) {
   XFERD_CHECK(!fd_.valid());
+  worker_ = worker;
   fd_ = std::move(fd);
   ssl_ = std::move(ssl);
   kernel_tls_ = kernel_tls;

@@ -58,7 +58,7 @@ void TcpWorker::RequestDetach(std::shared_ptr<Link> keep_alive, TcpLane* lane) {
 void TcpWorker::Apply(Command& c, CompletionSink& sink) {
   if (c.attach) {
     if (c.keep_alive->broken()) return;  // closed while connecting: fd closes with the command
-    c.lane->Attach(std::move(c.fd), std::move(c.ssl), c.kernel_tls);
+    c.lane->Attach(std::move(c.fd), std::move(c.ssl), c.kernel_tls, this);
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLRDHUP;
     ev.data.ptr = c.lane;
@@ -92,13 +92,6 @@ void TcpWorker::AfterLaneIo(TcpLane& lane) {
   ev.data.ptr = &lane;
   ::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, lane.fd(), &ev);
   lane.writable_armed = lane.wants_writable();
-}
-
-uint32_t TcpWorker::Post(Lane& lane, absl::Span<const DataOp> ops) {
-  auto& tcp_lane = static_cast<TcpLane&>(lane);
-  const uint32_t taken = tcp_lane.Post(ops);
-  if (taken > 0) AfterLaneIo(tcp_lane);
-  return taken;
 }
 
 uint32_t TcpWorker::Poll(CompletionSink& sink) {

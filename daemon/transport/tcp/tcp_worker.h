@@ -22,7 +22,6 @@ class TcpWorker final : public TransportWorker {
   static absl::StatusOr<std::unique_ptr<TcpWorker>> Create();
   ~TcpWorker() override;
 
-  uint32_t Post(Lane& lane, absl::Span<const DataOp> ops) override;
   uint32_t Poll(CompletionSink& sink) override;
   int wait_fd() const override { return epoll_.get(); }
   bool PrepareToSleep() override { return inbox_->PrepareToSleep(); }
@@ -32,6 +31,10 @@ class TcpWorker final : public TransportWorker {
   void RequestAttach(std::shared_ptr<Link> keep_alive, TcpLane* lane, UniqueFd fd, UniqueSsl ssl,
                      bool kernel_tls);
   void RequestDetach(std::shared_ptr<Link> keep_alive, TcpLane* lane);
+
+  // Poller thread: after a lane did I/O (its own posts included), closes
+  // its link on error and tracks its EPOLLOUT interest.
+  void AfterLaneIo(TcpLane& lane);
 
   // Lanes attached right now (for stats). Any thread.
   uint32_t attached_lanes() const { return attached_count_.load(std::memory_order_relaxed); }
@@ -56,8 +59,6 @@ class TcpWorker final : public TransportWorker {
   void Enqueue(Command command);
   // Poller thread: attaches or detaches a lane as `command` says.
   void Apply(Command& command, CompletionSink& sink);
-  // After a lane did I/O: closes its link on error, tracks EPOLLOUT interest.
-  void AfterLaneIo(TcpLane& lane);
 
   UniqueFd epoll_;
   // Its eventfd is in the epoll set, so a sleeping poller wakes for commands.

@@ -92,7 +92,7 @@ void StripedLane::Hold(const DataOp& op) {
 
 void StripedLane::PostBatch(Device& device) {
   if (device.batch.empty()) return;
-  const uint32_t taken = device.worker->Post(*device.lane, absl::MakeConstSpan(device.batch));
+  const uint32_t taken = device.lane->Post(absl::MakeConstSpan(device.batch));
   for (uint32_t k = 0; k < taken; ++k) device.in_flight.Push(device.batch[k]);
   // Refused only by a lane that broke during the post: another device
   // takes the rest.

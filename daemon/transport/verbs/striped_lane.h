@@ -41,7 +41,7 @@ class StripedLane final : public Lane, public OpReporter {
 
   // Spreads the ops over the devices; takes them all unless the link is
   // broken (then none). Ops no device can take now wait here.
-  uint32_t Post(absl::Span<const DataOp> ops);
+  uint32_t Post(absl::Span<const DataOp> ops) override;
   // Posts (or, when no device can reach the peer any more, fails) the ops
   // waiting here. True while some still wait.
   bool ServiceWaiting(CompletionSink& sink);

@@ -33,7 +33,9 @@ struct PairingOptions {
   uint32_t prefix_bits = 0;
 };
 
-class StripedLink final : public Link, public std::enable_shared_from_this<StripedLink> {
+class StripedLink final : public Link,
+                          public LinkRejoin,
+                          public std::enable_shared_from_this<StripedLink> {
  public:
   // `add_device_link` registers a per-device link with its device (so a
   // port-down event there can close it).
@@ -71,7 +73,8 @@ class StripedLink final : public Link, public std::enable_shared_from_this<Strip
   Lane& lane(uint32_t index) override { return *stripes_[index]; }
   bool ready() const override { return active_.load(std::memory_order_acquire) && !broken(); }
 
-  // striped_rejoin.cc: Link's rejoin steps (transport.h).
+  // striped_rejoin.cc: the rejoin steps (transport.h, LinkRejoin).
+  LinkRejoin* rejoin() override { return this; }
   bool OfferRejoin(LinkEndpoints* offer) override;
   absl::Status AcceptRejoin(const LinkEndpoints& offer, bool keep_own,
                             LinkEndpoints* answer) override;

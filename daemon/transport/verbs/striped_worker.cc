@@ -38,10 +38,6 @@ absl::StatusOr<std::unique_ptr<StripedWorker>> StripedWorker::Create(
 StripedWorker::StripedWorker(std::vector<std::unique_ptr<VerbsWorker>> devices)
     : devices_(std::move(devices)) {}
 
-uint32_t StripedWorker::Post(Lane& lane, absl::Span<const DataOp> ops) {
-  return static_cast<StripedLane&>(lane).Post(ops);
-}
-
 void StripedWorker::ListWaiting(StripedLane* lane, std::shared_ptr<Link> keep_alive) {
   waiting_.push_back(Listed{lane, std::move(keep_alive)});
 }

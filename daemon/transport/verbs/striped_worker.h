@@ -24,7 +24,6 @@ class StripedWorker final : public TransportWorker {
   static absl::StatusOr<std::unique_ptr<StripedWorker>> Create(
       std::vector<std::unique_ptr<VerbsWorker>> devices);
 
-  uint32_t Post(Lane& lane, absl::Span<const DataOp> ops) override;
   uint32_t Poll(CompletionSink& sink) override;
   int wait_fd() const override { return epoll_.get(); }
   bool PrepareToSleep() override;

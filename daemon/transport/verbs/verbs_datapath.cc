@@ -57,7 +57,7 @@ absl::Status CompletionError(const ibv_wc& wc, const std::string& peer, bool rea
 
 }  // namespace
 
-uint32_t VerbsLane::Post(absl::Span<const DataOp> ops, bool* waiting) {
+uint32_t VerbsLane::Post(absl::Span<const DataOp> ops) {
   uint32_t taken = 0;
   // Every op with a credit is taken: behind those already waiting (order is
   // kept), then posted as far as the send queue has room for it.
@@ -68,7 +68,7 @@ uint32_t VerbsLane::Post(absl::Span<const DataOp> ops, bool* waiting) {
     ++taken;
   }
   PostWaiting();
-  *waiting = waiting_count_ > 0;
+  if (waiting_count_ > 0) worker_.ListWaiting(this);
   return taken;
 }
 
@@ -306,14 +306,6 @@ void VerbsLane::Land(uint32_t slot, const memory::RegionRegistry& regions) {
   event.blocks = n.blocks;
   event.bytes = n.bytes;
   region->landed().Publish(event);
-}
-
-uint32_t VerbsWorker::Post(Lane& lane, absl::Span<const DataOp> ops) {
-  auto& verbs_lane = static_cast<VerbsLane&>(lane);
-  bool waiting = false;
-  const uint32_t taken = verbs_lane.Post(ops, &waiting);
-  if (waiting) ListWaiting(&verbs_lane);
-  return taken;
 }
 
 uint32_t VerbsWorker::ServiceWaitingLanes(CompletionSink& sink) {

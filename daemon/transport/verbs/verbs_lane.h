@@ -95,10 +95,10 @@ class VerbsLane final : public Lane {
 
   // ---- poller thread ----
   // Takes ops while credits() > 0 (all of them unless the link broke) and
-  // posts those that fit the send queue; the rest wait (see PostWaiting).
-  // Returns the ops taken; each is reported once through OnOpDone or
-  // ServiceWaiting. True in `*waiting` when some wait.
-  uint32_t Post(absl::Span<const DataOp> ops, bool* waiting);
+  // posts those that fit the send queue; the rest wait, and the worker lists
+  // the lane (see ServiceWaiting). Returns the ops taken; each is reported
+  // once through OnOpDone or ServiceWaiting.
+  uint32_t Post(absl::Span<const DataOp> ops) override;
   // Once per Poll while ops wait: posts those that fit now, in order; on a
   // broken or draining lane, once every posted request is back, fails them
   // with the link's status (after the posted ones: completions stay in

@@ -31,7 +31,6 @@ class VerbsWorker final : public TransportWorker {
   // Releases the QPs still in the table before the CQ goes.
   ~VerbsWorker() override;
 
-  uint32_t Post(Lane& lane, absl::Span<const DataOp> ops) override;
   uint32_t Poll(CompletionSink& sink) override;
   int wait_fd() const override { return epoll_.get(); }
   bool PrepareToSleep() override;
@@ -57,6 +56,9 @@ class VerbsWorker final : public TransportWorker {
   void RequestBind(std::shared_ptr<Link> keep_alive, VerbsLane* lane, BindJob job);
   // Queue pairs alive on this worker (for stats and leak checks).
   uint32_t queue_pairs() const { return lanes_.load(std::memory_order_relaxed); }
+  // Poller thread: lists `lane` among those with ops waiting for room in
+  // their send queue (served each Poll), once.
+  void ListWaiting(VerbsLane* lane);
 
  private:
   struct Detaching {
@@ -78,8 +80,6 @@ class VerbsWorker final : public TransportWorker {
   uint32_t ServiceWaitingLanes(CompletionSink& sink);
   void ReapDrained();
   void ConsumeChannelEvents();
-  // Lists `lane` among those with work waiting, once.
-  void ListWaiting(VerbsLane* lane);
 
   const std::shared_ptr<VerbsContext> context_;
   const memory::RegionRegistry& regions_;

@@ -41,11 +41,11 @@ class EngineBlocksTest : public ::testing::Test {
 
   // A write (or read) of every 4 KiB block of one region to a random
   // permutation of the other's.
-  engine::WriteSpec Permuted(OpKind direction, std::vector<uint64_t>* dst_block) {
+  engine::TransferSpec Permuted(OpKind direction, std::vector<uint64_t>* dst_block) {
     dst_block->resize(kBlocks);
     std::iota(dst_block->begin(), dst_block->end(), 0);
     std::shuffle(dst_block->begin(), dst_block->end(), std::mt19937_64(42));
-    engine::WriteSpec w;
+    engine::TransferSpec w;
     w.direction = direction;
     w.peer = "b";
     w.src_region = direction == OpKind::kWrite ? "local" : "remote";
@@ -146,7 +146,7 @@ TEST_F(EngineBlocksTest, PermutedReadPlacesEveryByteAndRaisesALocalEvent) {
 TEST_F(EngineBlocksTest, OutOfRangeBlockMovesNothing) {
   Fill(*local_, 3);
   std::vector<uint64_t> perm;
-  engine::WriteSpec w = Permuted(OpKind::kWrite, &perm);
+  engine::TransferSpec w = Permuted(OpKind::kWrite, &perm);
   w.blocks.dst_offsets[731] = kRegion - 10;
   auto submitted = h_.Submit(*a_, {w});
   EXPECT_EQ(submitted.status().code(), absl::StatusCode::kOutOfRange);
@@ -170,7 +170,7 @@ TEST_F(EngineBlocksTest, ReadWithoutRemoteReadIsDenied) {
   spec.access.remote_write = true;
   Fill(**h_.Register(*b_, spec), 9);
   std::vector<uint64_t> perm;
-  engine::WriteSpec w = Permuted(OpKind::kRead, &perm);
+  engine::TransferSpec w = Permuted(OpKind::kRead, &perm);
   w.src_region = "private";
   auto submitted = h_.Submit(*a_, {w});
   EXPECT_EQ(submitted.status().code(), absl::StatusCode::kPermissionDenied);
@@ -196,7 +196,7 @@ TEST_F(EngineBlocksTest, PreparedLayoutsWriteAndReadPages) {
   ASSERT_TRUE(a_->engine->PrepareLayout(remote_pages).ok());
   EXPECT_EQ(a_->engine->PrepareLayout(pages).status().code(), absl::StatusCode::kAlreadyExists);
 
-  engine::WriteSpec w;
+  engine::TransferSpec w;
   w.peer = "b";
   w.blocks.form = BlockSpec::Form::kLayout;
   w.blocks.src_layout = "pages";
@@ -210,7 +210,7 @@ TEST_F(EngineBlocksTest, PreparedLayoutsWriteAndReadPages) {
   EXPECT_EQ(std::memcmp(local_->data() + 7 * kBlock, remote_->data() + 4 * kBlock, kBlock), 0);
 
   // Read page 900 back into local page 0.
-  engine::WriteSpec r;
+  engine::TransferSpec r;
   r.direction = OpKind::kRead;
   r.peer = "b";
   r.blocks.form = BlockSpec::Form::kLayout;

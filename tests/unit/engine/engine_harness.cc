@@ -2,12 +2,14 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
 namespace xferd::testing {
 
-EngineHarness::EngineHarness(EngineConfig config) : config_(config) {}
+EngineHarness::EngineHarness(EngineConfig config, TransportMaker make_transport)
+    : config_(config), make_transport_(std::move(make_transport)) {}
 
 EngineHarness::~EngineHarness() {
   for (auto& [name, node] : nodes_) node->engine->Stop();
@@ -21,9 +23,22 @@ Node& EngineHarness::Add(const std::string& name) {
   options.shm_dir = tmp != nullptr ? tmp : "/tmp";
   options.shm_prefix = "engine-test-" + name;
   node->regions = std::make_unique<memory::RegionRegistry>(options);
-  node->transport =
-      std::make_unique<FakeTransport>(fabric_, *node->regions, config_.pollers, config_.lane_depth);
-  auto engine = engine::Engine::Create(config_, engine::NodeIdentity{"", 1, ""}, *node->transport,
+  transport::Transport* transport = nullptr;
+  if (make_transport_ != nullptr) {
+    auto made = make_transport_(*node->regions, config_.pollers, name);
+    if (!made.ok()) {
+      std::fprintf(stderr, "cannot make the transport of %s: %s\n", name.c_str(),
+                   made.status().ToString().c_str());
+      std::abort();
+    }
+    node->real_transport = *std::move(made);
+    transport = node->real_transport.get();
+  } else {
+    node->transport = std::make_unique<FakeTransport>(fabric_, *node->regions, config_.pollers,
+                                                      config_.lane_depth);
+    transport = node->transport.get();
+  }
+  auto engine = engine::Engine::Create(config_, engine::NodeIdentity{"", 1, ""}, *transport,
                                        *node->regions, rpc_);
   if (!engine.ok()) std::abort();
   node->engine = *std::move(engine);
@@ -58,7 +73,7 @@ absl::StatusOr<engine::PeerInfo> EngineHarness::Connect(Node& from, Node& to) {
 }
 
 absl::StatusOr<std::vector<std::shared_ptr<engine::Transfer>>> EngineHarness::Submit(
-    Node& from, std::vector<engine::WriteSpec> writes, bool batch) {
+    Node& from, std::vector<engine::TransferSpec> writes, bool batch) {
   std::promise<absl::StatusOr<std::vector<std::shared_ptr<engine::Transfer>>>> done;
   from.engine->Submit(std::move(writes), batch, [&](auto r) { done.set_value(std::move(r)); });
   return done.get_future().get();
@@ -97,9 +112,9 @@ engine::TransferInfo TwoEngineTest::Write(uint64_t length) {
   return info;
 }
 
-engine::WriteSpec Spec(const std::string& src, const std::string& peer, const std::string& dst,
+engine::TransferSpec Spec(const std::string& src, const std::string& peer, const std::string& dst,
                        uint64_t length, uint64_t src_offset, uint64_t dst_offset) {
-  engine::WriteSpec spec;
+  engine::TransferSpec spec;
   spec.src_region = src;
   spec.peer = peer;
   spec.dst_region = dst;

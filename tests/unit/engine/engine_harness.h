@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <functional>
 #include <future>
 #include <map>
 #include <memory>
@@ -92,13 +93,19 @@ class InProcessPeerRpc final : public engine::PeerRpc {
 struct Node {
   std::string name;
   std::unique_ptr<memory::RegionRegistry> regions;
-  std::unique_ptr<FakeTransport> transport;
+  std::unique_ptr<FakeTransport> transport;  // null on a real transport
+  std::unique_ptr<transport::Transport> real_transport;
   std::unique_ptr<engine::Engine> engine;
 };
 
+// Makes a node's transport instead of a FakeTransport (benchmarks run the
+// engine over real TCP lanes).
+using TransportMaker = std::function<absl::StatusOr<std::unique_ptr<transport::Transport>>(
+    const memory::RegionRegistry& regions, uint32_t pollers, const std::string& node)>;
+
 class EngineHarness {
  public:
-  explicit EngineHarness(EngineConfig config = {});
+  explicit EngineHarness(EngineConfig config = {}, TransportMaker make_transport = nullptr);
   ~EngineHarness();
 
   Node& Add(const std::string& name);
@@ -111,13 +118,14 @@ class EngineHarness {
                                                 bool remote_write);
   absl::StatusOr<engine::PeerInfo> Connect(Node& from, Node& to);
   absl::StatusOr<std::vector<std::shared_ptr<engine::Transfer>>> Submit(
-      Node& from, std::vector<engine::WriteSpec> writes, bool batch = false);
+      Node& from, std::vector<engine::TransferSpec> writes, bool batch = false);
   // Waits for a transfer's end (bounded) and returns its final state.
   engine::TransferInfo Wait(const std::shared_ptr<engine::Transfer>& t,
                             absl::Duration timeout = absl::Seconds(20));
 
  private:
   const EngineConfig config_;
+  const TransportMaker make_transport_;
   FakeFabric fabric_;
   InProcessPeerRpc rpc_;
   std::map<std::string, std::unique_ptr<Node>> nodes_;
@@ -146,7 +154,7 @@ class TwoEngineTest : public ::testing::Test {
   uint32_t writes_ = 0;
 };
 
-engine::WriteSpec Spec(const std::string& src, const std::string& peer, const std::string& dst,
+engine::TransferSpec Spec(const std::string& src, const std::string& peer, const std::string& dst,
                        uint64_t length, uint64_t src_offset = 0, uint64_t dst_offset = 0);
 void Fill(memory::Region& region, uint8_t seed);
 

@@ -69,9 +69,9 @@ class EngineRangesTest : public ::testing::Test {
 
   // Blocks of 4 KiB: block i of src goes to dst block perm[i]; runs of
   // neighbours in perm make ranges longer than a block.
-  engine::WriteSpec Blocks(OpKind direction, const std::string& src, const std::string& dst,
+  engine::TransferSpec Blocks(OpKind direction, const std::string& src, const std::string& dst,
                            const std::vector<uint64_t>& perm) {
-    engine::WriteSpec w;
+    engine::TransferSpec w;
     w.direction = direction;
     w.peer = "b";
     w.src_region = src;
@@ -98,7 +98,7 @@ class EngineRangesTest : public ::testing::Test {
     return perm;
   }
 
-  memory::LandedEvent Run(const engine::WriteSpec& w, memory::Region& watched,
+  memory::LandedEvent Run(const engine::TransferSpec& w, memory::Region& watched,
                           const memory::Region& src, const memory::Region& dst,
                           const std::vector<uint64_t>& perm) {
     LandedRecorder watcher(watched);
@@ -149,7 +149,7 @@ TEST_F(EngineRangesTest, ARangeLongerThanASliceIsOneRange) {
   auto src = Region(*a_, "src", false);
   auto dst = Region(*b_, "dst", true);
   Fill(*src, 2);
-  engine::WriteSpec w = Blocks(OpKind::kWrite, "src", "dst", {});
+  engine::TransferSpec w = Blocks(OpKind::kWrite, "src", "dst", {});
   w.blocks.form = BlockSpec::Form::kStrided;
   // Two runs of 4 blocks of 64 KiB: one contiguous 256 KiB range each,
   // planned as 4 slices each.

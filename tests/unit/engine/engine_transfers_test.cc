@@ -28,7 +28,7 @@ class EngineTransfersTest : public TwoEngineTest {
     Fill(*src_, 1);
   }
 
-  absl::Status SubmitError(engine::WriteSpec spec) {
+  absl::Status SubmitError(engine::TransferSpec spec) {
     return h_.Submit(*a_, {std::move(spec)}).status();
   }
 };
@@ -72,7 +72,7 @@ TEST_F(EngineInvalidationTest, InvalidationsRacingSubmissionsAreResolvedAgain) {
   });
   constexpr uint64_t kWrites = 256, kPart = 4096;
   for (int round = 0; round < 20; ++round) {
-    std::vector<engine::WriteSpec> batch;
+    std::vector<engine::TransferSpec> batch;
     for (uint64_t i = 0; i < kWrites; ++i) {
       batch.push_back(Spec("src", "b", "dst", kPart, i * kPart, i * kPart));
     }
@@ -105,13 +105,13 @@ TEST_F(EngineTransfersTest, SingleSliceWrite) {
 
 TEST_F(EngineTransfersTest, ValidationErrorsSayWhatIsWrong) {
   struct Case {
-    engine::WriteSpec spec;
+    engine::TransferSpec spec;
     absl::StatusCode code;
     const char* fragment;
   };
-  engine::WriteSpec bad_slice = Spec("src", "b", "dst", 4096);
+  engine::TransferSpec bad_slice = Spec("src", "b", "dst", 4096);
   bad_slice.slice_size = 100;
-  engine::WriteSpec zero_timeout = Spec("src", "b", "dst", 4096);
+  engine::TransferSpec zero_timeout = Spec("src", "b", "dst", 4096);
   zero_timeout.timeout = absl::ZeroDuration();
   const uint64_t max = ~uint64_t{0};
   const Case cases[] = {
@@ -157,7 +157,7 @@ TEST_F(EngineTransfersTest, BatchIsAllOrNothing) {
 
 TEST_F(EngineTransfersTest, AdmissionIsBounded) {
   a_->transport->HoldCompletions(true);
-  std::vector<engine::WriteSpec> eight;  // disjoint ranges: concurrent writes
+  std::vector<engine::TransferSpec> eight;  // disjoint ranges: concurrent writes
   for (uint64_t i = 0; i < 8; ++i) eight.push_back(Spec("src", "b", "dst", 4096, 0, i * 4096));
   auto held = h_.Submit(*a_, eight, true);
   ASSERT_TRUE(held.ok());
@@ -184,7 +184,7 @@ TEST_F(EngineTransfersTest, CancelEndsATransfer) {
 
 TEST_F(EngineTransfersTest, DeadlineFailsAStalledTransfer) {
   a_->transport->HoldCompletions(true);
-  engine::WriteSpec spec = Spec("src", "b", "dst", 1 << 20);
+  engine::TransferSpec spec = Spec("src", "b", "dst", 1 << 20);
   spec.timeout = absl::Milliseconds(50);
   auto t = (*h_.Submit(*a_, {spec}))[0];
   const absl::Time start = absl::Now();

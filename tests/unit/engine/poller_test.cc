@@ -63,7 +63,7 @@ class SharedLanesTest : public TwoEngineTest {
 
 TEST_F(SharedLanesTest, ManyConcurrentTransfersShareLanesFairly) {
   Fill(*src_, 4);
-  std::vector<engine::WriteSpec> writes;
+  std::vector<engine::TransferSpec> writes;
   for (uint64_t i = 0; i < 16; ++i)
     writes.push_back(Spec("src", "b", "dst", 65536, i << 16, i << 16));
   auto ts = h_.Submit(*a_, writes, true);

@@ -1,0 +1,180 @@
+// TransferRunner: admission, start, end and bookkeeping of transfers.
+#include "daemon/engine/transfer_runner.h"
+
+#include "absl/strings/str_cat.h"
+#include "daemon/base/status_macros.h"
+#include "daemon/common/log.h"
+#include "daemon/engine/peer.h"
+
+namespace xferd::engine {
+namespace {
+
+// Sweeps after a transfer ended still held: 10 ms, doubling, up to ~2.5 s.
+constexpr absl::Duration kFirstSweepDelay = absl::Milliseconds(10);
+constexpr absl::Duration kLastSweepDelay = absl::Milliseconds(1280);
+
+}  // namespace
+
+TransferRunner::TransferRunner(const EngineConfig& config, DeadlineTimer& timer)
+    : config_(config), table_(config.max_inflight_transfers, config.history), timer_(timer) {}
+
+absl::Status TransferRunner::StartPollers(transport::Transport& transport) {
+  PollerOptions options;
+  options.spin = config_.spin;
+  options.max_transfers = config_.max_inflight_transfers;
+  ASSIGN_OR_RETURN(pollers_, PollerPool::Create(transport, config_.pollers, options));
+  pollers_->Start();
+  return absl::OkStatus();
+}
+
+TransferRunner::~TransferRunner() { StopPollers(); }
+
+absl::StatusOr<std::vector<std::shared_ptr<Transfer>>> TransferRunner::Admit(
+    std::vector<Transfer::Plan> plans, bool batch, absl::Time submitted_at) {
+  RETURN_IF_ERROR(table_.Admit(static_cast<uint32_t>(plans.size())));
+  const uint64_t batch_id = batch ? table_.NextBatchId() : 0;
+  std::vector<std::shared_ptr<Transfer>> transfers;
+  transfers.reserve(plans.size());
+  for (Transfer::Plan& plan : plans) {
+    plan.id = table_.NextId();
+    plan.batch_id = batch_id;
+    plan.submitted_at = submitted_at;
+    plan.home_poller = static_cast<uint32_t>(plan.id % plan.lanes);
+    auto transfer = std::make_shared<Transfer>(std::move(plan), this);
+    table_.Insert(transfer);
+    const Transfer::Plan& p = transfer->plan();
+    spdlog::debug(
+        "transfer id={} queued direction={} peer={} transport={} src={}+{} dst={}+{} bytes={} "
+        "blocks={} ops={}",
+        transfer->id(), IsRead(p.spec) ? "read" : "write", p.peer->node_id(),
+        transport::TransportKindName(p.transport), p.spec.src_region, p.spec.src_offset,
+        p.spec.dst_region, p.spec.dst_offset, p.spec.length, transfer->blocks(), transfer->ops());
+    if (transfer->deadline() != absl::InfiniteFuture()) timer_.Add(transfer);
+    transfers.push_back(std::move(transfer));
+  }
+  return transfers;
+}
+
+void TransferRunner::Start(const std::shared_ptr<Transfer>& t) {
+  // A single-op transfer needs its home poller alone.
+  if (t->ops() == 1) {
+    pollers_->at(t->plan().home_poller).Submit(t);
+    return;
+  }
+  for (uint32_t p = 0; p < t->plan().lanes; ++p) pollers_->at(p).Submit(t);
+}
+
+absl::StatusOr<TransferInfo> TransferRunner::Get(uint64_t id) const {
+  std::optional<TransferInfo> info = table_.Lookup(id);
+  if (!info) {
+    return absl::NotFoundError(absl::StrCat("no transfer with id ", id,
+                                            " (finished transfers are kept up to engine.history)"));
+  }
+  return *std::move(info);
+}
+
+std::vector<PollerStats> TransferRunner::poller_stats() const {
+  std::vector<PollerStats> stats;
+  for (uint32_t i = 0; i < pollers_->size(); ++i) stats.push_back(pollers_->at(i).stats());
+  return stats;
+}
+
+absl::StatusOr<TransferInfo> TransferRunner::Cancel(uint64_t id) {
+  // Cancelling a finished transfer returns it unchanged.
+  if (std::shared_ptr<Transfer> t = table_.FindLive(id)) {
+    t->Finish(TransferState::kCancelled, absl::CancelledError("cancelled on request"));
+  }
+  return Get(id);
+}
+
+uint32_t TransferRunner::EndWhere(const std::function<bool(const Transfer&)>& match,
+                                  const absl::Status& reason) {
+  uint32_t ended = 0;
+  const TransferState state = reason.code() == absl::StatusCode::kCancelled
+                                  ? TransferState::kCancelled
+                                  : TransferState::kFailed;
+  for (const std::shared_ptr<Transfer>& t : table_.InFlight()) {
+    if (match(*t) && t->Finish(state, reason)) ++ended;
+  }
+  return ended;
+}
+
+bool TransferRunner::WaitIdle(absl::Time deadline) const {
+  while (table_.counters().in_flight > 0) {
+    if (absl::Now() >= deadline) return false;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return true;
+}
+
+void TransferRunner::SweepUntilReleased() {
+  for (int i = 0; i < 200 && table_.Sweep() > 0; ++i) absl::SleepFor(absl::Milliseconds(10));
+}
+
+void TransferRunner::StopPollers() {
+  if (pollers_ == nullptr) return;
+  // Closing links makes the pollers fail what is still posted; give them a
+  // moment to hand those completions back before they stop.
+  const absl::Time deadline = absl::Now() + absl::Seconds(2);
+  while (table_.Sweep() > 0 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(5));
+  pollers_->Stop();
+}
+
+void TransferRunner::SetRecorder(TransferRecorder* recorder) {
+  recorder_.store(recorder, std::memory_order_release);
+}
+
+void TransferRunner::OnTransferEnding(const Transfer& transfer, const TransferInfo& outcome) {
+  table_.Count(outcome);
+  if (TransferRecorder* recorder = recorder_.load(std::memory_order_acquire)) {
+    recorder->RecordTransfer(outcome);
+  }
+  // The peer no longer knows the region: forget its key before the next write.
+  if (outcome.error.code() == absl::StatusCode::kNotFound) {
+    transfer.plan().peer->ForgetRegion(RemoteRegionName(outcome.spec));
+  }
+}
+
+// The end of a transfer's life in the log, as key=value pairs after the
+// event: done at debug (one line per transfer must not cost a write on the
+// poller at the default level, nor its formatting), cancelled at info,
+// failed at warn.
+void TransferRunner::OnTransferFinished(const Transfer&, const TransferInfo& info) {
+  if (table_.Retire(info.id) > 0) SweepLater(kFirstSweepDelay);
+  const bool done = info.state == TransferState::kDone;
+  if (done && !spdlog::should_log(spdlog::level::debug)) return;
+  const absl::Duration duration = info.finished_at - info.submitted_at;
+  const absl::string_view transport = transport::TransportKindName(info.transport);
+  if (done) {
+    spdlog::debug("transfer id={} done peer={} transport={} bytes={} duration={}", info.id,
+                  info.peer_node, transport, info.bytes_done, absl::FormatDuration(duration));
+    return;
+  }
+  spdlog::log(info.state == TransferState::kCancelled ? spdlog::level::info : spdlog::level::warn,
+              "transfer id={} {} direction={} peer={} transport={} dst={} bytes={}/{} duration={} "
+              "code={} error={:?}",
+              info.id, TransferStateName(info.state), IsRead(info.spec) ? "read" : "write",
+              info.peer_node, transport, info.spec.dst_region, info.bytes_done, info.spec.length,
+              absl::FormatDuration(duration), absl::StatusCodeToString(info.error.code()),
+              info.error.message());
+}
+
+// A transfer that just ended is usually still held by the thread that ended
+// it, or by completions still on their way, so Retire cannot reduce it to its
+// snapshot yet. Until something reduces it, its block plan (24 bytes a block)
+// stays resident: on a daemon that goes idle after a big transfer, nothing
+// would. So sweep again shortly after, backing off while something still
+// holds a transfer, and give up after a few seconds (a client holding one
+// that long lets go before long, and the next transfer's end sweeps again).
+void TransferRunner::SweepLater(absl::Duration delay) {
+  if (delay == kFirstSweepDelay && sweep_pending_.exchange(true)) return;
+  timer_.RunAt(absl::Now() + delay, [this, delay] {
+    if (table_.Sweep() > 0 && delay < kLastSweepDelay) {
+      SweepLater(delay * 2);
+      return;
+    }
+    sweep_pending_.store(false);
+  });
+}
+
+}  // namespace xferd::engine

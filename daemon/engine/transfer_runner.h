@@ -1,0 +1,95 @@
+// The daemon's transfers once planned: admits them against the in-flight
+// limit, starts them on the pollers (and their deadlines), ends them on
+// request (cancel, a peer or region going away, shutdown), hears of their
+// end (counts, records for metrics, files into history, logs) and answers
+// lookups. Any thread unless said.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "daemon/common/config.h"
+#include "daemon/engine/deadline_timer.h"
+#include "daemon/engine/observers.h"
+#include "daemon/engine/poller.h"
+#include "daemon/engine/transfer.h"
+#include "daemon/engine/transfer_table.h"
+#include "daemon/transport/transport.h"
+
+namespace xferd::engine {
+
+class TransferRunner final : public TransferListener {
+ public:
+  // `timer` outlives the runner.
+  TransferRunner(const EngineConfig& config, DeadlineTimer& timer);
+  ~TransferRunner() override;
+
+  // Starts the pollers, one per worker of `transport` (which outlives
+  // them), before any transfer. RESOURCE_EXHAUSTED if eventfds cannot be made.
+  absl::Status StartPollers(transport::Transport& transport);
+
+  // Transfers for `plans` (all or none: RESOURCE_EXHAUSTED names the
+  // limit), with ids (and a batch id if `batch`) and their deadlines
+  // running, not started yet.
+  absl::StatusOr<std::vector<std::shared_ptr<Transfer>>> Admit(std::vector<Transfer::Plan> plans,
+                                                               bool batch,
+                                                               absl::Time submitted_at);
+  // Hands an admitted transfer to its pollers.
+  void Start(const std::shared_ptr<Transfer>& transfer);
+  // A submission refused before any transfer started, counted by code.
+  void CountRefused(const absl::Status& error) { table_.CountRefused(error); }
+
+  // ---- lookups ----
+  // The transfer while it is still kept whole (to watch it); null once only
+  // its snapshot remains or if unknown.
+  std::shared_ptr<Transfer> FindLive(uint64_t id) const { return table_.FindLive(id); }
+  // Its state, live or from history. NOT_FOUND if unknown or evicted.
+  absl::StatusOr<TransferInfo> Get(uint64_t id) const;
+  std::vector<TransferInfo> List(const TransferFilter& filter) const {
+    return table_.List(filter);
+  }
+  TransferCounters counters() const { return table_.counters(); }
+  std::vector<PollerStats> poller_stats() const;
+
+  // ---- ending ----
+  // Cancels it unless it already ended; returns its state either way.
+  absl::StatusOr<TransferInfo> Cancel(uint64_t id);
+  // Ends the transfers in flight that `match` with `reason` (CANCELLED:
+  // cancelled, else failed); returns how many this ended.
+  uint32_t EndWhere(const std::function<bool(const Transfer&)>& match, const absl::Status& reason);
+  // Waits until no transfer is in flight or the deadline passes; true if idle.
+  bool WaitIdle(absl::Time deadline) const;
+  // Finished transfers that read from a region must let go of it for its
+  // memory to be released; their last completions may take a moment. Sweeps
+  // for up to 2 s from the calling (control) thread.
+  void SweepUntilReleased();
+  // Shutdown, once links are closed: lets the pollers hand back what is
+  // still posted (up to 2 s), then stops them.
+  void StopPollers();
+
+  // Who hears of transfers' ends (set before transfers start, cleared after
+  // the pollers stop).
+  void SetRecorder(TransferRecorder* recorder);
+
+  // TransferListener: counts, records and forgets a vanished region's key
+  // before the outcome is visible; then files and logs it.
+  void OnTransferEnding(const Transfer& transfer, const TransferInfo& outcome) override;
+  void OnTransferFinished(const Transfer& transfer, const TransferInfo& outcome) override;
+
+ private:
+  // Sweeps the transfer table after `delay` (see transfer_runner.cc).
+  void SweepLater(absl::Duration delay);
+
+  const EngineConfig& config_;
+  TransferTable table_;
+  DeadlineTimer& timer_;
+  std::unique_ptr<PollerPool> pollers_;
+  std::atomic<bool> sweep_pending_{false};
+  std::atomic<TransferRecorder*> recorder_{nullptr};
+};
+
+}  // namespace xferd::engine
