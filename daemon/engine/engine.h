@@ -136,6 +136,20 @@ class Engine final {
   std::vector<TransferInfo> ListTransfers(const TransferFilter& filter) const {
     return runner_.List(filter);
   }
+  // Ends every transfer in flight that `match`es with `reason` (a local
+  // client gone); returns how many.
+  uint32_t EndTransfersWhere(const std::function<bool(const Transfer&)>& match,
+                             const absl::Status& reason) {
+    return runner_.EndWhere(match, reason);
+  }
+  // A poll source (a local client's ring) served on a poller from now on
+  // (TransferRunner::AttachSource).
+  uint32_t AttachSource(std::shared_ptr<PollSource> source) {
+    return runner_.AttachSource(std::move(source));
+  }
+  void DetachSource(uint32_t poller, std::shared_ptr<PollSource> source) {
+    runner_.DetachSource(poller, std::move(source));
+  }
 
   // ---- lifecycle ----
   // New transfers are refused with UNAVAILABLE from now on.

@@ -36,16 +36,26 @@ PeerInfo Peer::Info() const {
   return info;
 }
 
-std::optional<ResolvedRegion> Peer::CachedRegion(const std::string& name) const {
+std::shared_ptr<const CachedKey> Peer::CachedKeyFor(const std::string& name) const {
   MutexLock lock(&mu_);
   auto it = regions_.find(name);
-  if (it == regions_.end()) return std::nullopt;
+  if (it == regions_.end()) return nullptr;
+  if (it->second->gone.load(std::memory_order_acquire)) {
+    regions_.erase(it);
+    return nullptr;
+  }
   return it->second;
+}
+
+std::optional<ResolvedRegion> Peer::CachedRegion(const std::string& name) const {
+  std::shared_ptr<const CachedKey> key = CachedKeyFor(name);
+  if (key == nullptr) return std::nullopt;
+  return key->region;
 }
 
 void Peer::CacheRegion(const std::string& name, const ResolvedRegion& region) {
   MutexLock lock(&mu_);
-  regions_[name] = region;
+  regions_[name] = std::make_shared<const CachedKey>(region);
 }
 
 void Peer::ForgetRegion(const std::string& name) {
@@ -56,7 +66,7 @@ void Peer::ForgetRegion(const std::string& name) {
 void Peer::ForgetRegionId(uint32_t region_id) {
   MutexLock lock(&mu_);
   absl::erase_if(regions_,
-                 [&](const auto& entry) { return entry.second.key.region_id == region_id; });
+                 [&](const auto& entry) { return entry.second->region.key.region_id == region_id; });
 }
 
 void Peer::ForgetRegions() {
@@ -108,9 +118,10 @@ std::vector<std::shared_ptr<Peer>> PeerDirectory::List() const {
   return peers;
 }
 
-std::optional<ResolvedRegion> RemoteKeySnapshot::Find(const Peer& peer, const std::string& name) {
+std::shared_ptr<const CachedKey> RemoteKeySnapshot::Find(const Peer& peer,
+                                                         const std::string& name) {
   auto [it, inserted] = keys_.try_emplace(std::make_pair(&peer, name));
-  if (inserted) it->second = peer.CachedRegion(name);
+  if (inserted) it->second = peer.CachedKeyFor(name);
   return it->second;
 }
 

@@ -4,6 +4,7 @@
 // (over verbs they would not work there: they are bound to the old link).
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
@@ -34,6 +35,17 @@ struct PeerInfo {
   std::string device;
 };
 
+// A region key learnt from a peer, shared by the cache and the transfers
+// planned with it.
+struct CachedKey {
+  explicit CachedKey(ResolvedRegion r) : region(std::move(r)) {}
+  const ResolvedRegion region;
+  // Set when the peer is found not to know the region any more (a transfer
+  // refused NOT_FOUND, noted on its poller without a lock); the cache then
+  // forgets the key at its next lookup, so the next transfer resolves again.
+  mutable std::atomic<bool> gone{false};
+};
+
 class Peer {
  public:
   // `link_id` and `peer_link_id`: the link's random ids on this side and on
@@ -53,6 +65,8 @@ class Peer {
 
   // Region keys learnt through ResolveRegion, by region name. Thread-safe.
   std::optional<ResolvedRegion> CachedRegion(const std::string& name) const;
+  // The same, shared (null if none).
+  std::shared_ptr<const CachedKey> CachedKeyFor(const std::string& name) const;
   void CacheRegion(const std::string& name, const ResolvedRegion& region);
   void ForgetRegion(const std::string& name);
   void ForgetRegionId(uint32_t region_id);
@@ -70,7 +84,9 @@ class Peer {
   const absl::Time connected_at_;
 
   mutable Mutex mu_;
-  absl::flat_hash_map<std::string, ResolvedRegion> regions_ ABSL_GUARDED_BY(mu_);
+  // Entries marked gone are dropped by the lookup that meets them.
+  mutable absl::flat_hash_map<std::string, std::shared_ptr<const CachedKey>> regions_
+      ABSL_GUARDED_BY(mu_);
 };
 
 // Peers by node id; lookups also accept the peer's address. Thread-safe.
@@ -98,10 +114,11 @@ class PeerDirectory {
 // back to resolve: a peer that re-registers often could do that forever.
 class RemoteKeySnapshot {
  public:
-  std::optional<ResolvedRegion> Find(const Peer& peer, const std::string& name);
+  // Null if the peer has no key for the region.
+  std::shared_ptr<const CachedKey> Find(const Peer& peer, const std::string& name);
 
  private:
-  absl::flat_hash_map<std::pair<const Peer*, std::string>, std::optional<ResolvedRegion>> keys_;
+  absl::flat_hash_map<std::pair<const Peer*, std::string>, std::shared_ptr<const CachedKey>> keys_;
 };
 
 }  // namespace xferd::engine

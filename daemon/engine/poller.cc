@@ -1,9 +1,11 @@
 #include "daemon/engine/poller.h"
 
 #include <poll.h>
+#include <sys/epoll.h>
 #include <pthread.h>
 #include <sched.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -26,8 +28,16 @@ using Clock = std::chrono::steady_clock;
 }  // namespace
 
 Poller::Poller(uint32_t index, transport::TransportWorker& worker, const PollerOptions& options,
-               PollerPool& pool, std::unique_ptr<TransferInbox> inbox)
-    : index_(index), worker_(worker), options_(options), pool_(pool), inbox_(std::move(inbox)) {
+               PollerPool& pool, std::unique_ptr<TransferInbox> inbox, Notes& notes,
+               std::unique_ptr<SourceInbox> sources, UniqueFd sources_epoll)
+    : index_(index),
+      worker_(worker),
+      options_(options),
+      pool_(pool),
+      inbox_(std::move(inbox)),
+      notes_(notes),
+      source_inbox_(std::move(sources)),
+      sources_epoll_(std::move(sources_epoll)) {
   // Sized once, like the inbox: a transfer is in at most one of them at a
   // time per poller, and the engine admits at most max_transfers.
   active_.reserve(options_.max_transfers);
@@ -71,7 +81,10 @@ void Poller::Stop() {
   inbox_->Wake();
   thread_.join();
   active_.clear();
-  inbox_->Drain([](std::shared_ptr<Transfer>&) {});  // the thread is gone: drop what it left
+  sources_.clear();
+  // The thread is gone: drop what it left.
+  inbox_->Drain([](std::shared_ptr<Transfer>&) {});
+  source_inbox_->Drain([](SourceCommand&) {});
 }
 
 void Poller::Submit(std::shared_ptr<Transfer> transfer) {
@@ -79,6 +92,38 @@ void Poller::Submit(std::shared_ptr<Transfer> transfer) {
 }
 
 void Poller::Wake() { inbox_->Wake(); }
+
+void Poller::Attach(std::shared_ptr<PollSource> source) {
+  source_count_.fetch_add(1, std::memory_order_relaxed);
+  XFERD_CHECK(source_inbox_->Push(SourceCommand{true, std::move(source)}));  // unbounded
+}
+
+void Poller::Detach(std::shared_ptr<PollSource> source) {
+  source_count_.fetch_sub(1, std::memory_order_relaxed);
+  XFERD_CHECK(source_inbox_->Push(SourceCommand{false, std::move(source)}));
+}
+
+uint32_t Poller::ServiceSources() {
+  uint32_t work = static_cast<uint32_t>(source_inbox_->Drain([this](SourceCommand& c) {
+    const int fd = c.source->wake_fd();
+    if (c.attach) {
+      epoll_event ev{};
+      ev.events = EPOLLIN;
+      // A source whose fd cannot be watched is still polled while awake;
+      // it could not wake a sleeping poller, so the failure is logged.
+      if (::epoll_ctl(sources_epoll_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) {
+        spdlog::error("poller {}: cannot watch a poll source's fd: {}", index_,
+                      std::strerror(errno));
+      }
+      sources_.push_back(std::move(c.source));
+    } else {
+      ::epoll_ctl(sources_epoll_.get(), EPOLL_CTL_DEL, fd, nullptr);
+      sources_.erase(std::remove(sources_.begin(), sources_.end(), c.source), sources_.end());
+    }
+  }));
+  for (const std::shared_ptr<PollSource>& source : sources_) work += source->Poll();
+  return work;
+}
 
 PollerStats Poller::stats() const {
   PollerStats stats;
@@ -94,7 +139,8 @@ void Poller::Run() {
   auto last_work = Clock::now();
   while (!stop_.load(std::memory_order_relaxed)) {
     // Wakes up to here are seen by this pass; later ones stop the next Sleep().
-    uint32_t work = static_cast<uint32_t>(inbox_->Drain(
+    uint32_t work = ServiceSources();
+    work += static_cast<uint32_t>(inbox_->Drain(
         [this](std::shared_ptr<Transfer>& transfer) { active_.push_back(std::move(transfer)); }));
     work += ServiceTransfers();
     work += worker_.Poll(*this);
@@ -205,12 +251,19 @@ void Poller::OnOpDone(const transport::OpCompletion& c) {
 }
 
 void Poller::Sleep() {
-  // The inbox last: its true commits to the poll (and the next pass ends it).
-  if (stop_.load() || !worker_.PrepareToSleep() || !inbox_->PrepareToSleep()) return;
+  if (stop_.load() || !worker_.PrepareToSleep()) return;
+  for (const std::shared_ptr<PollSource>& source : sources_) {
+    if (!source->PrepareToSleep()) return;
+  }
+  // The inboxes last: their true commits to the poll (and the next pass ends it).
+  if (!source_inbox_->PrepareToSleep() || !inbox_->PrepareToSleep()) return;
   sleeps_.fetch_add(1, std::memory_order_relaxed);
   const auto start = Clock::now();
-  pollfd fds[2] = {{worker_.wait_fd(), POLLIN, 0}, {inbox_->fd(), POLLIN, 0}};
-  while (::poll(fds, 2, -1) < 0 && errno == EINTR) {
+  pollfd fds[4] = {{worker_.wait_fd(), POLLIN, 0},
+                   {inbox_->fd(), POLLIN, 0},
+                   {source_inbox_->fd(), POLLIN, 0},
+                   {sources_epoll_.get(), POLLIN, 0}};
+  while (::poll(fds, 4, -1) < 0 && errno == EINTR) {
   }
   asleep_ns_.fetch_add(
       std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count(),
@@ -219,18 +272,35 @@ void Poller::Sleep() {
 
 absl::StatusOr<std::unique_ptr<PollerPool>> PollerPool::Create(transport::Transport& transport,
                                                                uint32_t count,
-                                                               const PollerOptions& options) {
+                                                               const PollerOptions& options,
+                                                               Notes& notes) {
   auto pool = std::unique_ptr<PollerPool>(new PollerPool());
   for (uint32_t i = 0; i < count; ++i) {
     ASSIGN_OR_RETURN(std::unique_ptr<TransferInbox> inbox,
                      TransferInbox::Create(options.max_transfers));
-    pool->pollers_.push_back(
-        std::make_unique<Poller>(i, transport.worker(i), options, *pool, std::move(inbox)));
+    // Attaches and detaches come from control threads, one each per source.
+    ASSIGN_OR_RETURN(std::unique_ptr<SourceInbox> sources,
+                     SourceInbox::Create(SourceInbox::kUnbounded));
+    UniqueFd sources_epoll(::epoll_create1(EPOLL_CLOEXEC));
+    if (!sources_epoll.valid()) {
+      return absl::ResourceExhaustedError(absl::StrCat("epoll_create1: ", std::strerror(errno)));
+    }
+    pool->pollers_.push_back(std::make_unique<Poller>(i, transport.worker(i), options, *pool,
+                                                      std::move(inbox), notes, std::move(sources),
+                                                      std::move(sources_epoll)));
   }
   return pool;
 }
 
 PollerPool::~PollerPool() { Stop(); }
+
+uint32_t PollerPool::LeastSources() const {
+  uint32_t best = 0;
+  for (uint32_t i = 1; i < pollers_.size(); ++i) {
+    if (pollers_[i]->sources() < pollers_[best]->sources()) best = i;
+  }
+  return best;
+}
 
 void PollerPool::Start() {
   for (auto& poller : pollers_) poller->Start();

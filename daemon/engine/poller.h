@@ -13,6 +13,9 @@
 
 #include "absl/time/time.h"
 #include "daemon/common/wake_inbox.h"
+#include "daemon/common/unique_fd.h"
+#include "daemon/engine/notes.h"
+#include "daemon/engine/poll_source.h"
 #include "daemon/engine/transfer.h"
 #include "daemon/transport/transport.h"
 
@@ -38,10 +41,20 @@ struct PollerStats {
 // Transfers handed to a poller; sized to PollerOptions::max_transfers.
 using TransferInbox = WakeInbox<std::shared_ptr<Transfer>>;
 
+// A source to attach to a poller, or (`attach` false) to detach.
+struct SourceCommand {
+  bool attach = true;
+  std::shared_ptr<PollSource> source;
+};
+using SourceInbox = WakeInbox<SourceCommand>;
+
 class Poller final : public transport::CompletionSink {
  public:
+  // `notes` takes what this poller only takes note of; it outlives it.
+  // `sources` and `sources_epoll` (an epoll set) serve the poll sources.
   Poller(uint32_t index, transport::TransportWorker& worker, const PollerOptions& options,
-         PollerPool& pool, std::unique_ptr<TransferInbox> inbox);
+         PollerPool& pool, std::unique_ptr<TransferInbox> inbox, Notes& notes,
+         std::unique_ptr<SourceInbox> sources, UniqueFd sources_epoll);
   ~Poller() override;
 
   // Starts the thread, pinned to the worker's preferred CPUs if it names
@@ -61,14 +74,24 @@ class Poller final : public transport::CompletionSink {
   // were all acknowledged elsewhere): wake the thread if it sleeps, and keep
   // it from falling asleep before its next pass.
   void Wake();
+  // Any thread: serve `source` on every pass from now on, or no more. The
+  // poller holds the source until it has taken it off.
+  void Attach(std::shared_ptr<PollSource> source);
+  void Detach(std::shared_ptr<PollSource> source);
+  // Sources attached and not detached (for stats, balancing). Any thread.
+  uint32_t sources() const { return source_count_.load(std::memory_order_relaxed); }
   PollerStats stats() const;
 
-  // Poller thread: a posted op ended.
+  // Poller thread: a posted op ended; a peer's write landed (announced by
+  // the notes thread).
   void OnOpDone(const transport::OpCompletion& completion) override;
+  void OnLanded(transport::Landing landing) override { notes_.Landed(landing); }
 
  private:
   void Run();
   uint32_t ServiceTransfers();
+  // Takes attach / detach commands, then polls every source.
+  uint32_t ServiceSources();
   // Posts what it can for `transfer`; false once this poller is done with it.
   bool ServiceOne(Transfer& transfer, uint32_t* posted);
   void Sleep();
@@ -80,15 +103,20 @@ class Poller final : public transport::CompletionSink {
   // Submit() and Wake() go through it; a wake between a pass and Sleep()
   // makes Sleep() return at once (see WakeSignal).
   const std::unique_ptr<TransferInbox> inbox_;
+  Notes& notes_;
+  const std::unique_ptr<SourceInbox> source_inbox_;
+  const UniqueFd sources_epoll_;  // every source's wake_fd
   std::atomic<bool> stop_{false};
 
   // Poller thread only.
   std::vector<std::shared_ptr<Transfer>> active_;
+  std::vector<std::shared_ptr<PollSource>> sources_;
   size_t next_start_ = 0;  // round-robin start in active_
 
   std::atomic<uint64_t> sleeps_{0};
   std::atomic<int64_t> asleep_ns_{0};
   std::atomic<uint32_t> active_count_{0};
+  std::atomic<uint32_t> source_count_{0};
   std::vector<uint32_t> cpus_;  // written by Start only
   std::thread thread_;
 };
@@ -99,13 +127,16 @@ class PollerPool {
   // RESOURCE_EXHAUSTED if eventfds cannot be made.
   static absl::StatusOr<std::unique_ptr<PollerPool>> Create(transport::Transport& transport,
                                                             uint32_t count,
-                                                            const PollerOptions& options);
+                                                            const PollerOptions& options,
+                                                            Notes& notes);
   ~PollerPool();
 
   void Start();
   void Stop();
   uint32_t size() const { return static_cast<uint32_t>(pollers_.size()); }
   Poller& at(uint32_t index) { return *pollers_[index]; }
+  // The index of the poller with the fewest sources (for a new one).
+  uint32_t LeastSources() const;
 
  private:
   PollerPool() = default;

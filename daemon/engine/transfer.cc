@@ -1,6 +1,7 @@
 #include "daemon/engine/transfer.h"
 
 #include <algorithm>
+#include <thread>
 
 #include "daemon/common/check.h"
 #include "daemon/engine/block_plan.h"
@@ -119,51 +120,46 @@ void Transfer::MarkRunning() {
 
 bool Transfer::Finish(TransferState terminal, absl::Status error) {
   XFERD_DCHECK(IsTerminal(terminal));
-  {
-    MutexLock lock(&mu_);
-    if (ending_) {
-      // Another thread decided the outcome first; it is about to publish it.
-      mu_.Await([this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return IsTerminal(state()); });
-      return false;
-    }
-    ending_ = true;
-  }
-  // A read's landed event is raised by the Finish that decides "done", and
-  // only by it: a read cancelled or failed while its last op completes
-  // raises none. Published before the end is visible, so a client that saw
-  // the transfer done also finds the event on its region watch.
-  if (terminal == TransferState::kDone && plan_.kind == transport::OpKind::kRead) {
-    PublishReadLanded();
-  }
-  TransferInfo outcome = Describe();
-  outcome.state = terminal;
-  outcome.error = std::move(error);
-  outcome.finished_at = absl::Now();
+  if (ending_.exchange(true, std::memory_order_acq_rel)) return false;
+  error_ = std::move(error);
+  finished_at_ = absl::Now();
   // Writes still in flight may be acknowledged after this; the transfer's
   // outcome reports what was done when it ended.
-  outcome.bytes_done = bytes_done_.load(std::memory_order_relaxed);
+  final_bytes_ = bytes_done_.load(std::memory_order_relaxed);
   // Counted, and the local region let go, before anyone can see the end: a
   // client told "done" may look at the stats or deregister the region next.
   plan_.local->RemoveUser();
-  if (listener_ != nullptr) listener_->OnTransferEnding(*this, outcome);
-  std::vector<Observer> observers;
-  {
-    // The terminal state is published under mu_ with its error and time, so
-    // Info() never sees one without the others.
-    MutexLock lock(&mu_);
-    error_ = outcome.error;
-    finished_at_ = outcome.finished_at;
-    final_bytes_ = outcome.bytes_done;
-    state_.store(terminal, std::memory_order_release);
-    observers.swap(observers_);
-  }
-  if (listener_ != nullptr) listener_->OnTransferFinished(*this, outcome);
-  for (Observer& observer : observers) observer(outcome);
+  if (listener_ != nullptr) listener_->OnTransferEnding(*this, terminal, error_.code());
+  state_.store(terminal, std::memory_order_release);
+  if (plan_.completion != nullptr) plan_.completion->OnTransferEnded(*this);
+  if (listener_ != nullptr) listener_->OnTransferEnded(*this);
   return true;
 }
 
+void Transfer::AwaitEnd() const {
+  // The winner publishes within a few instructions of its decision.
+  while (!IsTerminal(state())) std::this_thread::yield();
+}
+
+void Transfer::Announce(const TransferInfo& outcome) {
+  // A read's landed event is raised only for a read that ended done: one
+  // cancelled or failed while its last op completes raises none. Raised
+  // before the observers hear of the end, so a client that a reply told
+  // "done" also finds the event on its region watch.
+  if (outcome.state == TransferState::kDone && plan_.kind == transport::OpKind::kRead) {
+    PublishReadLanded();
+  }
+  std::vector<Observer> observers;
+  {
+    MutexLock lock(&observers_mu_);
+    observers.swap(observers_);
+  }
+  for (Observer& observer : observers) observer(outcome);
+  announced_.store(true, std::memory_order_release);
+}
+
 bool Transfer::AddObserver(Observer observer) {
-  MutexLock lock(&mu_);
+  MutexLock lock(&observers_mu_);
   if (IsTerminal(state())) return false;
   observers_.push_back(std::move(observer));
   return true;
@@ -171,10 +167,12 @@ bool Transfer::AddObserver(Observer observer) {
 
 TransferInfo Transfer::Info() const {
   TransferInfo info = Describe();
-  MutexLock lock(&mu_);
   info.state = state();
-  info.bytes_done =
-      IsTerminal(info.state) ? final_bytes_ : bytes_done_.load(std::memory_order_relaxed);
+  if (!IsTerminal(info.state)) {
+    info.bytes_done = bytes_done_.load(std::memory_order_relaxed);
+    return info;
+  }
+  info.bytes_done = final_bytes_;
   info.error = error_;
   info.finished_at = finished_at_;
   return info;

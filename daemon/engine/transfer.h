@@ -2,8 +2,10 @@
 // read of blocks of a peer's region into a local one, grouped into ops (a
 // contiguous range is a run of slice-sized blocks, one per op). Immutable
 // after submission except for the atomics the pollers advance and its
-// terminal outcome, which is decided exactly once (the first of done / error /
-// cancel / deadline wins) and then announced to observers.
+// terminal outcome, which is decided exactly once, in one atomic step (the
+// first of done / error / cancel / deadline wins; the others return at
+// once), and then announced: at once to a completion port, later to
+// observers, from the engine's notes thread.
 #pragma once
 
 #include <atomic>
@@ -25,11 +27,23 @@
 namespace xferd::engine {
 
 class Peer;
+struct CachedKey;
+class Transfer;
 
 enum class TransferState : uint8_t { kQueued, kRunning, kDone, kFailed, kCancelled };
 
 inline bool IsTerminal(TransferState s) { return s >= TransferState::kDone; }
 const char* TransferStateName(TransferState state);
+
+// Hears of a transfer's end on the thread that decided it (often a poller),
+// right after the end became visible: a local client's completion ring.
+// Must only take note: no blocking, no lock held long elsewhere, no
+// allocation.
+class CompletionPort {
+ public:
+  virtual ~CompletionPort() = default;
+  virtual void OnTransferEnded(const Transfer& transfer) = 0;
+};
 
 // A write or read as the client asked for it (already in domain types). A
 // write copies the local src_region to the peer's dst_region; a read copies
@@ -49,9 +63,15 @@ struct TransferSpec {
   uint64_t slice_size = 0;                            // 0: the daemon's default
   absl::Duration timeout = absl::InfiniteDuration();  // from submission
   std::string label;
+  // Where the end is told at once (a local client's ring; null: nowhere),
+  // with the client's tag. Not kept in history.
+  std::shared_ptr<CompletionPort> completion;
+  uint64_t user_data = 0;
+  // The poller that posts its final op (a ring's own, so a request needs no
+  // other thread); -1: the engine picks.
+  int32_t poller = -1;
 };
 
-// A consistent copy of a transfer's state for replies.
 inline bool IsRead(const TransferSpec& spec) { return spec.direction == transport::OpKind::kRead; }
 // The region on this daemon and the one on the peer.
 inline const std::string& LocalRegion(const TransferSpec& s) {
@@ -61,6 +81,7 @@ inline const std::string& RemoteRegionName(const TransferSpec& s) {
   return IsRead(s) ? s.src_region : s.dst_region;
 }
 
+// A consistent copy of a transfer's state for replies.
 struct TransferInfo {
   uint64_t id = 0;
   uint64_t batch_id = 0;
@@ -77,22 +98,25 @@ struct TransferInfo {
 };
 
 // Told when a transfer ends (the engine's bookkeeping), once, on the thread
-// that ended it, in two steps around the moment its outcome becomes visible
-// (state(), Info(), observers), so that whoever sees it ended also sees it
-// counted. `outcome` is its final snapshot. Neither may block.
+// that decided it (often a poller), in two steps around the moment its end
+// becomes visible (state(), Info()), so that whoever sees it ended also sees
+// it counted. Both must only take note: no blocking, no lock held long
+// elsewhere, no allocation, no strings.
 class TransferListener {
  public:
   virtual ~TransferListener() = default;
-  // Before the outcome is visible: count it. Must not call into `transfer`
-  // (its Info() would still say it runs).
-  virtual void OnTransferEnding(const class Transfer& transfer, const TransferInfo& outcome) = 0;
-  // After: what depends on it being visible (history, logs).
-  virtual void OnTransferFinished(const class Transfer& transfer, const TransferInfo& outcome) = 0;
+  // Before the end is visible: count it.
+  virtual void OnTransferEnding(const Transfer& transfer, TransferState state,
+                                absl::StatusCode code) = 0;
+  // After: hand the rest (history, metrics, logs, the read's landed event,
+  // observers) to another thread, which calls Announce.
+  virtual void OnTransferEnded(Transfer& transfer) = 0;
 };
 
 class Transfer {
  public:
-  // Called once, on the thread that ended the transfer. Must not block.
+  // Called once, on the engine's notes thread, after the end is visible.
+  // Must not block.
   using Observer = std::function<void(const TransferInfo& info)>;
 
   struct Plan {
@@ -105,8 +129,10 @@ class Transfer {
     std::shared_ptr<memory::Region> local;
     std::shared_ptr<Peer> peer;
     std::shared_ptr<transport::Link> link;
-    // Write: the destination; read: the source.
+    // Write: the destination; read: the source; and the cache entry it
+    // came from (marked gone when the peer no longer knows the region).
     transport::RemoteRegion remote;
+    std::shared_ptr<const CachedKey> remote_key;
     // The blocks to move, each <= slice_size, adjacent ones already merged
     // (see block_plan.h). Moved into the transfer.
     std::vector<transport::Block> blocks;
@@ -117,6 +143,10 @@ class Transfer {
     // A many-block write into a region with landed_ranges: its ranges are
     // sent to the peer before its ops (docs/many-blocks.md).
     bool stage_ranges = false;
+    // The request's completion port (TransferSpec::completion): held while
+    // the transfer is, not by its history; and its poller, if it names one.
+    std::shared_ptr<CompletionPort> completion;
+    int32_t poller = -1;
   };
 
   Transfer(Plan plan, TransferListener* listener);
@@ -165,18 +195,36 @@ class Transfer {
   void MarkRunning();
 
   // ---- outcome (any thread) ----
-  // Ends the transfer unless it already ended; returns whether this call did.
-  // Either way, once it returns the outcome is visible.
+  // Ends the transfer unless it already ended, in one atomic step; returns
+  // whether this call did. The winner makes the end visible before it
+  // returns; a loser returns at once (AwaitEnd waits for the winner).
   bool Finish(TransferState terminal, absl::Status error);
+  // Control threads: returns once the end is visible (a Finish that lost a
+  // race makes its caller wait here, never a poller).
+  void AwaitEnd() const;
   // Registers an observer of the end; returns false (and does not keep it)
-  // if the transfer already ended.
+  // if the end is already visible.
   bool AddObserver(Observer observer);
+  // Lock-free: the live state, or the final one once visible.
   TransferInfo Info() const;
+  // Once the end is visible, lock-free, without a copy (what a completion
+  // port reads on a poller): its error, bytes done, end time.
+  const absl::Status& end_error() const { return error_; }
+  uint64_t end_bytes() const { return final_bytes_; }
+  absl::Time finished_at() const { return finished_at_; }
+  absl::Time submitted_at() const { return submitted_at_; }
+  // The engine's notes thread, once per transfer after the end is visible:
+  // a read done raises its landed event on its local region, then the
+  // observers hear of `outcome` (its Info()).
+  void Announce(const TransferInfo& outcome);
+  // Whether Announce ran: the end is then in the history, the metrics and
+  // (a read's) the region's landed events. Any thread.
+  bool announced() const { return announced_.load(std::memory_order_acquire); }
 
  private:
   // The part of Info() fixed at submission.
   TransferInfo Describe() const;
-  // A read's landed event on its local region (by the Finish that decides done).
+  // A read's landed event on its local region.
   void PublishReadLanded();
 
   // blocks_[op_starts_[i] .. op_starts_[i+1]) make op i: with the blocks
@@ -198,13 +246,18 @@ class Transfer {
   std::atomic<uint64_t> bytes_done_{0};
   std::atomic<uint32_t> in_flight_{0};
 
-  mutable Mutex mu_;
-  // The outcome is decided (by the first Finish) before it is published.
-  bool ending_ ABSL_GUARDED_BY(mu_) = false;
-  absl::Status error_ ABSL_GUARDED_BY(mu_);
-  absl::Time finished_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
-  uint64_t final_bytes_ ABSL_GUARDED_BY(mu_) = 0;
-  std::vector<Observer> observers_ ABSL_GUARDED_BY(mu_);
+  // The one atomic step that decides the end. The outcome below is written
+  // by that Finish alone, before state_ turns terminal (release), and read
+  // only after seeing it terminal (acquire): no lock.
+  std::atomic<bool> ending_{false};
+  absl::Status error_;
+  absl::Time finished_at_ = absl::InfinitePast();
+  uint64_t final_bytes_ = 0;
+
+  std::atomic<bool> announced_{false};
+  // Observers: registered by control threads, taken by the notes thread.
+  mutable Mutex observers_mu_;
+  std::vector<Observer> observers_ ABSL_GUARDED_BY(observers_mu_);
 };
 
 // The cookie of an op: the transfer's address, with the low bit set on a

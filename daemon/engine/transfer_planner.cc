@@ -31,6 +31,7 @@ TransferSpec Summarize(const TransferSpec& w) {
   s.blocks.src_layout = w.blocks.src_layout;
   s.blocks.dst_layout = w.blocks.dst_layout;
   s.request_blocks = w.request_blocks;
+  s.user_data = w.user_data;
   return s;
 }
 
@@ -157,6 +158,8 @@ absl::StatusOr<Transfer::Plan> TransferPlanner::Plan(const TransferSpec& w, Remo
   RETURN_IF_ERROR(CheckLocalRange(w));
   Transfer::Plan plan;
   plan.spec = Summarize(w);
+  plan.completion = w.completion;
+  plan.poller = w.poller;
   plan.kind = w.direction;
   plan.local = regions_.Find(LocalRegion(w));
   plan.peer = peers_.Find(w.peer);
@@ -171,9 +174,10 @@ absl::StatusOr<Transfer::Plan> TransferPlanner::Plan(const TransferSpec& w, Remo
                                                "' is disconnected (", plan.link->status().message(),
                                                "): connect it again with ConnectPeer"));
   }
-  ASSIGN_OR_RETURN(ResolvedRegion remote, CheckRemote(w, *plan.peer, keys, stale));
-  plan.remote = remote.key;
-  plan.stage_ranges = !IsRead(w) && remote.landed_ranges && w.blocks.count() > 1;
+  ASSIGN_OR_RETURN(plan.remote_key, CheckRemote(w, *plan.peer, keys, stale));
+  plan.remote = plan.remote_key->region.key;
+  plan.stage_ranges =
+      !IsRead(w) && plan.remote_key->region.landed_ranges && w.blocks.count() > 1;
   const uint64_t slice = w.slice_size == 0 ? config_.slice_size : w.slice_size;
   if (slice < kMinSlice || slice > transport::kMaxSliceBytes) {
     return absl::InvalidArgumentError(
@@ -198,15 +202,16 @@ absl::StatusOr<Transfer::Plan> TransferPlanner::Plan(const TransferSpec& w, Remo
 
 // The peer's region as resolved: allows this direction, and (for a range)
 // contains it. Blocks are checked one by one when planned.
-absl::StatusOr<ResolvedRegion> TransferPlanner::CheckRemote(const TransferSpec& w, const Peer& peer,
-                                                   RemoteKeySnapshot& keys, bool* stale) const {
+absl::StatusOr<std::shared_ptr<const CachedKey>> TransferPlanner::CheckRemote(
+    const TransferSpec& w, const Peer& peer, RemoteKeySnapshot& keys, bool* stale) const {
   const std::string& name = RemoteRegionName(w);
-  std::optional<ResolvedRegion> remote = keys.Find(peer, name);
-  if (!remote) {
+  std::shared_ptr<const CachedKey> cached = keys.Find(peer, name);
+  if (cached == nullptr) {
     *stale = true;
     return absl::UnavailableError(absl::StrCat("region '", name, "' on peer '", peer.node_id(),
                                                "' was invalidated while this was submitted"));
   }
+  const ResolvedRegion* remote = &cached->region;
   if (IsRead(w) && !remote->access.remote_read) {
     return absl::PermissionDeniedError(
         absl::StrCat("region '", name, "' on peer '", peer.node_id(),
@@ -223,7 +228,7 @@ absl::StatusOr<ResolvedRegion> TransferPlanner::CheckRemote(const TransferSpec& 
         IsRead(w) ? "source" : "destination", " range [", offset, ", ", offset, "+", w.length,
         ") exceeds region '", name, "' on peer '", peer.node_id(), "' of ", size, " bytes"));
   }
-  return *std::move(remote);
+  return cached;
 }
 
 // Expands and checks a many-block request into plan->blocks, and records

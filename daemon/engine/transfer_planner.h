@@ -47,8 +47,10 @@ class TransferPlanner {
  private:
   absl::Status BindLayouts(TransferSpec& spec) const;
   absl::Status CheckLocalRange(const TransferSpec& spec) const;
-  absl::StatusOr<ResolvedRegion> CheckRemote(const TransferSpec& spec, const Peer& peer,
-                                             RemoteKeySnapshot& keys, bool* stale) const;
+  absl::StatusOr<std::shared_ptr<const CachedKey>> CheckRemote(const TransferSpec& spec,
+                                                               const Peer& peer,
+                                                               RemoteKeySnapshot& keys,
+                                                               bool* stale) const;
   absl::Status PlanMany(const TransferSpec& spec, const Peer& peer, uint64_t remote_size,
                         Transfer::Plan* plan) const;
 

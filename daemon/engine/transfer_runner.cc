@@ -12,6 +12,8 @@ namespace {
 // Sweeps after a transfer ended still held: 10 ms, doubling, up to ~2.5 s.
 constexpr absl::Duration kFirstSweepDelay = absl::Milliseconds(10);
 constexpr absl::Duration kLastSweepDelay = absl::Milliseconds(1280);
+// Notes beyond twice the in-flight limit: landings of peers' writes.
+constexpr size_t kNotesSlack = 4096;
 
 }  // namespace
 
@@ -19,15 +21,23 @@ TransferRunner::TransferRunner(const EngineConfig& config, DeadlineTimer& timer)
     : config_(config), table_(config.max_inflight_transfers, config.history), timer_(timer) {}
 
 absl::Status TransferRunner::StartPollers(transport::Transport& transport) {
+  // Room for every transfer in flight to end at once, and as many landings.
+  const size_t notes = 2 * size_t{config_.max_inflight_transfers} + kNotesSlack;
+  ASSIGN_OR_RETURN(notes_, Notes::Create(notes, [this](Transfer& t) { Finished(t); }));
   PollerOptions options;
   options.spin = config_.spin;
   options.max_transfers = config_.max_inflight_transfers;
-  ASSIGN_OR_RETURN(pollers_, PollerPool::Create(transport, config_.pollers, options));
+  ASSIGN_OR_RETURN(pollers_, PollerPool::Create(transport, config_.pollers, options, *notes_));
   pollers_->Start();
   return absl::OkStatus();
 }
 
-TransferRunner::~TransferRunner() { StopPollers(); }
+TransferRunner::~TransferRunner() {
+  StopPollers();
+  // Last: ends decided on the way down (shutdown fails what is left) still
+  // reach history and their observers.
+  if (notes_ != nullptr) notes_->Stop();
+}
 
 absl::StatusOr<std::vector<std::shared_ptr<Transfer>>> TransferRunner::Admit(
     std::vector<Transfer::Plan> plans, bool batch, absl::Time submitted_at) {
@@ -39,7 +49,9 @@ absl::StatusOr<std::vector<std::shared_ptr<Transfer>>> TransferRunner::Admit(
     plan.id = table_.NextId();
     plan.batch_id = batch_id;
     plan.submitted_at = submitted_at;
-    plan.home_poller = static_cast<uint32_t>(plan.id % plan.lanes);
+    plan.home_poller = plan.poller >= 0 && static_cast<uint32_t>(plan.poller) < plan.lanes
+                           ? static_cast<uint32_t>(plan.poller)
+                           : static_cast<uint32_t>(plan.id % plan.lanes);
     auto transfer = std::make_shared<Transfer>(std::move(plan), this);
     table_.Insert(transfer);
     const Transfer::Plan& p = transfer->plan();
@@ -83,6 +95,7 @@ absl::StatusOr<TransferInfo> TransferRunner::Cancel(uint64_t id) {
   // Cancelling a finished transfer returns it unchanged.
   if (std::shared_ptr<Transfer> t = table_.FindLive(id)) {
     t->Finish(TransferState::kCancelled, absl::CancelledError("cancelled on request"));
+    t->AwaitEnd();  // whoever decided, the answer shows the end
   }
   return Get(id);
 }
@@ -94,7 +107,9 @@ uint32_t TransferRunner::EndWhere(const std::function<bool(const Transfer&)>& ma
                                   ? TransferState::kCancelled
                                   : TransferState::kFailed;
   for (const std::shared_ptr<Transfer>& t : table_.InFlight()) {
-    if (match(*t) && t->Finish(state, reason)) ++ended;
+    if (!match(*t)) continue;
+    if (t->Finish(state, reason)) ++ended;
+    t->AwaitEnd();  // the caller acts on the ends next (a region's users)
   }
   return ended;
 }
@@ -120,27 +135,43 @@ void TransferRunner::StopPollers() {
   pollers_->Stop();
 }
 
+uint32_t TransferRunner::AttachSource(std::shared_ptr<PollSource> source) {
+  const uint32_t index = pollers_->LeastSources();
+  pollers_->at(index).Attach(std::move(source));
+  return index;
+}
+
+void TransferRunner::DetachSource(uint32_t poller, std::shared_ptr<PollSource> source) {
+  pollers_->at(poller).Detach(std::move(source));
+}
+
 void TransferRunner::SetRecorder(TransferRecorder* recorder) {
   recorder_.store(recorder, std::memory_order_release);
 }
 
-void TransferRunner::OnTransferEnding(const Transfer& transfer, const TransferInfo& outcome) {
-  table_.Count(outcome);
-  if (TransferRecorder* recorder = recorder_.load(std::memory_order_acquire)) {
-    recorder->RecordTransfer(outcome);
-  }
-  // The peer no longer knows the region: forget its key before the next write.
-  if (outcome.error.code() == absl::StatusCode::kNotFound) {
-    transfer.plan().peer->ForgetRegion(RemoteRegionName(outcome.spec));
+void TransferRunner::OnTransferEnding(const Transfer& transfer, TransferState state,
+                                      absl::StatusCode code) {
+  table_.Count(state, code);
+  // The peer no longer knows the region: its key goes before the next write.
+  if (code == absl::StatusCode::kNotFound && transfer.plan().remote_key != nullptr) {
+    transfer.plan().remote_key->gone.store(true, std::memory_order_release);
   }
 }
 
 // The end of a transfer's life in the log, as key=value pairs after the
-// event: done at debug (one line per transfer must not cost a write on the
-// poller at the default level, nor its formatting), cancelled at info,
-// failed at warn.
-void TransferRunner::OnTransferFinished(const Transfer&, const TransferInfo& info) {
+// event: done at debug, cancelled at info, failed at warn.
+void TransferRunner::Finished(Transfer& transfer) {
+  const TransferInfo info = transfer.Info();
+  if (TransferRecorder* recorder = recorder_.load(std::memory_order_acquire)) {
+    recorder->RecordTransfer(info);
+  }
+  Log(info);
+  transfer.Announce(info);
+  // Last touch: retiring may let the table drop the last reference.
   if (table_.Retire(info.id) > 0) SweepLater(kFirstSweepDelay);
+}
+
+void TransferRunner::Log(const TransferInfo& info) {
   const bool done = info.state == TransferState::kDone;
   if (done && !spdlog::should_log(spdlog::level::debug)) return;
   const absl::Duration duration = info.finished_at - info.submitted_at;

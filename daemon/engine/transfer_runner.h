@@ -1,8 +1,9 @@
 // The daemon's transfers once planned: admits them against the in-flight
 // limit, starts them on the pollers (and their deadlines), ends them on
 // request (cancel, a peer or region going away, shutdown), hears of their
-// end (counts, records for metrics, files into history, logs) and answers
-// lookups. Any thread unless said.
+// end (counted where it is decided; recorded for metrics, filed into
+// history, logged and announced on the notes thread) and answers lookups.
+// Any thread unless said.
 #pragma once
 
 #include <atomic>
@@ -14,6 +15,7 @@
 #include "absl/time/time.h"
 #include "daemon/common/config.h"
 #include "daemon/engine/deadline_timer.h"
+#include "daemon/engine/notes.h"
 #include "daemon/engine/observers.h"
 #include "daemon/engine/poller.h"
 #include "daemon/engine/transfer.h"
@@ -28,8 +30,9 @@ class TransferRunner final : public TransferListener {
   TransferRunner(const EngineConfig& config, DeadlineTimer& timer);
   ~TransferRunner() override;
 
-  // Starts the pollers, one per worker of `transport` (which outlives
-  // them), before any transfer. RESOURCE_EXHAUSTED if eventfds cannot be made.
+  // Starts the notes thread and the pollers, one per worker of `transport`
+  // (which outlives them), before any transfer. RESOURCE_EXHAUSTED if
+  // eventfds cannot be made.
   absl::Status StartPollers(transport::Transport& transport);
 
   // Transfers for `plans` (all or none: RESOURCE_EXHAUSTED names the
@@ -68,25 +71,37 @@ class TransferRunner final : public TransferListener {
   // for up to 2 s from the calling (control) thread.
   void SweepUntilReleased();
   // Shutdown, once links are closed: lets the pollers hand back what is
-  // still posted (up to 2 s), then stops them.
+  // still posted (up to 2 s), then stops them. The notes thread stops with
+  // the runner, once it has finished what was noted.
   void StopPollers();
+
+  // Serves `source` on the poller with the fewest (returned) from now on,
+  // until DetachSource. Any thread.
+  uint32_t AttachSource(std::shared_ptr<PollSource> source);
+  void DetachSource(uint32_t poller, std::shared_ptr<PollSource> source);
 
   // Who hears of transfers' ends (set before transfers start, cleared after
   // the pollers stop).
   void SetRecorder(TransferRecorder* recorder);
 
-  // TransferListener: counts, records and forgets a vanished region's key
-  // before the outcome is visible; then files and logs it.
-  void OnTransferEnding(const Transfer& transfer, const TransferInfo& outcome) override;
-  void OnTransferFinished(const Transfer& transfer, const TransferInfo& outcome) override;
+  // TransferListener: counts the end and marks a vanished region's key gone
+  // before the end is visible (lock-free, on the deciding thread); then
+  // queues the rest for the notes thread (Finished).
+  void OnTransferEnding(const Transfer& transfer, TransferState state,
+                        absl::StatusCode code) override;
+  void OnTransferEnded(Transfer& transfer) override { notes_->Ended(transfer); }
 
  private:
+  // The notes thread: records, files, logs and announces an ended transfer.
+  void Finished(Transfer& transfer);
+  static void Log(const TransferInfo& info);
   // Sweeps the transfer table after `delay` (see transfer_runner.cc).
   void SweepLater(absl::Duration delay);
 
   const EngineConfig& config_;
   TransferTable table_;
   DeadlineTimer& timer_;
+  std::unique_ptr<Notes> notes_;
   std::unique_ptr<PollerPool> pollers_;
   std::atomic<bool> sweep_pending_{false};
   std::atomic<TransferRecorder*> recorder_{nullptr};

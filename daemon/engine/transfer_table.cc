@@ -10,59 +10,65 @@ namespace xferd::engine {
 TransferTable::TransferTable(uint32_t max_in_flight, uint32_t history)
     : max_in_flight_(max_in_flight), history_(history) {}
 
-uint64_t TransferTable::NextId() {
-  MutexLock lock(&mu_);
-  return next_id_++;
-}
+uint64_t TransferTable::NextId() { return next_id_.fetch_add(1, std::memory_order_relaxed); }
 
 uint64_t TransferTable::NextBatchId() {
-  MutexLock lock(&mu_);
-  return next_batch_id_++;
+  return next_batch_id_.fetch_add(1, std::memory_order_relaxed);
 }
 
 absl::Status TransferTable::Admit(uint32_t n) {
-  MutexLock lock(&mu_);
-  if (admitted_ + n > max_in_flight_) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "too many transfers in flight (", admitted_, " of engine.max_inflight_transfers=",
-        max_in_flight_, "; this request adds ", n, "): wait for some to finish and retry"));
-  }
-  admitted_ += n;
+  uint32_t admitted = admitted_.load(std::memory_order_relaxed);
+  do {
+    if (admitted + n > max_in_flight_) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "too many transfers in flight (", admitted, " of engine.max_inflight_transfers=",
+          max_in_flight_, "; this request adds ", n, "): wait for some to finish and retry"));
+    }
+  } while (!admitted_.compare_exchange_weak(admitted, admitted + n, std::memory_order_relaxed));
   return absl::OkStatus();
 }
 
-void TransferTable::Unadmit(uint32_t n) {
-  MutexLock lock(&mu_);
-  admitted_ -= n;
-}
+void TransferTable::Unadmit(uint32_t n) { admitted_.fetch_sub(n, std::memory_order_relaxed); }
 
 void TransferTable::Insert(std::shared_ptr<Transfer> transfer) {
-  MutexLock lock(&mu_);
-  ++counters_.submitted;
+  submitted_.fetch_add(1, std::memory_order_relaxed);
   const uint64_t id = transfer->id();
+  MutexLock lock(&mu_);
   by_id_[id] = Entry{std::move(transfer), {}};
 }
 
-void TransferTable::Count(const TransferInfo& outcome) {
-  MutexLock lock(&mu_);
-  --admitted_;
-  switch (outcome.state) {
+void TransferTable::Count(TransferState state, absl::StatusCode code) {
+  switch (state) {
     case TransferState::kDone:
-      ++counters_.done;
+      done_.fetch_add(1, std::memory_order_relaxed);
       break;
     case TransferState::kCancelled:
-      ++counters_.cancelled;
+      cancelled_.fetch_add(1, std::memory_order_relaxed);
       break;
     default:
-      ++counters_.failed;
+      failed_.fetch_add(1, std::memory_order_relaxed);
       break;
   }
-  if (!outcome.error.ok()) ++counters_.errors[absl::StatusCodeToString(outcome.error.code())];
+  const size_t index = static_cast<size_t>(code);
+  if (code != absl::StatusCode::kOk && index < errors_.size()) {
+    errors_[index].fetch_add(1, std::memory_order_relaxed);
+  }
+  // Last: a reader that sees the transfer out of flight also sees it counted.
+  admitted_.fetch_sub(1, std::memory_order_release);
 }
 
 void TransferTable::CountRefused(const absl::Status& error) {
-  MutexLock lock(&mu_);
-  ++counters_.refused[absl::StatusCodeToString(error.code())];
+  const size_t index = static_cast<size_t>(error.code());
+  if (index < refused_.size()) refused_[index].fetch_add(1, std::memory_order_relaxed);
+}
+
+std::map<std::string, uint64_t> TransferTable::ByName(const CodeCounts& counts) {
+  std::map<std::string, uint64_t> out;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    const uint64_t n = counts[i].load(std::memory_order_relaxed);
+    if (n > 0) out[absl::StatusCodeToString(static_cast<absl::StatusCode>(i))] = n;
+  }
+  return out;
 }
 
 size_t TransferTable::Retire(uint64_t id) {
@@ -167,9 +173,14 @@ std::vector<std::shared_ptr<Transfer>> TransferTable::InFlight() const {
 }
 
 TransferCounters TransferTable::counters() const {
-  MutexLock lock(&mu_);
-  TransferCounters c = counters_;
-  c.in_flight = admitted_;
+  TransferCounters c;
+  c.in_flight = admitted_.load(std::memory_order_acquire);
+  c.submitted = submitted_.load(std::memory_order_relaxed);
+  c.done = done_.load(std::memory_order_relaxed);
+  c.failed = failed_.load(std::memory_order_relaxed);
+  c.cancelled = cancelled_.load(std::memory_order_relaxed);
+  c.errors = ByName(errors_);
+  c.refused = ByName(refused_);
   return c;
 }
 

@@ -2,9 +2,13 @@
 // lookup by id, a bounded history of finished transfers, outcome counters.
 // A transfer is kept whole while anything may still touch it (writes in
 // flight, a poller or a reply holding it); after that only its final
-// snapshot stays, so history never pins a region's memory.
+// snapshot stays, so history never pins a region's memory. Admission and the
+// counters are atomics: a poller that ends a transfer counts it without a
+// lock.
 #pragma once
 
+#include <array>
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -51,13 +55,14 @@ class TransferTable {
   void Unadmit(uint32_t n);
   // Adds an admitted transfer.
   void Insert(std::shared_ptr<Transfer> transfer);
-  // A transfer ended with `outcome`: counts it and frees its admission.
-  // Called before the outcome is visible (TransferListener::OnTransferEnding).
-  void Count(const TransferInfo& outcome);
+  // A transfer ended in `state` with `code`: counts it and frees its
+  // admission. Called before the end is visible (OnTransferEnding), often
+  // on a poller: lock-free.
+  void Count(TransferState state, absl::StatusCode code);
   // A submission was refused with `error` (not OK): counts it by code.
   void CountRefused(const absl::Status& error);
-  // Moves an ended transfer into the history. Called once its outcome is
-  // visible (OnTransferFinished): its snapshot may be taken from then on.
+  // Moves an ended transfer into the history. Called once its end is
+  // visible (by the notes thread): its snapshot may be taken from then on.
   // Returns how many finished transfers are still held whole (see Sweep).
   size_t Retire(uint64_t id);
 
@@ -83,19 +88,29 @@ class TransferTable {
   void EvictLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static TransferInfo InfoOf(const Entry& entry);
 
+  // Counts by absl::StatusCode (0..16).
+  using CodeCounts = std::array<std::atomic<uint64_t>, 17>;
+  static std::map<std::string, uint64_t> ByName(const CodeCounts& counts);
+
   const uint32_t max_in_flight_;
   const uint32_t history_;
 
+  std::atomic<uint64_t> next_id_{1};
+  std::atomic<uint64_t> next_batch_id_{1};
+  std::atomic<uint32_t> admitted_{0};
+  std::atomic<uint64_t> submitted_{0};
+  std::atomic<uint64_t> done_{0};
+  std::atomic<uint64_t> failed_{0};
+  std::atomic<uint64_t> cancelled_{0};
+  CodeCounts errors_{};
+  CodeCounts refused_{};
+
   mutable Mutex mu_;
-  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
-  uint64_t next_batch_id_ ABSL_GUARDED_BY(mu_) = 1;
-  uint32_t admitted_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_map<uint64_t, Entry> by_id_ ABSL_GUARDED_BY(mu_);
   // Finished ids, oldest first, trimmed to history_.
   std::deque<uint64_t> finished_ ABSL_GUARDED_BY(mu_);
   // Finished ids whose Transfer is still kept whole.
   std::vector<uint64_t> unswept_ ABSL_GUARDED_BY(mu_);
-  TransferCounters counters_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace xferd::engine

@@ -12,6 +12,14 @@ absl::string_view TransportKindName(TransportKind kind) {
   return "?";
 }
 
+void PublishLanding(const Landing& landing) {
+  const LandingNotice& n = landing.notice;
+  memory::LandedEvent event{n.offset, n.length, *landing.source, n.transfer_id, 0, landing.time};
+  event.blocks = n.blocks;
+  event.bytes = n.bytes;
+  landing.region->landed().Publish(event);
+}
+
 absl::Status Link::status() const {
   MutexLock lock(&mu_);
   return status_;

@@ -48,13 +48,29 @@ class Lane {
   virtual uint32_t Post(absl::Span<const DataOp> ops) = 0;
 };
 
-// Receives the completions a worker produces; implemented by the engine.
+// A peer's write that has wholly landed in a local region (its landing
+// notice arrived and checked out), for the engine to announce.
+struct Landing {
+  std::shared_ptr<memory::Region> region;
+  std::shared_ptr<const std::string> source;  // the writer's node id
+  LandingNotice notice;
+  absl::Time time;
+};
+
+// Raises `landing`'s event on its region (the engine does, off the poller,
+// with what its sink took note of). Any thread.
+void PublishLanding(const Landing& landing);
+
+// Receives what a worker produces for the engine; implemented by the poller.
+// Both run on the poller thread and must only take note: no blocking, no
+// lookups, no logging above trace.
 class CompletionSink {
  public:
   virtual ~CompletionSink() = default;
-  // Poller thread. Must not block; called once per posted DataOp, in the
-  // order the lane posted them.
+  // Called once per posted DataOp, in the order the lane posted them.
   virtual void OnOpDone(const OpCompletion& completion) = 0;
+  // A peer's write landed here.
+  virtual void OnLanded(Landing landing) = 0;
 };
 
 // Counters of a link, readable from any thread.
@@ -132,16 +148,22 @@ class Link {
   // Set at construction (responder) or by Connect (initiator), before any
   // lane carries data.
   const PeerIdentity& peer() const { return peer_; }
+  // The peer's node id, shared with what outlives the link (landings).
+  const std::shared_ptr<const std::string>& peer_name() const { return peer_name_; }
   LinkCounters& counters() { return counters_; }
 
  protected:
-  explicit Link(PeerIdentity peer) : peer_(std::move(peer)) {}
-  void set_peer(PeerIdentity peer) { peer_ = std::move(peer); }
+  explicit Link(PeerIdentity peer) { set_peer(std::move(peer)); }
+  void set_peer(PeerIdentity peer) {
+    peer_name_ = std::make_shared<const std::string>(peer.node_id);
+    peer_ = std::move(peer);
+  }
   // Records the first error; returns true if this call broke the link.
   bool MarkBroken(absl::Status reason);
 
  private:
   PeerIdentity peer_;
+  std::shared_ptr<const std::string> peer_name_;
   LinkCounters counters_;
   std::atomic<bool> broken_{false};
   mutable Mutex mu_;

@@ -68,6 +68,8 @@ class CountingSink final : public CompletionSink {
     ok_[completion.cookie] = completion.error == nullptr;
     if (completion.error == nullptr) FUZZ_CHECK(completion.length == kOwnOpBytes);
   }
+  // Landings go to their region's watchers, as the engine announces them.
+  void OnLanded(Landing landing) override { PublishLanding(landing); }
   bool EachOnce() const {
     return std::all_of(done_.begin(), done_.end(), [](int n) { return n == 1; });
   }

@@ -153,7 +153,7 @@ class FakeLink final : public transport::Link,
     }
     // As TCP counts them: the data this end took in or served.
     (write ? counters().bytes_received : counters().bytes_sent).fetch_add(op.length);
-    if (op.notice != nullptr) Land(*region, *op.notice);
+    if (op.notice != nullptr) Land(std::move(region), *op.notice);
     return absl::OkStatus();
   }
 
@@ -196,17 +196,15 @@ class FakeLink final : public transport::Link,
   }
 
   // Writes of one lane are placed in order and the engine posts a final slice
-  // only once the others are acknowledged: the whole range has landed.
-  void Land(memory::Region& region, const transport::LandingNotice& notice) {
-    if (!region.CheckRange(notice.offset, notice.length, "landed").ok()) {
+  // only once the others are acknowledged: the whole range has landed. (The
+  // fake delivers on the writer's poller, so it announces the landing itself.)
+  void Land(std::shared_ptr<memory::Region> region, const transport::LandingNotice& notice) {
+    if (!region->CheckRange(notice.offset, notice.length, "landed").ok()) {
       counters().writes_rejected.fetch_add(1);
       return;
     }
-    memory::LandedEvent event{notice.offset, notice.length, peer().node_id, notice.transfer_id, 0,
-                              absl::Now()};
-    event.blocks = notice.blocks;
-    event.bytes = notice.bytes;
-    region.landed().Publish(std::move(event));
+    transport::PublishLanding(
+        transport::Landing{std::move(region), peer_name(), notice, absl::Now()});
   }
 
   FakeFabric& fabric_;

@@ -46,6 +46,8 @@ struct Sink : CompletionSink {
   void OnOpDone(const OpCompletion& c) override {
     done.push_back(c.error == nullptr ? absl::OkStatus() : *c.error);
   }
+  // Landings go to their region's watchers, as the engine announces them.
+  void OnLanded(Landing landing) override { PublishLanding(landing); }
 };
 
 struct Side {

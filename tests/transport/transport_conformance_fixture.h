@@ -31,6 +31,8 @@ struct Recorder : CompletionSink {
   std::map<uint64_t, absl::Status> done;
   std::vector<uint64_t> order;
   void OnOpDone(const OpCompletion& c) override;
+  // Landings go to their region's watchers, as the engine announces them.
+  void OnLanded(Landing landing) override { PublishLanding(landing); }
 };
 
 struct Side {

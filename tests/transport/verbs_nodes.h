@@ -27,6 +27,8 @@ struct OpRecorder final : CompletionSink {
   void OnOpDone(const OpCompletion& c) override {
     done[c.cookie] = c.error == nullptr ? absl::OkStatus() : *c.error;
   }
+  // Landings go to their region's watchers, as the engine announces them.
+  void OnLanded(Landing landing) override { PublishLanding(landing); }
   std::map<uint64_t, absl::Status> done;
 };
 

@@ -65,9 +65,12 @@ uint32_t TcpLane::Post(absl::Span<const DataOp> ops) {
     }
   }
   if (n > 0) {
-    // A send error is seen again, and reported, by the next Flush/OnReadable.
-    (void)Flush();
-    if (worker_ != nullptr) worker_->AfterLaneIo(*this);
+    if (worker_ != nullptr) {
+      worker_->ListForFlush(*this);  // sent with the rest of this pass's posts
+    } else {
+      // A send error is seen again, and reported, by the next Flush/OnReadable.
+      (void)Flush();
+    }
   }
   return n;
 }

@@ -53,8 +53,9 @@ class TcpLane final : public Lane {
   // Decrypted bytes wait in OpenSSL while the socket may be empty: the
   // worker must call OnReadable again without waiting for epoll.
   bool input_buffered() const;
-  // Queues up to credits() ops as frames and starts sending them. The ops'
-  // blocks and memory stay valid until their completion.
+  // Queues up to credits() ops as frames; its worker sends them at its next
+  // Poll (without one, at once). The ops' blocks and memory stay valid until
+  // their completion.
   uint32_t Post(absl::Span<const DataOp> ops) override;
   // Reads and handles frames until the socket is drained (or a fairness
   // budget is spent), then sends the answers. `scratch` holds the bytes of
@@ -63,8 +64,10 @@ class TcpLane final : public Lane {
   // Sends as much queued data as the socket takes.
   absl::Status Flush();
   bool wants_writable() const { return wants_writable_; }
-  // Whether the worker currently asks epoll for EPOLLOUT on this lane.
+  // Whether the worker currently asks epoll for EPOLLOUT on this lane, and
+  // whether it lists the lane for its next flush (worker's thread only).
   bool writable_armed = false;
+  bool flush_listed = false;
   // Fails every op in flight with `error`, closes the socket.
   void Detach(const absl::Status& error, CompletionSink& sink);
 

@@ -260,12 +260,7 @@ void TcpLane::FinishPayload(CompletionSink& sink) {
   // once this payload is in place, the whole transfer has landed.
   if (rx_has_notice_) {
     if (rx_region_->CheckRange(rx_notice_.offset, rx_notice_.length, "landed").ok()) {
-      memory::LandedEvent event{
-          rx_notice_.offset, rx_notice_.length, link_.peer().node_id, rx_notice_.transfer_id, 0,
-          absl::Now()};
-      event.blocks = rx_notice_.blocks;
-      event.bytes = rx_notice_.bytes;
-      rx_region_->landed().Publish(std::move(event));
+      sink.OnLanded(Landing{std::move(rx_region_), link_.peer_name(), rx_notice_, absl::Now()});
     } else {
       link_.counters().writes_rejected.fetch_add(1, std::memory_order_relaxed);
     }

@@ -66,12 +66,17 @@ void TcpWorker::Apply(Command& c, CompletionSink& sink) {
       c.keep_alive->Close(absl::InternalError(absl::StrCat("epoll_ctl: ", std::strerror(errno))));
     }
     attached_.push_back(Attached{c.lane, std::move(c.keep_alive)});
+    to_flush_.reserve(attached_.size());  // so listing a lane never allocates
     attached_count_.store(static_cast<uint32_t>(attached_.size()), std::memory_order_relaxed);
     return;
   }
   auto it = std::find_if(attached_.begin(), attached_.end(),
                          [&](const Attached& a) { return a.lane == c.lane; });
   if (c.lane->attached()) ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, c.lane->fd(), nullptr);
+  if (c.lane->flush_listed) {
+    to_flush_.erase(std::find(to_flush_.begin(), to_flush_.end(), c.lane));
+    c.lane->flush_listed = false;
+  }
   c.lane->Detach(c.keep_alive->status(), sink);
   if (it != attached_.end()) {
     *it = std::move(attached_.back());
@@ -94,8 +99,31 @@ void TcpWorker::AfterLaneIo(TcpLane& lane) {
   lane.writable_armed = lane.wants_writable();
 }
 
+void TcpWorker::ListForFlush(TcpLane& lane) {
+  if (lane.flush_listed) return;
+  lane.flush_listed = true;
+  to_flush_.push_back(&lane);
+}
+
+// Frames posted since the last pass leave in one write per lane, whatever
+// number of transfers posted them: the doorbell batching of the verbs
+// chains, for sockets.
+uint32_t TcpWorker::FlushListed() {
+  for (TcpLane* lane : to_flush_) {
+    lane->flush_listed = false;
+    if (!lane->attached() || !lane->error().ok()) continue;
+    (void)lane->Flush();  // a send error is kept by the lane and seen below
+    AfterLaneIo(*lane);
+  }
+  const uint32_t flushed = static_cast<uint32_t>(to_flush_.size());
+  to_flush_.clear();
+  return flushed;
+}
+
 uint32_t TcpWorker::Poll(CompletionSink& sink) {
-  uint32_t handled = static_cast<uint32_t>(inbox_->Drain([&](Command& c) { Apply(c, sink); }));
+  // Before the inbox: a lane it detaches may go with its command.
+  uint32_t handled = FlushListed();
+  handled += static_cast<uint32_t>(inbox_->Drain([&](Command& c) { Apply(c, sink); }));
   epoll_event events[kEpollBatch];
   const int n = ::epoll_wait(epoll_.get(), events, kEpollBatch, 0);
   for (int i = 0; i < n; ++i) {

@@ -32,9 +32,12 @@ class TcpWorker final : public TransportWorker {
                      bool kernel_tls);
   void RequestDetach(std::shared_ptr<Link> keep_alive, TcpLane* lane);
 
-  // Poller thread: after a lane did I/O (its own posts included), closes
-  // its link on error and tracks its EPOLLOUT interest.
+  // Poller thread: after a lane did I/O, closes its link on error and
+  // tracks its EPOLLOUT interest.
   void AfterLaneIo(TcpLane& lane);
+  // Poller thread: `lane` has frames posted; they go out at the start of
+  // the next Poll, together with whatever else is posted until then.
+  void ListForFlush(TcpLane& lane);
 
   // Lanes attached right now (for stats). Any thread.
   uint32_t attached_lanes() const { return attached_count_.load(std::memory_order_relaxed); }
@@ -59,6 +62,8 @@ class TcpWorker final : public TransportWorker {
   void Enqueue(Command command);
   // Poller thread: attaches or detaches a lane as `command` says.
   void Apply(Command& command, CompletionSink& sink);
+  // Sends what the listed lanes have posted; returns how many there were.
+  uint32_t FlushListed();
 
   UniqueFd epoll_;
   // Its eventfd is in the epoll set, so a sleeping poller wakes for commands.
@@ -66,6 +71,7 @@ class TcpWorker final : public TransportWorker {
 
   // Poller thread only.
   std::vector<Attached> attached_;
+  std::vector<TcpLane*> to_flush_;  // ListForFlush, in order; capacity >= attached_
   std::vector<std::byte> scratch_;
   std::atomic<uint32_t> attached_count_{0};
 };

@@ -270,7 +270,8 @@ void VerbsLane::Retire(uint64_t through, const absl::Status* error, CompletionSi
   }
 }
 
-void VerbsLane::OnRecvCompletion(const ibv_wc& wc, const memory::RegionRegistry& regions) {
+void VerbsLane::OnRecvCompletion(const ibv_wc& wc, const memory::RegionRegistry& regions,
+                                 CompletionSink& sink) {
   --recvs_posted_;
   if (wc.status != IBV_WC_SUCCESS) {
     if (wc.status != IBV_WC_WR_FLUSH_ERR && !link_.broken()) {
@@ -278,14 +279,14 @@ void VerbsLane::OnRecvCompletion(const ibv_wc& wc, const memory::RegionRegistry&
     }
     return;
   }
-  if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) Land(ntohl(wc.imm_data), regions);
+  if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) Land(ntohl(wc.imm_data), regions, sink);
   // Receives go back in small batches: one doorbell for several.
   if (++recvs_to_repost_ >= kRecvDepth / 4 && !draining_) {
     if (PostReceives(recvs_to_repost_).ok()) recvs_to_repost_ = 0;
   }
 }
 
-void VerbsLane::Land(uint32_t slot, const memory::RegionRegistry& regions) {
+void VerbsLane::Land(uint32_t slot, const memory::RegionRegistry& regions, CompletionSink& sink) {
   const std::string& peer = link_.peer().node_id;
   NoticeRecord record;
   std::shared_ptr<memory::Region> region;
@@ -302,10 +303,7 @@ void VerbsLane::Land(uint32_t slot, const memory::RegionRegistry& regions) {
   // Not counted per device: the notice names the whole transfer's bytes,
   // which the writer may have striped over every device.
   counters_.bytes_received.fetch_add(n.bytes, std::memory_order_relaxed);
-  memory::LandedEvent event{n.offset, n.length, peer, n.transfer_id, 0, absl::Now()};
-  event.blocks = n.blocks;
-  event.bytes = n.bytes;
-  region->landed().Publish(event);
+  sink.OnLanded(Landing{std::move(region), link_.peer_name(), n, absl::Now()});
 }
 
 uint32_t VerbsWorker::ServiceWaitingLanes(CompletionSink& sink) {
@@ -339,7 +337,7 @@ uint32_t VerbsWorker::Poll(CompletionSink& sink) {
   for (int i = 0; i < n; ++i) {
     VerbsLane* lane = table_[WrIdLane(wcs[i].wr_id)].load(std::memory_order_acquire);
     if (wcs[i].wr_id & kRecvFlag) {
-      lane->OnRecvCompletion(wcs[i], regions_);
+      lane->OnRecvCompletion(wcs[i], regions_, sink);
     } else {
       lane->OnSendCompletion(wcs[i], sink);
     }

@@ -109,7 +109,8 @@ class VerbsLane final : public Lane {
   // fails the job at once.
   bool AddBind(BindJob job);
   void OnSendCompletion(const ibv_wc& wc, CompletionSink& sink);
-  void OnRecvCompletion(const ibv_wc& wc, const memory::RegionRegistry& regions);
+  void OnRecvCompletion(const ibv_wc& wc, const memory::RegionRegistry& regions,
+                        CompletionSink& sink);
   // Moves the QP to ERR so everything outstanding flushes; drained() turns
   // true once every posted request has come back, then the QP can go.
   void BeginDrain();
@@ -157,8 +158,9 @@ class VerbsLane final : public Lane {
   // Ends every bind job not yet wholly posted with `status`.
   void FailPendingBinds(const absl::Status& status);
   absl::Status PostReceives(uint32_t count);
-  // Validates the peer's notice record in `slot` and raises its landed event.
-  void Land(uint32_t slot, const memory::RegionRegistry& regions);
+  // Validates the peer's notice record in `slot` and hands its landing to
+  // `sink`.
+  void Land(uint32_t slot, const memory::RegionRegistry& regions, CompletionSink& sink);
   void Report(const OpCompletion& completion, CompletionSink& sink) {
     if (reporter_ != nullptr) {
       reporter_->OnLaneOpDone(sub_, completion, sink);

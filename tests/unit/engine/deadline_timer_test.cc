@@ -15,8 +15,8 @@ using xferd::testing::NullLink;
 
 // The transfers that ended, in the order they ended.
 struct EndRecorder : TransferListener {
-  void OnTransferEnding(const Transfer&, const TransferInfo&) override {}
-  void OnTransferFinished(const Transfer& t, const TransferInfo&) override {
+  void OnTransferEnding(const Transfer&, TransferState, absl::StatusCode) override {}
+  void OnTransferEnded(Transfer& t) override {
     MutexLock lock(&mu);
     ended.push_back(t.id());
   }

@@ -82,7 +82,7 @@ absl::StatusOr<std::vector<std::shared_ptr<engine::Transfer>>> EngineHarness::Su
 engine::TransferInfo EngineHarness::Wait(const std::shared_ptr<engine::Transfer>& t,
                                          absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
-  while (!engine::IsTerminal(t->state()) && absl::Now() < deadline) {
+  while (!t->announced() && absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(1));
   }
   return t->Info();

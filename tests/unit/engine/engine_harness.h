@@ -119,7 +119,8 @@ class EngineHarness {
   absl::StatusOr<engine::PeerInfo> Connect(Node& from, Node& to);
   absl::StatusOr<std::vector<std::shared_ptr<engine::Transfer>>> Submit(
       Node& from, std::vector<engine::TransferSpec> writes, bool batch = false);
-  // Waits for a transfer's end (bounded) and returns its final state.
+  // Waits for a transfer's end and its announcement (history, metrics, a
+  // read's landed event; bounded) and returns its final state.
   engine::TransferInfo Wait(const std::shared_ptr<engine::Transfer>& t,
                             absl::Duration timeout = absl::Seconds(20));
 

@@ -37,11 +37,13 @@ TEST(PollerPinningTest, PollersArePinnedToTheCpusTheirWorkerNames) {
   options.shm_prefix = "poller-pinning-test";
   memory::RegionRegistry regions(options);
   FakeFabric fabric;
+  auto notes = engine::Notes::Create(16, [](engine::Transfer&) {});
+  ASSERT_TRUE(notes.ok()) << notes.status();
   for (const std::vector<uint32_t>& wanted : {std::vector<uint32_t>{last},
                                               std::vector<uint32_t>{}}) {
     FakeTransport transport(fabric, regions, 2, 4);
     transport.SetPreferredCpus(wanted);
-    auto pool = engine::PollerPool::Create(transport, 2, engine::PollerOptions{});
+    auto pool = engine::PollerPool::Create(transport, 2, engine::PollerOptions{}, **notes);
     ASSERT_TRUE(pool.ok()) << pool.status();
     (*pool)->Start();
     for (uint32_t i = 0; i < 2; ++i) EXPECT_EQ((*pool)->at(i).cpus(), wanted) << "poller " << i;

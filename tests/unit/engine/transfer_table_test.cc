@@ -12,12 +12,10 @@ using xferd::testing::NullLink;
 
 class TransferTableTest : public ::testing::Test, public TransferListener {
  protected:
-  void OnTransferEnding(const Transfer&, const TransferInfo& outcome) override {
-    table_.Count(outcome);
+  void OnTransferEnding(const Transfer&, TransferState state, absl::StatusCode code) override {
+    table_.Count(state, code);
   }
-  void OnTransferFinished(const Transfer&, const TransferInfo& outcome) override {
-    table_.Retire(outcome.id);
-  }
+  void OnTransferEnded(Transfer& t) override { table_.Retire(t.id()); }
 
   std::shared_ptr<Transfer> Add(uint64_t batch = 0) {
     EXPECT_TRUE(table_.Admit(1).ok());

@@ -15,17 +15,30 @@ namespace {
 
 using xferd::testing::NullLink;
 
-// Counts ends, and which of them were announced after the end was visible.
+// Counts ends, and which of them were counted after the end was visible;
+// announces each at once, as the engine's notes thread does later.
 struct Counting : TransferListener {
   int finished = 0;
   int counted_late = 0;
-  void OnTransferEnding(const Transfer& t, const TransferInfo& outcome) override {
-    if (IsTerminal(t.state()) || !IsTerminal(outcome.state)) ++counted_late;
+  void OnTransferEnding(const Transfer& t, TransferState state, absl::StatusCode) override {
+    if (IsTerminal(t.state()) || !IsTerminal(state)) ++counted_late;
   }
-  void OnTransferFinished(const Transfer& t, const TransferInfo&) override {
+  void OnTransferEnded(Transfer& t) override {
     EXPECT_TRUE(IsTerminal(t.state()));
     ++finished;
+    t.Announce(t.Info());
   }
+};
+
+// Holds the deciding Finish inside OnTransferEnding until released.
+struct Blocking : TransferListener {
+  std::atomic<bool> entered{false}, release{false};
+  void OnTransferEnding(const Transfer& t, TransferState, absl::StatusCode) override {
+    EXPECT_FALSE(IsTerminal(t.state()));
+    entered = true;
+    while (!release) std::this_thread::yield();
+  }
+  void OnTransferEnded(Transfer& t) override { t.Announce(t.Info()); }
 };
 
 class TransferTest : public ::testing::Test {
@@ -151,35 +164,30 @@ TEST_F(TransferTest, InfoNeverShowsAnEndWithoutItsOutcome) {
 }
 
 // A client told a transfer ended (by its state or an observer) and then
-// asking for the counters must find it counted; and a Finish that lost the
-// race returns only once the winner's outcome is visible.
-TEST_F(TransferTest, EndsAreCountedBeforeTheyAreVisible) {
-  struct Blocking : TransferListener {
-    std::atomic<bool> entered{false}, release{false};
-    void OnTransferEnding(const Transfer& t, const TransferInfo&) override {
-      EXPECT_FALSE(IsTerminal(t.state()));
-      entered = true;
-      while (!release) std::this_thread::yield();
-    }
-    void OnTransferFinished(const Transfer&, const TransferInfo&) override {}
-  } blocking;
+// asking for the counters must find it counted. A Finish that lost the race
+// returns at once (a poller never waits), and AwaitEnd returns only once the
+// winner's end is visible.
+TEST_F(TransferTest, EndsAreCountedBeforeTheyAreVisibleAndLosersNeverWait) {
+  Blocking blocking;
   auto held = Make(4096, 4096, &blocking);
   std::thread winner([&] { held->Finish(TransferState::kDone, absl::OkStatus()); });
   while (!blocking.entered) std::this_thread::yield();
   EXPECT_FALSE(IsTerminal(held->state())) << "visible before the listener counted it";
-  std::atomic<bool> loser_returned{false};
-  TransferState loser_saw{};
-  std::thread loser([&] {
-    EXPECT_FALSE(held->Finish(TransferState::kCancelled, absl::CancelledError("late")));
-    loser_saw = held->state();
-    loser_returned = true;
+  // The winner is held: the loser must come back anyway, refused.
+  EXPECT_FALSE(held->Finish(TransferState::kCancelled, absl::CancelledError("late")));
+  EXPECT_FALSE(IsTerminal(held->state()));
+  std::atomic<bool> awaited{false};
+  std::thread awaiter([&] {
+    held->AwaitEnd();
+    awaited = true;
   });
+  // A negative can only be shown over an interval: AwaitEnd must not return
+  // while the winner is held.
   absl::SleepFor(absl::Milliseconds(20));
-  EXPECT_FALSE(loser_returned) << "the losing Finish returned before the outcome was visible";
+  EXPECT_FALSE(awaited) << "AwaitEnd returned before the end was visible";
   blocking.release = true;
   winner.join();
-  loser.join();
-  EXPECT_EQ(loser_saw, TransferState::kDone);
+  awaiter.join();
   EXPECT_EQ(held->Info().state, TransferState::kDone);
 }
 
@@ -187,24 +195,16 @@ TEST_F(TransferTest, EndsAreCountedBeforeTheyAreVisible) {
 // deregistration, a deadline, a dead peer) while its last op completes
 // raises none, so no watcher sees a success the transfer does not report.
 TEST_F(TransferTest, AReadEndedOtherwiseAsItsLastOpCompletesRaisesNoLandedEvent) {
-  struct Blocking : TransferListener {
-    std::atomic<bool> entered{false}, release{false};
-    void OnTransferEnding(const Transfer&, const TransferInfo&) override {
-      entered = true;
-      while (!release) std::this_thread::yield();
-    }
-    void OnTransferFinished(const Transfer&, const TransferInfo&) override {}
-  } blocking;
+  Blocking blocking;
   auto read = Make(4096, 4096, &blocking, transport::OpKind::kRead);
   std::thread canceller(
       [&] { read->Finish(TransferState::kCancelled, absl::CancelledError("x")); });
   while (!blocking.entered) std::this_thread::yield();
-  // The cancel has decided but is not visible yet: the last op completes now.
-  std::thread last_op([&] { read->OnReadDone(); });
-  absl::SleepFor(absl::Milliseconds(20));
+  // The cancel has decided but is not visible yet: the last op completes now
+  // and its Finish loses at once.
+  read->OnReadDone();
   blocking.release = true;
   canceller.join();
-  last_op.join();
   EXPECT_EQ(read->Info().state, TransferState::kCancelled);
   EXPECT_EQ(region_->landed().published(), 0u) << "a landed event for a cancelled read";
 

@@ -94,6 +94,7 @@ TEST_F(DaemonMetricsTest, TransfersByOutcomeLatencyAndErrors) {
   EXPECT_EQ(a_->engine->FailAll(absl::UnavailableError("peer went away")), 1u);
   a_->transport->HoldCompletions(false);
   EXPECT_EQ(h_.Wait(failed).state, TransferState::kFailed);
+  EXPECT_EQ(h_.Wait(cancelled).state, TransferState::kCancelled);
 
   const std::map<std::string, double> s = Samples(Render(*a_metrics_));
   EXPECT_EQ(s.at(Series("xferd_transfers_total", {peer, tcp, "outcome=\"done\""})), 2);
