@@ -29,6 +29,7 @@
 #include "daemon/memory/region_registry.h"
 #include "daemon/metrics/daemon_metrics.h"
 #include "daemon/metrics/metrics_endpoint.h"
+#include "daemon/service/local_socket.h"
 #include "daemon/service/peer_client.h"
 #include "daemon/service/peer_service.h"
 #include "daemon/service/security.h"
@@ -218,6 +219,9 @@ struct Daemon {
   std::unique_ptr<service::XferdServiceImpl> xferd_service;
   std::unique_ptr<service::PeerServiceImpl> peer_service;
   std::unique_ptr<service::Server> server;
+  // Local clients' request rings: closed before the engine stops (their
+  // transfers in flight end with their sessions).
+  std::unique_ptr<service::LocalSocket> local;
   // With [cluster]: this daemon's membership. Declared last, so it goes
   // first: its lookup thread finishes before the service it answers for.
   std::unique_ptr<cluster::Directory> directory;
@@ -259,14 +263,24 @@ absl::Status StartEngine(const Config& config, Daemon& d) {
 absl::Status StartServing(const Config& config, Daemon& d) {
   d.metrics = std::make_shared<metrics::DaemonMetrics>(*d.engine, kVersion, d.started_at);
   ASSIGN_OR_RETURN(d.metrics_endpoint, StartMetricsEndpoint(config, d.metrics));
+  const bool rings = config.server.local_rings && !config.server.unix_socket.empty();
+  const std::string local_socket =
+      rings ? service::LocalSocketPath(config.server.unix_socket) : std::string();
   d.xferd_service = std::make_unique<service::XferdServiceImpl>(
-      *d.engine, service::NodeDescription{kVersion, d.transport.reason, config.server.unix_socket,
-                                          d.started_at, d.security.description});
+      *d.engine,
+      service::NodeDescription{kVersion, d.transport.reason, config.server.unix_socket,
+                               local_socket, d.started_at, d.security.description});
   d.peer_service = std::make_unique<service::PeerServiceImpl>(*d.engine, d.security.peer_auth);
   service::ServerOptions server_options{config.server.listen, config.server.unix_socket,
                                         config.server.unix_socket_mode, d.security.tcp_credentials};
   ASSIGN_OR_RETURN(d.server, service::Server::Start(server_options,
                                                     {d.xferd_service.get(), d.peer_service.get()}));
+  if (rings) {
+    ASSIGN_OR_RETURN(d.local, service::LocalSocket::Start(
+                                  {local_socket, config.server.unix_socket_mode,
+                                   config.server.local_max_sessions},
+                                  *d.engine));
+  }
   return absl::OkStatus();
 }
 
@@ -343,6 +357,7 @@ void Drain(const Config& config, int sig, Daemon& d) {
   // open. gRPC waits for clients to drop even idle connections until the
   // deadline, so a long one would only delay the exit.
   d.server->Shutdown(absl::Now() + kServerShutdownGrace);
+  if (d.local != nullptr) d.local->Stop();
   d.engine->Stop();
 }
 
@@ -359,6 +374,7 @@ int Run(const Config& config, const std::string& ready_file) {
   if (absl::Status ready = AnnounceReady(config, ready_file, d); !ready.ok()) {
     spdlog::critical("cannot start: {}", ready.message());
     d.server->Shutdown(absl::Now() + kServerShutdownGrace);
+    if (d.local != nullptr) d.local->Stop();
     d.engine->Stop();
     return 1;
   }

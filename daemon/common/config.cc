@@ -150,6 +150,8 @@ void DefineServer(TableReader& r, ServerConfig& c) {
   r.On("listen", String(&c.listen));
   r.On("unix_socket", String(&c.unix_socket));
   r.On("unix_socket_mode", Integer(&c.unix_socket_mode));
+  r.On("local_rings", Bool(&c.local_rings));
+  r.On("local_max_sessions", Integer(&c.local_max_sessions));
   r.On("advertise", String(&c.advertise));
 }
 

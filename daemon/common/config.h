@@ -23,6 +23,11 @@ struct ServerConfig {
   std::string unix_socket = "/run/xferd/xferd.sock";
   // Permission bits of the unix socket: who may talk to the daemon locally.
   uint32_t unix_socket_mode = 0660;
+  // Serve local clients' request rings on "<unix_socket>.local" (same mode);
+  // without, local clients use gRPC alone.
+  bool local_rings = true;
+  // Local sessions with rings open at once, at most.
+  uint32_t local_max_sessions = 1024;
   // The address peers should use to call back; default: the bound listen address.
   std::string advertise;
 };

@@ -45,6 +45,9 @@ absl::Status ValidateServer(const ServerConfig& server) {
   }
   if (server.unix_socket_mode > 0777)
     return InvalidKey("server.unix_socket_mode", "must be <= 0777");
+  if (server.local_max_sessions == 0)
+    return InvalidKey("server.local_max_sessions", "must be at least 1 (local_rings = false "
+                                                   "turns the rings off)");
   return absl::OkStatus();
 }
 

@@ -366,6 +366,7 @@ grpc::ServerUnaryReactor* XferdServiceImpl::GetNodeInfo(grpc::CallbackServerCont
   response->set_device(engine_.transport_device());
   response->set_transport_reason(node_.transport_reason);
   response->set_unix_socket(node_.unix_socket);
+  response->set_local_socket(node_.local_socket);
   response->set_pollers(engine_.config().pollers);
   response->set_default_slice_size(engine_.config().slice_size);
   ToProto(node_.started_at, response->mutable_started_at());

@@ -21,6 +21,7 @@ struct NodeDescription {
   std::string version;
   std::string transport_reason;
   std::string unix_socket;
+  std::string local_socket;  // empty without request rings
   absl::Time started_at;
   std::string security;  // NodeInfo.security
 };
