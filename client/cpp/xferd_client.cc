@@ -5,7 +5,9 @@
 #include <sstream>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "client/cpp/ring_requests.h"
 #include "absl/time/clock.h"
 #include "daemon/base/endian.h"
 
@@ -167,7 +169,45 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& targe
                                                     : "",
                      ")"));
   }
-  return std::make_unique<Client>(target, std::move(channel), options);
+  auto client = std::make_unique<Client>(target, std::move(channel), options);
+  client->OpenRings();
+  return client;
+}
+
+void Client::OpenRings() {
+  constexpr absl::string_view kUnix = "unix:";
+  if (!options_.rings || !absl::StartsWith(target_, kUnix)) return;
+  absl::StatusOr<v1::NodeInfo> node = GetNodeInfo();
+  // A daemon without rings (server.local_rings off, or older) names none.
+  if (!node.ok() || node->local_socket().empty()) return;
+  std::string path = target_.substr(kUnix.size());
+  if (absl::StartsWith(path, "//")) path = path.substr(2);
+  // The local socket beside the one we reached, wherever it is mounted.
+  absl::StatusOr<std::unique_ptr<LocalRings>> rings =
+      LocalRings::Open(path + ".local", options_.ring_options);
+  if (!rings.ok()) return;  // gRPC then: slower, never wrong
+  rings_ = *std::move(rings);
+  transport_ = node->transport();
+  default_slice_ = node->default_slice_size();
+}
+
+absl::StatusOr<v1::Transfer> Client::RingCall(const RingRequest& request, bool wait,
+                                              absl::Duration linger, absl::Duration timeout) {
+  RingRequest r = request;
+  r.queued_notice = !wait;
+  absl::StatusOr<uint64_t> user_data = rings_->Submit(r);
+  if (!user_data.ok()) return user_data.status();
+  const absl::Time deadline =
+      timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + timeout;
+  absl::StatusOr<RingCompletion> done = rings_->Wait(*user_data, /*until_queued=*/!wait, deadline);
+  if (!done.ok()) return done.status();
+  if (done->queued && linger > absl::ZeroDuration()) {
+    absl::StatusOr<RingCompletion> end = rings_->Wait(*user_data, false, absl::Now() + linger);
+    if (end.ok()) return TransferOf(r, *end, transport_, default_slice_);
+  } else if (done->queued) {
+    rings_->Forget(*user_data);  // followed by id over gRPC, if at all
+  }
+  return TransferOf(r, *done, transport_, default_slice_);
 }
 
 Client::Client(std::string target, std::shared_ptr<grpc::Channel> channel, ClientOptions options)
@@ -276,7 +316,13 @@ absl::StatusOr<v1::DisconnectPeerResponse> Client::DisconnectPeer(const std::str
 // -------------------------------------------------------------- transfers --
 
 absl::StatusOr<v1::Transfer> Client::Write(const v1::WriteRequest& request) {
-  return Call(&v1::Xferd::Stub::Write, request, WaitingCallTimeout(request.wait(), &request));
+  const absl::Duration timeout = WaitingCallTimeout(request.wait(), &request);
+  if (rings_ != nullptr) {
+    if (std::optional<RingRequest> r = RingWrite(request)) {
+      return RingCall(*r, request.wait(), FromProtoDuration(request.linger()), timeout);
+    }
+  }
+  return Call(&v1::Xferd::Stub::Write, request, timeout);
 }
 
 absl::StatusOr<v1::SubmitBatchResponse> Client::SubmitBatch(const v1::SubmitBatchRequest& request) {
@@ -370,11 +416,17 @@ absl::StatusOr<v1::FindRegionResponse> Client::FindRegion(const std::string& nam
 absl::StatusOr<v1::Transfer> Client::Read(const v1::ReadRequest& request) {
   v1::WriteRequest bound;  // the same deadline rule as a write
   if (request.has_timeout()) *bound.mutable_timeout() = request.timeout();
-  return Call(&v1::Xferd::Stub::Read, request, WaitingCallTimeout(request.wait(), &bound));
+  const absl::Duration timeout = WaitingCallTimeout(request.wait(), &bound);
+  if (rings_ != nullptr) {
+    if (std::optional<RingRequest> r = RingRead(request)) {
+      return RingCall(*r, request.wait(), FromProtoDuration(request.linger()), timeout);
+    }
+  }
+  return Call(&v1::Xferd::Stub::Read, request, timeout);
 }
 
 absl::StatusOr<v1::Transfer> Client::WriteBlocks(const v1::WriteRequest& request) {
-  if (request.ByteSizeLong() <= kMaxMessageBytes) return Write(request);
+  if (request.ByteSizeLong() <= kMaxMessageBytes || rings_ != nullptr) return Write(request);
   v1::TransferChunk first;
   *first.mutable_write() = request;
   first.mutable_write()->clear_blocks();
@@ -382,7 +434,7 @@ absl::StatusOr<v1::Transfer> Client::WriteBlocks(const v1::WriteRequest& request
 }
 
 absl::StatusOr<v1::Transfer> Client::ReadBlocks(const v1::ReadRequest& request) {
-  if (request.ByteSizeLong() <= kMaxMessageBytes) return Read(request);
+  if (request.ByteSizeLong() <= kMaxMessageBytes || rings_ != nullptr) return Read(request);
   v1::TransferChunk first;
   *first.mutable_read() = request;
   first.mutable_read()->clear_blocks();

@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "client/cpp/local_rings.h"
 #include "client/cpp/region_watch.h"
 #include "xferd/v1/xferd.grpc.pb.h"
 
@@ -27,6 +28,11 @@ struct ClientOptions {
   absl::Duration rpc_timeout = absl::Seconds(30);
   // Channel credentials for Connect (e.g. TlsCredentials); null: plain.
   std::shared_ptr<grpc::ChannelCredentials> credentials;
+  // Over a unix socket, send writes and reads through the daemon's request
+  // rings (docs/local-rings.md) when it serves them; else, and when false,
+  // over gRPC. Nothing else changes for the caller.
+  bool rings = true;
+  RingOptions ring_options;
 };
 
 // mTLS credentials from PEM files: `ca` verifies the daemon (its certificate
@@ -64,6 +70,8 @@ class Client {
   Client(std::string target, std::shared_ptr<grpc::Channel> channel, ClientOptions options);
 
   const std::string& target() const { return target_; }
+  // The request rings writes and reads go through, or null (gRPC).
+  LocalRings* rings() const { return rings_.get(); }
 
   // ---- regions ----
   absl::StatusOr<v1::Region> RegisterRegion(const v1::RegisterRegionRequest& request);
@@ -157,6 +165,12 @@ class Client {
                                     uint32_t limit = 0);
   // Deadline for a write or batch that may wait for its transfers to end.
   absl::Duration WaitingCallTimeout(bool wait, const v1::WriteRequest* bounded_by) const;
+  // A write or read through the rings: the final completion with `wait`;
+  // else the queued notice, or the end if it comes within `linger`.
+  absl::StatusOr<v1::Transfer> RingCall(const RingRequest& request, bool wait,
+                                        absl::Duration linger, absl::Duration timeout);
+  // Opens the rings for a unix target whose daemon serves them.
+  void OpenRings();
   // Streams `first` (a write or read without blocks) and `blocks` in chunks.
   absl::StatusOr<v1::Transfer> Stream(v1::TransferChunk first, const v1::Blocks& blocks,
                                       absl::Duration timeout);
@@ -165,6 +179,10 @@ class Client {
   const std::shared_ptr<grpc::Channel> channel_;
   const std::unique_ptr<v1::Xferd::Stub> stub_;
   const ClientOptions options_;
+  std::unique_ptr<LocalRings> rings_;
+  // For ring snapshots: what the daemon's NodeInfo says.
+  v1::TransportKind transport_ = v1::TRANSPORT_KIND_UNSPECIFIED;
+  uint64_t default_slice_ = 0;
 };
 
 // The ranges of a landed event (offset, length), unpacked from its packed

@@ -1,0 +1,506 @@
+// The request rings between a local client and its daemon, with two real
+// daemons on loopback: the same requests through the rings and over gRPC get
+// the same outcomes (done with every byte in place, or the same refusal);
+// ring transfers are the daemon's like any other; and hostile clients that
+// write garbage into their rings, break the indices or die mid-transfer hurt
+// no one but themselves and leave nothing behind.
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <spawn.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "client/cpp/xferd_client.h"
+#include "daemon/base/ring_layout.h"
+#include "tests/integration/cpp/daemon_harness.h"
+#include "xferd/v1/local.pb.h"
+
+namespace xferd::integration {
+namespace {
+
+using client::Client;
+
+constexpr uint64_t kSize = 8 << 20;
+
+template <typename T>
+T Unwrap(absl::StatusOr<T> value, const char* what) {
+  EXPECT_TRUE(value.ok()) << what << ": " << value.status();
+  if (!value.ok()) std::abort();
+  return *std::move(value);
+}
+
+std::string Packed(const std::vector<uint64_t>& values) {
+  return std::string(reinterpret_cast<const char*>(values.data()), values.size() * 8);
+}
+
+std::string Packed32(const std::vector<uint32_t>& values) {
+  return std::string(reinterpret_cast<const char*>(values.data()), values.size() * 4);
+}
+
+// Descriptors the daemon holds open now.
+size_t OpenFds(pid_t pid) {
+  size_t n = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd")) {
+    (void)entry;
+    ++n;
+  }
+  return n;
+}
+
+// A client that speaks the local socket and maps its rings itself, to do
+// what no well-behaved client does.
+class RawRings {
+ public:
+  explicit RawRings(const std::string& unix_target) {
+    const std::string path = unix_target.substr(5) + ".local";
+    fd_ = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+    EXPECT_EQ(::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0) << path;
+    v1::LocalRequest request;
+    request.mutable_open_rings()->set_sq_entries(16);
+    std::vector<int> fds;
+    reply_ = Exchange(request, &fds);
+    EXPECT_FALSE(reply_.has_error()) << reply_.error().message();
+    EXPECT_EQ(fds.size(), 3u);
+    if (fds.size() != 3) return;
+    memory_ = fds[0];
+    submit_ = fds[1];
+    complete_ = fds[2];
+    size_ = reply_.rings().total_bytes();
+    base_ = static_cast<std::byte*>(
+        ::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_SHARED, memory_, 0));
+    std::memcpy(&g_, base_, sizeof(g_));
+  }
+  ~RawRings() { Close(); }
+
+  void Close() {
+    if (base_ != nullptr) ::munmap(base_, size_);
+    base_ = nullptr;
+    for (int* fd : {&fd_, &memory_, &submit_, &complete_}) {
+      if (*fd >= 0) ::close(*fd);
+      *fd = -1;
+    }
+  }
+
+  v1::LocalReply Exchange(const v1::LocalRequest& request, std::vector<int>* fds) {
+    const std::string bytes = request.SerializeAsString();
+    EXPECT_EQ(::send(fd_, bytes.data(), bytes.size(), 0), static_cast<ssize_t>(bytes.size()));
+    char packet[65536];
+    iovec iov{packet, sizeof(packet)};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 4)];
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof(control);
+    const ssize_t n = ::recvmsg(fd_, &msg, MSG_CMSG_CLOEXEC);
+    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+      const size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      for (size_t i = 0; i < count; ++i) {
+        int fd;
+        std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+        fds->push_back(fd);
+      }
+    }
+    v1::LocalReply reply;
+    EXPECT_TRUE(n > 0 && reply.ParseFromArray(packet, static_cast<int>(n)));
+    return reply;
+  }
+
+  uint32_t Intern(const std::string& name) {
+    v1::LocalRequest request;
+    request.mutable_intern()->add_names(name);
+    std::vector<int> fds;
+    const v1::LocalReply reply = Exchange(request, &fds);
+    return reply.interned().handles_size() == 1 ? reply.interned().handles(0) : 0;
+  }
+
+  rings::Header& header() { return *reinterpret_cast<rings::Header*>(base_); }
+  rings::Sqe* sq() { return reinterpret_cast<rings::Sqe*>(base_ + g_.sq_offset); }
+  const rings::Cqe* cq() { return reinterpret_cast<const rings::Cqe*>(base_ + g_.cq_offset); }
+  std::byte* buffer() { return base_ + g_.buffer_offset; }
+  const rings::Geometry& geometry() const { return g_; }
+
+  // Publishes entries up to `tail` and rings the doorbell.
+  void Publish(uint64_t tail) {
+    rings::StoreRelease(header().sq_tail.value, tail);
+    const uint64_t one = 1;
+    (void)!::write(submit_, &one, sizeof(one));
+  }
+  // The completion at `position`, waiting up to 10 s; nullopt if none came.
+  std::optional<rings::Cqe> Completion(uint64_t position, std::string* message = nullptr) {
+    const rings::Cqe& c = cq()[position & (g_.cq_entries - 1)];
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    while (rings::LoadAcquire(c.seq) != position + 1) {
+      if (absl::Now() > deadline) return std::nullopt;
+      absl::SleepFor(absl::Microseconds(100));
+    }
+    if (message != nullptr) {
+      *message = std::string(reinterpret_cast<const char*>(base_ + g_.messages_offset) +
+                                 (position & (g_.cq_entries - 1)) * rings::kMessageBytes,
+                             c.message_bytes);
+    }
+    rings::StoreRelease(header().cq_head.value, position + 1);
+    return c;
+  }
+
+ private:
+  int fd_ = -1, memory_ = -1, submit_ = -1, complete_ = -1;
+  std::byte* base_ = nullptr;
+  size_t size_ = 0;
+  rings::Geometry g_{};
+  v1::LocalReply reply_;
+};
+
+class RingIntegrationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = Unwrap(ScratchDir::Create(), "scratch dir");
+    for (auto [daemon, name] : {std::pair{&a_, "node-a"}, std::pair{&b_, "node-b"}}) {
+      DaemonOptions options;
+      options.node_id = name;
+      *daemon = Unwrap(Daemon::Start(RunfilePath("daemon/xferd"), dir_->path(), options), name);
+    }
+    ring_ = Unwrap(Client::Connect(a_->unix_target(), absl::Seconds(10)), "connect A (rings)");
+    client::ClientOptions grpc_only;
+    grpc_only.rings = false;
+    grpc_ = Unwrap(Client::Connect(a_->unix_target(), absl::Seconds(10), grpc_only),
+                   "connect A (gRPC)");
+    b_client_ = Unwrap(Client::Connect(b_->grpc_address(), absl::Seconds(10)), "connect B");
+    Unwrap(ring_->ConnectPeer(b_->grpc_address()), "A connects B");
+    src_ = AddShm(*ring_, "src", false, false);
+    dst_ = AddShm(*b_client_, "dst", true, true);
+    for (uint64_t i = 0; i < kSize; ++i) src_->data()[i] = static_cast<uint8_t>(i * 7 + i / 4096);
+  }
+
+  void TearDown() override {
+    ring_.reset();
+    grpc_.reset();
+    b_client_.reset();
+    for (std::unique_ptr<Daemon>* d : {&a_, &b_}) {
+      absl::StatusOr<int> code = (*d)->Stop();
+      EXPECT_TRUE(code.ok() && *code == 0) << (*d)->Log();
+    }
+  }
+
+  std::unique_ptr<MappedFile> AddShm(Client& c, const std::string& name, bool write, bool read) {
+    v1::RegisterRegionRequest request;
+    request.set_name(name);
+    request.set_size(kSize);
+    request.set_backing(v1::REGION_BACKING_SHM);
+    request.mutable_access()->set_remote_write(write);
+    request.mutable_access()->set_remote_read(read);
+    const v1::Region region = Unwrap(c.RegisterRegion(request), "register");
+    return Unwrap(MappedFile::Map(region.shm_path(), kSize), "map shm");
+  }
+
+  static v1::WriteRequest Write(uint64_t src_offset, uint64_t dst_offset, uint64_t length) {
+    v1::WriteRequest w;
+    w.set_src_region("src");
+    w.set_src_offset(src_offset);
+    w.set_peer("node-b");
+    w.set_dst_region("dst");
+    w.set_dst_offset(dst_offset);
+    w.set_length(length);
+    w.set_wait(true);
+    return w;
+  }
+
+  std::unique_ptr<ScratchDir> dir_;
+  std::unique_ptr<Daemon> a_, b_;
+  std::unique_ptr<Client> ring_, grpc_, b_client_;
+  std::unique_ptr<MappedFile> src_, dst_;
+};
+
+TEST_F(RingIntegrationTest, UnixClientsUseTheRingsAndTcpClientsDoNot) {
+  EXPECT_NE(ring_->rings(), nullptr);
+  EXPECT_EQ(grpc_->rings(), nullptr);
+  EXPECT_EQ(b_client_->rings(), nullptr);
+  const v1::NodeInfo node = Unwrap(ring_->GetNodeInfo(), "node info");
+  EXPECT_EQ(node.local_socket(), a_->unix_target().substr(5) + ".local");
+}
+
+// Every form and every refusal: the ring's outcome is the gRPC one, and the
+// bytes of each done request are in place.
+TEST_F(RingIntegrationTest, RingAndGrpcAgreeOnEveryRequest) {
+  std::vector<std::pair<std::string, v1::WriteRequest>> cases;
+  cases.push_back({"range", Write(4096, 8192, 65536 + 17)});
+  v1::WriteRequest small = Write(0, 0, 0);
+  std::vector<uint64_t> offsets = {0, 3 * 4096, 9 * 4096};
+  small.mutable_blocks()->mutable_list()->set_src_offsets(Packed(offsets));
+  small.mutable_blocks()->mutable_list()->set_dst_offsets(Packed({40960, 0, 81920}));
+  small.mutable_blocks()->mutable_list()->set_block_length(4096);
+  cases.push_back({"list inline", small});
+  v1::WriteRequest large = Write(0, 0, 0);
+  std::vector<uint64_t> src(2000), dst(2000);
+  for (uint64_t i = 0; i < 2000; ++i) {
+    src[i] = i * 4096;
+    dst[i] = (1999 - i) * 4096;
+  }
+  large.mutable_blocks()->mutable_list()->set_src_offsets(Packed(src));
+  large.mutable_blocks()->mutable_list()->set_dst_offsets(Packed(dst));
+  large.mutable_blocks()->mutable_list()->set_block_length(1024);
+  cases.push_back({"list in the buffer area", large});
+  v1::WriteRequest strided = Write(0, 0, 0);
+  v1::StridedRun* run = strided.mutable_blocks()->mutable_strided()->add_runs();
+  run->set_src_start(0);
+  run->set_dst_start(1 << 20);
+  run->set_block_length(512);
+  run->set_src_stride(4096);
+  run->set_dst_stride(1024);
+  run->set_count(300);
+  cases.push_back({"strided", strided});
+  cases.push_back({"unknown source region", [] {
+                     v1::WriteRequest w = Write(0, 0, 4096);
+                     w.set_src_region("nope");
+                     return w;
+                   }()});
+  cases.push_back({"beyond the destination", Write(0, kSize - 100, 4096)});
+  cases.push_back({"zero length", Write(0, 0, 0)});
+  cases.push_back({"unknown peer", [] {
+                     v1::WriteRequest w = Write(0, 0, 4096);
+                     w.set_peer("node-z");
+                     return w;
+                   }()});
+  cases.push_back({"slice too small", [] {
+                     v1::WriteRequest w = Write(0, 0, 65536);
+                     w.set_slice_size(1024);
+                     return w;
+                   }()});
+  v1::WriteRequest overlap = small;
+  overlap.mutable_blocks()->mutable_list()->set_dst_offsets(Packed({0, 2048, 81920}));
+  cases.push_back({"overlapping blocks", overlap});
+  for (const auto& [name, request] : cases) {
+    std::memset(dst_->data(), 0, kSize);
+    absl::StatusOr<v1::Transfer> over_ring = ring_->Write(request);
+    const std::vector<uint8_t> ring_bytes(dst_->data(), dst_->data() + kSize);
+    std::memset(dst_->data(), 0, kSize);
+    absl::StatusOr<v1::Transfer> over_grpc = grpc_->Write(request);
+    ASSERT_EQ(over_ring.status(), over_grpc.status()) << name;
+    if (!over_ring.ok()) continue;
+    EXPECT_EQ(over_ring->state(), over_grpc->state()) << name;
+    EXPECT_EQ(over_ring->state(), v1::TRANSFER_STATE_DONE) << name << ": "
+                                                           << over_ring->error().message();
+    EXPECT_EQ(over_ring->length(), over_grpc->length()) << name;
+    EXPECT_EQ(over_ring->bytes_done(), over_grpc->bytes_done()) << name;
+    EXPECT_EQ(over_ring->blocks(), over_grpc->blocks()) << name;
+    EXPECT_EQ(over_ring->slices(), over_grpc->slices()) << name;
+    EXPECT_TRUE(std::equal(ring_bytes.begin(), ring_bytes.end(), dst_->data()))
+        << name << ": the ring placed other bytes than gRPC";
+    EXPECT_FALSE(std::all_of(ring_bytes.begin(), ring_bytes.end(), [](uint8_t b) { return b == 0; }))
+        << name << ": nothing landed";
+  }
+}
+
+TEST_F(RingIntegrationTest, ReadsAndLayoutsGoThroughTheRingToo) {
+  for (uint64_t i = 0; i < kSize; ++i) dst_->data()[i] = static_cast<uint8_t>(i * 13);
+  v1::ReadRequest read;
+  read.set_peer("node-b");
+  read.set_src_region("dst");
+  read.set_src_offset(12345);
+  read.set_dst_region("src");
+  read.set_dst_offset(0);
+  read.set_length(1 << 20);
+  read.set_wait(true);
+  const v1::Transfer t = Unwrap(ring_->Read(read), "read");
+  ASSERT_EQ(t.state(), v1::TRANSFER_STATE_DONE) << t.error().message();
+  EXPECT_EQ(t.direction(), v1::Transfer::DIRECTION_READ);
+  EXPECT_EQ(std::memcmp(src_->data(), dst_->data() + 12345, 1 << 20), 0);
+
+  v1::PrepareLayoutRequest local, remote;
+  local.set_name("l-src");
+  local.set_region("src");
+  local.set_block_length(4096);
+  local.set_count(64);
+  local.set_stride(4096);
+  remote = local;
+  remote.set_name("l-dst");
+  remote.set_region("dst");
+  remote.set_peer("node-b");
+  Unwrap(ring_->PrepareLayout(local), "local layout");
+  Unwrap(ring_->PrepareLayout(remote), "remote layout");
+  v1::WriteRequest w;
+  w.set_peer("node-b");
+  w.set_wait(true);
+  std::vector<uint32_t> from = {0, 1, 2, 63}, to = {10, 11, 12, 0};
+  w.mutable_blocks()->mutable_layout()->set_src_layout("l-src");
+  w.mutable_blocks()->mutable_layout()->set_dst_layout("l-dst");
+  w.mutable_blocks()->mutable_layout()->set_src_indices(Packed32(from));
+  w.mutable_blocks()->mutable_layout()->set_dst_indices(Packed32(to));
+  const v1::Transfer lt = Unwrap(ring_->Write(w), "layout write");
+  ASSERT_EQ(lt.state(), v1::TRANSFER_STATE_DONE) << lt.error().message();
+  EXPECT_EQ(lt.blocks(), 4u);
+  for (size_t i = 0; i < from.size(); ++i) {
+    EXPECT_EQ(std::memcmp(src_->data() + from[i] * 4096, dst_->data() + to[i] * 4096, 4096), 0);
+  }
+}
+
+// A ring transfer is the daemon's like any other: queued with its id,
+// listed, watched and waited for over gRPC, counted in the stats.
+TEST_F(RingIntegrationTest, RingTransfersAreListedWatchedAndCounted) {
+  v1::WriteRequest w = Write(0, 0, 4 << 20);
+  w.set_wait(false);
+  w.set_slice_size(64 << 10);
+  w.set_label("from-the-ring");
+  const v1::Transfer queued = Unwrap(ring_->Write(w), "write");
+  ASSERT_NE(queued.id(), 0u);
+  EXPECT_EQ(queued.length(), 4u << 20);
+  const v1::Transfer done = Unwrap(grpc_->WaitTransfer(queued.id()), "wait over gRPC");
+  EXPECT_EQ(done.state(), v1::TRANSFER_STATE_DONE);
+  EXPECT_EQ(done.label(), "from-the-ring");
+  EXPECT_EQ(std::memcmp(src_->data(), dst_->data(), 4 << 20), 0);
+  v1::ListTransfersRequest list;
+  list.set_include_finished(true);
+  const v1::ListTransfersResponse all = Unwrap(grpc_->ListTransfers(list), "list");
+  EXPECT_TRUE(std::any_of(all.transfers().begin(), all.transfers().end(),
+                          [&](const v1::Transfer& t) { return t.id() == queued.id(); }));
+  const v1::Stats stats = Unwrap(grpc_->GetStats(), "stats");
+  EXPECT_GE(stats.transfers_done(), 1u);
+}
+
+// Garbage in its own rings gets a client errors, never the daemon's
+// attention elsewhere: another client's writes carry on meanwhile.
+TEST_F(RingIntegrationTest, AHostileClientGetsErrorsAndHurtsNoOneElse) {
+  RawRings raw(a_->unix_target());
+  const uint32_t peer = raw.Intern("node-b"), src = raw.Intern("src"), dst = raw.Intern("dst");
+  ASSERT_NE(peer, 0u);
+  std::mt19937_64 random(7);
+  uint64_t tail = 0;
+  auto put = [&](const rings::Sqe& e) {
+    raw.sq()[tail & (raw.geometry().sq_entries - 1)] = e;
+    raw.Publish(++tail);
+  };
+  // Random bytes as an entry: refused, naming what is wrong.
+  rings::Sqe junk;
+  for (auto* w = reinterpret_cast<uint64_t*>(&junk); w < reinterpret_cast<uint64_t*>(&junk + 1);
+       ++w) {
+    *w = random();
+  }
+  junk.ext = 0;
+  put(junk);
+  std::string message;
+  std::optional<rings::Cqe> c = raw.Completion(0, &message);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->code, static_cast<uint32_t>(absl::StatusCode::kInvalidArgument)) << message;
+  EXPECT_EQ(c->transfer_id, 0u);
+  // Arrays beyond the buffer area: refused.
+  rings::Sqe list{};
+  list.opcode = rings::kOpWrite;
+  list.form = rings::kFormList;
+  list.peer = peer;
+  list.src = src;
+  list.dst = dst;
+  list.user_data = 42;
+  list.a = 1000;
+  list.b = 4096;
+  list.c = raw.geometry().buffer_bytes - 8;
+  put(list);
+  c = raw.Completion(1, &message);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->user_data, 42u);
+  EXPECT_EQ(c->code, static_cast<uint32_t>(absl::StatusCode::kInvalidArgument));
+  EXPECT_NE(message.find("exceed the buffer area"), std::string::npos) << message;
+  // A handle never interned: refused, naming the field.
+  rings::Sqe unknown = list;
+  unknown.form = rings::kFormRange;
+  unknown.c = 4096;
+  unknown.dst = 999;
+  put(unknown);
+  c = raw.Completion(2, &message);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_NE(message.find("dst is handle 999"), std::string::npos) << message;
+  // Meanwhile a well-behaved client moves data as ever.
+  const v1::Transfer t = Unwrap(ring_->Write(Write(0, 0, 1 << 20)), "write");
+  EXPECT_EQ(t.state(), v1::TRANSFER_STATE_DONE);
+  EXPECT_EQ(std::memcmp(src_->data(), dst_->data(), 1 << 20), 0);
+  // The tail moved a whole ring ahead: the daemon stops serving these rings
+  // and says so; the other client is unaffected.
+  raw.Publish(tail + 1000);
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (rings::LoadAcquire(raw.header().closed.value) == 0 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  EXPECT_EQ(rings::LoadAcquire(raw.header().closed.value), 2u);
+  const v1::Transfer again = Unwrap(ring_->Write(Write(4096, 4096, 65536)), "write after");
+  EXPECT_EQ(again.state(), v1::TRANSFER_STATE_DONE);
+}
+
+// A client killed mid-transfer: its transfer ends, and its memory and
+// descriptors go with its session; nothing stays behind.
+TEST_F(RingIntegrationTest, AClientKilledMidTransferLeavesNothingBehind) {
+  const size_t fds_before = OpenFds(a_->pid());
+  // A process of its own (a fork of this one would share its gRPC state).
+  const std::string writer = RunfilePath("tests/integration/cpp/ring_writer");
+  const std::string size = std::to_string(kSize);
+  const std::string target = a_->unix_target();
+  char* argv[] = {const_cast<char*>(writer.c_str()), const_cast<char*>(target.c_str()),
+                  const_cast<char*>(size.c_str()), nullptr};
+  pid_t child = 0;
+  ASSERT_EQ(::posix_spawn(&child, writer.c_str(), nullptr, nullptr, argv, environ), 0);
+  // Until its transfer runs.
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  bool running = false;
+  while (!running && absl::Now() < deadline) {
+    const v1::ListTransfersResponse live = Unwrap(grpc_->ListTransfers({}), "list");
+    running = live.transfers_size() > 0;
+    if (!running) absl::SleepFor(absl::Milliseconds(2));
+  }
+  ASSERT_TRUE(running) << "the child's transfer never started";
+  ASSERT_EQ(::kill(child, SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFSIGNALED(status)) << "the writer ended before it was killed";
+  // Its transfer ends (cancelled with its session), and its session's
+  // descriptors close.
+  bool ended = false;
+  while (!ended && absl::Now() < deadline + absl::Seconds(10)) {
+    ended = Unwrap(grpc_->ListTransfers({}), "list").transfers_size() == 0 &&
+            OpenFds(a_->pid()) <= fds_before;
+    if (!ended) absl::SleepFor(absl::Milliseconds(5));
+  }
+  EXPECT_TRUE(ended) << "fds before " << fds_before << ", now " << OpenFds(a_->pid());
+  v1::ListTransfersRequest finished;
+  finished.set_include_finished(true);
+  const v1::ListTransfersResponse all = Unwrap(grpc_->ListTransfers(finished), "list");
+  ASSERT_GE(all.transfers_size(), 1);
+  EXPECT_EQ(all.transfers(0).state(), v1::TRANSFER_STATE_CANCELLED);
+  EXPECT_NE(all.transfers(0).error().message().find("session closed"), std::string::npos)
+      << all.transfers(0).error().message();
+}
+
+// Sessions opened and closed by a thousand clients leave no descriptor or
+// mapping behind in the daemon.
+TEST_F(RingIntegrationTest, AThousandSessionsLeakNothing) {
+  const size_t fds_before = OpenFds(a_->pid());
+  for (int i = 0; i < 1000; ++i) {
+    RawRings raw(a_->unix_target());
+    ASSERT_NE(raw.Intern("src"), 0u);
+  }
+  bool settled = false;
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (!settled && absl::Now() < deadline) {
+    settled = OpenFds(a_->pid()) <= fds_before;
+    if (!settled) absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_TRUE(settled) << "fds before " << fds_before << ", after " << OpenFds(a_->pid());
+  std::ifstream maps("/proc/" + std::to_string(a_->pid()) + "/maps");
+  std::string line;
+  int ring_maps = 0;
+  while (std::getline(maps, line)) ring_maps += line.find("xferd-rings") != std::string::npos;
+  EXPECT_LE(ring_maps, 2) << "ring mappings left (the two test clients' own are allowed)";
+}
+
+}  // namespace
+}  // namespace xferd::integration
