@@ -39,7 +39,8 @@ deploy/install-deps.sh image </dev/null
 work=$(mktemp -d /tmp/xferd-image.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 if [ -z "$deb" ]; then
-  deploy/build-deb.sh "$work/dist"
+  # Only carries the files into the image: compressed for speed, not size.
+  DPKG_DEB_COMPRESSOR_TYPE=gzip DPKG_DEB_COMPRESSOR_LEVEL=1 deploy/build-deb.sh "$work/dist"
   deb=$(ls "$work"/dist/xferd_*_amd64.deb)
 fi
 version=$(dpkg-deb -f "$deb" Version)

@@ -118,7 +118,7 @@ def drain(daemon: Daemon, pid: int, wait: float) -> int:
         if left == 0:
             print("xferd refuses new transfers and has none in flight: drained", flush=True)
             return 0
-        time.sleep(0.1)
+        time.sleep(0.02)
     print(f"xferd has not drained within {wait:g} s; it fails what is left at "
           "engine.drain_timeout", flush=True)
     return 1
