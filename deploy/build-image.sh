@@ -105,7 +105,7 @@ podman import --quiet \
   --message "xferd $version on Debian 12" \
   "$work/rootfs.tar" "$image" >/dev/null
 if [ -n "$save" ]; then
-  podman save --format oci-archive -o "$save" "$image"
+  podman save --quiet --format oci-archive -o "$save" "$image"
   echo "saved $save"
 fi
 size=$(podman image inspect --format '{{.Size}}' "$image")
