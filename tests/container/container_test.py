@@ -343,7 +343,7 @@ class Stage:
         if self.prom is not None:
             self.prom.stop()
         if self.etcd is not None:
-            self.etcd.stop()
+            self.etcd.close()
 
 
 def main() -> int:
@@ -356,6 +356,7 @@ def main() -> int:
                         help="the image was built (else its checks fail, saying so)")
     args = parser.parse_args()
     sys.path.insert(0, os.path.join(args.root, "tests", "testing", "python"))
+    os.environ["TEST_TMPDIR"] = args.work  # where the etcd helper keeps its data
     s, check = Stage(args), Checks()
     check("promtool check rules", lambda: run("promtool", "check", "rules", s.rules).strip()
           .splitlines()[-1].strip())
