@@ -28,8 +28,13 @@ needed=$(objdump -p "${bins[@]}" | awk '/NEEDED/ {print $2}' | sort -u)
 libs=$(ldd "${bins[@]}" | awk -v want="$needed" '
   BEGIN { n = split(want, w, "\n"); for (i = 1; i <= n; i++) direct[w[i]] = 1 }
   ($1 in direct) && /=> \// { print $3 }' | sort -u)
-depends=$(for lib in $libs; do dpkg -S "$(readlink -f "$lib")" 2>/dev/null || dpkg -S "$lib"; done |
-  cut -d: -f1 | sort -u | grep -v '^libc6$' | paste -sd, | sed 's/,/, /g')
+# One dpkg -S for all (each call reads the whole package database): every
+# library by its resolved path and by the path ldd gave (one of the two is
+# the packaged one when /usr is merged; dpkg -S fails for the other).
+# shellcheck disable=SC2046
+owners=$(dpkg -S $(for lib in $libs; do readlink -f "$lib"; echo "$lib"; done) 2>/dev/null || true)
+depends=$(cut -d: -f1 <<<"$owners" | sort -u | grep -v '^libc6$' | paste -sd, | sed 's/,/, /g')
+[ -n "$depends" ] || { echo "build-deb.sh: no package owns the libraries the binaries load" >&2; exit 1; }
 depends="libc6, $depends, ibverbs-providers, python3-grpcio, python3-protobuf"
 
 mkdir -p "$stage/pkg/DEBIAN"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages xferd needs to build, run and test, but only
 # those missing: a machine that has them all makes no apt call at all.
-# Usage: deploy/install-deps.sh [build|test|all]   (default: all)
+# Usage: deploy/install-deps.sh [build|image|test|all]   (default: all)
 set -euo pipefail
 
 # Build and run: Bazel (offline, Debian's bazel-bootstrap), gRPC/protobuf,
@@ -31,11 +31,29 @@ TEST_PACKAGES=(
   systemd binutils python3-prometheus-client python3-numpy clang libclang-rt-14-dev
   etcd-server etcd-client python3-venv python3-mypy
 )
+# The container image (deploy/build-image.sh): mmdebstrap builds its root file
+# system, podman imports and runs it, with runc (crun cannot run on hosts
+# whose cgroups are v1 only).
+IMAGE_PACKAGES=(mmdebstrap podman runc)
+# The container stage (tests/container/run.sh): Prometheus and promtool for
+# the alert rules and the dashboard's queries, and Debian's kubectl
+# (kubernetes-client) for the manifests. A kubectl package from elsewhere
+# owning /usr/bin/kubectl conflicts with it: then it is left alone, and the
+# stage unpacks Debian's kubectl for itself (tests/container/run.sh).
+CONTAINER_TEST_PACKAGES=(prometheus python3-yaml)
+if ! dpkg-query -S /usr/bin/kubectl >/dev/null 2>&1 ||
+  dpkg-query -S /usr/bin/kubectl 2>/dev/null | grep -q '^kubernetes-client:'; then
+  CONTAINER_TEST_PACKAGES+=(kubernetes-client)
+fi
 
 case "${1:-all}" in
   build) wanted=("${BUILD_PACKAGES[@]}") ;;
-  test | all) wanted=("${BUILD_PACKAGES[@]}" "${TEST_PACKAGES[@]}") ;;
-  *) echo "usage: $0 [build|test|all]" >&2; exit 2 ;;
+  image) wanted=("${IMAGE_PACKAGES[@]}") ;;
+  test | all)
+    wanted=("${BUILD_PACKAGES[@]}" "${TEST_PACKAGES[@]}" "${IMAGE_PACKAGES[@]}"
+      "${CONTAINER_TEST_PACKAGES[@]}")
+    ;;
+  *) echo "usage: $0 [build|image|test|all]" >&2; exit 2 ;;
 esac
 
 missing=()

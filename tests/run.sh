@@ -20,7 +20,10 @@
 #                         daemons over TCP, alone (prints throughput, latency
 #                         and memory);
 #   6. tests/deploy/run.sh    the .deb, its unit (systemd-analyze verify),
-#                         configuration and Python package;
+#                         configuration and Python package; then
+#      tests/container/run.sh   the container image, the Kubernetes
+#                         manifests, alert rules and dashboard (podman,
+#                         kubectl, promtool, a real Prometheus);
 #   7. tests/softroce/run.sh   the same suites as 1 over real verbs
 #                         (Soft-RoCE) in a qemu VM;
 #   8. tests/faults/run.sh     faults between daemons in network namespaces
@@ -76,6 +79,7 @@ else
 fi
 stage "load" bazel test //tests/load:load_test --test_output=all
 stage "deploy" tests/deploy/run.sh
+stage "container" tests/container/run.sh
 if [ "${XFERD_SKIP_VM:-0}" = 1 ]; then
   say "skipping the VM stages: softroce, faults (XFERD_SKIP_VM=1)"
 else
