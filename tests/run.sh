@@ -12,7 +12,8 @@
 #                         refuses dependencies against the layering;
 #   2. bazel test --config=asan //...   the same under AddressSanitizer,
 #                         LeakSanitizer and UBSan (gcc; daemons included;
-#                         not installed_wheel_test, see .bazelrc);
+#                         not installed_wheel_test nor the Python client's
+#                         own tests, which run no C++: see .bazelrc);
 #   3. bazel test --config=tsan //...   the same under ThreadSanitizer (unit
 #                         and transport conformance tests; see .bazelrc);
 #   4. tests/fuzz/run.sh   every libFuzzer target (clang) for a bounded time;
