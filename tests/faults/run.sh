@@ -6,6 +6,9 @@
 #
 #   tests/faults/run.sh            install what is missing, build, run
 #   tests/faults/run.sh --no-build run what is already built
+# XFERD_BAZEL_BIN: Bazel's bin directory holding the build (default: where
+# bazel-bin points now; tests/run.sh passes the physical path, since it
+# builds the .deb with --config=opt, which moves bazel-bin, while this runs).
 #
 # Exit status: pytest's (0 when every test passed); 125 when the VM gave no
 # result (see vm_run.sh).
@@ -17,9 +20,10 @@ if [ "${1:-}" != "--no-build" ]; then
   tests/softroce/install_deps.sh
   bazel build //tests/faults:faults_test
 fi
-runfiles=$root/bazel-bin/tests/faults/faults_test.runfiles
+bin=${XFERD_BAZEL_BIN:-$root/bazel-bin}
+runfiles=$bin/tests/faults/faults_test.runfiles
 # TEST_TMPDIR: the guest's own tmpfs (its root is the host's, read-only).
 exec tests/softroce/vm_run.sh --no-rdma -t "${XFERD_FAULTS_TIMEOUT:-900}" \
   -e XFERD_TEST_TRANSPORT=tcp -e TEST_WORKSPACE=xferd -e TEST_TMPDIR=/tmp/xferd-faults \
   -e RUNFILES_DIR="$runfiles" -e TEST_SRCDIR="$runfiles" \
-  -- bash -c 'mkdir -p "$TEST_TMPDIR" && exec "$0" -s "$@"' "$root/bazel-bin/tests/faults/faults_test" ${XFERD_FAULTS_ARGS:-}
+  -- bash -c 'mkdir -p "$TEST_TMPDIR" && exec "$0" -s "$@"' "$bin/tests/faults/faults_test" ${XFERD_FAULTS_ARGS:-}
