@@ -75,7 +75,8 @@ struct Sqe {
   uint8_t ext;  // SQ slots after this one holding its arrays (<= kMaxExt)
   uint8_t flags;
   uint16_t slice_kib;  // slice size in KiB; 0: the daemon's default
-  uint16_t reserved0;  // 0
+  uint8_t priority;    // 0: the default class (no class beyond it exists yet)
+  uint8_t reserved0;   // 0
   uint32_t peer;       // name handle: node id or address
   uint32_t src;        // name handle: region (layout for kFormLayout)
   uint32_t dst;        // name handle: region (layout for kFormLayout)

@@ -107,6 +107,10 @@ absl::Status CheckHeader(const Sqe& e) {
   if (e.reserved0 != 0 || e.reserved1 != 0) {
     return absl::InvalidArgumentError("reserved fields must be 0");
   }
+  if (e.priority != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("priority ", int{e.priority}, " is unknown: this daemon has only 0"));
+  }
   if (e.ext > kMaxExt) {
     return absl::InvalidArgumentError(
         absl::StrCat("ext is ", int{e.ext}, ": at most ", kMaxExt, " inline slots"));
