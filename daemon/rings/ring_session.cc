@@ -185,7 +185,7 @@ void RingSession::Complete(uint64_t user_data, uint64_t transfer_id, uint8_t sta
   const absl::string_view message = status.message();
   const size_t kept = std::min(message.size(), kMessageBytes);
   char* slot = memory_->message(pos);
-  std::memcpy(slot, message.data(), kept);
+  if (kept > 0) std::memcpy(slot, message.data(), kept);  // an OK status's data() is null
   if (kept < message.size()) std::memcpy(slot + kept - 3, "...", 3);  // cut
   c.message_bytes = static_cast<uint16_t>(kept);
   StoreRelease(c.seq, pos + 1);
