@@ -252,6 +252,7 @@ absl::Status StartEngine(const Config& config, Daemon& d) {
                         absl::StrCat("the engine: ", engine.status().message()));
   }
   d.engine = *std::move(engine);
+  d.engine->SetDeviceQuery(transport::QueryHostDevices);
   return absl::OkStatus();
 }
 

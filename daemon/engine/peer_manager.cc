@@ -167,6 +167,9 @@ absl::StatusOr<PeerInfo> PeerManager::ConnectNow(const std::string& address, abs
         reply->endpoints.tcp.host = grpc->host;
       }
     }
+    status = transport_.CheckEndpoints(reply->endpoints);
+  }
+  if (status.ok()) {
     status = link->Connect(transport::PeerIdentity{reply->node.node_id, reply->node.incarnation},
                            reply->endpoints, deadline);
   }
@@ -208,6 +211,7 @@ absl::StatusOr<HandshakeMessage> PeerManager::AcceptHandshake(const HandshakeMes
                                                       self.node_id,
                                                       "': give every daemon a unique node_id"));
   }
+  RETURN_IF_ERROR(transport_.CheckEndpoints(request.endpoints));
   HandshakeMessage reply{self, {}, NewLinkId()};
   ASSIGN_OR_RETURN(
       std::shared_ptr<transport::Link> link,

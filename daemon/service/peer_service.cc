@@ -132,7 +132,7 @@ grpc::ServerUnaryReactor* PeerServiceImpl::CommitRejoin(grpc::CallbackServerCont
   if (absl::Status s = auth_.CheckCaller(*context, request->node_id()); !s.ok()) {
     return Reply(context, s);
   }
-  if (request->devices_size() > static_cast<int>(kMaxDevices)) {
+  if (request->devices_size() > static_cast<int>(transport::kMaxDevices)) {
     return Reply(context, absl::InvalidArgumentError("commit names too many RDMA devices"));
   }
   const std::vector<uint32_t> devices(request->devices().begin(), request->devices().end());

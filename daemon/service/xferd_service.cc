@@ -15,7 +15,6 @@
 #include "daemon/service/proto_convert.h"
 #include "daemon/service/region_watch.h"
 #include "daemon/service/status_convert.h"
-#include "daemon/transport/verbs/device.h"
 
 namespace xferd::service {
 
@@ -386,8 +385,7 @@ grpc::ServerUnaryReactor* XferdServiceImpl::GetStats(grpc::CallbackServerContext
 grpc::ServerUnaryReactor* XferdServiceImpl::ListDevices(grpc::CallbackServerContext* context,
                                                         const v1::ListDevicesRequest*,
                                                         v1::ListDevicesResponse* response) {
-  absl::StatusOr<std::vector<transport::verbs::DeviceInfo>> devices =
-      transport::verbs::QueryDevices();
+  absl::StatusOr<std::vector<transport::DeviceInfo>> devices = engine_.HostDevices();
   if (devices.ok()) {
     ToProto(*devices, engine_.Stats().transport.devices, engine_.rdma_port(), response);
   }

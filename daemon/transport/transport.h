@@ -209,6 +209,12 @@ class Transport : public memory::RegionRegistrar {
   // `link`: INVALID_ARGUMENT when it is malformed (e.g. rkeys that do not
   // cover the region, or too few lanes of them). Any thread.
   virtual absl::Status CheckRemoteRegion(const RemoteRegion& region, const Link& link) const = 0;
+  // Checks a peer's endpoints (its handshake, its answer to ours, a rejoin
+  // offer or answer) before a link uses them: INVALID_ARGUMENT naming what
+  // this transport cannot take (verbs: queue pairs, devices, the notice
+  // ring). Another transport's endpoints pass: AcceptLink and Connect refuse
+  // them, naming both transports. Any thread.
+  virtual absl::Status CheckEndpoints(const LinkEndpoints& remote) const = 0;
 
   // Lanes (QPs or connections) and memory registrations open right now, for
   // stats and leak checks. Any thread.

@@ -102,6 +102,12 @@ class FakeTransport final : public transport::Transport {
                                  const transport::Link&) const override {
     return absl::OkStatus();
   }
+  // The fake has no limits of its own: it answers `refuse_endpoints` (OK
+  // unless a test sets it before the handshake it means to fail).
+  absl::Status CheckEndpoints(const transport::LinkEndpoints&) const override {
+    return refuse_endpoints;
+  }
+  absl::Status refuse_endpoints;
   // Lanes of connected, unbroken links; registrations still alive.
   transport::TransportStats stats() const override;
   absl::StatusOr<std::unique_ptr<memory::TransportRegistration>> RegisterMemory(

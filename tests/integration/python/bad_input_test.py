@@ -11,6 +11,7 @@ import sys
 import tempfile
 from typing import Callable, Dict, Iterator, Type
 
+import grpc
 import pytest
 
 import pytest_main
@@ -18,6 +19,7 @@ import xferd
 from conftest import Regions
 from daemons import TRANSPORT, Cluster
 from testlib import WAIT_S, fill, sha
+from xferd.v1 import common_pb2, peer_pb2, peer_pb2_grpc
 
 DAEMONS = ("a", "b")
 CONNECT = (("a", "b"),)
@@ -322,6 +324,34 @@ def test_connect_to_nobody(clients: Clients) -> None:
 def test_connect_to_itself(cluster: Cluster, clients: Clients) -> None:
     expect(xferd.FailedPrecondition, "a daemon cannot connect to itself (node 'a')",
            clients["a"].connect_peer, cluster["a"].address)
+
+
+def test_handshake_endpoints_the_transport_cannot_take(cluster: Cluster,
+                                                      clients: Clients) -> None:
+    """A peer whose handshake offers endpoints b's transport cannot take (TCP:
+    a session token over 64 bytes; verbs: a QPN beyond 24 bits) is refused
+    with INVALID_ARGUMENT saying what, and b links nothing."""
+    request = peer_pb2.HandshakeRequest(
+        version=peer_pb2.PROTOCOL_VERSION_1,
+        caller=peer_pb2.NodeIdentity(node_id="m", incarnation=7, address="127.0.0.1:1"))
+    endpoints = request.endpoints
+    endpoints.lanes = 1
+    if TRANSPORT == "tcp":
+        endpoints.transport = common_pb2.TRANSPORT_KIND_TCP
+        endpoints.tcp.session_token = b"t" * 65
+        what = "malformed TCP endpoint in handshake"
+    else:
+        endpoints.transport = common_pb2.TRANSPORT_KIND_VERBS
+        endpoints.queue_pairs.add(qpn=1 << 24, psn=1, gid=bytes(16), mtu=1024)
+        endpoints.notice_ring_slots = 32
+        endpoints.max_rd_atomic = endpoints.max_dest_rd_atomic = 1
+        what = "malformed queue pair endpoint in handshake"
+    with grpc.insecure_channel(cluster["b"].address) as channel:
+        with pytest.raises(grpc.RpcError) as raised:
+            peer_pb2_grpc.PeerServiceStub(channel).Handshake(request, timeout=WAIT_S)
+    assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT, raised.value
+    assert raised.value.details() == what, raised.value.details()
+    assert "m" not in {p.node_id for p in clients["b"].peers()}
 
 
 def test_empty_batch(clients: Clients) -> None:
