@@ -216,21 +216,28 @@ void XferdServiceImpl::SubmitAndReply(
                  });
 }
 
+grpc::ServerUnaryReactor* XferdServiceImpl::SubmitOne(grpc::CallbackServerContext* context,
+                                                      absl::StatusOr<Submission> submission,
+                                                      v1::Transfer* response) {
+  if (!submission.ok()) return Reply(context, submission.status());
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  std::vector<engine::TransferSpec> specs;
+  specs.push_back(std::move(submission->spec));
+  SubmitAndReply(std::move(specs), /*batch=*/false, submission->linger, FinishWith(reactor),
+                 FillOne(response));
+  return reactor;
+}
+
 grpc::ServerUnaryReactor* XferdServiceImpl::Write(grpc::CallbackServerContext* context,
                                                   const v1::WriteRequest* request,
                                                   v1::Transfer* response) {
-  absl::StatusOr<engine::TransferSpec> spec = FromProto(*request);
-  absl::StatusOr<absl::Duration> linger = ReplyLinger(*request);
-  if (!spec.ok()) return Reply(context, spec.status());
-  if (!linger.ok()) return Reply(context, linger.status());
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  std::vector<engine::TransferSpec> writes;
-  writes.push_back(*std::move(spec));
-  SubmitAndReply(std::move(writes), /*batch=*/false, *linger, FinishWith(reactor),
-                 [response](const std::vector<engine::TransferInfo>& infos) {
-                   ToProto(infos.front(), response);
-                 });
-  return reactor;
+  return SubmitOne(context, SubmissionFromProto(*request), response);
+}
+
+grpc::ServerUnaryReactor* XferdServiceImpl::Read(grpc::CallbackServerContext* context,
+                                                 const v1::ReadRequest* request,
+                                                 v1::Transfer* response) {
+  return SubmitOne(context, SubmissionFromProto(*request), response);
 }
 
 grpc::ServerUnaryReactor* XferdServiceImpl::SubmitBatch(grpc::CallbackServerContext* context,
@@ -327,12 +334,7 @@ grpc::ServerUnaryReactor* XferdServiceImpl::WaitTransfer(grpc::CallbackServerCon
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
     std::vector<std::shared_ptr<engine::Transfer>> one;
     one.push_back(std::move(t));
-    TransferWaiter::Start(
-        watch_loop_, std::move(one),
-        [response](const std::vector<engine::TransferInfo>& infos) {
-          ToProto(infos.front(), response);
-        },
-        FinishWith(reactor));
+    TransferWaiter::Start(watch_loop_, std::move(one), FillOne(response), FinishWith(reactor));
     return reactor;
   }
   // Finished and reduced to its snapshot (or unknown): the snapshot is final.
