@@ -48,8 +48,13 @@ struct TransferSpec {
   uint64_t request_blocks = 1;
   uint64_t slice_size = 0;                            // 0: the daemon's default
   absl::Duration timeout = absl::InfiniteDuration();  // from submission
-  std::string label;
+  std::string label;  // at most kMaxLabelBytes
 };
+
+// A label names a transfer in listings and history, which keep it: a longer
+// one is refused, so a page of transfers stays far below a client's message
+// limit.
+inline constexpr size_t kMaxLabelBytes = 256;
 
 // A consistent copy of a transfer's state for replies.
 inline bool IsRead(const TransferSpec& spec) { return spec.direction == transport::OpKind::kRead; }

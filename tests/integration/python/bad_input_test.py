@@ -149,6 +149,24 @@ def test_timeout_not_positive(clients: Clients, timeout: float) -> None:
            timeout=timeout)
 
 
+@pytest.mark.starts(1)
+def test_labels_are_bounded(clients: Clients) -> None:
+    """A label names its transfer in every listing (1 MiB of it would make one
+    page of ListTransfers exceed a stock client's 4 MiB): beyond 256 bytes it
+    is refused, saying so, in a write or a batch; 256 bytes are kept whole."""
+    a = clients["a"]
+    for size in (257, 1 << 20):
+        expect(xferd.InvalidArgument, f"label is {size} bytes; at most 256 bytes are kept",
+               a.write, "src", "b", "probe", 4096, label="x" * size)
+    expect(xferd.InvalidArgument, "write #1: label is 300 bytes; at most 256 bytes are kept",
+           a.submit_batch, [xferd.WriteSpec("src", "b", "probe", 4096),
+                            xferd.WriteSpec("src", "b", "probe", 4096, label="y" * 300)])
+    label = "l" * 256
+    done = a.write("src", "b", "probe", 4096, label=label, wait=True).wait(WAIT_S)
+    assert done.label == label
+    assert a.transfer(done.id).label == label
+
+
 def test_destination_without_remote_write(clients: Clients, regions: Regions) -> None:
     regions.make("b", "readonly", SIZE)
     expect(xferd.PermissionDenied, "region 'readonly' on peer 'b' does not allow remote writes",
