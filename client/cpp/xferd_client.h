@@ -66,6 +66,7 @@ class Client {
   const std::string& target() const { return target_; }
 
   // ---- regions ----
+  // `request.backing` is required (INVALID_ARGUMENT without one).
   absl::StatusOr<v1::Region> RegisterRegion(const v1::RegisterRegionRequest& request);
   absl::StatusOr<v1::DeregisterRegionResponse> DeregisterRegion(const std::string& name,
                                                                 bool force = false);

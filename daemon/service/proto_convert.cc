@@ -47,7 +47,11 @@ absl::StatusOr<memory::RegionSpec> FromProto(const v1::RegisterRegionRequest& r)
   spec.name = r.name();
   spec.size = r.size();
   switch (r.backing()) {
-    case v1::REGION_BACKING_UNSPECIFIED:  // anonymous is the natural default
+    case v1::REGION_BACKING_UNSPECIFIED:
+      return absl::InvalidArgumentError(absl::StrCat(
+          "region '", r.name(),
+          "' has no backing: choose anonymous (daemon memory), shm (memory local clients map) "
+          "or file (a mapped file under regions.file_dirs)"));
     case v1::REGION_BACKING_ANONYMOUS:
       spec.backing = memory::Backing::kAnonymous;
       break;
@@ -58,7 +62,8 @@ absl::StatusOr<memory::RegionSpec> FromProto(const v1::RegisterRegionRequest& r)
       spec.backing = memory::Backing::kFile;
       break;
     default:
-      return absl::InvalidArgumentError(absl::StrCat("unknown region backing ", r.backing()));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "unknown region backing ", r.backing(), ": choose anonymous, shm or file"));
   }
   spec.access.remote_write = r.access().remote_write();
   spec.access.remote_read = r.access().remote_read();

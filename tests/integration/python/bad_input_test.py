@@ -19,7 +19,7 @@ import xferd
 from conftest import Regions
 from daemons import TRANSPORT, Cluster
 from testlib import WAIT_S, fill, sha
-from xferd.v1 import common_pb2, peer_pb2, peer_pb2_grpc
+from xferd.v1 import common_pb2, peer_pb2, peer_pb2_grpc, xferd_pb2
 
 DAEMONS = ("a", "b")
 CONNECT = (("a", "b"),)
@@ -233,6 +233,22 @@ def test_bad_region_sizes_and_options(cluster: Cluster, clients: Clients) -> Non
         a.deregister_region("n")
     assert a.register_region("n", 4 * KiB).numa_node == -1
     a.deregister_region("n")
+
+
+def test_a_region_needs_a_backing(clients: Clients) -> None:
+    """No default: a RegisterRegion that names no backing is refused, naming
+    the three, and nothing is registered (the clients always send one)."""
+    a = clients["a"]
+    with pytest.raises(grpc.RpcError) as raised:
+        a.stub.RegisterRegion(xferd_pb2.RegisterRegionRequest(name="nob", size=4 * KiB),
+                              timeout=WAIT_S)
+    assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT, raised.value
+    assert raised.value.details() == (
+        "region 'nob' has no backing: choose anonymous (daemon memory), shm (memory local "
+        "clients map) or file (a mapped file under regions.file_dirs)"), raised.value.details()
+    assert "nob" not in {r.name for r in a.regions()}
+    with pytest.raises(ValueError, match="backing must be one of"):
+        a.register_region("nob", 4 * KiB, backing="")  # type: ignore[arg-type]
 
 
 def test_file_regions_stay_inside_the_data_directories(cluster: Cluster, clients: Clients) -> None:
