@@ -110,6 +110,28 @@ bool WaitForSsl(SSL* ssl, int rc, absl::Time deadline, absl::Status* status) {
   return true;
 }
 
+// Runs `step` (SSL_read_ex or SSL_write_ex) until `len` bytes of `p` went
+// through, waiting on the socket as OpenSSL asks, until `deadline`.
+template <typename Byte, typename Step>
+absl::Status Exactly(SSL* ssl, Byte* p, size_t len, absl::Time deadline, Step step,
+                     const char* what, const char* closed) {
+  while (len > 0) {
+    size_t n = 0;
+    const int rc = step(ssl, p, len, &n);
+    if (rc == 1) {
+      p += n;
+      len -= n;
+      continue;
+    }
+    absl::Status waited;
+    if (!WaitForSsl(ssl, rc, deadline, &waited)) {
+      return absl::UnavailableError(absl::StrCat(what, OpenSslError(closed)));
+    }
+    if (!waited.ok()) return waited;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<LaneTls>> LaneTls::Create(const LaneTlsFiles& files,
@@ -171,42 +193,13 @@ TlsStep LaneTls::Accept(SSL* ssl, std::string* error) {
 }
 
 absl::Status LaneTls::WriteExactly(SSL* ssl, const void* data, size_t len, absl::Time deadline) {
-  const char* p = static_cast<const char*>(data);
-  while (len > 0) {
-    size_t n = 0;
-    const int rc = SSL_write_ex(ssl, p, len, &n);
-    if (rc == 1) {
-      p += n;
-      len -= n;
-      continue;
-    }
-    absl::Status waited;
-    if (!WaitForSsl(ssl, rc, deadline, &waited)) {
-      return absl::UnavailableError(absl::StrCat("TLS write: ", OpenSslError("connection closed")));
-    }
-    if (!waited.ok()) return waited;
-  }
-  return absl::OkStatus();
+  return Exactly(ssl, static_cast<const char*>(data), len, deadline, SSL_write_ex, "TLS write: ",
+                 "connection closed");
 }
 
 absl::Status LaneTls::ReadExactly(SSL* ssl, void* data, size_t len, absl::Time deadline) {
-  char* p = static_cast<char*>(data);
-  while (len > 0) {
-    size_t n = 0;
-    const int rc = SSL_read_ex(ssl, p, len, &n);
-    if (rc == 1) {
-      p += n;
-      len -= n;
-      continue;
-    }
-    absl::Status waited;
-    if (!WaitForSsl(ssl, rc, deadline, &waited)) {
-      return absl::UnavailableError(
-          absl::StrCat("TLS read: ", OpenSslError("connection closed by peer")));
-    }
-    if (!waited.ok()) return waited;
-  }
-  return absl::OkStatus();
+  return Exactly(ssl, static_cast<char*>(data), len, deadline, SSL_read_ex, "TLS read: ",
+                 "connection closed by peer");
 }
 
 absl::Status LaneTls::CheckPeerNamed(SSL* ssl, const std::string& node_id) {
