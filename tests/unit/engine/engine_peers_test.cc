@@ -76,10 +76,7 @@ TEST_F(EnginePeersTest, ABrokenDevicePairRejoinsTheLiveLink) {
   ASSERT_TRUE(peer.ok()) << peer.status();
   FakeRejoins& on_a = a_->transport->rejoins();
   on_a.broken.store(true);
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (b_->transport->rejoins().commits.load() == 0 && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(10));
-  }
+  ASSERT_TRUE(WaitUntil([&] { return b_->transport->rejoins().commits.load() > 0; }));
   EXPECT_FALSE(on_a.broken.load());
   EXPECT_EQ(on_a.offers.load(), 1u);
   EXPECT_EQ(on_a.rejoined.load(), 1u);
@@ -177,7 +174,7 @@ TEST_F(EnginePeersTest, AReconnectWaitsForTheGoodbyeOfTheLinkBefore) {
   h_.rpc().SetGoodbyeDelay(absl::Milliseconds(200));
   ASSERT_TRUE(b_->engine->DisconnectPeer("a").ok());
   ASSERT_TRUE(h_.Connect(*b_, *a_).ok());
-  absl::SleepFor(absl::Milliseconds(300));  // long enough for a late goodbye to land
+  ASSERT_TRUE(WaitUntil([&] { return h_.rpc().goodbyes() == 1; })) << "the goodbye never landed";
   auto peers = a_->engine->ListPeers();
   ASSERT_EQ(peers.size(), 1u);
   EXPECT_EQ(peers[0].state, PeerState::kConnected) << "the old link's goodbye ended the new one";

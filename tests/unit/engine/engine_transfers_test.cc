@@ -201,7 +201,8 @@ TEST_F(EngineTransfersTest, ObserversHearTheEndOnce) {
   std::atomic<int> calls{0};
   if (!t->AddObserver([&](const engine::TransferInfo&) { ++calls; })) ++calls;
   h_.Wait(t);
-  absl::SleepFor(absl::Milliseconds(20));
+  // Observers hear of the end after it is visible: wait for the call.
+  ASSERT_TRUE(WaitUntil([&] { return calls.load() >= 1; }));
   EXPECT_EQ(calls.load(), 1);
   EXPECT_FALSE(t->AddObserver([](const engine::TransferInfo&) {}));
 }

@@ -11,22 +11,13 @@
 #include <utility>
 #include <vector>
 
-#include "daemon/base/endian.h"
+#include "tests/testing/landed_recorder.h"
 
 namespace xferd::engine {
 namespace {
 
-using Ranges = std::vector<std::pair<uint64_t, uint64_t>>;
-
-Ranges Unpack(const memory::LandedRanges& r) {
-  Ranges out;
-  const auto* o = reinterpret_cast<const uint8_t*>(r.offsets.data());
-  const auto* l = reinterpret_cast<const uint8_t*>(r.lengths.data());
-  for (size_t i = 0; 8 * i < r.offsets.size(); ++i) {
-    out.emplace_back(LoadLE<uint64_t>(o + 8 * i), LoadLE<uint64_t>(l + 8 * i));
-  }
-  return out;
-}
+using testing::Ranges;
+using testing::UnpackRanges;
 
 // Blocks of `length` bytes, block i from local i * length to remote
 // perm[i] * length.
@@ -45,15 +36,15 @@ TEST(LandedRangesTest, AShuffledWriteOverAWholeRegionIsOneRange) {
   std::iota(perm.begin(), perm.end(), 0);
   std::shuffle(perm.begin(), perm.end(), std::mt19937_64(11));
   const std::vector<transport::Block> blocks = Blocks(perm, 4096);
-  EXPECT_EQ(Unpack(*PackRanges(blocks, /*remote=*/true)), (Ranges{{0, 64 << 20}}));
+  EXPECT_EQ(UnpackRanges(*PackRanges(blocks, /*remote=*/true)), (Ranges{{0, 64 << 20}}));
   // The local side is in order: one range too.
-  EXPECT_EQ(Unpack(*PackRanges(blocks, /*remote=*/false)), (Ranges{{0, 64 << 20}}));
+  EXPECT_EQ(UnpackRanges(*PackRanges(blocks, /*remote=*/false)), (Ranges{{0, 64 << 20}}));
 }
 
 TEST(LandedRangesTest, HolesSplitRangesSortedByOffset) {
   // Destination blocks 7, 2, 3, 9, 8 (block 4-6 left alone): [2,4) and [7,10).
   const std::vector<transport::Block> blocks = Blocks({7, 2, 3, 9, 8}, 100);
-  EXPECT_EQ(Unpack(*PackRanges(blocks, /*remote=*/true)), (Ranges{{200, 200}, {700, 300}}));
+  EXPECT_EQ(UnpackRanges(*PackRanges(blocks, /*remote=*/true)), (Ranges{{200, 200}, {700, 300}}));
 }
 
 TEST(LandedRangesTest, PiecesCutAtTheSliceSizeJoinAgain) {
@@ -61,7 +52,7 @@ TEST(LandedRangesTest, PiecesCutAtTheSliceSizeJoinAgain) {
   const std::vector<transport::Block> blocks = {
       {0, 8 << 20, 1 << 20}, {1 << 20, 9 << 20, 1 << 20}, {2 << 20, 10 << 20, 1 << 20},
       {3 << 20, 0, 4096}};
-  EXPECT_EQ(Unpack(*PackRanges(blocks, /*remote=*/true)),
+  EXPECT_EQ(UnpackRanges(*PackRanges(blocks, /*remote=*/true)),
             (Ranges{{0, 4096}, {8 << 20, 3 << 20}}));
   EXPECT_TRUE(PackRanges({}, true)->offsets.empty());
 }
@@ -73,7 +64,7 @@ TEST(LandedRangesTest, ChunksHoldAtMostAMessageOfRanges) {
   const std::vector<memory::LandedRanges> chunks = ChunkRanges(*ranges);
   ASSERT_EQ(chunks.size(), 2u);
   EXPECT_EQ(chunks[0].offsets.size(), 8 * kRangesPerChunk);
-  EXPECT_EQ(Unpack(chunks[1]), (Ranges{{2 * 16 * kRangesPerChunk, 16},
+  EXPECT_EQ(UnpackRanges(chunks[1]), (Ranges{{2 * 16 * kRangesPerChunk, 16},
                                        {2 * 16 * (kRangesPerChunk + 1), 16},
                                        {2 * 16 * (kRangesPerChunk + 2), 16},
                                        {2 * 16 * (kRangesPerChunk + 3), 16},

@@ -174,6 +174,8 @@ TEST_F(TransferTest, EndsAreCountedBeforeTheyAreVisible) {
     loser_saw = held->state();
     loser_returned = true;
   });
+  // A window for the loser to return too early, were it wrong: what must not
+  // happen has no event to wait for.
   absl::SleepFor(absl::Milliseconds(20));
   EXPECT_FALSE(loser_returned) << "the losing Finish returned before the outcome was visible";
   blocking.release = true;
@@ -201,6 +203,7 @@ TEST_F(TransferTest, AReadEndedOtherwiseAsItsLastOpCompletesRaisesNoLandedEvent)
   while (!blocking.entered) std::this_thread::yield();
   // The cancel has decided but is not visible yet: the last op completes now.
   std::thread last_op([&] { read->OnReadDone(); });
+  // A window for the last op's Finish to publish an event, were it wrong.
   absl::SleepFor(absl::Milliseconds(20));
   blocking.release = true;
   canceller.join();
