@@ -194,7 +194,8 @@ void StripedLink::BuildStripes(uint32_t lanes, const PeerIdentity& peer) {
                                                 device_links_.front().link->ops_depth());
     for (DevicePairLink& d : device_links_) {
       if (!d.paired) continue;
-      stripe->AddDevice(d.link, &d.link->verbs_lane(i), &pollers_[i]->device(d.local_device),
+      stripe->AddDevice(d.link, &d.link->verbs_lane(i),
+                        &pollers_[i]->device(d.local_device).context().failovers,
                         Weight(d.rate_mbps));
     }
     stripes_.push_back(std::move(stripe));
