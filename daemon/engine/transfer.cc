@@ -6,6 +6,7 @@
 #include "daemon/engine/block_plan.h"
 #include "daemon/engine/landed_ranges.h"
 #include "daemon/engine/peer.h"
+#include "daemon/transport/transport.h"
 
 namespace xferd::engine {
 namespace {
@@ -119,6 +120,13 @@ void Transfer::MarkRunning() {
 
 bool Transfer::Finish(TransferState terminal, absl::Status error) {
   XFERD_DCHECK(IsTerminal(terminal));
+  // Looked into once, by the listener, which ends the transfer with what it
+  // found; the same failure of its other ops waits for that.
+  if (terminal == TransferState::kFailed && listener_ != nullptr &&
+      transport::IsAccessRefused(error)) {
+    if (explaining_.exchange(true)) return false;
+    if (listener_->ExplainFailure(*this, error)) return false;
+  }
   {
     MutexLock lock(&mu_);
     if (ending_) {

@@ -93,6 +93,12 @@ class TransferListener {
   virtual void OnTransferEnding(const class Transfer& transfer, const TransferInfo& outcome) = 0;
   // After: what depends on it being visible (history, logs).
   virtual void OnTransferFinished(const class Transfer& transfer, const TransferInfo& outcome) = 0;
+  // A failure the transport could not explain (transport::IsAccessRefused):
+  // true if the listener looks into it and ends the transfer itself; false
+  // to end it now with `error`. Once per transfer; must not block.
+  virtual bool ExplainFailure(const class Transfer& transfer, const absl::Status& error) {
+    return false;
+  }
 };
 
 class Transfer {
@@ -171,7 +177,9 @@ class Transfer {
 
   // ---- outcome (any thread) ----
   // Ends the transfer unless it already ended; returns whether this call did.
-  // Either way, once it returns the outcome is visible.
+  // Either way, once it returns the outcome is visible; except for a failure
+  // the transport could not explain, which the listener looks into first
+  // (ExplainFailure) while the transfer runs on: its ends then.
   bool Finish(TransferState terminal, absl::Status error);
   // Registers an observer of the end; returns false (and does not keep it)
   // if the transfer already ended.
@@ -202,6 +210,7 @@ class Transfer {
   std::atomic<bool> final_claimed_{false};
   std::atomic<uint64_t> bytes_done_{0};
   std::atomic<uint32_t> in_flight_{0};
+  std::atomic<bool> explaining_{false};  // a failure is being looked into
 
   mutable Mutex mu_;
   // The outcome is decided (by the first Finish) before it is published.

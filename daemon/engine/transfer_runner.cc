@@ -139,6 +139,14 @@ void TransferRunner::OnTransferEnding(const Transfer& transfer, const TransferIn
 // event: done at debug (one line per transfer must not cost a write on the
 // poller at the default level, nor its formatting), cancelled at info,
 // failed at warn.
+bool TransferRunner::ExplainFailure(const Transfer& transfer, const absl::Status& error) {
+  if (!explainer_) return false;
+  std::shared_ptr<Transfer> live = table_.FindLive(transfer.id());
+  if (live == nullptr) return false;
+  explainer_(std::move(live), error);
+  return true;
+}
+
 void TransferRunner::OnTransferFinished(const Transfer&, const TransferInfo& info) {
   if (table_.Retire(info.id) > 0) SweepLater(kFirstSweepDelay);
   const bool done = info.state == TransferState::kDone;

@@ -74,11 +74,16 @@ class TransferRunner final : public TransferListener {
   // Who hears of transfers' ends (set before transfers start, cleared after
   // the pollers stop).
   void SetRecorder(TransferRecorder* recorder);
+  // Who looks into failures the transport could not explain and ends their
+  // transfer (set once, before transfers start); none: they end as they are.
+  using Explainer = std::function<void(std::shared_ptr<Transfer> transfer, absl::Status error)>;
+  void SetExplainer(Explainer explainer) { explainer_ = std::move(explainer); }
 
   // TransferListener: counts, records and forgets a vanished region's key
   // before the outcome is visible; then files and logs it.
   void OnTransferEnding(const Transfer& transfer, const TransferInfo& outcome) override;
   void OnTransferFinished(const Transfer& transfer, const TransferInfo& outcome) override;
+  bool ExplainFailure(const Transfer& transfer, const absl::Status& error) override;
 
  private:
   // Sweeps the transfer table after `delay` (see transfer_runner.cc).
@@ -90,6 +95,7 @@ class TransferRunner final : public TransferListener {
   std::unique_ptr<PollerPool> pollers_;
   std::atomic<bool> sweep_pending_{false};
   std::atomic<TransferRecorder*> recorder_{nullptr};
+  Explainer explainer_;
 };
 
 }  // namespace xferd::engine

@@ -128,4 +128,12 @@ absl::Status GrpcPeerRpc::CommitRejoin(const std::string& address, const engine:
   return Call(address, deadline, &v1::PeerService::Stub::CommitRejoin, req, &resp);
 }
 
+absl::StatusOr<uint64_t> GrpcPeerRpc::Ping(const std::string& address,
+                                           const engine::NodeIdentity& self, absl::Time deadline) {
+  auto req = From<v1::PingRequest>(self);
+  v1::PingResponse resp;
+  RETURN_IF_ERROR(Call(address, deadline, &v1::PeerService::Stub::Ping, req, &resp));
+  return resp.incarnation();
+}
+
 }  // namespace xferd::service

@@ -44,6 +44,8 @@ class GrpcPeerRpc final : public engine::PeerRpc {
                                                          absl::Time deadline) override;
   absl::Status CommitRejoin(const std::string& address, const engine::NodeIdentity& self,
                             const std::vector<uint32_t>& devices, absl::Time deadline) override;
+  absl::StatusOr<uint64_t> Ping(const std::string& address, const engine::NodeIdentity& self,
+                                absl::Time deadline) override;
 
  private:
   v1::PeerService::Stub& StubFor(const std::string& address);

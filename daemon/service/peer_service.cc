@@ -140,4 +140,15 @@ grpc::ServerUnaryReactor* PeerServiceImpl::CommitRejoin(grpc::CallbackServerCont
                engine_.OnCommitRejoin(request->node_id(), request->incarnation(), devices));
 }
 
+grpc::ServerUnaryReactor* PeerServiceImpl::Ping(grpc::CallbackServerContext* context,
+                                                const v1::PingRequest* request,
+                                                v1::PingResponse* response) {
+  if (absl::Status s = auth_.CheckCaller(*context, request->node_id()); !s.ok()) {
+    return Reply(context, s);
+  }
+  if (!engine_.ready()) return Reply(context, absl::UnavailableError("daemon is starting up"));
+  response->set_incarnation(engine_.self().incarnation);
+  return Reply(context, absl::OkStatus());
+}
+
 }  // namespace xferd::service

@@ -118,6 +118,8 @@ class FakeTransport final : public transport::Transport {
   // Test controls, any thread: while held, posted ops neither land nor
   // complete, unless their link breaks.
   void HoldCompletions(bool hold) { hold_.store(hold); }
+  // Closes every link with `reason`, as a transport that saw it fail.
+  void CloseLinks(const absl::Status& reason);
   bool held() const { return hold_.load(); }
   // What every worker names as its poller's CPUs (before the pollers start).
   void SetPreferredCpus(std::vector<uint32_t> cpus) { preferred_cpus_ = std::move(cpus); }

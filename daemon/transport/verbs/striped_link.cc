@@ -235,10 +235,17 @@ void StripedLink::OnDeviceLinkClosed() {
   }
   // Outside mu_: Close takes it.
   // One device: its reason as it is (what a single-device daemon always said).
-  Close(paired == 1 ? last
-                    : absl::Status(last.code(),
-                                   absl::StrCat("no RDMA device reaches peer ", peer().node_id,
-                                                " any more; the last one: ", last.message())));
+  if (paired == 1) {
+    Close(last);
+    return;
+  }
+  absl::Status all(last.code(), absl::StrCat("no RDMA device reaches peer ", peer().node_id,
+                                             " any more; the last one: ", last.message()));
+  // What the engine reads of the cause (kAccessRefused) goes with it.
+  last.ForEachPayload([&all](absl::string_view url, const absl::Cord& payload) {
+    all.SetPayload(url, payload);
+  });
+  Close(all);
 }
 
 void StripedLink::Close(absl::Status reason) {

@@ -71,6 +71,16 @@ class InProcessPeerRpc final : public engine::PeerRpc {
   }
   // Goodbyes delivered (answered by their engine, or found it gone).
   int goodbyes() const { return goodbyes_.load(); }
+  absl::StatusOr<uint64_t> Ping(const std::string& address, const engine::NodeIdentity&,
+                                absl::Time) override {
+    engine::Engine* e = Find(address);
+    if (e == nullptr || pings_unanswered_.load()) {
+      return absl::UnavailableError("failed to connect to all addresses");
+    }
+    return e->self().incarnation;
+  }
+  // Tests: pings go unanswered, as from a daemon that died.
+  void SetPingsUnanswered(bool unanswered) { pings_unanswered_.store(unanswered); }
   absl::StatusOr<transport::LinkEndpoints> RejoinDevices(const std::string& address,
                                                          const engine::NodeIdentity& self,
                                                          const transport::LinkEndpoints& offer,
@@ -94,6 +104,7 @@ class InProcessPeerRpc final : public engine::PeerRpc {
   std::map<std::string, engine::Engine*> engines_;
   std::atomic<int64_t> goodbye_delay_ms_{0};
   std::atomic<int> goodbyes_{0};
+  std::atomic<bool> pings_unanswered_{false};
 };
 
 struct Node {
