@@ -219,8 +219,8 @@ struct Daemon {
   std::unique_ptr<service::XferdServiceImpl> xferd_service;
   std::unique_ptr<service::PeerServiceImpl> peer_service;
   std::unique_ptr<service::Server> server;
-  // Local clients' request rings: closed before the engine stops (their
-  // transfers in flight end with their sessions).
+  // Local clients' request rings: closed before the engine stops, so no
+  // poller serves a ring while the engine goes.
   std::unique_ptr<service::LocalSocket> local;
   // With [cluster]: this daemon's membership. Declared last, so it goes
   // first: its lookup thread finishes before the service it answers for.
@@ -256,6 +256,7 @@ absl::Status StartEngine(const Config& config, Daemon& d) {
                         absl::StrCat("the engine: ", engine.status().message()));
   }
   d.engine = *std::move(engine);
+  d.engine->SetDeviceQuery(transport::QueryHostDevices);
   return absl::OkStatus();
 }
 

@@ -74,6 +74,7 @@ class Client {
   LocalRings* rings() const { return rings_.get(); }
 
   // ---- regions ----
+  // `request.backing` is required (INVALID_ARGUMENT without one).
   absl::StatusOr<v1::Region> RegisterRegion(const v1::RegisterRegionRequest& request);
   absl::StatusOr<v1::DeregisterRegionResponse> DeregisterRegion(const std::string& name,
                                                                 bool force = false);

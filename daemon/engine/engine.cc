@@ -39,7 +39,16 @@ Engine::Engine(const EngineConfig& config, NodeIdentity self, transport::Transpo
       planner_(config_, transport.kind(), regions, peers_),
       runner_(config_, timer_),
       admission_(life_, peers_, planner_, runner_, rpc, executor_),
-      region_control_(regions, transport, peers_, runner_, executor_) {}
+      region_control_(regions, transport, peers_, runner_, executor_) {
+  // A failure the transport could not explain (a peer's NIC refusing access,
+  // which a dead peer gives too): the peer is asked on the executor, and the
+  // transfer ends with what that says.
+  runner_.SetExplainer([this](std::shared_ptr<Transfer> t, absl::Status error) {
+    executor_.Run([this, t = std::move(t), error = std::move(error)] {
+      t->Finish(TransferState::kFailed, peers_.ExplainRefusal(*t->plan().peer, error));
+    });
+  });
+}
 
 Engine::~Engine() { Stop(); }
 

@@ -32,6 +32,7 @@
 #include "daemon/engine/transfer_planner.h"
 #include "daemon/engine/transfer_runner.h"
 #include "daemon/memory/region_registry.h"
+#include "daemon/transport/device_info.h"
 #include "daemon/transport/transport.h"
 
 namespace xferd::engine {
@@ -54,6 +55,14 @@ class Engine final {
   transport::TransportKind transport_kind() const { return transport_.kind(); }
   std::string transport_device() const { return transport_.device(); }
   std::optional<transport::RdmaPortInUse> rdma_port() const { return transport_.rdma_port(); }
+  // The host's RDMA devices (whatever the transport), for ListDevices: an
+  // empty list without RDMA or without a query. Any thread.
+  absl::StatusOr<std::vector<transport::DeviceInfo>> HostDevices() const {
+    if (!device_query_) return std::vector<transport::DeviceInfo>{};
+    return device_query_();
+  }
+  // Where HostDevices() looks: main sets it once, before serving.
+  void SetDeviceQuery(transport::DeviceQuery query) { device_query_ = std::move(query); }
   // The node id may default to "host:port" and the address peers call back
   // is known only once the gRPC server has bound: main sets both here, once,
   // and the engine then accepts peers (before that they get UNAVAILABLE).
@@ -136,12 +145,6 @@ class Engine final {
   std::vector<TransferInfo> ListTransfers(const TransferFilter& filter) const {
     return runner_.List(filter);
   }
-  // Ends every transfer in flight that `match`es with `reason` (a local
-  // client gone); returns how many.
-  uint32_t EndTransfersWhere(const std::function<bool(const Transfer&)>& match,
-                             const absl::Status& reason) {
-    return runner_.EndWhere(match, reason);
-  }
   // A poll source (a local client's ring) served on a poller from now on
   // (TransferRunner::AttachSource).
   uint32_t AttachSource(std::shared_ptr<PollSource> source) {
@@ -191,6 +194,7 @@ class Engine final {
   TransferRunner runner_;
   Admission admission_;
   RegionControl region_control_;
+  transport::DeviceQuery device_query_;
 };
 
 }  // namespace xferd::engine

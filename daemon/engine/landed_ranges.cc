@@ -23,19 +23,33 @@ void AppendU64(std::string* out, uint64_t value) {
 
 std::shared_ptr<memory::LandedRanges> PackRanges(absl::Span<const transport::Block> blocks,
                                                  bool remote) {
+  auto offset = [remote](const transport::Block& b) {
+    return remote ? b.remote_offset : b.local_offset;
+  };
+  auto before = [&](const transport::Block& x, const transport::Block& y) {
+    return offset(x) < offset(y);
+  };
+  // Blocks in any order: by offset, so that blocks landing side by side are
+  // one range whatever the order of the request. Plans of strided runs and
+  // increasing layout indices come sorted and are not copied.
+  std::vector<transport::Block> sorted;
+  if (!std::is_sorted(blocks.begin(), blocks.end(), before)) {
+    sorted.assign(blocks.begin(), blocks.end());
+    std::sort(sorted.begin(), sorted.end(), before);
+    blocks = sorted;
+  }
   auto ranges = std::make_shared<memory::LandedRanges>();
   uint64_t start = 0, length = 0;
   for (const transport::Block& b : blocks) {
-    const uint64_t offset = remote ? b.remote_offset : b.local_offset;
-    if (length > 0 && start + length == offset) {
-      length += b.length;  // a piece planning cut at the slice size, or adjacent
+    if (length > 0 && start + length == offset(b)) {
+      length += b.length;  // a piece planning cut at the slice size, or a neighbour
       continue;
     }
     if (length > 0) {
       AppendU64(&ranges->offsets, start);
       AppendU64(&ranges->lengths, length);
     }
-    start = offset;
+    start = offset(b);
     length = b.length;
   }
   if (length > 0) {

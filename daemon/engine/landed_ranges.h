@@ -1,7 +1,7 @@
 // The ranges a many-block transfer lands in, for regions registered with
 // landed_ranges (docs/many-blocks.md): packed from a transfer's planned
-// blocks, with the pieces planning cut at the slice size joined again, and
-// sent to the peer's region in chunks that fit a StageRanges message.
+// blocks by destination offset, blocks side by side joined, and sent to the
+// peer's region in chunks that fit a StageRanges message.
 #pragma once
 
 #include <cstddef>
@@ -21,8 +21,11 @@ namespace xferd::engine {
 inline constexpr size_t kRangesPerChunk = 65536;
 
 // The blocks' ranges on the local side (`remote` false: a read's
-// destination) or the remote side (a write's destination), in plan order,
-// adjacent ones merged, as packed little-endian uint64 arrays. Any thread.
+// destination) or the remote side (a write's destination), by offset, those
+// side by side merged (the request's order does not matter: blocks covering
+// a region in random order are one range), as packed little-endian uint64
+// arrays. Destinations never overlap (planning refuses it). Unsorted blocks
+// are copied and sorted (24 bytes a block while it runs). Any thread.
 std::shared_ptr<memory::LandedRanges> PackRanges(absl::Span<const transport::Block> blocks,
                                                  bool remote);
 

@@ -167,6 +167,9 @@ absl::StatusOr<PeerInfo> PeerManager::ConnectNow(const std::string& address, abs
         reply->endpoints.tcp.host = grpc->host;
       }
     }
+    status = transport_.CheckEndpoints(reply->endpoints);
+  }
+  if (status.ok()) {
     status = link->Connect(transport::PeerIdentity{reply->node.node_id, reply->node.incarnation},
                            reply->endpoints, deadline);
   }
@@ -177,6 +180,25 @@ absl::StatusOr<PeerInfo> PeerManager::ConnectNow(const std::string& address, abs
   std::shared_ptr<Peer> peer = Install(reply->node, /*outbound=*/true, std::move(link),
                                        request.link_id, reply->link_id);
   return peer->Info();
+}
+
+absl::Status PeerManager::ExplainRefusal(const Peer& peer, const absl::Status& refused) {
+  const NodeIdentity& node = peer.node();
+  const absl::StatusOr<uint64_t> answer =
+      rpc_.Ping(node.address, life_.self(), absl::Now() + kNotifyTimeout);
+  std::string gone;
+  if (answer.ok() && *answer != node.incarnation) {
+    gone = absl::StrCat("it restarted (another process answers at ", node.address, ")");
+  } else if (!answer.ok() && (answer.status().code() == absl::StatusCode::kUnavailable ||
+                              answer.status().code() == absl::StatusCode::kDeadlineExceeded)) {
+    gone = absl::StrCat("it no longer answers at ", node.address, " (",
+                        answer.status().message(), ")");
+  }
+  if (gone.empty()) return absl::Status(refused.code(), refused.message());  // the same process
+  const std::string nic(refused.GetPayload(transport::kAccessRefused).value_or(absl::Cord()));
+  return absl::UnavailableError(absl::StrCat(
+      "peer ", node.node_id, " died or reset during the transfer: ", gone,
+      "; its NIC refused our RDMA access (", nic, ") as the process went; the link is reset"));
 }
 
 std::shared_ptr<Peer> PeerManager::Install(NodeIdentity node, bool outbound,
@@ -208,6 +230,7 @@ absl::StatusOr<HandshakeMessage> PeerManager::AcceptHandshake(const HandshakeMes
                                                       self.node_id,
                                                       "': give every daemon a unique node_id"));
   }
+  RETURN_IF_ERROR(transport_.CheckEndpoints(request.endpoints));
   HandshakeMessage reply{self, {}, NewLinkId()};
   ASSIGN_OR_RETURN(
       std::shared_ptr<transport::Link> link,

@@ -65,6 +65,11 @@ class PeerManager {
                        absl::Time deadline);
   // The callee's side of a handshake (PeerService, any thread).
   absl::StatusOr<HandshakeMessage> AcceptHandshake(const HandshakeMessage& request);
+  // What `refused` (a failure on the link to `peer` its transport could not
+  // explain: transport::IsAccessRefused) was, asking the peer (Ping, up to
+  // 2 s): it died or restarted (UNAVAILABLE saying so), or it answers as the
+  // same process and the refusal stands (its status, looked into).
+  absl::Status ExplainRefusal(const Peer& peer, const absl::Status& refused);
 
   // ---- leaving ----
   // Takes the peer out of the directory (its traffic kept); NOT_FOUND.

@@ -45,6 +45,10 @@ void PeerManager::RejoinBrokenPairs() {
     const std::string& address = peer->node().address;
     absl::StatusOr<transport::LinkEndpoints> answer =
         rpc_.RejoinDevices(address, life_.self(), offer, absl::Now() + kRejoinCallTimeout);
+    // No device in the answer: the peer took no pair (nothing of its own to check).
+    if (answer.ok() && !answer->devices.empty()) {
+      if (absl::Status s = transport_.CheckEndpoints(*answer); !s.ok()) answer = s;
+    }
     if (!answer.ok()) {
       spdlog::info("peer {}: rejoining {} device pairs failed: {}", peer->node_id(),
                    offer.devices.size(), answer.status());
@@ -83,6 +87,7 @@ absl::StatusOr<PeerManager::Rejoinable> PeerManager::RejoinableLink(const std::s
 absl::StatusOr<transport::LinkEndpoints> PeerManager::AcceptRejoin(
     const std::string& node_id, uint64_t incarnation, const transport::LinkEndpoints& offer) {
   if (life_.draining()) return absl::UnavailableError("daemon is shutting down");
+  RETURN_IF_ERROR(transport_.CheckEndpoints(offer));
   ASSIGN_OR_RETURN(Rejoinable link, RejoinableLink(node_id, incarnation));
   transport::LinkEndpoints answer;
   // Both ends offering the same pair at once: the first node id's stands.

@@ -75,6 +75,11 @@ class PeerRpc {
       absl::Time deadline) = 0;
   virtual absl::Status CommitRejoin(const std::string& address, const NodeIdentity& self,
                                     const std::vector<uint32_t>& devices, absl::Time deadline) = 0;
+  // The callee's incarnation: whether the daemon at `address` still runs,
+  // and as which process. UNAVAILABLE / DEADLINE_EXCEEDED when it does not
+  // answer.
+  virtual absl::StatusOr<uint64_t> Ping(const std::string& address, const NodeIdentity& self,
+                                        absl::Time deadline) = 0;
 };
 
 }  // namespace xferd::engine

@@ -7,6 +7,7 @@
 #include "daemon/engine/block_plan.h"
 #include "daemon/engine/landed_ranges.h"
 #include "daemon/engine/peer.h"
+#include "daemon/transport/transport.h"
 
 namespace xferd::engine {
 namespace {
@@ -120,6 +121,13 @@ void Transfer::MarkRunning() {
 
 bool Transfer::Finish(TransferState terminal, absl::Status error) {
   XFERD_DCHECK(IsTerminal(terminal));
+  // Looked into once, by the listener, which ends the transfer with what it
+  // found; the same failure of its other ops returns at once meanwhile.
+  if (terminal == TransferState::kFailed && listener_ != nullptr &&
+      transport::IsAccessRefused(error)) {
+    if (explaining_.exchange(true, std::memory_order_acq_rel)) return false;
+    if (listener_->ExplainFailure(*this, error)) return false;
+  }
   if (ending_.exchange(true, std::memory_order_acq_rel)) return false;
   error_ = std::move(error);
   finished_at_ = absl::Now();
@@ -137,8 +145,15 @@ bool Transfer::Finish(TransferState terminal, absl::Status error) {
 }
 
 void Transfer::AwaitEnd() const {
-  // The winner publishes within a few instructions of its decision.
-  while (!IsTerminal(state())) std::this_thread::yield();
+  // The winner publishes within a few instructions of its decision; a
+  // failure being explained ends once the peer answers the executor's ping.
+  while (!IsTerminal(state())) {
+    if (explaining_.load(std::memory_order_acquire)) {
+      absl::SleepFor(absl::Milliseconds(1));
+    } else {
+      std::this_thread::yield();
+    }
+  }
 }
 
 void Transfer::Announce(const TransferInfo& outcome) {

@@ -62,7 +62,7 @@ struct TransferSpec {
   uint64_t request_blocks = 1;
   uint64_t slice_size = 0;                            // 0: the daemon's default
   absl::Duration timeout = absl::InfiniteDuration();  // from submission
-  std::string label;
+  std::string label;  // at most kMaxLabelBytes
   // Where the end is told at once (a local client's ring; null: nowhere),
   // with the client's tag. Not kept in history.
   std::shared_ptr<CompletionPort> completion;
@@ -71,6 +71,11 @@ struct TransferSpec {
   // other thread); -1: the engine picks.
   int32_t poller = -1;
 };
+
+// A label names a transfer in listings and history, which keep it: a longer
+// one is refused, so a page of transfers stays far below a client's message
+// limit.
+inline constexpr size_t kMaxLabelBytes = 256;
 
 inline bool IsRead(const TransferSpec& spec) { return spec.direction == transport::OpKind::kRead; }
 // The region on this daemon and the one on the peer.
@@ -111,6 +116,12 @@ class TransferListener {
   // After: hand the rest (history, metrics, logs, the read's landed event,
   // observers) to another thread, which calls Announce.
   virtual void OnTransferEnded(Transfer& transfer) = 0;
+  // A failure the transport could not explain (transport::IsAccessRefused):
+  // true if the listener looks into it and ends the transfer itself; false
+  // to end it now with `error`. Once per transfer; must not block.
+  virtual bool ExplainFailure(const Transfer& transfer, const absl::Status& error) {
+    return false;
+  }
 };
 
 class Transfer {
@@ -197,7 +208,9 @@ class Transfer {
   // ---- outcome (any thread) ----
   // Ends the transfer unless it already ended, in one atomic step; returns
   // whether this call did. The winner makes the end visible before it
-  // returns; a loser returns at once (AwaitEnd waits for the winner).
+  // returns; a loser returns at once (AwaitEnd waits for the winner). A
+  // failure the transport could not explain goes to the listener first
+  // (ExplainFailure), which ends the transfer later with what it found.
   bool Finish(TransferState terminal, absl::Status error);
   // Control threads: returns once the end is visible (a Finish that lost a
   // race makes its caller wait here, never a poller).
@@ -245,6 +258,7 @@ class Transfer {
   std::atomic<bool> final_claimed_{false};
   std::atomic<uint64_t> bytes_done_{0};
   std::atomic<uint32_t> in_flight_{0};
+  std::atomic<bool> explaining_{false};  // a failure is being looked into
 
   // The one atomic step that decides the end. The outcome below is written
   // by that Finish alone, before state_ turns terminal (release), and read

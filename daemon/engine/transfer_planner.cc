@@ -128,6 +128,11 @@ absl::Status TransferPlanner::BindLayouts(TransferSpec& w) const {
 }
 
 absl::Status TransferPlanner::CheckLocal(TransferSpec& spec) const {
+  if (spec.label.size() > kMaxLabelBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("label is ", spec.label.size(),
+                                                   " bytes; at most ", kMaxLabelBytes,
+                                                   " bytes are kept: shorten it"));
+  }
   RETURN_IF_ERROR(BindLayouts(spec));
   return CheckLocalRange(spec);
 }

@@ -34,9 +34,9 @@ class TransferPlanner {
   std::vector<std::shared_ptr<const Layout>> ListLayouts() const { return layouts_.List(); }
 
   // ---- requests ----
-  // What can be checked without the peer: the layouts it names (filling in
-  // its region names from them), the local region and range, the block
-  // arrays' shape. Errors name the request's field.
+  // What can be checked without the peer: the label's length, the layouts
+  // it names (filling in its region names from them), the local region and
+  // range, the block arrays' shape. Errors name the request's field.
   absl::Status CheckLocal(TransferSpec& spec) const;
   // The whole plan, with the peer's keys from `keys`. `*stale`: it failed
   // because the peer's link broke or its key was invalidated since

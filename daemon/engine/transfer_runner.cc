@@ -171,6 +171,14 @@ void TransferRunner::Finished(Transfer& transfer) {
   if (table_.Retire(info.id) > 0) SweepLater(kFirstSweepDelay);
 }
 
+bool TransferRunner::ExplainFailure(const Transfer& transfer, const absl::Status& error) {
+  if (!explainer_) return false;
+  std::shared_ptr<Transfer> live = table_.FindLive(transfer.id());
+  if (live == nullptr) return false;
+  explainer_(std::move(live), error);
+  return true;
+}
+
 void TransferRunner::Log(const TransferInfo& info) {
   const bool done = info.state == TransferState::kDone;
   if (done && !spdlog::should_log(spdlog::level::debug)) return;

@@ -83,13 +83,19 @@ class TransferRunner final : public TransferListener {
   // Who hears of transfers' ends (set before transfers start, cleared after
   // the pollers stop).
   void SetRecorder(TransferRecorder* recorder);
+  // Who looks into failures the transport could not explain and ends their
+  // transfer (set once, before transfers start); none: they end as they are.
+  using Explainer = std::function<void(std::shared_ptr<Transfer> transfer, absl::Status error)>;
+  void SetExplainer(Explainer explainer) { explainer_ = std::move(explainer); }
 
   // TransferListener: counts the end and marks a vanished region's key gone
   // before the end is visible (lock-free, on the deciding thread); then
-  // queues the rest for the notes thread (Finished).
+  // queues the rest for the notes thread (Finished). A failure the transport
+  // could not explain goes to the explainer first.
   void OnTransferEnding(const Transfer& transfer, TransferState state,
                         absl::StatusCode code) override;
   void OnTransferEnded(Transfer& transfer) override { notes_->Ended(transfer); }
+  bool ExplainFailure(const Transfer& transfer, const absl::Status& error) override;
 
  private:
   // The notes thread: records, files, logs and announces an ended transfer.
@@ -105,6 +111,7 @@ class TransferRunner final : public TransferListener {
   std::unique_ptr<PollerPool> pollers_;
   std::atomic<bool> sweep_pending_{false};
   std::atomic<TransferRecorder*> recorder_{nullptr};
+  Explainer explainer_;
 };
 
 }  // namespace xferd::engine

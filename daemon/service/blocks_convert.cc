@@ -130,11 +130,24 @@ absl::StatusOr<absl::Duration> LingerFromProto(const Request& r) {
   return linger;
 }
 
+template <typename Request>
+absl::StatusOr<Submission> SubmissionOf(const Request& r) {
+  absl::StatusOr<engine::TransferSpec> spec = service::FromProto(r);
+  if (!spec.ok()) return spec.status();
+  absl::StatusOr<absl::Duration> linger = LingerFromProto(r);
+  if (!linger.ok()) return linger.status();
+  return Submission{*std::move(spec), *linger};
+}
+
 }  // namespace
 
-absl::StatusOr<absl::Duration> ReplyLinger(const v1::WriteRequest& r) { return LingerFromProto(r); }
+absl::StatusOr<Submission> SubmissionFromProto(const v1::WriteRequest& r) {
+  return SubmissionOf(r);
+}
 
-absl::StatusOr<absl::Duration> ReplyLinger(const v1::ReadRequest& r) { return LingerFromProto(r); }
+absl::StatusOr<Submission> SubmissionFromProto(const v1::ReadRequest& r) {
+  return SubmissionOf(r);
+}
 
 absl::StatusOr<engine::TransferSpec> FromProto(const v1::WriteRequest& r) {
   return TransferFromProto(r, transport::OpKind::kWrite);

@@ -19,11 +19,15 @@ absl::StatusOr<engine::BlockSpec> FromProto(const v1::Blocks& blocks);
 // local), with or without blocks. INVALID_ARGUMENT names what is missing.
 absl::StatusOr<engine::TransferSpec> FromProto(const v1::WriteRequest& request);
 absl::StatusOr<engine::TransferSpec> FromProto(const v1::ReadRequest& request);
-// How long the reply may wait for the transfer's end once it is queued:
-// forever with wait, else the request's linger (0 to 1 s; INVALID_ARGUMENT
-// outside that, or with wait as well).
-absl::StatusOr<absl::Duration> ReplyLinger(const v1::WriteRequest& request);
-absl::StatusOr<absl::Duration> ReplyLinger(const v1::ReadRequest& request);
+// A Write's or Read's transfer, and how long its reply may wait for the
+// transfer's end once it is queued: forever with wait, else the request's
+// linger (0 to 1 s; INVALID_ARGUMENT outside that, or with wait as well).
+struct Submission {
+  engine::TransferSpec spec;
+  absl::Duration linger;
+};
+absl::StatusOr<Submission> SubmissionFromProto(const v1::WriteRequest& request);
+absl::StatusOr<Submission> SubmissionFromProto(const v1::ReadRequest& request);
 absl::StatusOr<engine::Layout> FromProto(const v1::PrepareLayoutRequest& request);
 void ToProto(const engine::Layout& layout, v1::Layout* out);
 

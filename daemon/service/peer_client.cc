@@ -8,8 +8,13 @@
 namespace xferd::service {
 namespace {
 
-void SetDeadline(grpc::ClientContext& context, absl::Time deadline) {
-  context.set_deadline(absl::ToChronoTime(deadline));
+// The calling daemon, as every request after the handshake names it.
+template <typename Request>
+Request From(const engine::NodeIdentity& self) {
+  Request request;
+  request.set_node_id(self.node_id);
+  request.set_incarnation(self.incarnation);
+  return request;
 }
 
 }  // namespace
@@ -47,9 +52,7 @@ absl::StatusOr<engine::HandshakeMessage> GrpcPeerRpc::Handshake(
   req.set_link_id(request.link_id);
   v1::HandshakeResponse resp;
   grpc::ClientContext context;
-  SetDeadline(context, deadline);
-  absl::Status status = Finish(StubFor(address).Handshake(&context, req, &resp), address);
-  if (!status.ok()) return status;
+  RETURN_IF_ERROR(Call(address, deadline, &v1::PeerService::Stub::Handshake, req, &resp, &context));
   if (resp.version() != v1::PROTOCOL_VERSION_1) {
     return absl::FailedPreconditionError(
         absl::StrCat("peer at ", address, " speaks protocol version ", resp.version()));
@@ -65,51 +68,36 @@ absl::StatusOr<engine::ResolvedRegion> GrpcPeerRpc::ResolveRegion(const std::str
                                                                   uint64_t link_id,
                                                                   const std::string& region,
                                                                   absl::Time deadline) {
-  v1::ResolveRegionRequest req;
-  req.set_node_id(self.node_id);
-  req.set_incarnation(self.incarnation);
+  auto req = From<v1::ResolveRegionRequest>(self);
   req.set_region(region);
   req.set_link_id(link_id);
   v1::ResolveRegionResponse resp;
-  grpc::ClientContext context;
-  SetDeadline(context, deadline);
-  absl::Status status = Finish(StubFor(address).ResolveRegion(&context, req, &resp), address);
-  if (!status.ok()) return status;
+  RETURN_IF_ERROR(Call(address, deadline, &v1::PeerService::Stub::ResolveRegion, req, &resp));
   return FromProto(resp);
 }
 
 absl::Status GrpcPeerRpc::InvalidateRegion(const std::string& address,
                                            const engine::NodeIdentity& self, uint32_t region_id,
                                            const std::string& region, absl::Time deadline) {
-  v1::InvalidateRegionRequest req;
-  req.set_node_id(self.node_id);
-  req.set_incarnation(self.incarnation);
+  auto req = From<v1::InvalidateRegionRequest>(self);
   req.set_region_id(region_id);
   req.set_region(region);
   v1::InvalidateRegionResponse resp;
-  grpc::ClientContext context;
-  SetDeadline(context, deadline);
-  return Finish(StubFor(address).InvalidateRegion(&context, req, &resp), address);
+  return Call(address, deadline, &v1::PeerService::Stub::InvalidateRegion, req, &resp);
 }
 
 absl::Status GrpcPeerRpc::Goodbye(const std::string& address, const engine::NodeIdentity& self,
                                   const std::string& reason, absl::Time deadline) {
-  v1::GoodbyeRequest req;
-  req.set_node_id(self.node_id);
-  req.set_incarnation(self.incarnation);
+  auto req = From<v1::GoodbyeRequest>(self);
   req.set_reason(reason);
   v1::GoodbyeResponse resp;
-  grpc::ClientContext context;
-  SetDeadline(context, deadline);
-  return Finish(StubFor(address).Goodbye(&context, req, &resp), address);
+  return Call(address, deadline, &v1::PeerService::Stub::Goodbye, req, &resp);
 }
 
 absl::Status GrpcPeerRpc::StageRanges(const std::string& address,
                                       const engine::NodeIdentity& self,
                                       const engine::StagedRanges& ranges, absl::Time deadline) {
-  v1::StageRangesRequest req;
-  req.set_node_id(self.node_id);
-  req.set_incarnation(self.incarnation);
+  auto req = From<v1::StageRangesRequest>(self);
   req.set_region_id(ranges.region_id);
   req.set_region(ranges.region);
   req.set_transfer_id(ranges.transfer_id);
@@ -117,22 +105,16 @@ absl::Status GrpcPeerRpc::StageRanges(const std::string& address,
   req.set_offsets(ranges.offsets);
   req.set_lengths(ranges.lengths);
   v1::StageRangesResponse resp;
-  grpc::ClientContext context;
-  SetDeadline(context, deadline);
-  return Finish(StubFor(address).StageRanges(&context, req, &resp), address);
+  return Call(address, deadline, &v1::PeerService::Stub::StageRanges, req, &resp);
 }
 
 absl::StatusOr<transport::LinkEndpoints> GrpcPeerRpc::RejoinDevices(
     const std::string& address, const engine::NodeIdentity& self,
     const transport::LinkEndpoints& offer, absl::Time deadline) {
-  v1::RejoinDevicesRequest req;
-  req.set_node_id(self.node_id);
-  req.set_incarnation(self.incarnation);
+  auto req = From<v1::RejoinDevicesRequest>(self);
   ToProto(offer, req.mutable_offer());
   v1::RejoinDevicesResponse resp;
-  grpc::ClientContext context;
-  SetDeadline(context, deadline);
-  RETURN_IF_ERROR(Finish(StubFor(address).RejoinDevices(&context, req, &resp), address));
+  RETURN_IF_ERROR(Call(address, deadline, &v1::PeerService::Stub::RejoinDevices, req, &resp));
   // No answer: the callee took no pair.
   if (!resp.has_answer()) return transport::LinkEndpoints{offer.kind};
   return FromProto(resp.answer());
@@ -140,14 +122,18 @@ absl::StatusOr<transport::LinkEndpoints> GrpcPeerRpc::RejoinDevices(
 
 absl::Status GrpcPeerRpc::CommitRejoin(const std::string& address, const engine::NodeIdentity& self,
                                        const std::vector<uint32_t>& devices, absl::Time deadline) {
-  v1::CommitRejoinRequest req;
-  req.set_node_id(self.node_id);
-  req.set_incarnation(self.incarnation);
+  auto req = From<v1::CommitRejoinRequest>(self);
   for (uint32_t d : devices) req.add_devices(d);
   v1::CommitRejoinResponse resp;
-  grpc::ClientContext context;
-  SetDeadline(context, deadline);
-  return Finish(StubFor(address).CommitRejoin(&context, req, &resp), address);
+  return Call(address, deadline, &v1::PeerService::Stub::CommitRejoin, req, &resp);
+}
+
+absl::StatusOr<uint64_t> GrpcPeerRpc::Ping(const std::string& address,
+                                           const engine::NodeIdentity& self, absl::Time deadline) {
+  auto req = From<v1::PingRequest>(self);
+  v1::PingResponse resp;
+  RETURN_IF_ERROR(Call(address, deadline, &v1::PeerService::Stub::Ping, req, &resp));
+  return resp.incarnation();
 }
 
 }  // namespace xferd::service

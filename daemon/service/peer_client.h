@@ -44,11 +44,27 @@ class GrpcPeerRpc final : public engine::PeerRpc {
                                                          absl::Time deadline) override;
   absl::Status CommitRejoin(const std::string& address, const engine::NodeIdentity& self,
                             const std::vector<uint32_t>& devices, absl::Time deadline) override;
+  absl::StatusOr<uint64_t> Ping(const std::string& address, const engine::NodeIdentity& self,
+                                absl::Time deadline) override;
 
  private:
   v1::PeerService::Stub& StubFor(const std::string& address);
   // The status of a finished call, with what mTLS needs when it failed to connect.
   absl::Status Finish(const grpc::Status& status, const std::string& address) const;
+  // One call of `method` on the peer service at `address`, bounded by
+  // `deadline`; its status as Finish gives it. `context`: the caller's, to
+  // read the callee's certificate afterwards (null: one of its own).
+  template <typename Request, typename Response>
+  absl::Status Call(const std::string& address, absl::Time deadline,
+                    grpc::Status (v1::PeerService::Stub::*method)(grpc::ClientContext*,
+                                                                 const Request&, Response*),
+                    const Request& request, Response* response,
+                    grpc::ClientContext* context = nullptr) {
+    grpc::ClientContext own;
+    if (context == nullptr) context = &own;
+    context->set_deadline(absl::ToChronoTime(deadline));
+    return Finish((StubFor(address).*method)(context, request, response), address);
+  }
 
   const std::shared_ptr<grpc::ChannelCredentials> credentials_;
   const PeerAuth auth_;

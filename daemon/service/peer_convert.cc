@@ -3,14 +3,11 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/base/status_macros.h"
 #include "daemon/service/proto_convert.h"
 
 namespace xferd::service {
 namespace {
-
-bool ValidMtu(uint32_t mtu) {
-  return mtu == 256 || mtu == 512 || mtu == 1024 || mtu == 2048 || mtu == 4096;
-}
 
 void ToProto(const transport::QueuePairEndpoint& qp, v1::QueuePairEndpoint* q) {
   q->set_qpn(qp.qpn);
@@ -22,29 +19,36 @@ void ToProto(const transport::QueuePairEndpoint& qp, v1::QueuePairEndpoint* q) {
   q->set_notice_rkey(qp.notice_rkey);
 }
 
-absl::StatusOr<std::vector<transport::QueuePairEndpoint>> QueuePairsFromProto(
-    const google::protobuf::RepeatedPtrField<v1::QueuePairEndpoint>& qps, uint32_t lanes) {
-  if (static_cast<uint32_t>(qps.size()) != lanes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("handshake has ", qps.size(), " queue pairs for ", lanes, " lanes"));
+// A queue pair that fits the domain type: a 16-byte GID, an index and a LID
+// within their widths. What a queue pair may hold beyond that is the
+// transport's to check (Transport::CheckEndpoints).
+absl::StatusOr<transport::QueuePairEndpoint> FromProto(const v1::QueuePairEndpoint& q) {
+  if (q.gid().size() != 16 || q.gid_index() > 255 || q.lid() > 0xffff) {
+    return absl::InvalidArgumentError("malformed queue pair endpoint in handshake");
   }
-  std::vector<transport::QueuePairEndpoint> out;
-  for (const v1::QueuePairEndpoint& q : qps) {
-    if (q.gid().size() != 16 || q.gid_index() > 255 || q.lid() > 0xffff || q.psn() > 0xffffff ||
-        q.qpn() > 0xffffff || !ValidMtu(q.mtu())) {
-      return absl::InvalidArgumentError("malformed queue pair endpoint in handshake");
-    }
-    transport::QueuePairEndpoint qp;
-    qp.qpn = q.qpn();
-    qp.psn = q.psn();
-    qp.lid = static_cast<uint16_t>(q.lid());
-    std::copy(q.gid().begin(), q.gid().end(), qp.gid.begin());
-    qp.gid_index = static_cast<uint8_t>(q.gid_index());
-    qp.mtu = q.mtu();
-    qp.notice_rkey = q.notice_rkey();
-    out.push_back(qp);
+  transport::QueuePairEndpoint qp;
+  qp.qpn = q.qpn();
+  qp.psn = q.psn();
+  qp.lid = static_cast<uint16_t>(q.lid());
+  std::copy(q.gid().begin(), q.gid().end(), qp.gid.begin());
+  qp.gid_index = static_cast<uint8_t>(q.gid_index());
+  qp.mtu = q.mtu();
+  qp.notice_rkey = q.notice_rkey();
+  return qp;
+}
+
+// One device's queue pairs and notice ring: a v1::DeviceEndpoints, or the
+// fields of v1::LinkEndpoints an older daemon (one device) fills instead.
+template <typename Message>
+absl::StatusOr<transport::DeviceEndpoints> DeviceFromProto(const Message& m) {
+  transport::DeviceEndpoints d;
+  for (const v1::QueuePairEndpoint& q : m.queue_pairs()) {
+    ASSIGN_OR_RETURN(transport::QueuePairEndpoint qp, FromProto(q));
+    d.queue_pairs.push_back(qp);
   }
-  return out;
+  d.notice_ring_addr = m.notice_ring_addr();
+  d.notice_ring_rkey = m.notice_ring_rkey();
+  return d;
 }
 
 }  // namespace
@@ -108,50 +112,17 @@ absl::StatusOr<transport::LinkEndpoints> FromProto(const v1::LinkEndpoints& p) {
   }
   e.lanes = p.lanes();
   if (e.kind == transport::TransportKind::kVerbs) {
-    if (static_cast<uint32_t>(p.devices_size()) > kMaxDevices) {
-      return absl::InvalidArgumentError(absl::StrCat("handshake offers ", p.devices_size(),
-                                                     " RDMA devices; expected at most ",
-                                                     kMaxDevices));
-    }
-    if (p.devices_size() == 0) {
-      // An older daemon: one device, in the first fields.
-      transport::DeviceEndpoints d;
-      if (auto qps = QueuePairsFromProto(p.queue_pairs(), e.lanes); qps.ok()) {
-        d.queue_pairs = *std::move(qps);
-      } else {
-        return qps.status();
-      }
-      d.notice_ring_addr = p.notice_ring_addr();
-      d.notice_ring_rkey = p.notice_ring_rkey();
+    if (p.devices_size() == 0) {  // an older daemon: one device, in the first fields
+      ASSIGN_OR_RETURN(transport::DeviceEndpoints d, DeviceFromProto(p));
       e.devices.push_back(std::move(d));
     }
     for (const v1::DeviceEndpoints& pd : p.devices()) {
-      if (pd.name().size() > 64 || pd.index() >= kMaxDevices || pd.peer_device() >= kMaxDevices) {
-        return absl::InvalidArgumentError("malformed RDMA device in handshake");
-      }
-      transport::DeviceEndpoints d;
+      ASSIGN_OR_RETURN(transport::DeviceEndpoints d, DeviceFromProto(pd));
       d.name = pd.name();
       d.index = pd.index();
       d.peer_device = pd.peer_device();
       d.rate_mbps = pd.rate_mbps();
-      if (auto qps = QueuePairsFromProto(pd.queue_pairs(), e.lanes); qps.ok()) {
-        d.queue_pairs = *std::move(qps);
-      } else {
-        return qps.status();
-      }
-      d.notice_ring_addr = pd.notice_ring_addr();
-      d.notice_ring_rkey = pd.notice_ring_rkey();
       e.devices.push_back(std::move(d));
-    }
-    if (p.notice_ring_slots() == 0 || p.notice_ring_slots() > (1u << 16)) {
-      return absl::InvalidArgumentError("malformed notice ring in handshake");
-    }
-    // ibv_qp_attr holds both in 8 bits; 0 would leave RDMA READs waiting forever.
-    if (p.max_rd_atomic() == 0 || p.max_rd_atomic() > 255 || p.max_dest_rd_atomic() == 0 ||
-        p.max_dest_rd_atomic() > 255) {
-      return absl::InvalidArgumentError(absl::StrCat("handshake offers max_rd_atomic ",
-                                                     p.max_rd_atomic(), " and max_dest_rd_atomic ",
-                                                     p.max_dest_rd_atomic(), "; expected 1..255"));
     }
     e.max_rd_atomic = p.max_rd_atomic();
     e.max_dest_rd_atomic = p.max_dest_rd_atomic();
@@ -161,8 +132,7 @@ absl::StatusOr<transport::LinkEndpoints> FromProto(const v1::LinkEndpoints& p) {
     return absl::InvalidArgumentError("TCP handshake carries queue pairs");
   }
   if (p.has_tcp()) {
-    if (p.tcp().port() > 65535 || p.tcp().host().size() > 255 ||
-        p.tcp().session_token().size() > 64) {
+    if (p.tcp().port() > 65535) {
       return absl::InvalidArgumentError("malformed TCP endpoint in handshake");
     }
     e.tcp.host = p.tcp().host();

@@ -1,5 +1,6 @@
 // Conversions for the daemon-to-daemon protos (xferd/v1/peer.proto). What a
-// peer sends is untrusted: sizes and counts are checked before use.
+// peer sends is untrusted: what the domain types cannot hold is refused here;
+// what a transport can take is its own check (Transport::CheckEndpoints).
 #pragma once
 
 #include "absl/status/statusor.h"
@@ -10,14 +11,13 @@ namespace xferd::service {
 
 // Lanes a peer may offer; more is a malformed handshake.
 inline constexpr uint32_t kMaxLanes = 256;
-// RDMA devices a handshake may offer (hosts carry up to 8 or so).
-inline constexpr uint32_t kMaxDevices = 32;
 
 void ToProto(const engine::NodeIdentity& node, v1::NodeIdentity* out);
 engine::NodeIdentity FromProto(const v1::NodeIdentity& node);
 
 void ToProto(const transport::LinkEndpoints& endpoints, v1::LinkEndpoints* out);
-// INVALID_ARGUMENT for malformed endpoints (counts, GID sizes, MTU, port).
+// INVALID_ARGUMENT for malformed endpoints (the transport, the lane count,
+// fields of the other transport, GID sizes, a port).
 absl::StatusOr<transport::LinkEndpoints> FromProto(const v1::LinkEndpoints& endpoints);
 
 absl::StatusOr<engine::HandshakeMessage> FromProto(const v1::NodeIdentity& node,

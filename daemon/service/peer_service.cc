@@ -132,12 +132,23 @@ grpc::ServerUnaryReactor* PeerServiceImpl::CommitRejoin(grpc::CallbackServerCont
   if (absl::Status s = auth_.CheckCaller(*context, request->node_id()); !s.ok()) {
     return Reply(context, s);
   }
-  if (request->devices_size() > static_cast<int>(kMaxDevices)) {
+  if (request->devices_size() > static_cast<int>(transport::kMaxDevices)) {
     return Reply(context, absl::InvalidArgumentError("commit names too many RDMA devices"));
   }
   const std::vector<uint32_t> devices(request->devices().begin(), request->devices().end());
   return Reply(context,
                engine_.OnCommitRejoin(request->node_id(), request->incarnation(), devices));
+}
+
+grpc::ServerUnaryReactor* PeerServiceImpl::Ping(grpc::CallbackServerContext* context,
+                                                const v1::PingRequest* request,
+                                                v1::PingResponse* response) {
+  if (absl::Status s = auth_.CheckCaller(*context, request->node_id()); !s.ok()) {
+    return Reply(context, s);
+  }
+  if (!engine_.ready()) return Reply(context, absl::UnavailableError("daemon is starting up"));
+  response->set_incarnation(engine_.self().incarnation);
+  return Reply(context, absl::OkStatus());
 }
 
 }  // namespace xferd::service

@@ -37,6 +37,9 @@ class PeerServiceImpl final : public v1::PeerService::CallbackService {
   grpc::ServerUnaryReactor* CommitRejoin(grpc::CallbackServerContext* context,
                                          const v1::CommitRejoinRequest* request,
                                          v1::CommitRejoinResponse* response) override;
+  grpc::ServerUnaryReactor* Ping(grpc::CallbackServerContext* context,
+                                 const v1::PingRequest* request,
+                                 v1::PingResponse* response) override;
 
  private:
   engine::Engine& engine_;

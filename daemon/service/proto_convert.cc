@@ -47,7 +47,11 @@ absl::StatusOr<memory::RegionSpec> FromProto(const v1::RegisterRegionRequest& r)
   spec.name = r.name();
   spec.size = r.size();
   switch (r.backing()) {
-    case v1::REGION_BACKING_UNSPECIFIED:  // anonymous is the natural default
+    case v1::REGION_BACKING_UNSPECIFIED:
+      return absl::InvalidArgumentError(absl::StrCat(
+          "region '", r.name(),
+          "' has no backing: choose anonymous (daemon memory), shm (memory local clients map) "
+          "or file (a mapped file under regions.file_dirs)"));
     case v1::REGION_BACKING_ANONYMOUS:
       spec.backing = memory::Backing::kAnonymous;
       break;
@@ -58,7 +62,8 @@ absl::StatusOr<memory::RegionSpec> FromProto(const v1::RegisterRegionRequest& r)
       spec.backing = memory::Backing::kFile;
       break;
     default:
-      return absl::InvalidArgumentError(absl::StrCat("unknown region backing ", r.backing()));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "unknown region backing ", r.backing(), ": choose anonymous, shm or file"));
   }
   spec.access.remote_write = r.access().remote_write();
   spec.access.remote_read = r.access().remote_read();
@@ -241,10 +246,10 @@ void ToProto(const transport::DeviceStats& d, v1::DeviceStats* out) {
   for (uint32_t cpu : d.poller_cpus) out->add_poller_cpus(cpu);
 }
 
-void ToProto(const std::vector<transport::verbs::DeviceInfo>& devices,
+void ToProto(const std::vector<transport::DeviceInfo>& devices,
              const std::vector<transport::DeviceStats>& used,
              const std::optional<transport::RdmaPortInUse>& in_use, v1::ListDevicesResponse* out) {
-  for (const transport::verbs::DeviceInfo& d : devices) {
+  for (const transport::DeviceInfo& d : devices) {
     v1::RdmaDevice* device = out->add_devices();
     device->set_name(d.name);
     device->set_numa_node(d.numa_node);
@@ -258,23 +263,23 @@ void ToProto(const std::vector<transport::verbs::DeviceInfo>& devices,
     device->set_node_guid(absl::StrFormat("%04x:%04x:%04x:%04x", g >> 48, (g >> 32) & 0xffff,
                                           (g >> 16) & 0xffff, g & 0xffff));
     device->set_error(d.error);
-    for (const transport::verbs::PortInfo& p : d.ports) {
+    for (const transport::PortInfo& p : d.ports) {
       v1::RdmaPort* port = device->add_ports();
       const bool used = driven != nullptr ? driven->port == p.number
                                           : in_use && in_use->device == d.name &&
                                                 in_use->port == p.number;
       port->set_number(p.number);
-      port->set_state(transport::verbs::PortStateName(p.state));
+      port->set_state(transport::PortStateName(p.state));
       port->set_link_layer(p.ethernet ? "Ethernet" : "InfiniBand");
       port->set_active_mtu(p.active_mtu);
       port->set_max_mtu(p.max_mtu);
       port->set_lid(p.lid);
       port->set_in_use(used);
-      for (const transport::verbs::GidEntry& g : p.gids) {
+      for (const transport::GidEntry& g : p.gids) {
         v1::RdmaGid* gid = port->add_gids();
         gid->set_index(g.index);
         gid->set_gid(g.ToString());
-        gid->set_type(transport::verbs::GidTypeName(g.type));
+        gid->set_type(transport::GidTypeName(g.type));
         gid->set_netdev(g.netdev);
         gid->set_in_use(used && (driven != nullptr ? driven->gid_index : in_use->gid_index) ==
                                     g.index);

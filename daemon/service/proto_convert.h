@@ -9,7 +9,7 @@
 #include "daemon/engine/engine.h"
 #include "daemon/memory/landed_events.h"
 #include "daemon/memory/region.h"
-#include "daemon/transport/verbs/device.h"
+#include "daemon/transport/device_info.h"
 #include "google/protobuf/duration.pb.h"
 #include "google/protobuf/timestamp.pb.h"
 #include "xferd/v1/xferd.pb.h"
@@ -33,7 +33,7 @@ void ToProto(const memory::LandedEvent& event, const std::string& region, bool r
 void ToProto(const engine::TransferInfo& info, v1::Transfer* out);
 void ToProto(const engine::PeerInfo& info, v1::Peer* out);
 // `in_use`: the port and GID the daemon's transport uses, if verbs.
-void ToProto(const std::vector<transport::verbs::DeviceInfo>& devices,
+void ToProto(const std::vector<transport::DeviceInfo>& devices,
              const std::vector<transport::DeviceStats>& used,
              const std::optional<transport::RdmaPortInUse>& in_use, v1::ListDevicesResponse* out);
 void ToProto(const transport::DeviceStats& device, v1::DeviceStats* out);

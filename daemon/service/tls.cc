@@ -2,7 +2,6 @@
 
 #include <grpc/grpc_security_constants.h>
 #include <openssl/err.h>
-#include <openssl/pem.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
@@ -10,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "daemon/base/status_macros.h"
+#include "daemon/common/openssl_util.h"
 #include "daemon/common/x509_names.h"
 #include "daemon/service/peer_auth.h"
 
@@ -19,57 +19,13 @@ namespace {
 constexpr char kPeerServicePrefix[] = "/xferd.v1.PeerService/";
 constexpr char kClientServicePrefix[] = "/xferd.v1.Xferd/";
 
-struct BioFree {
-  void operator()(BIO* b) const { BIO_free(b); }
-};
-struct X509Free {
-  void operator()(X509* x) const { X509_free(x); }
-};
-struct KeyFree {
-  void operator()(EVP_PKEY* k) const { EVP_PKEY_free(k); }
-};
-struct StoreCtxFree {
-  void operator()(X509_STORE_CTX* c) const { X509_STORE_CTX_free(c); }
-};
-struct StackFree {
-  void operator()(STACK_OF(X509) * s) const { sk_X509_pop_free(s, X509_free); }
-};
-using UniqueX509 = std::unique_ptr<X509, X509Free>;
-using UniqueStack = std::unique_ptr<STACK_OF(X509), StackFree>;
-
-std::unique_ptr<BIO, BioFree> MemBio(absl::string_view text) {
-  return std::unique_ptr<BIO, BioFree>(BIO_new_mem_buf(text.data(), static_cast<int>(text.size())));
-}
-
-// Every certificate in a PEM text, in order.
-UniqueStack ReadCertificates(absl::string_view pem) {
-  UniqueStack certs(sk_X509_new_null());
-  auto bio = MemBio(pem);
-  while (X509* cert = PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr)) {
-    sk_X509_push(certs.get(), cert);
-  }
-  ERR_clear_error();  // the read that ended the loop left "no start line"
-  return certs;
-}
-
-std::string OpenSslError() {
-  const unsigned long code = ERR_get_error();
-  ERR_clear_error();
-  if (code == 0) return "unknown OpenSSL error";
-  char text[256];
-  ERR_error_string_n(code, text, sizeof(text));
-  return text;
-}
-
 absl::Status Invalid(const char* key, const std::string& path, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat("config key '", key, "' (", path, "): ", why));
 }
 
 // The certificate and key belong together and can act as TLS client and server.
 absl::Status CheckCertificateAndKey(const TlsConfig& tls, const TlsMaterial& m, X509* leaf) {
-  auto key_bio = MemBio(m.key_pem);
-  std::unique_ptr<EVP_PKEY, KeyFree> key(
-      PEM_read_bio_PrivateKey(key_bio.get(), nullptr, nullptr, nullptr));
+  UniqueKey key = ReadPrivateKey(m.key_pem);
   if (key == nullptr) {
     return Invalid("tls.key", tls.key, absl::StrCat("not a PEM private key: ", OpenSslError()));
   }
@@ -91,7 +47,7 @@ absl::Status CheckCertificateAndKey(const TlsConfig& tls, const TlsMaterial& m, 
 }  // namespace
 
 absl::StatusOr<std::vector<std::string>> PemCertificateNames(absl::string_view pem) {
-  UniqueStack certs = ReadCertificates(pem);
+  UniqueX509Stack certs = ReadCertificates(pem);
   if (sk_X509_num(certs.get()) == 0) {
     return absl::InvalidArgumentError("no PEM certificate found");
   }
@@ -99,7 +55,7 @@ absl::StatusOr<std::vector<std::string>> PemCertificateNames(absl::string_view p
 }
 
 absl::StatusOr<std::unique_ptr<CaVerifier>> CaVerifier::Create(absl::string_view ca_pem) {
-  UniqueStack cas = ReadCertificates(ca_pem);
+  UniqueX509Stack cas = ReadCertificates(ca_pem);
   if (sk_X509_num(cas.get()) == 0) return absl::InvalidArgumentError("no PEM certificate found");
   X509_STORE* store = X509_STORE_new();
   for (int i = 0; i < sk_X509_num(cas.get()); ++i)
@@ -110,12 +66,12 @@ absl::StatusOr<std::unique_ptr<CaVerifier>> CaVerifier::Create(absl::string_view
 CaVerifier::~CaVerifier() { X509_STORE_free(static_cast<X509_STORE*>(store_)); }
 
 absl::Status CaVerifier::Verify(absl::string_view leaf_pem, absl::string_view chain_pem) const {
-  UniqueStack leaf = ReadCertificates(leaf_pem);
+  UniqueX509Stack leaf = ReadCertificates(leaf_pem);
   if (sk_X509_num(leaf.get()) == 0) {
     return absl::PermissionDeniedError("no certificate was presented");
   }
-  UniqueStack chain = ReadCertificates(chain_pem);
-  std::unique_ptr<X509_STORE_CTX, StoreCtxFree> ctx(X509_STORE_CTX_new());
+  UniqueX509Stack chain = ReadCertificates(chain_pem);
+  UniqueStoreCtx ctx(X509_STORE_CTX_new());
   if (X509_STORE_CTX_init(ctx.get(), static_cast<X509_STORE*>(store_), sk_X509_value(leaf.get(), 0),
                           chain.get()) != 1) {
     return absl::InternalError(absl::StrCat("X509_STORE_CTX_init: ", OpenSslError()));
@@ -139,7 +95,7 @@ absl::StatusOr<TlsMaterial> LoadTlsMaterial(const TlsConfig& tls) {
       return Invalid("tls.client_ca", tls.client_ca, "no PEM certificate found");
     }
   }
-  UniqueStack chain = ReadCertificates(m.cert_pem);
+  UniqueX509Stack chain = ReadCertificates(m.cert_pem);
   if (sk_X509_num(chain.get()) == 0)
     return Invalid("tls.cert", tls.cert, "no PEM certificate found");
   X509* leaf = sk_X509_value(chain.get(), 0);

@@ -1,4 +1,4 @@
-// XferdServiceImpl: reads, client-streamed many-block requests and prepared
+// XferdServiceImpl: client-streamed many-block requests and prepared
 // layouts. Conversions are in blocks_convert.cc; meaning is checked by the
 // engine (all or nothing, errors naming the block).
 #include "absl/strings/str_cat.h"
@@ -45,15 +45,12 @@ class SubmitStreamReactor final : public grpc::ServerReadReactor<v1::TransferChu
           return absl::InvalidArgumentError(
               "the write or read came already: later messages carry more_blocks only");
         }
-        const bool write = chunk_.part_case() == v1::TransferChunk::kWrite;
-        absl::StatusOr<absl::Duration> linger =
-            write ? ReplyLinger(chunk_.write()) : ReplyLinger(chunk_.read());
-        absl::StatusOr<engine::TransferSpec> spec =
-            write ? FromProto(chunk_.write()) : FromProto(chunk_.read());
-        if (!spec.ok()) return spec.status();
-        if (!linger.ok()) return linger.status();
-        linger_ = *linger;
-        spec_ = *std::move(spec);
+        absl::StatusOr<Submission> submission = chunk_.part_case() == v1::TransferChunk::kWrite
+                                                    ? SubmissionFromProto(chunk_.write())
+                                                    : SubmissionFromProto(chunk_.read());
+        if (!submission.ok()) return submission.status();
+        linger_ = submission->linger;
+        spec_ = std::move(submission->spec);
         return absl::OkStatus();
       }
       case v1::TransferChunk::kMoreBlocks: {
@@ -79,9 +76,7 @@ class SubmitStreamReactor final : public grpc::ServerReadReactor<v1::TransferChu
     service_.SubmitAndReply(
         std::move(specs), /*batch=*/false, linger_,
         [this](const grpc::Status& status) { Finish(status); },
-        [response = response_](const std::vector<engine::TransferInfo>& infos) {
-          ToProto(infos.front(), response);
-        });
+        XferdServiceImpl::FillOne(response_));
   }
 
   XferdServiceImpl& service_;
@@ -91,23 +86,6 @@ class SubmitStreamReactor final : public grpc::ServerReadReactor<v1::TransferChu
   absl::Duration linger_;
   uint64_t messages_ = 0;
 };
-
-grpc::ServerUnaryReactor* XferdServiceImpl::Read(grpc::CallbackServerContext* context,
-                                                 const v1::ReadRequest* request,
-                                                 v1::Transfer* response) {
-  absl::StatusOr<engine::TransferSpec> spec = FromProto(*request);
-  absl::StatusOr<absl::Duration> linger = ReplyLinger(*request);
-  if (!spec.ok()) return Reply(context, spec.status());
-  if (!linger.ok()) return Reply(context, linger.status());
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  std::vector<engine::TransferSpec> specs;
-  specs.push_back(*std::move(spec));
-  SubmitAndReply(std::move(specs), /*batch=*/false, *linger, FinishWith(reactor),
-                 [response](const std::vector<engine::TransferInfo>& infos) {
-                   ToProto(infos.front(), response);
-                 });
-  return reactor;
-}
 
 grpc::ServerReadReactor<v1::TransferChunk>* XferdServiceImpl::SubmitStream(
     grpc::CallbackServerContext*, v1::Transfer* response) {

@@ -15,7 +15,6 @@
 #include "daemon/service/proto_convert.h"
 #include "daemon/service/region_watch.h"
 #include "daemon/service/status_convert.h"
-#include "daemon/transport/verbs/device.h"
 
 namespace xferd::service {
 
@@ -27,23 +26,29 @@ grpc::ServerUnaryReactor* Reply(grpc::CallbackServerContext* context, const absl
 
 namespace {
 
-// One page of `items` (any order) by ascending `key`, after the token's key;
-// fills next_page_token when more follow. INVALID_ARGUMENT for a bad token.
-template <typename Request, typename Item, typename KeyFn, typename AddFn>
+// One page of `items` (any order) by ascending `key`, after the token's key,
+// each made a message by `make` and added to `out` while the page has room
+// (PageFill); fills next_page_token when more follow. INVALID_ARGUMENT for a
+// bad token.
+template <typename Request, typename Item, typename KeyFn, typename MakeFn, typename Message>
 absl::Status FillPage(absl::string_view list, const Request& request, std::vector<Item> items,
-                      KeyFn key, AddFn add, std::string* next_page_token) {
+                      KeyFn key, MakeFn make, google::protobuf::RepeatedPtrField<Message>* out,
+                      std::string* next_page_token) {
   ASSIGN_OR_RETURN(const std::string start, PageStart(list, request.page_token()));
   std::sort(items.begin(), items.end(),
             [&](const Item& a, const Item& b) { return key(a) < key(b); });
-  auto first = start.empty() ? items.begin()
-                             : std::upper_bound(items.begin(), items.end(), start,
-                                                [&](const std::string& k, const Item& item) {
-                                                  return k < key(item);
-                                                });
-  const size_t left = static_cast<size_t>(items.end() - first);
-  const size_t page = std::min<size_t>(left, PageSize(request.page_size()));
-  for (auto it = first; it != first + page; ++it) add(*it);
-  if (page < left) *next_page_token = PageToken(list, key(*(first + page - 1)));
+  auto it = start.empty() ? items.begin()
+                          : std::upper_bound(items.begin(), items.end(), start,
+                                             [&](const std::string& k, const Item& item) {
+                                               return k < key(item);
+                                             });
+  PageFill page(PageSize(request.page_size()));
+  for (; it != items.end(); ++it) {
+    Message message = make(*it);
+    if (!page.Take(message.ByteSizeLong())) break;
+    *out->Add() = std::move(message);
+  }
+  if (it != items.end()) *next_page_token = PageToken(list, key(*(it - 1)));
   return absl::OkStatus();
 }
 
@@ -133,9 +138,11 @@ grpc::ServerUnaryReactor* XferdServiceImpl::ListRegions(grpc::CallbackServerCont
                             "regions", *request, std::move(regions),
                             [](const auto& r) { return r->name(); },
                             [&](const auto& r) {
-                              ToProto(*r, engine_.transport_kind(), response->add_regions());
+                              v1::Region message;
+                              ToProto(*r, engine_.transport_kind(), &message);
+                              return message;
                             },
-                            response->mutable_next_page_token()));
+                            response->mutable_regions(), response->mutable_next_page_token()));
 }
 
 grpc::ServerWriteReactor<v1::RegionEvent>* XferdServiceImpl::WatchRegion(
@@ -182,8 +189,12 @@ grpc::ServerUnaryReactor* XferdServiceImpl::ListPeers(grpc::CallbackServerContex
                             [](const engine::PeerInfo& p) {
                               return absl::StrCat(p.node.node_id, "/", p.node.incarnation);
                             },
-                            [&](const engine::PeerInfo& p) { ToProto(p, response->add_peers()); },
-                            response->mutable_next_page_token()));
+                            [](const engine::PeerInfo& p) {
+                              v1::Peer message;
+                              ToProto(p, &message);
+                              return message;
+                            },
+                            response->mutable_peers(), response->mutable_next_page_token()));
 }
 
 grpc::ServerUnaryReactor* XferdServiceImpl::DisconnectPeer(grpc::CallbackServerContext* context,
@@ -217,21 +228,28 @@ void XferdServiceImpl::SubmitAndReply(
                  });
 }
 
+grpc::ServerUnaryReactor* XferdServiceImpl::SubmitOne(grpc::CallbackServerContext* context,
+                                                      absl::StatusOr<Submission> submission,
+                                                      v1::Transfer* response) {
+  if (!submission.ok()) return Reply(context, submission.status());
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  std::vector<engine::TransferSpec> specs;
+  specs.push_back(std::move(submission->spec));
+  SubmitAndReply(std::move(specs), /*batch=*/false, submission->linger, FinishWith(reactor),
+                 FillOne(response));
+  return reactor;
+}
+
 grpc::ServerUnaryReactor* XferdServiceImpl::Write(grpc::CallbackServerContext* context,
                                                   const v1::WriteRequest* request,
                                                   v1::Transfer* response) {
-  absl::StatusOr<engine::TransferSpec> spec = FromProto(*request);
-  absl::StatusOr<absl::Duration> linger = ReplyLinger(*request);
-  if (!spec.ok()) return Reply(context, spec.status());
-  if (!linger.ok()) return Reply(context, linger.status());
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  std::vector<engine::TransferSpec> writes;
-  writes.push_back(*std::move(spec));
-  SubmitAndReply(std::move(writes), /*batch=*/false, *linger, FinishWith(reactor),
-                 [response](const std::vector<engine::TransferInfo>& infos) {
-                   ToProto(infos.front(), response);
-                 });
-  return reactor;
+  return SubmitOne(context, SubmissionFromProto(*request), response);
+}
+
+grpc::ServerUnaryReactor* XferdServiceImpl::Read(grpc::CallbackServerContext* context,
+                                                 const v1::ReadRequest* request,
+                                                 v1::Transfer* response) {
+  return SubmitOne(context, SubmissionFromProto(*request), response);
 }
 
 grpc::ServerUnaryReactor* XferdServiceImpl::SubmitBatch(grpc::CallbackServerContext* context,
@@ -281,12 +299,19 @@ grpc::ServerUnaryReactor* XferdServiceImpl::ListTransfers(grpc::CallbackServerCo
   const uint32_t page = PageSize(request->page_size() != 0 ? request->page_size()
                                                             : request->limit());
   filter.limit = page + 1;
-  std::vector<engine::TransferInfo> infos = engine_.ListTransfers(filter);
-  if (infos.size() > page) {
-    infos.resize(page);
-    *response->mutable_next_page_token() = PageToken("transfers", absl::StrCat(infos.back().id));
+  const std::vector<engine::TransferInfo> infos = engine_.ListTransfers(filter);
+  PageFill fill(page);
+  size_t taken = 0;
+  for (; taken < infos.size(); ++taken) {
+    v1::Transfer message;
+    ToProto(infos[taken], &message);
+    if (!fill.Take(message.ByteSizeLong())) break;
+    *response->add_transfers() = std::move(message);
   }
-  for (const engine::TransferInfo& info : infos) ToProto(info, response->add_transfers());
+  if (taken < infos.size()) {
+    *response->mutable_next_page_token() =
+        PageToken("transfers", absl::StrCat(infos[taken - 1].id));
+  }
   return Reply(context, absl::OkStatus());
 }
 
@@ -328,12 +353,7 @@ grpc::ServerUnaryReactor* XferdServiceImpl::WaitTransfer(grpc::CallbackServerCon
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
     std::vector<std::shared_ptr<engine::Transfer>> one;
     one.push_back(std::move(t));
-    TransferWaiter::Start(
-        watch_loop_, std::move(one),
-        [response](const std::vector<engine::TransferInfo>& infos) {
-          ToProto(infos.front(), response);
-        },
-        FinishWith(reactor));
+    TransferWaiter::Start(watch_loop_, std::move(one), FillOne(response), FinishWith(reactor));
     return reactor;
   }
   // Finished and reduced to its snapshot (or unknown): the snapshot is final.
@@ -387,8 +407,7 @@ grpc::ServerUnaryReactor* XferdServiceImpl::GetStats(grpc::CallbackServerContext
 grpc::ServerUnaryReactor* XferdServiceImpl::ListDevices(grpc::CallbackServerContext* context,
                                                         const v1::ListDevicesRequest*,
                                                         v1::ListDevicesResponse* response) {
-  absl::StatusOr<std::vector<transport::verbs::DeviceInfo>> devices =
-      transport::verbs::QueryDevices();
+  absl::StatusOr<std::vector<transport::DeviceInfo>> devices = engine_.HostDevices();
   if (devices.ok()) {
     ToProto(*devices, engine_.Stats().transport.devices, engine_.rdma_port(), response);
   }

@@ -11,6 +11,8 @@
 #include "absl/time/time.h"
 #include "daemon/cluster/directory.h"
 #include "daemon/engine/engine.h"
+#include "daemon/service/blocks_convert.h"
+#include "daemon/service/proto_convert.h"
 #include "daemon/service/transfer_watch.h"
 #include "xferd/v1/xferd.grpc.pb.h"
 
@@ -57,9 +59,9 @@ class XferdServiceImpl final : public v1::Xferd::CallbackService {
 
   grpc::ServerUnaryReactor* Write(grpc::CallbackServerContext* context,
                                   const v1::WriteRequest* request, v1::Transfer* response) override;
-  // xferd_blocks.cc
   grpc::ServerUnaryReactor* Read(grpc::CallbackServerContext* context,
                                  const v1::ReadRequest* request, v1::Transfer* response) override;
+  // xferd_blocks.cc
   grpc::ServerReadReactor<v1::TransferChunk>* SubmitStream(grpc::CallbackServerContext* context,
                                                            v1::Transfer* response) override;
   grpc::ServerUnaryReactor* PrepareLayout(grpc::CallbackServerContext* context,
@@ -120,8 +122,19 @@ class XferdServiceImpl final : public v1::Xferd::CallbackService {
   void SubmitAndReply(std::vector<engine::TransferSpec> writes, bool batch, absl::Duration linger,
                       std::function<void(const grpc::Status&)> finish,
                       std::function<void(const std::vector<engine::TransferInfo>&)> fill);
+  // Write and Read: one transfer, replied with its snapshot.
+  grpc::ServerUnaryReactor* SubmitOne(grpc::CallbackServerContext* context,
+                                      absl::StatusOr<Submission> submission,
+                                      v1::Transfer* response);
   static std::function<void(const grpc::Status&)> FinishWith(grpc::ServerUnaryReactor* reactor) {
     return [reactor](const grpc::Status& status) { reactor->Finish(status); };
+  }
+  // Fills a reply of one transfer with its snapshot.
+  static std::function<void(const std::vector<engine::TransferInfo>&)> FillOne(
+      v1::Transfer* response) {
+    return [response](const std::vector<engine::TransferInfo>& infos) {
+      ToProto(infos.front(), response);
+    };
   }
 
   engine::Engine& engine_;

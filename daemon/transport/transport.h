@@ -20,6 +20,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "daemon/base/mutex.h"
@@ -27,6 +28,16 @@
 #include "daemon/transport/transport_types.h"
 
 namespace xferd::transport {
+
+// A failure the transport cannot explain alone: the peer's NIC refused our
+// RDMA access (IBV_WC_REM_ACCESS_ERR), which a region deregistered, keys
+// revoked or a range outside the region give, and so does a peer process
+// that died (its memory goes before its queue pairs). Its status carries
+// this payload, the NIC's words, so that the engine asks the peer which.
+inline constexpr absl::string_view kAccessRefused = "xferd.transport/access-refused";
+inline bool IsAccessRefused(const absl::Status& status) {
+  return status.GetPayload(kAccessRefused).has_value();
+}
 
 // One poller's connection to one peer, owned by that poller's worker.
 // Methods are for that poller's thread.
@@ -231,6 +242,12 @@ class Transport : public memory::RegionRegistrar {
   // `link`: INVALID_ARGUMENT when it is malformed (e.g. rkeys that do not
   // cover the region, or too few lanes of them). Any thread.
   virtual absl::Status CheckRemoteRegion(const RemoteRegion& region, const Link& link) const = 0;
+  // Checks a peer's endpoints (its handshake, its answer to ours, a rejoin
+  // offer or answer) before a link uses them: INVALID_ARGUMENT naming what
+  // this transport cannot take (verbs: queue pairs, devices, the notice
+  // ring). Another transport's endpoints pass: AcceptLink and Connect refuse
+  // them, naming both transports. Any thread.
+  virtual absl::Status CheckEndpoints(const LinkEndpoints& remote) const = 0;
 
   // Lanes (QPs or connections) and memory registrations open right now, for
   // stats and leak checks. Any thread.

@@ -40,7 +40,7 @@ absl::StatusOr<std::unique_ptr<Transport>> CreateVerbs(const Config& config,
                                                        const memory::RegionRegistry& regions,
                                                        std::string* description) {
   const TransportConfig& t = config.transport;
-  ASSIGN_OR_RETURN(std::vector<verbs::DeviceInfo> devices, verbs::QueryDevices());
+  ASSIGN_OR_RETURN(std::vector<DeviceInfo> devices, verbs::QueryDevices());
   verbs::DeviceRequest request{t.verbs_device, t.verbs_port, t.verbs_gid_index, t.verbs_mtu};
   std::vector<verbs::PortSelection> ports;
   if (t.verbs_devices.empty()) {
@@ -98,5 +98,7 @@ absl::StatusOr<TransportChoiceResult> CreateTransport(const Config& config,
       std::move(transport), absl::StrCat("auto: no usable RDMA device (", verbs.status().message(),
                                          "); using tcp", lanes)};
 }
+
+absl::StatusOr<std::vector<DeviceInfo>> QueryHostDevices() { return verbs::QueryDevices(); }
 
 }  // namespace xferd::transport

@@ -5,10 +5,12 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "daemon/common/config.h"
 #include "daemon/memory/region_registry.h"
+#include "daemon/transport/device_info.h"
 #include "daemon/transport/transport.h"
 
 namespace xferd::transport {
@@ -23,5 +25,9 @@ struct TransportChoiceResult {
 // but no usable RDMA device exists; other errors from building the transport.
 absl::StatusOr<TransportChoiceResult> CreateTransport(const Config& config,
                                                       const memory::RegionRegistry& regions);
+
+// The host's RDMA devices, ports and GIDs, whatever transport was chosen (an
+// empty list without RDMA): main gives it to the engine for ListDevices.
+absl::StatusOr<std::vector<DeviceInfo>> QueryHostDevices();
 
 }  // namespace xferd::transport

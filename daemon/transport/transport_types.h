@@ -64,6 +64,10 @@ struct DeviceEndpoints {
   uint32_t notice_ring_rkey = 0;
 };
 
+// RDMA devices one link may span (hosts carry up to 8 or so): a peer's
+// message naming more, or a device index beyond, is malformed.
+inline constexpr uint32_t kMaxDevices = 32;
+
 // One side's half of a link, as carried by the handshake.
 struct LinkEndpoints {
   TransportKind kind = TransportKind::kTcp;

@@ -273,6 +273,7 @@ absl::Status RunBlocks(client::Client& local, const BlocksArgs& b) {
     v1::RegisterRegionRequest r;
     r.set_name(name);
     r.set_size(size);
+    r.set_backing(v1::REGION_BACKING_ANONYMOUS);
     r.mutable_access()->set_remote_write(remote_access);
     r.mutable_access()->set_remote_read(remote_access);
     if (absl::Status s = c->RegisterRegion(r).status(); !s.ok()) return s;

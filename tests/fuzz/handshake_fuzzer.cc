@@ -1,13 +1,16 @@
 // Fuzzes what a peer sends in a handshake: the bytes of a
 // v1::HandshakeRequest (the responder's view) and of a v1::HandshakeResponse
-// (the initiator's view), through the service layer's validation
-// (FromProto(NodeIdentity, LinkEndpoints)). Whatever it accepts must keep the
-// promises the engine and transports rely on, and convert back to the same
-// domain value.
+// (the initiator's view), through the service layer's conversion
+// (FromProto(NodeIdentity, LinkEndpoints)) and then the transports' own
+// checks (verbs::CheckEndpoints, tcp::CheckEndpoints), as the engine runs
+// them. Whatever passes must keep the promises the transports rely on, and
+// what the conversion accepts converts back to the same domain value.
 #include <cstdint>
 #include <string>
 
 #include "daemon/service/peer_convert.h"
+#include "daemon/transport/tcp/tcp_transport.h"
+#include "daemon/transport/verbs/endpoint_check.h"
 #include "tests/fuzz/fuzz_check.h"
 #include "xferd/v1/peer.pb.h"
 
@@ -50,15 +53,26 @@ void Check(const v1::NodeIdentity& node, const v1::LinkEndpoints& endpoints) {
   const transport::LinkEndpoints& e = message->endpoints;
   FUZZ_CHECK(!message->node.node_id.empty());
   FUZZ_CHECK(e.lanes >= 1 && e.lanes <= kMaxLanes);
+  // What the conversion accepts survives our own encoding unchanged.
+  v1::LinkEndpoints again;
+  ToProto(e, &again);
+  absl::StatusOr<transport::LinkEndpoints> round_trip = FromProto(again);
+  FUZZ_CHECK(round_trip.ok());
+  FUZZ_CHECK(SameEndpoints(e, *round_trip));
+  absl::Status verbs = transport::verbs::CheckEndpoints(e);
+  absl::Status tcp = transport::tcp::CheckEndpoints(e);
+  FUZZ_CHECK(verbs.ok() || verbs.code() == absl::StatusCode::kInvalidArgument);
+  FUZZ_CHECK(tcp.ok() || tcp.code() == absl::StatusCode::kInvalidArgument);
+  if (!verbs.ok() || !tcp.ok()) return;
   if (e.kind == transport::TransportKind::kVerbs) {
-    FUZZ_CHECK(!e.devices.empty() && e.devices.size() <= kMaxDevices);
+    FUZZ_CHECK(!e.devices.empty() && e.devices.size() <= transport::kMaxDevices);
     FUZZ_CHECK(e.notice_ring_slots >= 1 && e.notice_ring_slots <= (1u << 16));
     // Both go into 8-bit QP attributes; 0 would stall every RDMA READ.
     FUZZ_CHECK(e.max_rd_atomic >= 1 && e.max_rd_atomic <= 255);
     FUZZ_CHECK(e.max_dest_rd_atomic >= 1 && e.max_dest_rd_atomic <= 255);
     for (const transport::DeviceEndpoints& d : e.devices) {
       FUZZ_CHECK(d.queue_pairs.size() == e.lanes);
-      FUZZ_CHECK(d.index < kMaxDevices && d.peer_device < kMaxDevices);
+      FUZZ_CHECK(d.index < transport::kMaxDevices && d.peer_device < transport::kMaxDevices);
       for (const transport::QueuePairEndpoint& qp : d.queue_pairs) {
         FUZZ_CHECK(qp.qpn <= 0xffffff && qp.psn <= 0xffffff);
         FUZZ_CHECK(qp.mtu >= 256 && qp.mtu <= 4096 && (qp.mtu & (qp.mtu - 1)) == 0);
@@ -67,13 +81,8 @@ void Check(const v1::NodeIdentity& node, const v1::LinkEndpoints& endpoints) {
   } else {
     FUZZ_CHECK(e.kind == transport::TransportKind::kTcp);
     FUZZ_CHECK(e.devices.empty());
+    FUZZ_CHECK(e.tcp.host.size() <= 255 && e.tcp.session_token.size() <= 64);
   }
-  // What we accepted survives our own encoding unchanged.
-  v1::LinkEndpoints again;
-  ToProto(e, &again);
-  absl::StatusOr<transport::LinkEndpoints> round_trip = FromProto(again);
-  FUZZ_CHECK(round_trip.ok());
-  FUZZ_CHECK(SameEndpoints(e, *round_trip));
 }
 
 }  // namespace

@@ -403,6 +403,17 @@ void FakeTransport::Shutdown() {
   for (auto& link : links) link->Close(absl::UnavailableError("daemon is shutting down"));
 }
 
+void FakeTransport::CloseLinks(const absl::Status& reason) {
+  std::vector<std::shared_ptr<FakeLink>> links;
+  {
+    MutexLock lock(&mu_);
+    for (auto& weak : links_) {
+      if (auto link = weak.lock()) links.push_back(std::move(link));
+    }
+  }
+  for (auto& link : links) link->Close(reason);
+}
+
 std::vector<PostedOp> FakeTransport::posted() const {
   MutexLock lock(&mu_);
   return posted_;

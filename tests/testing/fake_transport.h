@@ -102,6 +102,12 @@ class FakeTransport final : public transport::Transport {
                                  const transport::Link&) const override {
     return absl::OkStatus();
   }
+  // The fake has no limits of its own: it answers `refuse_endpoints` (OK
+  // unless a test sets it before the handshake it means to fail).
+  absl::Status CheckEndpoints(const transport::LinkEndpoints&) const override {
+    return refuse_endpoints;
+  }
+  absl::Status refuse_endpoints;
   // Lanes of connected, unbroken links; registrations still alive.
   transport::TransportStats stats() const override;
   absl::StatusOr<std::unique_ptr<memory::TransportRegistration>> RegisterMemory(
@@ -112,6 +118,8 @@ class FakeTransport final : public transport::Transport {
   // Test controls, any thread: while held, posted ops neither land nor
   // complete, unless their link breaks.
   void HoldCompletions(bool hold) { hold_.store(hold); }
+  // Closes every link with `reason`, as a transport that saw it fail.
+  void CloseLinks(const absl::Status& reason);
   bool held() const { return hold_.load(); }
   // What every worker names as its poller's CPUs (before the pollers start).
   void SetPreferredCpus(std::vector<uint32_t> cpus) { preferred_cpus_ = std::move(cpus); }

@@ -4,6 +4,8 @@
 
 #include <cstdlib>
 
+#include "daemon/base/endian.h"
+
 namespace xferd::testing {
 
 LandedRecorder::LandedRecorder(memory::Region& region) : hub_(region.landed()) {
@@ -21,6 +23,16 @@ std::vector<memory::LandedEvent> LandedRecorder::Take() {
     events.push_back(event);
   }
   return events;
+}
+
+Ranges UnpackRanges(const memory::LandedRanges& r) {
+  Ranges out;
+  const auto* o = reinterpret_cast<const uint8_t*>(r.offsets.data());
+  const auto* l = reinterpret_cast<const uint8_t*>(r.lengths.data());
+  for (size_t i = 0; 8 * i < r.offsets.size(); ++i) {
+    out.emplace_back(LoadLE<uint64_t>(o + 8 * i), LoadLE<uint64_t>(l + 8 * i));
+  }
+  return out;
 }
 
 }  // namespace xferd::testing

@@ -1,15 +1,23 @@
 // A test's watcher of one region's landed events: subscribes on construction,
 // unsubscribes on destruction, and reads the events published in between the
-// way a WatchRegion stream does (from the hub's ring, on the test's thread).
+// way a WatchRegion stream does (from the hub's ring, on the test's thread);
+// and an event's ranges unpacked.
 #pragma once
 
 #include <atomic>
+#include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "daemon/memory/landed_events.h"
 #include "daemon/memory/region.h"
 
 namespace xferd::testing {
+
+// A landed event's ranges as (offset, length) pairs, from their packed
+// little-endian arrays.
+using Ranges = std::vector<std::pair<uint64_t, uint64_t>>;
+Ranges UnpackRanges(const memory::LandedRanges& ranges);
 
 class LandedRecorder final : public memory::LandedWatcher {
  public:

@@ -18,6 +18,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
 __all__ = ["TransferHandle", "RegionWatch"]
 
+
 class HandleBase:
     """What the blocking and the asyncio transfer handles share: the id and
     the snapshots seen, with no RPC.
@@ -40,6 +41,17 @@ class HandleBase:
     def last(self) -> Transfer:
         """The most recent snapshot this handle has seen (no RPC)."""
         return self._last
+
+    def _seen(self, message: Any) -> Transfer:
+        """Takes a Transfer message of this transfer as the latest snapshot."""
+        self._last = Transfer.from_proto(message)
+        return self._last
+
+    def _watch_request(self, interval: float) -> xferd_pb2.WatchTransferRequest:
+        return xferd_pb2.WatchTransferRequest(id=self.id, interval=duration(interval))
+
+    def _wait_request(self) -> xferd_pb2.WaitTransferRequest:
+        return xferd_pb2.WaitTransferRequest(id=self.id)
 
 
 class TransferHandle(HandleBase):
@@ -67,12 +79,10 @@ class TransferHandle(HandleBase):
             TimeoutError: the transfer did not end within `timeout` seconds.
             XferdError: the watch itself failed (e.g. NotFound).
         """
-        request = xferd_pb2.WatchTransferRequest(id=self.id, interval=duration(interval))
-        call = self._client.stub.WatchTransfer(request, timeout=timeout)
+        call = self._client.stub.WatchTransfer(self._watch_request(interval), timeout=timeout)
         try:
             for message in call:
-                self._last = Transfer.from_proto(message)
-                yield self._last
+                yield self._seen(message)
         except grpc.RpcError as e:
             raise wait_error(e, self.id, timeout) from None
         finally:
@@ -98,10 +108,8 @@ class TransferHandle(HandleBase):
             TimeoutError: it is still running after `timeout` seconds.
         """
         if not self._last.terminal:
-            request = xferd_pb2.WaitTransferRequest(id=self.id)
             try:
-                self._last = Transfer.from_proto(
-                    self._client.stub.WaitTransfer(request, timeout=timeout))
+                self._seen(self._client.stub.WaitTransfer(self._wait_request(), timeout=timeout))
             except grpc.RpcError as e:
                 raise wait_error(e, self.id, timeout) from None
         return self._last.raise_for_state()
@@ -112,10 +120,52 @@ class TransferHandle(HandleBase):
         return self._last
 
 
-_END = object()
+#: Put on a watch's queue after its stream's last event.
+END = object()
+
+#: What a watch's reader queues: an event, the stream's error, or END.
+QueueItem = Union[RegionEvent, XferdError, object]
 
 
-class RegionWatch:
+class WatchBase:
+    """What the blocking and the asyncio region watches share: turning the
+    stream's messages, its error and its end into queued items, and items
+    into next_event()'s answers."""
+
+    def __init__(self, call: Any) -> None:
+        """Keeps `call`, a WatchRegion stream."""
+        self._call = call
+        self._closing = False
+        self._ended = False
+
+    def _item(self, message: Any) -> QueueItem:
+        return RegionEvent.from_proto(message)
+
+    def _failure(self, error: grpc.RpcError) -> Optional[QueueItem]:
+        """The item a stream error queues: none when close() caused it."""
+        return None if self._closing else from_rpc_error(error)
+
+    def _take(self, item: QueueItem) -> Optional[RegionEvent]:
+        """next_event()'s answer for a dequeued item (raises its error)."""
+        if item is END:
+            self._ended = True
+            return None
+        if isinstance(item, XferdError):
+            self._ended = True
+            raise item
+        assert isinstance(item, RegionEvent)
+        return item
+
+    @staticmethod
+    def _subscribed(first: Optional[RegionEvent]) -> RegionEvent:
+        """The watch's first event, which must be SUBSCRIBED."""
+        if first is None or first.kind != "subscribed":
+            raise error_for(grpc.StatusCode.INTERNAL,
+                            f"WatchRegion began with {first!r} instead of SUBSCRIBED")
+        return first
+
+
+class RegionWatch(WatchBase):
     """A live subscription to a region's events.
 
     Created by Client.watch_region(), which returns only once the daemon has
@@ -132,32 +182,26 @@ class RegionWatch:
             XferdError: the daemon refused the watch (e.g. NotFound).
             TimeoutError: no SUBSCRIBED event within `subscribe_timeout` s.
         """
-        self._call = call
-        self._events: "queue.Queue[Union[RegionEvent, XferdError, object]]" = queue.Queue()
-        self._closing = False
-        self._ended = False
+        super().__init__(call)
+        self._events: "queue.Queue[QueueItem]" = queue.Queue()
         self._reader = threading.Thread(target=self._read, name="xferd-watch", daemon=True)
         self._reader.start()
         try:
-            first = self.next_event(subscribe_timeout)
+            #: The daemon's SUBSCRIBED event: later landings are all reported.
+            self.subscribed: RegionEvent = self._subscribed(self.next_event(subscribe_timeout))
         except BaseException:
             self.close()
             raise
-        if first is None or first.kind != "subscribed":
-            self.close()
-            raise error_for(grpc.StatusCode.INTERNAL,
-                            f"WatchRegion began with {first!r} instead of SUBSCRIBED")
-        #: The daemon's SUBSCRIBED event: later landings are all reported.
-        self.subscribed: RegionEvent = first
 
     def _read(self) -> None:
         try:
             for message in self._call:
-                self._events.put(RegionEvent.from_proto(message))
+                self._events.put(self._item(message))
         except grpc.RpcError as e:
-            if not self._closing:
-                self._events.put(from_rpc_error(e))
-        self._events.put(_END)
+            failure = self._failure(e)
+            if failure is not None:
+                self._events.put(failure)
+        self._events.put(END)
 
     def next_event(self, timeout: Optional[float] = None) -> Optional[RegionEvent]:
         """The next event, or None once the stream has ended.
@@ -169,17 +213,9 @@ class RegionWatch:
         if self._ended:
             return None
         try:
-            item = self._events.get(timeout=timeout)
+            return self._take(self._events.get(timeout=timeout))
         except queue.Empty:
             raise TimeoutError(f"no region event within {timeout} s") from None
-        if item is _END:
-            self._ended = True
-            return None
-        if isinstance(item, XferdError):
-            self._ended = True
-            raise item
-        assert isinstance(item, RegionEvent)
-        return item
 
     def __iter__(self) -> Iterator[RegionEvent]:
         """Yields events until the stream ends (after "deregistered")."""

@@ -243,8 +243,9 @@ class RegionEvent:
 
     `ranges`, for a watch that asked (`watch_region(..., ranges=True)`) on a
     region registered with `landed_ranges`: the (offsets, lengths) of the
-    byte ranges a many-block transfer landed in (adjacent blocks merged), as
-    numpy uint64 arrays when numpy is importable, else array.array('Q');
+    byte ranges a many-block transfer landed in (by offset, blocks side by
+    side merged), as numpy uint64 arrays when numpy is importable, else
+    array.array('Q');
     None otherwise. `ranges_missing` is True when the daemon could not keep
     them (its bound on held ranges, or the writer could not send them).
     """

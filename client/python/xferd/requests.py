@@ -1,15 +1,12 @@
-"""The requests both clients send, built and validated once.
-
-`xferd.Client` (blocking) and `xferd.aio.Client` (asyncio) differ only in how
-they run a call; every request, its checks (ValueError before anything is
-sent), its deadline and the paging of List calls live here, and the replies
-become the dataclasses of `xferd.models` in both.
+"""The request messages of the client's calls, built and checked once
+(ValueError before anything is sent), with their deadlines: what
+`xferd.operations` sends for both clients, and what the handles send.
 """
 
 from __future__ import annotations
 
 import itertools
-from typing import Any, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence, Tuple, Union
 
 import grpc
 from google.protobuf import duration_pb2
@@ -24,7 +21,6 @@ __all__ = [
     "BACKINGS",
     "DEFAULT_LINGER",
     "TransferRequest",
-    "Pager",
     "batch_request",
     "block_list",
     "connect_peer_request",
@@ -222,30 +218,3 @@ def prepare_layout_request(name: str, region: str, block_length: int,
         request.start, request.count = start, count
         request.stride = block_length if stride is None else stride
     return request
-
-
-class Pager:
-    """Follows the pages of a List call: send `request`, give each reply to
-    `add()`, and send `request` again (its page_token moved on) while add()
-    returns True. `items` holds every item, in the server's order."""
-
-    def __init__(self, request: Any, field: str, limit: int = 0) -> None:
-        """`field`: the reply's repeated field; `limit` > 0: at most that many."""
-        self.request = request
-        self.items: List[Any] = []
-        self._field = field
-        self._limit = limit
-        self._size_page()
-
-    def _size_page(self) -> None:
-        if self._limit:
-            self.request.page_size = self._limit - len(self.items)
-
-    def add(self, page: Any) -> bool:
-        """Takes one reply; True when another page must be fetched."""
-        self.items.extend(getattr(page, self._field))
-        if not page.next_page_token or (self._limit and len(self.items) >= self._limit):
-            return False
-        self.request.page_token = page.next_page_token
-        self._size_page()
-        return True

@@ -195,7 +195,7 @@ bool TcpAcceptor::ReadHello(Pending& p) {
       return false;
     }
     n = error == SSL_ERROR_NONE ? static_cast<ssize_t>(got) : 0;
-    if (n == 0) LaneTls::TakeError("");  // what ended it does not matter: refused
+    if (n == 0) OpenSslError("");  // what ended it does not matter: refused
   }
   if (n <= 0) {
     Refuse(p, "closed before HELLO");
@@ -238,7 +238,7 @@ bool TcpAcceptor::ReadHello(Pending& p) {
           ? SSL_write_ex(p.ssl.get(), ack, sizeof(ack), &sent) == 1 && sent == sizeof(ack)
           : ::send(p.fd.get(), ack, sizeof(ack), MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof(ack));
   if (!ok) {
-    if (p.ssl != nullptr) LaneTls::TakeError("");
+    if (p.ssl != nullptr) OpenSslError("");
     link->Close(absl::UnavailableError("data lane failed during HELLO"));
     return true;
   }

@@ -66,7 +66,7 @@ ssize_t TcpLane::TlsResult(int rc, size_t n) {
       ERR_clear_error();
       return -1;
     default:
-      io_error_ = absl::StrCat("TLS: ", LaneTls::TakeError("protocol error"));
+      io_error_ = absl::StrCat("TLS: ", OpenSslError("protocol error"));
       errno = EPROTO;
       return -1;
   }

@@ -1,13 +1,13 @@
 #include "daemon/transport/tcp/tcp_tls.h"
 
 #include <openssl/err.h>
-#include <openssl/pem.h>
 #include <poll.h>
 
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "daemon/common/openssl_util.h"
 #include "daemon/common/x509_names.h"
 #include "daemon/transport/tcp/tcp_ktls.h"
 #include "daemon/transport/tcp/tcp_socket.h"
@@ -26,27 +26,9 @@ constexpr char kCipherSuites[] =
 // for (tcp_ktls.h). Peers without kernel TLS offer these too.
 constexpr char kKernelCipherSuites[] = "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384";
 
-struct BioFree {
-  void operator()(BIO* b) const { BIO_free(b); }
-};
-struct X509Free {
-  void operator()(X509* x) const { X509_free(x); }
-};
-struct KeyFree {
-  void operator()(EVP_PKEY* k) const { EVP_PKEY_free(k); }
-};
-struct CtxFree {
-  void operator()(SSL_CTX* c) const { SSL_CTX_free(c); }
-};
-using UniqueCtx = std::unique_ptr<SSL_CTX, CtxFree>;
-
-std::unique_ptr<BIO, BioFree> MemBio(const std::string& text) {
-  return std::unique_ptr<BIO, BioFree>(BIO_new_mem_buf(text.data(), static_cast<int>(text.size())));
-}
-
 absl::Status Refused(const char* what) {
   return absl::InvalidArgumentError(
-      absl::StrCat("TCP lane TLS: ", what, ": ", LaneTls::TakeError("refused by OpenSSL")));
+      absl::StrCat("TCP lane TLS: ", what, ": ", OpenSslError("refused by OpenSSL")));
 }
 
 // The protocol settings both sides share: TLS 1.3 only, which suites, how
@@ -82,33 +64,27 @@ absl::Status ConfigureProtocol(SSL_CTX* ctx, KernelTls kernel, bool kernel_recei
 
 // Certificate chain, key and CA into `ctx`.
 absl::Status ConfigureIdentity(SSL_CTX* ctx, const LaneTlsFiles& files) {
-  auto cert_bio = MemBio(files.cert_pem);
-  std::unique_ptr<X509, X509Free> leaf(
-      PEM_read_bio_X509(cert_bio.get(), nullptr, nullptr, nullptr));
-  if (leaf == nullptr || SSL_CTX_use_certificate(ctx, leaf.get()) != 1) {
-    return Refused("tls.cert");
+  UniqueX509Stack chain = ReadCertificates(files.cert_pem);
+  if (sk_X509_num(chain.get()) == 0) {
+    return absl::InvalidArgumentError("TCP lane TLS: tls.cert holds no certificate");
   }
-  while (X509* extra = PEM_read_bio_X509(cert_bio.get(), nullptr, nullptr, nullptr)) {
-    SSL_CTX_add0_chain_cert(ctx, extra);  // takes ownership
+  if (SSL_CTX_use_certificate(ctx, sk_X509_value(chain.get(), 0)) != 1) return Refused("tls.cert");
+  for (int i = 1; i < sk_X509_num(chain.get()); ++i) {
+    SSL_CTX_add1_chain_cert(ctx, sk_X509_value(chain.get(), i));
   }
-  ERR_clear_error();  // the read that ended the loop left "no start line"
-  auto key_bio = MemBio(files.key_pem);
-  std::unique_ptr<EVP_PKEY, KeyFree> key(
-      PEM_read_bio_PrivateKey(key_bio.get(), nullptr, nullptr, nullptr));
+  UniqueKey key = ReadPrivateKey(files.key_pem);
   if (key == nullptr || SSL_CTX_use_PrivateKey(ctx, key.get()) != 1 ||
       SSL_CTX_check_private_key(ctx) != 1) {
     return Refused("tls.key");
   }
   X509_STORE* store = SSL_CTX_get_cert_store(ctx);
-  auto ca_bio = MemBio(files.ca_pem);
-  int cas = 0;
-  while (X509* ca = PEM_read_bio_X509(ca_bio.get(), nullptr, nullptr, nullptr)) {
-    X509_STORE_add_cert(store, ca);
-    X509_free(ca);
-    ++cas;
+  UniqueX509Stack cas = ReadCertificates(files.ca_pem);
+  if (sk_X509_num(cas.get()) == 0) {
+    return absl::InvalidArgumentError("TCP lane TLS: tls.ca holds no certificate");
   }
-  ERR_clear_error();
-  if (cas == 0) return absl::InvalidArgumentError("TCP lane TLS: tls.ca holds no certificate");
+  for (int i = 0; i < sk_X509_num(cas.get()); ++i) {
+    X509_STORE_add_cert(store, sk_X509_value(cas.get(), i));
+  }
   // Both ends must present a certificate the CA verifies; which node it must
   // name is checked once the lane's link is known (CheckPeerNamed).
   SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
@@ -119,7 +95,7 @@ absl::Status ConfigureIdentity(SSL_CTX* ctx, const LaneTlsFiles& files) {
 // OpenSSL's error (e.g. the peer's alert).
 std::string HandshakeError(SSL* ssl) {
   const long verdict = SSL_get_verify_result(ssl);
-  std::string error = LaneTls::TakeError("connection closed during the handshake");
+  std::string error = OpenSslError("connection closed during the handshake");
   if (verdict != X509_V_OK) {
     return absl::StrCat("certificate refused: ", X509_verify_cert_error_string(verdict));
   }
@@ -134,39 +110,55 @@ bool WaitForSsl(SSL* ssl, int rc, absl::Time deadline, absl::Status* status) {
   return true;
 }
 
+// Runs `step` (SSL_read_ex or SSL_write_ex) until `len` bytes of `p` went
+// through, waiting on the socket as OpenSSL asks, until `deadline`.
+template <typename Byte, typename Step>
+absl::Status Exactly(SSL* ssl, Byte* p, size_t len, absl::Time deadline, Step step,
+                     const char* what, const char* closed) {
+  while (len > 0) {
+    size_t n = 0;
+    const int rc = step(ssl, p, len, &n);
+    if (rc == 1) {
+      p += n;
+      len -= n;
+      continue;
+    }
+    absl::Status waited;
+    if (!WaitForSsl(ssl, rc, deadline, &waited)) {
+      return absl::UnavailableError(absl::StrCat(what, OpenSslError(closed)));
+    }
+    if (!waited.ok()) return waited;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<LaneTls>> LaneTls::Create(const LaneTlsFiles& files,
                                                          KernelTls kernel, bool kernel_has_tls) {
   const bool kernel_receive = kernel == KernelTls::kAuto && kernel_has_tls;
-  UniqueCtx client(SSL_CTX_new(TLS_client_method()));
-  UniqueCtx server(SSL_CTX_new(TLS_server_method()));
+  UniqueSslCtx client(SSL_CTX_new(TLS_client_method()));
+  UniqueSslCtx server(SSL_CTX_new(TLS_server_method()));
   if (client == nullptr || server == nullptr) return Refused("SSL_CTX_new");
   for (SSL_CTX* ctx : {client.get(), server.get()}) {
     if (absl::Status s = ConfigureProtocol(ctx, kernel, kernel_receive); !s.ok()) return s;
     if (absl::Status s = ConfigureIdentity(ctx, files); !s.ok()) return s;
   }
-  return std::unique_ptr<LaneTls>(
-      new LaneTls(client.release(), server.release(), kernel_receive));
-}
-
-LaneTls::~LaneTls() {
-  SSL_CTX_free(client_);
-  SSL_CTX_free(server_);
+  return std::unique_ptr<LaneTls>(new LaneTls(std::move(client), std::move(server), kernel_receive));
 }
 
 absl::StatusOr<UniqueSsl> LaneTls::NewSession(SSL_CTX* ctx, int fd) const {
   UniqueSsl ssl(SSL_new(ctx));
   if (ssl == nullptr || SSL_set_fd(ssl.get(), fd) != 1 ||
       (kernel_receive_ && !TrackSession(ssl.get()))) {
-    return absl::ResourceExhaustedError(absl::StrCat("SSL_new: ", TakeError("out of memory")));
+    return absl::ResourceExhaustedError(absl::StrCat("SSL_new: ", OpenSslError("out of memory")));
   }
   return ssl;
 }
 
 absl::StatusOr<UniqueSsl> LaneTls::Connect(int fd, const std::string& peer_node_id,
                                            absl::Time deadline) const {
-  absl::StatusOr<UniqueSsl> session = NewSession(client_, fd);
+  absl::StatusOr<UniqueSsl> session = NewSession(client_.get(), fd);
   if (!session.ok()) return session.status();
   UniqueSsl ssl = *std::move(session);
   for (;;) {
@@ -183,7 +175,7 @@ absl::StatusOr<UniqueSsl> LaneTls::Connect(int fd, const std::string& peer_node_
 }
 
 absl::StatusOr<UniqueSsl> LaneTls::NewServerSession(int fd) const {
-  return NewSession(server_, fd);
+  return NewSession(server_.get(), fd);
 }
 
 TlsStep LaneTls::Accept(SSL* ssl, std::string* error) {
@@ -201,42 +193,13 @@ TlsStep LaneTls::Accept(SSL* ssl, std::string* error) {
 }
 
 absl::Status LaneTls::WriteExactly(SSL* ssl, const void* data, size_t len, absl::Time deadline) {
-  const char* p = static_cast<const char*>(data);
-  while (len > 0) {
-    size_t n = 0;
-    const int rc = SSL_write_ex(ssl, p, len, &n);
-    if (rc == 1) {
-      p += n;
-      len -= n;
-      continue;
-    }
-    absl::Status waited;
-    if (!WaitForSsl(ssl, rc, deadline, &waited)) {
-      return absl::UnavailableError(absl::StrCat("TLS write: ", TakeError("connection closed")));
-    }
-    if (!waited.ok()) return waited;
-  }
-  return absl::OkStatus();
+  return Exactly(ssl, static_cast<const char*>(data), len, deadline, SSL_write_ex, "TLS write: ",
+                 "connection closed");
 }
 
 absl::Status LaneTls::ReadExactly(SSL* ssl, void* data, size_t len, absl::Time deadline) {
-  char* p = static_cast<char*>(data);
-  while (len > 0) {
-    size_t n = 0;
-    const int rc = SSL_read_ex(ssl, p, len, &n);
-    if (rc == 1) {
-      p += n;
-      len -= n;
-      continue;
-    }
-    absl::Status waited;
-    if (!WaitForSsl(ssl, rc, deadline, &waited)) {
-      return absl::UnavailableError(
-          absl::StrCat("TLS read: ", TakeError("connection closed by peer")));
-    }
-    if (!waited.ok()) return waited;
-  }
-  return absl::OkStatus();
+  return Exactly(ssl, static_cast<char*>(data), len, deadline, SSL_read_ex, "TLS read: ",
+                 "connection closed by peer");
 }
 
 absl::Status LaneTls::CheckPeerNamed(SSL* ssl, const std::string& node_id) {
@@ -286,15 +249,6 @@ const char* LaneTls::PathName(TlsPath path) {
       break;
   }
   return "tls (user space)";
-}
-
-std::string LaneTls::TakeError(const char* fallback) {
-  const unsigned long code = ERR_get_error();
-  ERR_clear_error();
-  if (code == 0) return fallback;
-  char text[256];
-  ERR_error_string_n(code, text, sizeof(text));
-  return text;
 }
 
 }  // namespace xferd::transport::tcp

@@ -7,8 +7,6 @@
 // then uses the plain socket path. Otherwise OpenSSL does the records.
 #pragma once
 
-#include <openssl/ssl.h>
-
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -16,13 +14,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "daemon/common/openssl_util.h"
 
 namespace xferd::transport::tcp {
-
-struct SslFree {
-  void operator()(SSL* ssl) const { SSL_free(ssl); }
-};
-using UniqueSsl = std::unique_ptr<SSL, SslFree>;
 
 // PEM texts of [tls]: this daemon's certificate chain (leaf first), its key,
 // and the CA bundle of daemon certificates.
@@ -56,7 +50,6 @@ class LaneTls {
   // (tests set it to prepare sessions on kernels without the module).
   static absl::StatusOr<std::unique_ptr<LaneTls>> Create(const LaneTlsFiles& files,
                                                          KernelTls kernel, bool kernel_has_tls);
-  ~LaneTls();
 
   // Dialer side, any thread: a TLS client session on connected socket `fd`
   // (blocking or not), handshaken by `deadline`, whose server presented a
@@ -97,16 +90,14 @@ class LaneTls {
   }
   // The oldest queued OpenSSL error as text, and clears the queue; `fallback`
   // if there is none.
-  static std::string TakeError(const char* fallback);
-
  private:
-  LaneTls(SSL_CTX* client, SSL_CTX* server, bool kernel_receive)
-      : client_(client), server_(server), kernel_receive_(kernel_receive) {}
+  LaneTls(UniqueSslCtx client, UniqueSslCtx server, bool kernel_receive)
+      : client_(std::move(client)), server_(std::move(server)), kernel_receive_(kernel_receive) {}
   // A new session on `fd` of `ctx`, tracked for kernel receive if enabled.
   absl::StatusOr<UniqueSsl> NewSession(SSL_CTX* ctx, int fd) const;
 
-  SSL_CTX* const client_;
-  SSL_CTX* const server_;
+  const UniqueSslCtx client_;
+  const UniqueSslCtx server_;
   const bool kernel_receive_;
   mutable std::atomic<uint64_t> kernel_send_lanes_{0};
   mutable std::atomic<uint64_t> kernel_receive_lanes_{0};

@@ -86,6 +86,14 @@ std::shared_ptr<TcpLink> TcpTransport::NewLink(const PeerIdentity& peer, uint32_
   return link;
 }
 
+absl::Status CheckEndpoints(const LinkEndpoints& e) {
+  if (e.kind != TransportKind::kTcp) return absl::OkStatus();
+  if (e.tcp.host.size() > 255 || e.tcp.session_token.size() > 64) {
+    return absl::InvalidArgumentError("malformed TCP endpoint in handshake");
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::shared_ptr<Link>> TcpTransport::CreateLink(LinkEndpoints* local) {
   local->kind = TransportKind::kTcp;
   local->lanes = options_.pollers;

@@ -41,6 +41,11 @@ struct TcpTransportOptions {
   bool assume_kernel_tls = false;
 };
 
+// OK if TCP endpoints `e` name a data host of at most 255 bytes and a
+// session token of at most 64; another transport's endpoints pass (the link
+// names the mismatch). INVALID_ARGUMENT otherwise. Any thread; pure.
+absl::Status CheckEndpoints(const LinkEndpoints& e);
+
 class TcpTransport final : public Transport {
  public:
   // Binds the data listener. `regions` resolves inbound writes; it outlives
@@ -65,6 +70,9 @@ class TcpTransport final : public Transport {
   void RevokeRegion(const memory::Region&, Link*) override {}
   absl::Status CheckRemoteRegion(const RemoteRegion&, const Link&) const override {
     return absl::OkStatus();
+  }
+  absl::Status CheckEndpoints(const LinkEndpoints& remote) const override {
+    return tcp::CheckEndpoints(remote);
   }
   TransportStats stats() const override;
   absl::StatusOr<std::unique_ptr<memory::TransportRegistration>> RegisterMemory(

@@ -2,21 +2,22 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/common/check.h"
-#include "daemon/transport/verbs/striped_worker.h"
-#include "daemon/transport/verbs/verbs_worker.h"
 
 namespace xferd::transport::verbs {
 
-StripedLane::StripedLane(Link& link, std::weak_ptr<Link> link_alive, StripedWorker& worker,
+StripedLane::StripedLane(Link& link, std::weak_ptr<Link> link_alive, WaitingLanes& waiting,
                          uint32_t ops_depth)
-    : link_(link), link_alive_(std::move(link_alive)), worker_(worker), ops_depth_(ops_depth) {}
+    : link_(link),
+      link_alive_(std::move(link_alive)),
+      waiting_lanes_(waiting),
+      ops_depth_(ops_depth) {}
 
-void StripedLane::AddDevice(std::shared_ptr<Link> owner, VerbsLane* lane, VerbsWorker* worker,
-                            uint64_t weight) {
+void StripedLane::AddDevice(std::shared_ptr<Link> owner, PairLane* lane,
+                            std::atomic<uint64_t>* failovers, uint64_t weight) {
   Device device;
   device.owner = std::move(owner);
   device.lane = lane;
-  device.worker = worker;
+  device.failovers = failovers;
   device.weight = weight == 0 ? 1 : weight;
   device.in_flight.Reset(ops_depth_);
   device.batch.reserve(ops_depth_);
@@ -26,7 +27,7 @@ void StripedLane::AddDevice(std::shared_ptr<Link> owner, VerbsLane* lane, VerbsW
   waiting_.Reset(size_t{ops_depth_} * devices_.size());
 }
 
-void StripedLane::Rejoin(uint32_t slot, std::shared_ptr<Link> owner, VerbsLane* lane,
+void StripedLane::Rejoin(uint32_t slot, std::shared_ptr<Link> owner, PairLane* lane,
                          uint64_t weight) {
   Device& d = devices_[slot];
   d.next_owner = std::move(owner);
@@ -86,7 +87,7 @@ void StripedLane::Hold(const DataOp& op) {
   waiting_.Push(op);
   if (!listed_) {
     listed_ = true;
-    worker_.ListWaiting(this, link_alive_.lock());
+    waiting_lanes_.ListWaiting(this, link_alive_.lock());
   }
 }
 
@@ -153,7 +154,7 @@ void StripedLane::OnLaneOpDone(uint32_t sub, const OpCompletion& completion,
   // any still reaches the peer. RDMA WRITEs and READs are idempotent, so
   // bytes the failed device may already have moved are simply moved again.
   if (completion.error != nullptr && !link_.broken() && device.lane->broken() && Reachable(op)) {
-    device.worker->context().failovers.fetch_add(1, std::memory_order_relaxed);
+    device.failovers->fetch_add(1, std::memory_order_relaxed);
     Hold(op);
   } else {
     sink.OnOpDone(completion);

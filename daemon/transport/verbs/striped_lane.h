@@ -6,34 +6,34 @@
 // from that thread.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <vector>
 
 #include "absl/types/span.h"
 #include "daemon/transport/transport.h"
-#include "daemon/transport/verbs/verbs_lane.h"
+#include "daemon/transport/verbs/stripe_members.h"
 
 namespace xferd::transport::verbs {
-
-class StripedWorker;
-class VerbsWorker;
 
 class StripedLane final : public Lane, public OpReporter {
  public:
   // `ops_depth`: ops each device's lane holds at most.
   // `link_alive` is the link that owns this lane: held while ops wait here.
-  StripedLane(Link& link, std::weak_ptr<Link> link_alive, StripedWorker& worker,
+  // `waiting`: the poller's list this lane joins while ops wait in it.
+  StripedLane(Link& link, std::weak_ptr<Link> link_alive, WaitingLanes& waiting,
               uint32_t ops_depth);
 
   // Control thread, before the link is published: one device's lane, the
-  // per-device link that owns it, and its weight (> 0).
-  void AddDevice(std::shared_ptr<Link> owner, VerbsLane* lane, VerbsWorker* worker,
+  // per-device link that owns it, where its device counts the ops moved off
+  // it, and its weight (> 0; 0 counts as 1).
+  void AddDevice(std::shared_ptr<Link> owner, PairLane* lane, std::atomic<uint64_t>* failovers,
                  uint64_t weight);
   // Poller thread (handed over by the worker): the device in place `slot`
   // gets `lane` (connected, of the fresh link `owner`) instead of its broken
   // one, as soon as the broken one has given back every op it took.
-  void Rejoin(uint32_t slot, std::shared_ptr<Link> owner, VerbsLane* lane, uint64_t weight);
+  void Rejoin(uint32_t slot, std::shared_ptr<Link> owner, PairLane* lane, uint64_t weight);
 
   // The devices' credits together, less the ops waiting to move.
   uint32_t credits() const override;
@@ -70,15 +70,15 @@ class StripedLane final : public Lane, public OpReporter {
   };
   struct Device {
     std::shared_ptr<Link> owner;  // keeps `lane` alive while it is used here
-    VerbsLane* lane = nullptr;
-    VerbsWorker* worker = nullptr;
+    PairLane* lane = nullptr;
+    std::atomic<uint64_t>* failovers = nullptr;
     uint64_t weight = 1;
     uint64_t in_flight_bytes = 0;  // payload bytes of its ops in flight or batched
     OpRing in_flight;              // the ops its lane took, oldest first
     std::vector<DataOp> batch;
     // A rejoined lane waiting for the broken one to drain (in_flight empty).
     std::shared_ptr<Link> next_owner;
-    VerbsLane* next_lane = nullptr;
+    PairLane* next_lane = nullptr;
     uint64_t next_weight = 1;
   };
 
@@ -95,7 +95,7 @@ class StripedLane final : public Lane, public OpReporter {
 
   Link& link_;
   const std::weak_ptr<Link> link_alive_;
-  StripedWorker& worker_;
+  WaitingLanes& waiting_lanes_;
   const uint32_t ops_depth_;
   std::vector<Device> devices_;
   OpRing waiting_;  // ops no device took yet, or moved off a failed one

@@ -194,7 +194,8 @@ void StripedLink::BuildStripes(uint32_t lanes, const PeerIdentity& peer) {
                                                 device_links_.front().link->ops_depth());
     for (DevicePairLink& d : device_links_) {
       if (!d.paired) continue;
-      stripe->AddDevice(d.link, &d.link->verbs_lane(i), &pollers_[i]->device(d.local_device),
+      stripe->AddDevice(d.link, &d.link->verbs_lane(i),
+                        &pollers_[i]->device(d.local_device).context().failovers,
                         Weight(d.rate_mbps));
     }
     stripes_.push_back(std::move(stripe));
@@ -234,10 +235,17 @@ void StripedLink::OnDeviceLinkClosed() {
   }
   // Outside mu_: Close takes it.
   // One device: its reason as it is (what a single-device daemon always said).
-  Close(paired == 1 ? last
-                    : absl::Status(last.code(),
-                                   absl::StrCat("no RDMA device reaches peer ", peer().node_id,
-                                                " any more; the last one: ", last.message())));
+  if (paired == 1) {
+    Close(last);
+    return;
+  }
+  absl::Status all(last.code(), absl::StrCat("no RDMA device reaches peer ", peer().node_id,
+                                             " any more; the last one: ", last.message()));
+  // What the engine reads of the cause (kAccessRefused) goes with it.
+  last.ForEachPayload([&all](absl::string_view url, const absl::Cord& payload) {
+    all.SetPayload(url, payload);
+  });
+  Close(all);
 }
 
 void StripedLink::Close(absl::Status reason) {

@@ -18,7 +18,7 @@
 
 namespace xferd::transport::verbs {
 
-class StripedWorker final : public TransportWorker {
+class StripedWorker final : public TransportWorker, public WaitingLanes {
  public:
   // `devices`: this poller's worker on each device, in device order.
   static absl::StatusOr<std::unique_ptr<StripedWorker>> Create(
@@ -32,8 +32,7 @@ class StripedWorker final : public TransportWorker {
 
   VerbsWorker& device(uint32_t index) { return *devices_[index]; }
   uint32_t device_count() const { return static_cast<uint32_t>(devices_.size()); }
-  // Poller thread: `lane` holds ops to move; `keep_alive` owns it.
-  void ListWaiting(StripedLane* lane, std::shared_ptr<Link> keep_alive);
+  void ListWaiting(StripedLane* lane, std::shared_ptr<Link> keep_alive) override;
 
   // A rejoined device pair's lane for one striped lane (StripedLane::Rejoin).
   struct Rejoining {

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/common/check.h"
 #include "daemon/common/log.h"
@@ -27,14 +28,19 @@ absl::Status CompletionError(const ibv_wc& wc, const std::string& peer, bool rea
   switch (wc.status) {
     // The NIC cannot say why: the peer deregistered the region or revoked
     // our keys (its ACL dropped us), the range is outside it, or the peer
-    // process exited. Like every completion error it resets the link (and
-    // the cached keys); a retry resolves afresh and gets the precise reason
-    // from the peer.
-    case IBV_WC_REM_ACCESS_ERR:
-      return absl::UnavailableError(absl::StrCat(
+    // process died (its windows go before its queue pairs). The engine asks
+    // the peer (kAccessRefused) and says it died if it no longer answers.
+    // Like every completion error it resets the link (and the cached keys);
+    // a retry resolves afresh and gets the precise reason from the peer.
+    case IBV_WC_REM_ACCESS_ERR: {
+      absl::Status refused = absl::UnavailableError(absl::StrCat(
           "peer ", peer, " refused the RDMA ", read ? "read" : "write", " (", what,
-          "): its region was deregistered or our keys revoked, the range is outside it, ",
-          read ? "it does not allow remote reads, " : "", "or the peer exited; the link is reset"));
+          "): its region was deregistered or our keys revoked, ",
+          read ? "it does not allow remote reads, " : "",
+          "or the range is outside it; the link is reset"));
+      refused.SetPayload(kAccessRefused, absl::Cord(what));
+      return refused;
+    }
     case IBV_WC_MW_BIND_ERR:
       return absl::InternalError(
           absl::StrCat("binding a memory window for peer ", peer, " failed: ", what));

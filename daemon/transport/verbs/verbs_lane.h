@@ -22,21 +22,12 @@
 #include "daemon/transport/verbs/ibv.h"
 #include "daemon/transport/verbs/memory_windows.h"
 #include "daemon/transport/verbs/queue_pair.h"
+#include "daemon/transport/verbs/stripe_members.h"
 #include "daemon/transport/verbs/verbs_constants.h"
 
 namespace xferd::transport::verbs {
 
 class VerbsWorker;
-
-// Receives a lane's op completions instead of the engine's sink: the striped
-// lane above it, which moves a failed device's ops to another device.
-class OpReporter {
- public:
-  virtual ~OpReporter() = default;
-  // Poller thread, once per op the lane took, in the order it took them.
-  virtual void OnLaneOpDone(uint32_t sub, const OpCompletion& completion,
-                            CompletionSink& sink) = 0;
-};
 
 // Where this lane's notice records live: ours (incoming, outgoing) and the
 // peer's ring we write into.
@@ -48,7 +39,7 @@ struct NoticeArea {
   uint32_t remote_rkey = 0;
 };
 
-class VerbsLane final : public Lane {
+class VerbsLane final : public PairLane {
  public:
   // `ops_depth`: ops the lane holds at most (posted or waiting); `send_depth`:
   // the send queue's work requests (>= kMaxWrsPerOp, <= the worker's chain
@@ -77,18 +68,14 @@ class VerbsLane final : public Lane {
   // `remote_device`: the peer's device index, whose region keys to use.
   absl::Status Activate(const QpPath& path, const QueuePairEndpoint& remote, NoticeArea notices,
                         uint32_t remote_device);
-  // Completions go to `reporter` (as its sub-lane `sub`) rather than the sink.
-  void set_reporter(OpReporter* reporter, uint32_t sub) {
+  void set_reporter(OpReporter* reporter, uint32_t sub) override {
     reporter_ = reporter;
     sub_ = sub;
   }
   uint32_t remote_device() const { return remote_device_; }
   // Set by Create; still readable once the QP is gone.
   uint32_t qp_num() const { return qp_num_; }
-  // Whether `remote`'s keys work on this lane: it has keys on the peer's
-  // device this lane reaches, bound (if per lane) to the queue pair it is
-  // connected to.
-  bool Reaches(const RemoteRegion& remote) const {
+  bool Reaches(const RemoteRegion& remote) const override {
     return remote.has_lane_keys(remote_device_, lane_, remote_qpn_);
   }
   Link& link() { return link_; }

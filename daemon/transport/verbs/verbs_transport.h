@@ -18,6 +18,7 @@
 #include "daemon/transport/transport.h"
 #include "daemon/transport/verbs/async_events.h"
 #include "daemon/transport/verbs/device.h"
+#include "daemon/transport/verbs/endpoint_check.h"
 #include "daemon/transport/verbs/remote_region_check.h"
 #include "daemon/transport/verbs/striped_link.h"
 #include "daemon/transport/verbs/striped_worker.h"
@@ -86,6 +87,9 @@ class VerbsTransport final : public Transport {
                                            absl::Time deadline) override;
   void RevokeRegion(const memory::Region& region, Link* link) override;
   absl::Status CheckRemoteRegion(const RemoteRegion& region, const Link& link) const override;
+  absl::Status CheckEndpoints(const LinkEndpoints& remote) const override {
+    return verbs::CheckEndpoints(remote);
+  }
   absl::StatusOr<std::unique_ptr<memory::TransportRegistration>> RegisterMemory(
       const memory::Region& region) override;
   TransportStats stats() const override;

@@ -489,6 +489,7 @@ TEST_F(ClientIntegrationTest, BadRequestsGetExactCodes) {
   v1::RegisterRegionRequest acl;
   acl.set_name("acl");
   acl.set_size(4096);
+  acl.set_backing(v1::REGION_BACKING_ANONYMOUS);
   acl.mutable_access()->set_remote_write(true);
   acl.add_allowed_peers("node-c");
   Unwrap(client_b_->RegisterRegion(acl), "register acl");
@@ -501,6 +502,12 @@ TEST_F(ClientIntegrationTest, BadRequestsGetExactCodes) {
   v1::RegisterRegionRequest again;
   again.set_name("esrc");
   again.set_size(4096);
+  // No backing: refused, naming the choices (there is no default).
+  absl::Status no_backing = client_a_->RegisterRegion(again).status();
+  EXPECT_EQ(no_backing.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(no_backing.message().find("has no backing: choose anonymous"), std::string::npos)
+      << no_backing;
+  again.set_backing(v1::REGION_BACKING_ANONYMOUS);
   EXPECT_EQ(client_a_->RegisterRegion(again).status().code(), StatusCode::kAlreadyExists);
   EXPECT_EQ(client_a_->DeregisterRegion("nope").status().code(), StatusCode::kNotFound);
   EXPECT_EQ(client_a_->GetTransfer(987654).status().code(), StatusCode::kNotFound);

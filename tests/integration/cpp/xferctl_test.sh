@@ -270,9 +270,9 @@ assert len(landed) == 1 and landed[0]["source_transfer_id"] == sys.argv[2], even
 unpack = lambda b: list(struct.unpack(f"<{len(b) // 8}Q", b))
 offsets = unpack(base64.b64decode(landed[0]["range_offsets"]))
 lengths = unpack(base64.b64decode(landed[0]["range_lengths"]))
-# Plan order; the three adjacent 100-byte blocks are one range.
-assert list(zip(offsets, lengths)) == [(0, 4096), (8192, 4096), (16384, 4096), (24576, 4096),
-                                       (4096, 300)], (offsets, lengths)
+# By offset: the three 100-byte blocks at 4096 join the page before them.
+assert list(zip(offsets, lengths)) == [(0, 4396), (8192, 4096), (16384, 4096),
+                                       (24576, 4096)], (offsets, lengths)
 assert landed[0]["ranges_missing"] is False and int(landed[0]["blocks"]) == 7, landed[0]
 EOF2
 

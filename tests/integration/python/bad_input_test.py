@@ -11,6 +11,7 @@ import sys
 import tempfile
 from typing import Callable, Dict, Iterator, Type
 
+import grpc
 import pytest
 
 import pytest_main
@@ -18,6 +19,7 @@ import xferd
 from conftest import Regions
 from daemons import TRANSPORT, Cluster
 from testlib import WAIT_S, fill, sha
+from xferd.v1 import common_pb2, peer_pb2, peer_pb2_grpc, xferd_pb2
 
 DAEMONS = ("a", "b")
 CONNECT = (("a", "b"),)
@@ -147,6 +149,24 @@ def test_timeout_not_positive(clients: Clients, timeout: float) -> None:
            timeout=timeout)
 
 
+@pytest.mark.starts(1)
+def test_labels_are_bounded(clients: Clients) -> None:
+    """A label names its transfer in every listing (1 MiB of it would make one
+    page of ListTransfers exceed a stock client's 4 MiB): beyond 256 bytes it
+    is refused, saying so, in a write or a batch; 256 bytes are kept whole."""
+    a = clients["a"]
+    for size in (257, 1 << 20):
+        expect(xferd.InvalidArgument, f"label is {size} bytes; at most 256 bytes are kept",
+               a.write, "src", "b", "probe", 4096, label="x" * size)
+    expect(xferd.InvalidArgument, "write #1: label is 300 bytes; at most 256 bytes are kept",
+           a.submit_batch, [xferd.WriteSpec("src", "b", "probe", 4096),
+                            xferd.WriteSpec("src", "b", "probe", 4096, label="y" * 300)])
+    label = "l" * 256
+    done = a.write("src", "b", "probe", 4096, label=label, wait=True).wait(WAIT_S)
+    assert done.label == label
+    assert a.transfer(done.id).label == label
+
+
 def test_destination_without_remote_write(clients: Clients, regions: Regions) -> None:
     regions.make("b", "readonly", SIZE)
     expect(xferd.PermissionDenied, "region 'readonly' on peer 'b' does not allow remote writes",
@@ -213,6 +233,22 @@ def test_bad_region_sizes_and_options(cluster: Cluster, clients: Clients) -> Non
         a.deregister_region("n")
     assert a.register_region("n", 4 * KiB).numa_node == -1
     a.deregister_region("n")
+
+
+def test_a_region_needs_a_backing(clients: Clients) -> None:
+    """No default: a RegisterRegion that names no backing is refused, naming
+    the three, and nothing is registered (the clients always send one)."""
+    a = clients["a"]
+    with pytest.raises(grpc.RpcError) as raised:
+        a.stub.RegisterRegion(xferd_pb2.RegisterRegionRequest(name="nob", size=4 * KiB),
+                              timeout=WAIT_S)
+    assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT, raised.value
+    assert raised.value.details() == (
+        "region 'nob' has no backing: choose anonymous (daemon memory), shm (memory local "
+        "clients map) or file (a mapped file under regions.file_dirs)"), raised.value.details()
+    assert "nob" not in {r.name for r in a.regions()}
+    with pytest.raises(ValueError, match="backing must be one of"):
+        a.register_region("nob", 4 * KiB, backing="")  # type: ignore[arg-type]
 
 
 def test_file_regions_stay_inside_the_data_directories(cluster: Cluster, clients: Clients) -> None:
@@ -322,6 +358,34 @@ def test_connect_to_nobody(clients: Clients) -> None:
 def test_connect_to_itself(cluster: Cluster, clients: Clients) -> None:
     expect(xferd.FailedPrecondition, "a daemon cannot connect to itself (node 'a')",
            clients["a"].connect_peer, cluster["a"].address)
+
+
+def test_handshake_endpoints_the_transport_cannot_take(cluster: Cluster,
+                                                      clients: Clients) -> None:
+    """A peer whose handshake offers endpoints b's transport cannot take (TCP:
+    a session token over 64 bytes; verbs: a QPN beyond 24 bits) is refused
+    with INVALID_ARGUMENT saying what, and b links nothing."""
+    request = peer_pb2.HandshakeRequest(
+        version=peer_pb2.PROTOCOL_VERSION_1,
+        caller=peer_pb2.NodeIdentity(node_id="m", incarnation=7, address="127.0.0.1:1"))
+    endpoints = request.endpoints
+    endpoints.lanes = 1
+    if TRANSPORT == "tcp":
+        endpoints.transport = common_pb2.TRANSPORT_KIND_TCP
+        endpoints.tcp.session_token = b"t" * 65
+        what = "malformed TCP endpoint in handshake"
+    else:
+        endpoints.transport = common_pb2.TRANSPORT_KIND_VERBS
+        endpoints.queue_pairs.add(qpn=1 << 24, psn=1, gid=bytes(16), mtu=1024)
+        endpoints.notice_ring_slots = 32
+        endpoints.max_rd_atomic = endpoints.max_dest_rd_atomic = 1
+        what = "malformed queue pair endpoint in handshake"
+    with grpc.insecure_channel(cluster["b"].address) as channel:
+        with pytest.raises(grpc.RpcError) as raised:
+            peer_pb2_grpc.PeerServiceStub(channel).Handshake(request, timeout=WAIT_S)
+    assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT, raised.value
+    assert raised.value.details() == what, raised.value.details()
+    assert "m" not in {p.node_id for p in clients["b"].peers()}
 
 
 def test_empty_batch(clients: Clients) -> None:

@@ -195,6 +195,12 @@ def kill_mid_transfer(cluster: Cluster, a: xferd.Client, direction: str) -> Dict
         no_event(watch)
     assert took < FAIL_WITHIN_S, f"the {direction} failed only {took:.2f} s after the kill"
     assert names_peer(failure.value.message, "b"), failure.value.message
+    # Gone, not refused: over verbs the NIC's refusal of a dying peer's
+    # memory is looked into (it no longer answers).
+    assert "deregistered" not in failure.value.message, failure.value.message
+    if TRANSPORT == "verbs":
+        assert re.search(r"peer b (died or reset|does not answer)", failure.value.message), (
+            failure.value.message)
     ended = failure.value.transfer
     assert ended is not None
     assert (ended.state, ended.direction, ended.blocks) == ("failed", direction, n)

@@ -286,21 +286,6 @@ def test_reads_need_remote_read_and_the_acl(clients: Clients, regions: Regions) 
     assert np.array_equal(local, before)
 
 
-if __name__ == "__main__":
-    sys.exit(pytest_main.main(__file__, sys.argv))
-
-
-def merged(dst: np.ndarray, length: int) -> Any:
-    """The ranges blocks of `length` bytes at `dst` (in order) land in, with
-    neighbours merged: (offsets, lengths) as uint64 arrays."""
-    dst = np.asarray(dst, dtype=np.uint64)
-    start = np.ones(len(dst), dtype=bool)
-    start[1:] = dst[1:] != dst[:-1] + np.uint64(length)
-    first = np.flatnonzero(start)
-    counts = np.diff(np.append(first, len(dst)))
-    return dst[first], counts.astype(np.uint64) * np.uint64(length)
-
-
 def test_a_watcher_that_asks_gets_a_writes_ranges(clients: Clients, regions: Regions) -> None:
     n = 1024
     src = filled(regions, "a", "rg_src", n * PAGE, seed=40)
@@ -318,13 +303,43 @@ def test_a_watcher_that_asks_gets_a_writes_ranges(clients: Clients, regions: Reg
     assert np.array_equal(dst.reshape(n, PAGE)[perm], src.reshape(n, PAGE))
     assert event.ranges is not None and not event.ranges_missing
     offsets, lengths = event.ranges
-    want_offsets, want_lengths = merged(perm * PAGE, PAGE)
-    assert len(offsets) == len(want_offsets) < n  # neighbours merged
-    assert offsets.dtype == np.uint64 and np.array_equal(offsets, want_offsets)
-    assert np.array_equal(lengths, want_lengths)
+    # Shuffled, the blocks still cover the whole region: one range.
+    assert offsets.dtype == np.uint64 and offsets.tolist() == [0]
+    assert lengths.tolist() == [n * PAGE]
     assert (event.blocks, event.bytes, event.source_transfer_id) == (n, n * PAGE, done.id)
     # A watcher that did not ask gets the same event without them.
     assert (other.ranges, other.ranges_missing, other.sequence) == (None, False, event.sequence)
+
+
+def test_ranges_merge_by_destination_whatever_the_order(clients: Clients,
+                                                        regions: Regions) -> None:
+    """16,384 pages in random order over 64 MiB are one range [0, 64 MiB),
+    not 16,382 (merging only what is adjacent in request order); pages with
+    holes between them give a range per run, by offset."""
+    n = 16384
+    src = filled(regions, "a", "rgm_src", n * PAGE, seed=49)
+    dst = filled(regions, "b", "rgm_dst", n * PAGE, seed=50, remote_write=True,
+                 landed_ranges=True)
+    perm = np.random.default_rng(51).permutation(n)
+    holes = np.random.default_rng(52).permutation(np.arange(0, n, 2))[:1000]  # even pages
+    with clients["b"].watch_region("rgm_dst", timeout=WAIT_S, ranges=True) as watch:
+        whole = clients["a"].write_blocks("rgm_src", "b", "rgm_dst", np.arange(n) * PAGE,
+                                          perm * PAGE, block_length=PAGE).wait(WAIT_S)
+        first = landed(watch)
+        sparse = clients["a"].write_blocks("rgm_src", "b", "rgm_dst",
+                                           np.arange(len(holes)) * PAGE, holes * PAGE,
+                                           block_length=PAGE).wait(WAIT_S)
+        second = landed(watch)
+    assert (whole.state, sparse.state) == ("done", "done")
+    # The sparse write's pages over the whole one's.
+    expected = src.reshape(n, PAGE)[np.argsort(perm)]
+    expected[holes] = src.reshape(n, PAGE)[:len(holes)]
+    assert np.array_equal(dst.reshape(n, PAGE), expected)
+    offsets, lengths = first.ranges
+    assert (offsets.tolist(), lengths.tolist()) == ([0], [n * PAGE])
+    offsets, lengths = second.ranges
+    assert offsets.tolist() == sorted(int(h) * PAGE for h in holes)
+    assert lengths.tolist() == [PAGE] * len(holes)
 
 
 def test_ranges_of_many_blocks_come_in_chunks(clients: Clients, regions: Regions) -> None:
@@ -342,7 +357,7 @@ def test_ranges_of_many_blocks_come_in_chunks(clients: Clients, regions: Regions
     placed = dst.reshape(n, 2 * length)[(dst_offsets // (2 * length)).astype(np.int64), :length]
     assert np.array_equal(placed, src.reshape(n, length))
     offsets, lengths = event.ranges
-    assert np.array_equal(offsets, dst_offsets)
+    assert np.array_equal(offsets, np.sort(dst_offsets))  # by offset, none side by side
     assert np.array_equal(lengths, np.full(n, length, dtype=np.uint64))
 
 
@@ -358,7 +373,7 @@ def test_a_read_reports_its_own_ranges(clients: Clients, regions: Regions) -> No
     assert done.state == "done" and event.read
     assert np.array_equal(local.reshape(2 * n, PAGE)[dst_offsets // PAGE], remote.reshape(n, PAGE))
     offsets, lengths = event.ranges
-    assert np.array_equal(offsets, dst_offsets.astype(np.uint64))
+    assert np.array_equal(offsets, np.sort(dst_offsets).astype(np.uint64))
     assert np.array_equal(lengths, np.full(n, PAGE, dtype=np.uint64))
 
 
@@ -366,3 +381,7 @@ def test_ranges_only_for_a_region_that_keeps_them(clients: Clients, regions: Reg
     regions.make("b", "rg_plain", MiB, remote_write=True)
     with pytest.raises(xferd.FailedPrecondition, match="register it with landed_ranges"):
         clients["b"].watch_region("rg_plain", timeout=WAIT_S, ranges=True)
+
+
+if __name__ == "__main__":
+    sys.exit(pytest_main.main(__file__, sys.argv))

@@ -11,6 +11,7 @@ connection of a killed process.
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 
@@ -35,6 +36,15 @@ CYCLES = 3
 def lanes_and_mrs(client: xferd.Client) -> tuple:
     stats = client.stats()
     return stats.open_lanes, stats.memory_registrations
+
+
+def assert_says_peer_died(message: str) -> None:
+    """A killed peer's transfer says the peer went away, never that its region
+    was deregistered: over verbs the NIC's refusal of a dying peer's memory is
+    looked into (the peer no longer answers), or the peer did not answer."""
+    assert "deregistered" not in message, message
+    if TRANSPORT == "verbs":
+        assert re.search(r"peer b (died or reset|does not answer)", message), message
 
 
 def test_receiver_killed_three_times(cluster: Cluster) -> None:
@@ -69,6 +79,7 @@ def test_receiver_killed_three_times(cluster: Cluster) -> None:
         took = time.monotonic() - killed_at
         assert took < FAIL_WITHIN_S, f"cycle {cycle}: the transfer failed only after {took:.2f} s"
         assert failure.value.message, "the failure must say why"
+        assert_says_peer_died(failure.value.message)
         assert failure.value.transfer is not None
         assert 0 < failure.value.transfer.bytes_done < BIG
 

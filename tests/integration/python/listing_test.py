@@ -123,5 +123,35 @@ def test_regions_and_peers_page_by_name(cluster: Cluster,
             a.deregister_region(name)
 
 
+def test_pages_stop_at_a_mebibyte_of_items(cluster: Cluster,
+                                           stub: xferd_pb2_grpc.XferdStub) -> None:
+    """Regions of long ACLs (about 0.9 MiB of node ids each): a page of all
+    six would exceed a stock client's 4 MiB; pages stop at 1 MiB of items
+    instead (so one such region a page), and every region is listed once."""
+    a = cluster["a"].client()
+    acl = [f"node-{i:05d}-" + "n" * 220 for i in range(4000)]
+    names = [f"acl{i}" for i in range(6)]
+    for name in names:
+        a.register_region(name, 4096, backing="anonymous", allowed_peers=acl)
+    try:
+        token, pages, listed = "", [], []
+        while True:
+            page = stub.ListRegions(xferd_pb2.ListRegionsRequest(page_token=token))
+            assert page.ByteSize() < (1 << 20) + 16384, page.ByteSize()
+            pages.append([r.name for r in page.regions])
+            listed.extend(r.name for r in page.regions if r.name in names)
+            assert all(len(r.allowed_peers) == len(acl) for r in page.regions
+                       if r.name in names)
+            token = page.next_page_token
+            if not token:
+                break
+        assert listed == names
+        assert all(sum(n in names for n in p) <= 1 for p in pages), pages
+        assert [r.name for r in a.regions() if r.name in names] == names
+    finally:
+        for name in names:
+            a.deregister_region(name)
+
+
 if __name__ == "__main__":
     sys.exit(pytest_main.main(__file__, sys.argv))

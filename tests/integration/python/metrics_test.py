@@ -95,6 +95,7 @@ def settled(cluster: Cluster, name: str) -> Samples:
 def test_transfers_errors_latency_and_peers_are_counted(cluster: Cluster, clients: Clients,
                                                         regions: Regions) -> None:
     a, b = clients["a"], clients["b"]
+    started = time.monotonic()
     before_a, before_b = scrape(cluster, "a"), scrape(cluster, "b")
     src = regions.make("a", "m_src", 64 * MiB)
     dst = regions.make("b", "m_dst", 64 * MiB, remote_write=True)
@@ -117,6 +118,7 @@ def test_transfers_errors_latency_and_peers_are_counted(cluster: Cluster, client
         cluster["b"].resume()
 
     after_a, after_b = settled(cluster, "a"), settled(cluster, "b")
+    elapsed = time.monotonic() - started
     peer_b = {"peer": "b", "transport": TRANSPORT}
     peer_a = {"peer": "a", "transport": TRANSPORT}
 
@@ -160,7 +162,11 @@ def test_transfers_errors_latency_and_peers_are_counted(cluster: Cluster, client
     assert get(after_a, "xferd_memory_regions") == 1
     assert get(after_a, "xferd_transport_lanes", transport=TRANSPORT) == 2
     for poller in ("0", "1"):
-        assert get(after_a, "xferd_poller_sleep_seconds_total", poller=poller) >= 0
+        # Both pollers served the link and were idle in between (the client's
+        # round trips, b frozen): they slept, and never longer than the test ran.
+        asleep = delta(after_a, before_a, "xferd_poller_sleep_seconds_total", poller=poller)
+        assert 0 < asleep <= elapsed, (poller, asleep, elapsed)
+        assert delta(after_a, before_a, "xferd_poller_sleeps_total", poller=poller) >= 1
         assert get(after_a, "xferd_poller_sleeping", poller=poller) in (0, 1)
     version = a.node_info().version
     assert get(after_a, "xferd_build_info", version=version, transport=TRANSPORT) == 1
@@ -242,7 +248,12 @@ def test_top_json_is_one_document_per_refresh(cluster: Cluster) -> None:
     docs = [json.loads(line) for line in out.splitlines()]
     assert len(docs) == 2, out
     assert docs[0]["tx_bytes_per_second"] is None and docs[0]["interval_seconds"] is None
-    assert docs[1]["tx_bytes_per_second"] >= 0 and docs[1]["interval_seconds"] > 0.1
+    assert docs[1]["interval_seconds"] > 0.1
+    # The rates are the counters' change over the interval (0 when idle).
+    for rate, counter in (("tx_bytes_per_second", "bytes_sent"),
+                          ("rx_bytes_per_second", "bytes_received")):
+        moved = int(docs[1]["stats"][counter]) - int(docs[0]["stats"][counter])
+        assert docs[1][rate] == pytest.approx(moved / docs[1]["interval_seconds"]), (rate, docs)
     for doc in docs:
         assert doc["node_id"] == "a"
         assert doc["stats"]["transport"] == f"TRANSPORT_KIND_{TRANSPORT.upper()}"

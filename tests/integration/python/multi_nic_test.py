@@ -8,7 +8,9 @@ connect two different rxe devices inside one VM).
 Checked: a transfer's slices and a many-block transfer's blocks are striped
 over both devices (each carries >= 30% of the bytes); a daemon with two
 devices and one with one exchange data both ways; taking dummy1 down in the
-middle of a transfer moves its ops to rxe0 and the transfer completes; a
+middle of a transfer, its route taken away first so that no op on rxe1 can
+complete, moves those ops to rxe0 (failovers counted) and the transfer
+completes; a
 transfer running while dummy1 comes back completes, and the same link (no
 reconnect) takes rxe1 back: both devices carry the next write again. Every
 byte is checked by sha256. Without XFERD_MULTI_NIC the module is skipped (no second device)."""
@@ -164,6 +166,12 @@ def rejoins(client: xferd.Client) -> Dict[str, int]:
     return {d.name: d.rejoins for d in client.stats().devices}
 
 
+# rxe1's packets to itself: Soft-RoCE sends them through the local route of
+# its address, so without it they leave by dummy1, which drops them.
+RXE1_LOCAL_ROUTE = ["local", "10.9.10.1", "dev", "dummy1", "table", "local", "proto", "kernel",
+                    "scope", "host", "src", "10.9.10.1"]
+
+
 def test_a_device_going_down_mid_transfer(clients: Dict[str, xferd.Client]) -> None:
     a, b = clients["a"], clients["b"]
     size = 128 * MiB  # a few seconds on Soft-RoCE: time to pull the plug
@@ -191,6 +199,11 @@ def test_a_device_going_down_mid_transfer(clients: Dict[str, xferd.Client]) -> N
         keep_two_running()
         wait_until("the transfer to be under way",
                    lambda: handles[0].snapshot().bytes_done >= 2 * MiB, period=0.005)
+        # From here no op on rxe1 completes (neither its data nor its
+        # acknowledgements get through), while striping keeps giving it
+        # some: each must move to rxe0, when the port goes down or its
+        # retries run out, whichever comes first.
+        subprocess.run(["ip", "route", "del", *RXE1_LOCAL_ROUTE], check=True)
         subprocess.run(["ip", "link", "set", "dummy1", "down"], check=True)
         try:
             wait_until("a to see rxe1 down", keep_two_running, period=0.005)
@@ -203,14 +216,12 @@ def test_a_device_going_down_mid_transfer(clients: Dict[str, xferd.Client]) -> N
             stats = {d.name: d for d in a.stats().devices}
             print(f"after dummy1 down: {[(d.name, d.up, d.failovers) for d in stats.values()]}")
             assert not stats["rxe1"].up
-            # Ops in flight on rxe1 when it broke fail (flushed) and move to
-            # rxe0, counted as failovers; but Soft-RoCE's loopback still
-            # completes them with the port down, and those that finished
-            # before the pair was drained need no move. How many were left is
-            # a race (16 one run, none another), so it is shown, not held to;
-            # what must hold is above (every write done, every byte) and
-            # below (rxe1 takes no new op).
-            print(f"ops moved off rxe1: {stats['rxe1'].failovers - failovers['rxe1']}")
+            # Ops in flight on rxe1 when it broke could not have completed
+            # (its route was gone): they failed and moved to rxe0.
+            moved_off = stats["rxe1"].failovers - failovers["rxe1"]
+            print(f"ops moved off rxe1: {moved_off}")
+            assert moved_off > 0, "no op moved off rxe1, whose ops could not complete"
+            assert stats["rxe0"].failovers == failovers["rxe0"]
             # The link to b lives on, on rxe0 alone.
             dst.buffer[:] = bytes(size)
             before = device_bytes(a)
@@ -225,6 +236,8 @@ def test_a_device_going_down_mid_transfer(clients: Dict[str, xferd.Client]) -> N
                        lambda: handle.snapshot().bytes_done >= 2 * MiB, period=0.005)
         finally:
             subprocess.run(["ip", "link", "set", "dummy1", "up"], check=True)
+            # Bringing dummy1 up adds its local route again; make sure of it.
+            subprocess.run(["ip", "route", "replace", *RXE1_LOCAL_ROUTE], check=True)
         wait_until("rxe1 to be ACTIVE again", lambda: "ACTIVE" in port_state("rxe1"))
         done = handle.wait(WAIT_S)
         assert done.state == "done", done

@@ -5,6 +5,7 @@ peer is back (reconnected, or restarted and reconnected) transfers succeed."""
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from typing import Dict
@@ -102,6 +103,12 @@ def test_receiver_killed_mid_transfer(cluster: Cluster, clients: Clients) -> Non
     with pytest.raises(xferd.Unavailable) as failure:
         handle.wait(WAIT_S)
     assert time.monotonic() - killed_at < 5.0
+    # Gone, not refused (over verbs the NIC's refusal of a dying peer's
+    # memory is looked into: it no longer answers).
+    assert "deregistered" not in failure.value.message, failure.value.message
+    if TRANSPORT == "verbs":
+        assert re.search(r"peer b (died or reset|does not answer)", failure.value.message), (
+            failure.value.message)
     assert failure.value.transfer is not None and failure.value.transfer.state == "failed"
     assert failure.value.transfer.bytes_done < BIG
 

@@ -210,6 +210,17 @@ def peer_stub(pki: Pki, cert: Cert, address: str) -> Tuple[grpc.Channel, peer_pb
     return channel, peer_pb2_grpc.PeerServiceStub(channel)
 
 
+def test_a_peer_pings_with_its_own_certificate(pki: Pki, cluster: Cluster) -> None:
+    """Ping, which a daemon asks after a failure its transport cannot explain,
+    answers a peer authenticated as the node it names with the callee's
+    incarnation, the same each time while it runs."""
+    channel, stub = peer_stub(pki, pki.daemons["a"], cluster["b"].address)
+    with channel:
+        first = stub.Ping(peer_pb2.PingRequest(node_id="a", incarnation=1), timeout=WAIT_S)
+        again = stub.Ping(peer_pb2.PingRequest(node_id="a", incarnation=1), timeout=WAIT_S)
+    assert first.incarnation != 0 and again.incarnation == first.incarnation
+
+
 def test_caller_must_be_the_node_its_certificate_names(pki: Pki, cluster: Cluster,
                                                        clients: Dict[str, xferd.Client],
                                                        untouched: Untouched) -> None:
@@ -223,6 +234,7 @@ def test_caller_must_be_the_node_its_certificate_names(pki: Pki, cluster: Cluste
             (stub.ResolveRegion, peer_pb2.ResolveRegionRequest(node_id="a", region="dst")),
             (stub.InvalidateRegion, peer_pb2.InvalidateRegionRequest(node_id="a", region="dst")),
             (stub.Goodbye, peer_pb2.GoodbyeRequest(node_id="a", reason="bye")),
+            (stub.Ping, peer_pb2.PingRequest(node_id="a", incarnation=1)),
         ]
         for method, request in calls:
             e = rpc_error(method, request)
@@ -356,7 +368,8 @@ def test_peer_service_is_refused_on_the_unix_socket(cluster: Cluster,
                     (stub.ResolveRegion, peer_pb2.ResolveRegionRequest(node_id="a",
                                                                        region="dst")),
                     (stub.InvalidateRegion, peer_pb2.InvalidateRegionRequest(node_id="a")),
-                    (stub.Goodbye, peer_pb2.GoodbyeRequest(node_id="a"))]:
+                    (stub.Goodbye, peer_pb2.GoodbyeRequest(node_id="a")),
+                    (stub.Ping, peer_pb2.PingRequest(node_id="a"))]:
                 e = rpc_error(method, request)
                 assert e.code() == grpc.StatusCode.PERMISSION_DENIED, e
                 assert "refused on the unix socket" in e.details()

@@ -7,6 +7,7 @@
 
 #include "daemon/engine/peer.h"
 #include "tests/testing/fake_transport.h"
+#include "tests/testing/wait_until.h"
 
 namespace xferd::engine {
 namespace {
@@ -49,7 +50,7 @@ std::shared_ptr<Transfer> WithTimeout(absl::Duration timeout, uint64_t id,
 }
 
 void WaitTerminal(const std::shared_ptr<Transfer>& t) {
-  for (int i = 0; i < 5000 && !IsTerminal(t->state()); ++i) absl::SleepFor(absl::Milliseconds(1));
+  testing::WaitUntil([&] { return IsTerminal(t->state()); });
 }
 
 // Failed by the timer: DEADLINE_EXCEEDED, saying which timeout, and not
@@ -140,13 +141,10 @@ TEST(DeadlineTimerTest, RunsJobsInTimeOrderAndNoneAfterStop) {
     MutexLock lock(&mu);
     ran.push_back(3);
   });
-  for (int i = 0; i < 500; ++i) {
-    {
-      MutexLock lock(&mu);
-      if (ran.size() == 2) break;
-    }
-    absl::SleepFor(absl::Milliseconds(5));
-  }
+  testing::WaitUntil([&] {
+    MutexLock lock(&mu);
+    return ran.size() == 2;
+  });
   timer.Stop();
   MutexLock lock(&mu);
   EXPECT_EQ(ran, (std::vector<int>{1, 2}));

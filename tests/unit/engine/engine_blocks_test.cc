@@ -117,8 +117,8 @@ TEST_F(EngineBlocksTest, FinishedTransferReleasesItsPlanWhenIdle) {
   const uint64_t id = (*submitted)[0]->id();
   std::weak_ptr<engine::Transfer> weak = (*submitted)[0];
   submitted->clear();
-  for (int i = 0; i < 500 && !weak.expired(); ++i) absl::SleepFor(absl::Milliseconds(10));
-  EXPECT_TRUE(weak.expired()) << "the transfer (and its block plan) is still held";
+  EXPECT_TRUE(WaitUntil([&] { return weak.expired(); }))
+      << "the transfer (and its block plan) is still held";
   const absl::StatusOr<engine::TransferInfo> info = a_->engine->GetTransfer(id);
   ASSERT_TRUE(info.ok()) << "its snapshot stays in the history: " << info.status();
   EXPECT_EQ(info->state, TransferState::kDone);

@@ -81,10 +81,7 @@ absl::StatusOr<std::vector<std::shared_ptr<engine::Transfer>>> EngineHarness::Su
 
 engine::TransferInfo EngineHarness::Wait(const std::shared_ptr<engine::Transfer>& t,
                                          absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (!t->announced() && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(1));
-  }
+  WaitUntil([&] { return t->announced(); }, timeout);
   return t->Info();
 }
 

@@ -18,6 +18,7 @@
 #include "daemon/common/config.h"
 #include "daemon/engine/engine.h"
 #include "tests/testing/fake_transport.h"
+#include "tests/testing/wait_until.h"
 #include "tests/testing/landed_recorder.h"
 
 namespace xferd::testing {
@@ -63,9 +64,23 @@ class InProcessPeerRpc final : public engine::PeerRpc {
                        const std::string& reason, absl::Time) override {
     absl::SleepFor(absl::Milliseconds(goodbye_delay_ms_.load()));
     engine::Engine* e = Find(address);
-    return e == nullptr ? absl::UnavailableError("gone")
-                        : e->OnGoodbye(self.node_id, self.incarnation, reason);
+    absl::Status s = e == nullptr ? absl::UnavailableError("gone")
+                                  : e->OnGoodbye(self.node_id, self.incarnation, reason);
+    goodbyes_.fetch_add(1);
+    return s;
   }
+  // Goodbyes delivered (answered by their engine, or found it gone).
+  int goodbyes() const { return goodbyes_.load(); }
+  absl::StatusOr<uint64_t> Ping(const std::string& address, const engine::NodeIdentity&,
+                                absl::Time) override {
+    engine::Engine* e = Find(address);
+    if (e == nullptr || pings_unanswered_.load()) {
+      return absl::UnavailableError("failed to connect to all addresses");
+    }
+    return e->self().incarnation;
+  }
+  // Tests: pings go unanswered, as from a daemon that died.
+  void SetPingsUnanswered(bool unanswered) { pings_unanswered_.store(unanswered); }
   absl::StatusOr<transport::LinkEndpoints> RejoinDevices(const std::string& address,
                                                          const engine::NodeIdentity& self,
                                                          const transport::LinkEndpoints& offer,
@@ -88,6 +103,8 @@ class InProcessPeerRpc final : public engine::PeerRpc {
   }
   std::map<std::string, engine::Engine*> engines_;
   std::atomic<int64_t> goodbye_delay_ms_{0};
+  std::atomic<int> goodbyes_{0};
+  std::atomic<bool> pings_unanswered_{false};
 };
 
 struct Node {

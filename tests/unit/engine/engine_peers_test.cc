@@ -43,6 +43,31 @@ TEST_F(EnginePeersTest, ConnectErrors) {
   EXPECT_TRUE(a_->engine->ListPeers().empty());
 }
 
+// Endpoints the transport cannot take (Transport::CheckEndpoints) end the
+// handshake on whichever side checks them, with the transport's status, and
+// no peer is installed there.
+TEST_F(EnginePeersTest, EndpointsTheTransportRefusesEndTheHandshake) {
+  const absl::Status refused = absl::InvalidArgumentError("malformed notice ring in handshake");
+  b_->transport->refuse_endpoints = refused;  // the responder checks the offer
+  absl::Status s = h_.Connect(*a_, *b_).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("malformed notice ring in handshake"), absl::string_view::npos) << s;
+  EXPECT_TRUE(a_->engine->ListPeers().empty());
+  EXPECT_TRUE(b_->engine->ListPeers().empty());
+  b_->transport->refuse_endpoints = absl::OkStatus();
+  a_->transport->refuse_endpoints = refused;  // the initiator checks the answer
+  s = h_.Connect(*a_, *b_).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("malformed notice ring in handshake"), absl::string_view::npos) << s;
+  EXPECT_TRUE(a_->engine->ListPeers().empty());
+  a_->transport->refuse_endpoints = absl::OkStatus();
+  ASSERT_TRUE(h_.Connect(*a_, *b_).ok());
+  // A rejoin offer b's transport refuses: b accepts nothing.
+  b_->transport->refuse_endpoints = refused;
+  EXPECT_EQ(b_->engine->AcceptRejoin("a", a_->engine->self().incarnation, {}).status(), refused);
+  EXPECT_EQ(b_->transport->rejoins().accepts.load(), 0u);
+}
+
 // A broken share of a live link (the fake models one device pair) comes
 // back through the peer service: offered by the end that saw it break,
 // accepted and committed by the other, with no new handshake.
@@ -51,10 +76,7 @@ TEST_F(EnginePeersTest, ABrokenDevicePairRejoinsTheLiveLink) {
   ASSERT_TRUE(peer.ok()) << peer.status();
   FakeRejoins& on_a = a_->transport->rejoins();
   on_a.broken.store(true);
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (b_->transport->rejoins().commits.load() == 0 && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(10));
-  }
+  ASSERT_TRUE(WaitUntil([&] { return b_->transport->rejoins().commits.load() > 0; }));
   EXPECT_FALSE(on_a.broken.load());
   EXPECT_EQ(on_a.offers.load(), 1u);
   EXPECT_EQ(on_a.rejoined.load(), 1u);
@@ -152,7 +174,7 @@ TEST_F(EnginePeersTest, AReconnectWaitsForTheGoodbyeOfTheLinkBefore) {
   h_.rpc().SetGoodbyeDelay(absl::Milliseconds(200));
   ASSERT_TRUE(b_->engine->DisconnectPeer("a").ok());
   ASSERT_TRUE(h_.Connect(*b_, *a_).ok());
-  absl::SleepFor(absl::Milliseconds(300));  // long enough for a late goodbye to land
+  ASSERT_TRUE(WaitUntil([&] { return h_.rpc().goodbyes() == 1; })) << "the goodbye never landed";
   auto peers = a_->engine->ListPeers();
   ASSERT_EQ(peers.size(), 1u);
   EXPECT_EQ(peers[0].state, PeerState::kConnected) << "the old link's goodbye ended the new one";

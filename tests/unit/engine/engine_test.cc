@@ -53,11 +53,10 @@ TEST_F(EngineTest, PeersForgetKeysOfDeregisteredRegions) {
   ASSERT_TRUE(b_->engine->DeregisterRegion("dst", false).ok());
   // The invalidation is sent from b's executor; a resolves afresh and fails.
   absl::Status s;
-  for (int i = 0; i < 200; ++i) {
+  WaitUntil([&] {
     s = h_.Submit(*a_, {Spec("src", "b", "dst", 8192)}).status();
-    if (!s.ok()) break;
-    absl::SleepFor(absl::Milliseconds(5));
-  }
+    return !s.ok();
+  });
   EXPECT_EQ(s.code(), absl::StatusCode::kNotFound) << s;
   // Re-registered under the same name: a new id, and writes work again.
   h_.RegisterOrDie(*b_, "dst", 8192, true);

@@ -196,12 +196,45 @@ TEST_F(EngineTransfersTest, DeadlineFailsAStalledTransfer) {
   a_->transport->HoldCompletions(false);
 }
 
+// A failure the transport cannot explain alone (verbs: the peer's NIC refused
+// access) is looked into: a peer that still answers as the same process
+// refused (its region went, or our keys); one that no longer answers died or
+// reset, and the transfer says so, not that a region was deregistered.
+TEST_F(EngineTransfersTest, AnUnexplainedRefusalAsksThePeer) {
+  absl::Status refused = absl::UnavailableError(
+      "peer b refused the RDMA write (remote access error): its region was deregistered or our "
+      "keys revoked, or the range is outside it; the link is reset");
+  refused.SetPayload(transport::kAccessRefused, absl::Cord("remote access error"));
+  auto fail_one = [&] {
+    a_->transport->HoldCompletions(true);
+    auto t = (*h_.Submit(*a_, {Spec("src", "b", "dst", 1 << 20)}))[0];
+    a_->transport->CloseLinks(refused);
+    a_->transport->HoldCompletions(false);
+    return h_.Wait(t);
+  };
+  const engine::TransferInfo alive = fail_one();
+  EXPECT_EQ(alive.state, TransferState::kFailed);
+  EXPECT_EQ(alive.error, absl::Status(refused.code(), refused.message())) << alive.error;
+  EXPECT_FALSE(transport::IsAccessRefused(alive.error)) << "looked into, yet still marked";
+
+  h_.rpc().SetPingsUnanswered(true);
+  const engine::TransferInfo dead = fail_one();
+  EXPECT_EQ(dead.state, TransferState::kFailed);
+  EXPECT_EQ(dead.error.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(dead.error.message(),
+            "peer b died or reset during the transfer: it no longer answers at addr-b (failed "
+            "to connect to all addresses); its NIC refused our RDMA access (remote access "
+            "error) as the process went; the link is reset");
+  h_.rpc().SetPingsUnanswered(false);
+}
+
 TEST_F(EngineTransfersTest, ObserversHearTheEndOnce) {
   auto t = (*h_.Submit(*a_, {Spec("src", "b", "dst", 1 << 20)}))[0];
   std::atomic<int> calls{0};
   if (!t->AddObserver([&](const engine::TransferInfo&) { ++calls; })) ++calls;
   h_.Wait(t);
-  absl::SleepFor(absl::Milliseconds(20));
+  // Observers hear of the end after it is visible: wait for the call.
+  ASSERT_TRUE(WaitUntil([&] { return calls.load() >= 1; }));
   EXPECT_EQ(calls.load(), 1);
   EXPECT_FALSE(t->AddObserver([](const engine::TransferInfo&) {}));
 }

@@ -14,11 +14,12 @@ namespace {
 using PollerTest = TwoEngineTest;
 
 TEST_F(PollerTest, IdlePollersSleepAndWakeForWork) {
-  absl::SleepFor(absl::Milliseconds(50));
-  for (const engine::PollerStats& p : a_->engine->Stats().pollers) {
-    EXPECT_TRUE(p.sleeping);
-    EXPECT_GE(p.sleeps, 1u);
-  }
+  ASSERT_TRUE(WaitUntil([&] {
+    for (const engine::PollerStats& p : a_->engine->Stats().pollers) {
+      if (!p.sleeping || p.sleeps < 1) return false;
+    }
+    return true;
+  })) << "an idle poller did not go to sleep";
   // Work reaches sleeping pollers.
   Fill(*src_, 3);
   EXPECT_EQ(Write(1 << 20).state, engine::TransferState::kDone);

@@ -23,6 +23,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "daemon/common/openssl_util.h"
 #include "daemon/common/unique_fd.h"
 #include "tests/testing/test_certs.h"
 
@@ -195,20 +196,13 @@ TEST_F(MetricsEndpointTest, CountsItsOwnScrapes) {
 
 // ---- HTTPS ---------------------------------------------------------------------
 
-struct SslCtxFree {
-  void operator()(SSL_CTX* c) const { SSL_CTX_free(c); }
-};
-struct SslFree {
-  void operator()(SSL* s) const { SSL_free(s); }
-};
-
 // GET `path` over TLS from 127.0.0.1:port, verifying the server as
 // "localhost" against `ca`, presenting `client` if given. Everything the
 // server sent before closing, or "" if the handshake or the exchange failed
 // (with TLS 1.3 a refused client certificate shows on the first read).
 std::string TlsGet(uint16_t port, const std::string& ca, const testing::TestCert* client,
                    const std::string& path = "/metrics", const std::string& headers = "") {
-  std::unique_ptr<SSL_CTX, SslCtxFree> ctx(SSL_CTX_new(TLS_client_method()));
+  UniqueSslCtx ctx(SSL_CTX_new(TLS_client_method()));
   EXPECT_EQ(SSL_CTX_load_verify_locations(ctx.get(), ca.c_str(), nullptr), 1);
   SSL_CTX_set_verify(ctx.get(), SSL_VERIFY_PEER, nullptr);
   if (client != nullptr) {
@@ -217,7 +211,7 @@ std::string TlsGet(uint16_t port, const std::string& ca, const testing::TestCert
   }
   UniqueFd fd = Connect(port);
   if (!fd.valid()) return "";
-  std::unique_ptr<SSL, SslFree> ssl(SSL_new(ctx.get()));
+  UniqueSsl ssl(SSL_new(ctx.get()));
   SSL_set1_host(ssl.get(), "localhost");
   SSL_set_tlsext_host_name(ssl.get(), "localhost");
   SSL_set_fd(ssl.get(), fd.get());

@@ -86,9 +86,6 @@ TEST(PeerConvertTest, RoundTripsSeveralDevices) {
   EXPECT_EQ(parsed->devices[1].notice_ring_rkey, 8u);
   EXPECT_EQ(parsed->devices[1].queue_pairs[1].qpn, 11u);
   EXPECT_EQ(parsed->devices[1].queue_pairs[1].notice_rkey, 0x50bu);
-  // A device whose queue pairs do not match the lanes is refused.
-  proto.mutable_devices(1)->mutable_queue_pairs()->RemoveLast();
-  EXPECT_FALSE(FromProto(proto).ok());
 }
 
 TEST(PeerConvertTest, RoundTripsTcpEndpoints) {
@@ -105,50 +102,57 @@ TEST(PeerConvertTest, RoundTripsTcpEndpoints) {
   EXPECT_EQ(parsed->tcp.session_token, std::string(16, 'k'));
 }
 
+// What the domain types cannot hold. The limits of queue pairs, devices and
+// the notice ring are the transport's (tests/unit/transport/endpoint_check_test.cc).
 TEST(PeerConvertTest, RejectsMalformedEndpoints) {
-  std::vector<v1::LinkEndpoints> bad;
-  bad.push_back(VerbsEndpoints(0));              // no lanes
-  bad.push_back(VerbsEndpoints(kMaxLanes + 1));  // too many
-  v1::LinkEndpoints mismatch = VerbsEndpoints(2);
-  mismatch.set_lanes(3);  // lanes != queue pairs
-  bad.push_back(mismatch);
+  std::vector<std::pair<v1::LinkEndpoints, std::string>> bad;
+  bad.emplace_back(VerbsEndpoints(0), "handshake offers 0 lanes; expected 1..256");
+  bad.emplace_back(VerbsEndpoints(kMaxLanes + 1), "handshake offers 257 lanes; expected 1..256");
   v1::LinkEndpoints short_gid = VerbsEndpoints(1);
   short_gid.mutable_queue_pairs(0)->set_gid("short");
-  bad.push_back(short_gid);
-  v1::LinkEndpoints bad_mtu = VerbsEndpoints(1);
-  bad_mtu.mutable_queue_pairs(0)->set_mtu(1500);
-  bad.push_back(bad_mtu);
-  v1::LinkEndpoints big_qpn = VerbsEndpoints(1);
-  big_qpn.mutable_queue_pairs(0)->set_qpn(1u << 24);
-  bad.push_back(big_qpn);
-  v1::LinkEndpoints no_ring = VerbsEndpoints(1);
-  no_ring.set_notice_ring_slots(0);
-  bad.push_back(no_ring);
-  for (uint32_t bad_depth : {0u, 256u}) {
-    v1::LinkEndpoints reads_out = VerbsEndpoints(1);
-    reads_out.set_max_rd_atomic(bad_depth);
-    bad.push_back(reads_out);
-    v1::LinkEndpoints reads_in = VerbsEndpoints(1);
-    reads_in.set_max_dest_rd_atomic(bad_depth);
-    bad.push_back(reads_in);
-  }
+  bad.emplace_back(short_gid, "malformed queue pair endpoint in handshake");
+  v1::LinkEndpoints wide_gid_index = VerbsEndpoints(1);
+  wide_gid_index.mutable_queue_pairs(0)->set_gid_index(256);
+  bad.emplace_back(wide_gid_index, "malformed queue pair endpoint in handshake");
+  v1::LinkEndpoints wide_lid = VerbsEndpoints(1);
+  wide_lid.mutable_queue_pairs(0)->set_lid(0x10000);
+  bad.emplace_back(wide_lid, "malformed queue pair endpoint in handshake");
+  v1::LinkEndpoints device_gid = VerbsEndpoints(1);  // the same check for `devices`
+  *device_gid.add_devices()->add_queue_pairs() = short_gid.queue_pairs(0);
+  bad.emplace_back(device_gid, "malformed queue pair endpoint in handshake");
   v1::LinkEndpoints unknown;
   unknown.set_lanes(1);
-  bad.push_back(unknown);  // no transport
+  bad.emplace_back(unknown, "handshake names no known transport");
   v1::LinkEndpoints tcp_with_qps = VerbsEndpoints(1);
   tcp_with_qps.set_transport(v1::TRANSPORT_KIND_TCP);
-  bad.push_back(tcp_with_qps);
+  bad.emplace_back(tcp_with_qps, "TCP handshake carries queue pairs");
   v1::LinkEndpoints verbs_with_tcp = VerbsEndpoints(1);  // found by handshake_fuzzer
   verbs_with_tcp.mutable_tcp()->set_port(7301);
-  bad.push_back(verbs_with_tcp);
+  bad.emplace_back(verbs_with_tcp, "verbs handshake carries a TCP endpoint");
   v1::LinkEndpoints bad_port;
   bad_port.set_transport(v1::TRANSPORT_KIND_TCP);
   bad_port.set_lanes(1);
   bad_port.mutable_tcp()->set_port(70000);
-  bad.push_back(bad_port);
+  bad.emplace_back(bad_port, "malformed TCP endpoint in handshake");
   for (size_t i = 0; i < bad.size(); ++i) {
-    EXPECT_EQ(FromProto(bad[i]).status().code(), absl::StatusCode::kInvalidArgument) << i;
+    const absl::Status s = FromProto(bad[i].first).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << i;
+    EXPECT_EQ(s.message(), bad[i].second) << i;
   }
+}
+
+// Values the domain types hold pass the conversion as they are, for the
+// transport to judge: a 25-bit QPN, an MTU of 1500, no notice slots.
+TEST(PeerConvertTest, LeavesTransportLimitsToTheTransport) {
+  v1::LinkEndpoints e = VerbsEndpoints(1);
+  e.mutable_queue_pairs(0)->set_qpn(1u << 24);
+  e.mutable_queue_pairs(0)->set_mtu(1500);
+  e.set_notice_ring_slots(0);
+  auto parsed = FromProto(e);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->devices[0].queue_pairs[0].qpn, 1u << 24);
+  EXPECT_EQ(parsed->devices[0].queue_pairs[0].mtu, 1500u);
+  EXPECT_EQ(parsed->notice_ring_slots, 0u);
 }
 
 TEST(PeerConvertTest, HandshakeNeedsAnIdentity) {

@@ -27,8 +27,15 @@ TEST(ProtoConvertTest, RegisterRequest) {
   r.set_landed_ranges(true);
   EXPECT_TRUE(FromProto(r)->landed_ranges);
   r.set_backing(static_cast<v1::RegionBacking>(42));
-  EXPECT_EQ(FromProto(r).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(FromProto(r).status(),
+            absl::InvalidArgumentError("unknown region backing 42: choose anonymous, shm or file"));
+  // No default: the caller says who may map it and what outlives the daemon.
   r.set_backing(v1::REGION_BACKING_UNSPECIFIED);
+  EXPECT_EQ(FromProto(r).status(),
+            absl::InvalidArgumentError(
+                "region 'x' has no backing: choose anonymous (daemon memory), shm (memory local "
+                "clients map) or file (a mapped file under regions.file_dirs)"));
+  r.set_backing(v1::REGION_BACKING_ANONYMOUS);
   EXPECT_EQ(FromProto(r)->backing, memory::Backing::kAnonymous);
 }
 

@@ -3,11 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <functional>
 #include <memory>
 #include <thread>
 
 #include "absl/time/clock.h"
+#include "tests/testing/wait_until.h"
 
 namespace xferd::service {
 namespace {
@@ -25,24 +25,18 @@ struct CountingTask : WatchTask {
   absl::Duration again = absl::ZeroDuration();
 };
 
-bool WaitFor(const std::function<bool()>& done, absl::Duration timeout = absl::Seconds(10)) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (!done()) {
-    if (absl::Now() > deadline) return false;
-    absl::SleepFor(absl::Milliseconds(1));
-  }
-  return true;
-}
+using testing::WaitUntil;
 
 // An idle daemon must not wake this thread: without tasks, or with tasks
 // that wait to be notified, it sleeps.
 TEST(WatchLoopTest, SleepsWhileNothingIsDue) {
   WatchLoop loop;
+  // Windows in which nothing may happen: there is no event to wait for.
   absl::SleepFor(absl::Milliseconds(100));
   EXPECT_EQ(loop.passes(), 0u);
   CountingTask task;
   std::shared_ptr<WatchHandle> handle = loop.Add(&task);
-  ASSERT_TRUE(WaitFor([&] { return task.runs == 1; })) << "a new task runs once at once";
+  ASSERT_TRUE(WaitUntil([&] { return task.runs == 1; })) << "a new task runs once at once";
   const uint64_t passes = loop.passes();
   absl::SleepFor(absl::Milliseconds(200));
   EXPECT_EQ(task.runs, 1);
@@ -56,10 +50,10 @@ TEST(WatchLoopTest, RunsATaskWhenNotifiedAndWhenDue) {
   ticking.again = absl::Milliseconds(5);
   std::shared_ptr<WatchHandle> a = loop.Add(&notified);
   std::shared_ptr<WatchHandle> b = loop.Add(&ticking);
-  ASSERT_TRUE(WaitFor([&] { return notified.runs == 1; }));
+  ASSERT_TRUE(WaitUntil([&] { return notified.runs == 1; }));
   a->Notify();
-  ASSERT_TRUE(WaitFor([&] { return notified.runs == 2; }));
-  ASSERT_TRUE(WaitFor([&] { return ticking.runs >= 5; })) << "a due task was not run";
+  ASSERT_TRUE(WaitUntil([&] { return notified.runs == 2; }));
+  ASSERT_TRUE(WaitUntil([&] { return ticking.runs >= 5; })) << "a due task was not run";
   a->Detach();
   b->Detach();
 }
@@ -69,12 +63,12 @@ TEST(WatchLoopTest, ADetachedTaskNeverRunsAgainAndTheLoopLetsGoOfIt) {
   auto task = std::make_unique<CountingTask>();
   task->again = absl::Milliseconds(1);
   std::shared_ptr<WatchHandle> handle = loop.Add(task.get());
-  ASSERT_TRUE(WaitFor([&] { return task->runs >= 1; }));
+  ASSERT_TRUE(WaitUntil([&] { return task->runs >= 1; }));
   handle->Detach();
   const int runs = task->runs;
   task.reset();  // a run after Detach would touch freed memory (ASan)
   handle->Notify();
-  ASSERT_TRUE(WaitFor([&] { return handle.use_count() == 1; })) << "the loop kept the handle";
+  ASSERT_TRUE(WaitUntil([&] { return handle.use_count() == 1; })) << "the loop kept the handle";
   EXPECT_GE(runs, 1);
 }
 
@@ -92,12 +86,12 @@ TEST(WatchLoopTest, AnOwnedTaskIsDeletedOnceDone) {
   std::atomic<bool> deleted{false};
   WatchLoop loop;
   std::shared_ptr<WatchHandle> handle = loop.Add(std::make_unique<OneShot>(&runs, &deleted));
-  ASSERT_TRUE(WaitFor([&] { return runs == 1; }));
+  ASSERT_TRUE(WaitUntil([&] { return runs == 1; }));
   EXPECT_FALSE(deleted);
   handle->Notify();
-  ASSERT_TRUE(WaitFor([&] { return deleted.load(); })) << "the loop kept a task that was done";
+  ASSERT_TRUE(WaitUntil([&] { return deleted.load(); })) << "the loop kept a task that was done";
   handle->Notify();  // harmless now
-  ASSERT_TRUE(WaitFor([&] { return handle.use_count() == 1; }));
+  ASSERT_TRUE(WaitUntil([&] { return handle.use_count() == 1; }));
   EXPECT_EQ(runs, 2);
 }
 
@@ -108,10 +102,10 @@ TEST(WatchLoopTest, NotifyNeverWaitsForABusyWatchThread) {
   CountingTask slow, other;
   std::shared_ptr<WatchHandle> s = loop.Add(&slow);
   std::shared_ptr<WatchHandle> o = loop.Add(&other);
-  ASSERT_TRUE(WaitFor([&] { return slow.runs == 1 && other.runs == 1; }));
+  ASSERT_TRUE(WaitUntil([&] { return slow.runs == 1 && other.runs == 1; }));
   slow.hold = true;
   s->Notify();
-  ASSERT_TRUE(WaitFor([&] { return slow.runs == 2; }));  // now stuck inside Run
+  ASSERT_TRUE(WaitUntil([&] { return slow.runs == 2; }));  // now stuck inside Run
   std::thread poller([&] {
     for (int i = 0; i < 100000; ++i) {
       o->Notify();
@@ -121,23 +115,29 @@ TEST(WatchLoopTest, NotifyNeverWaitsForABusyWatchThread) {
   poller.join();  // would hang here if Notify waited for the stuck task
   EXPECT_EQ(other.runs, 1) << "the watch thread is stuck: nothing else ran";
   slow.hold = false;
-  ASSERT_TRUE(WaitFor([&] { return other.runs == 2; }))
+  ASSERT_TRUE(WaitUntil([&] { return other.runs == 2; }))
       << "notifications during the stall were lost";
   s->Detach();
   o->Detach();
 }
 
 // Notifying a handle after its loop is gone (a transfer that ends after the
-// service stopped) is harmless.
+// service stopped) is harmless: the loop let go of the handle, and the task
+// never runs again (nor from within Notify).
 TEST(WatchLoopTest, HandlesOutliveTheirLoop) {
   CountingTask task;
   std::shared_ptr<WatchHandle> handle;
   {
     WatchLoop loop;
     handle = loop.Add(&task);
+    ASSERT_TRUE(WaitUntil([&] { return task.runs == 1; })) << "a new task runs once at once";
   }
+  EXPECT_EQ(handle.use_count(), 1) << "the loop is gone but still holds the handle";
   handle->Notify();
+  EXPECT_EQ(task.runs, 1) << "a notified task ran without its loop";
   handle->Detach();
+  handle->Notify();
+  EXPECT_EQ(task.runs, 1);
 }
 
 }  // namespace

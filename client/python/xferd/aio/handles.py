@@ -4,15 +4,13 @@ subscription (`RegionWatch`), as `xferd.handles` with coroutines."""
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any, AsyncIterator, Generator, Optional, Union
+from typing import TYPE_CHECKING, Any, AsyncIterator, Generator, Optional
 
 import grpc
 
-from xferd.errors import XferdError, error_for, from_rpc_error
-from xferd.handles import HandleBase
+from xferd.handles import END, HandleBase, QueueItem, WatchBase
 from xferd.models import RegionEvent, Transfer
-from xferd.requests import duration, wait_error
-from xferd.v1 import xferd_pb2
+from xferd.requests import wait_error
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from xferd.aio.client import Client
@@ -46,12 +44,10 @@ class TransferHandle(HandleBase):
             TimeoutError: the transfer did not end within `timeout` seconds.
             XferdError: the watch itself failed (e.g. NotFound).
         """
-        request = xferd_pb2.WatchTransferRequest(id=self.id, interval=duration(interval))
-        call = self._client.stub.WatchTransfer(request, timeout=timeout)
+        call = self._client.stub.WatchTransfer(self._watch_request(interval), timeout=timeout)
         try:
             async for message in call:
-                self._last = Transfer.from_proto(message)
-                yield self._last
+                yield self._seen(message)
         except grpc.RpcError as e:
             raise wait_error(e, self.id, timeout) from None
         finally:
@@ -75,16 +71,15 @@ class TransferHandle(HandleBase):
             TimeoutError: it is still running after `timeout` seconds.
         """
         if not self._last.terminal:
-            request = xferd_pb2.WaitTransferRequest(id=self.id)
             try:
-                reply = await self._client.stub.WaitTransfer(request, timeout=timeout)
+                reply = await self._client.stub.WaitTransfer(self._wait_request(), timeout=timeout)
             except (asyncio.CancelledError, grpc.RpcError) as e:
                 if cancel:
                     await asyncio.shield(self.cancel())
                 if isinstance(e, grpc.RpcError):
                     raise wait_error(e, self.id, timeout) from None
                 raise
-            self._last = Transfer.from_proto(reply)
+            self._seen(reply)
         return self._last.raise_for_state()
 
     async def cancel(self) -> Transfer:
@@ -93,10 +88,7 @@ class TransferHandle(HandleBase):
         return self._last
 
 
-_END = object()
-
-
-class RegionWatch:
+class RegionWatch(WatchBase):
     """A live subscription to a region's events (`xferd.RegionWatch` on
     asyncio).
 
@@ -109,12 +101,10 @@ class RegionWatch:
 
     def __init__(self, call: Any, subscribe_timeout: Optional[float]) -> None:
         """Keeps `call` (a WatchRegion stream); nothing runs until awaited."""
-        self._call = call
+        super().__init__(call)
         self._subscribe_timeout = subscribe_timeout
-        self._events: "asyncio.Queue[Union[RegionEvent, XferdError, object]]" = asyncio.Queue()
+        self._events: "asyncio.Queue[QueueItem]" = asyncio.Queue()
         self._reader: Optional["asyncio.Task[None]"] = None
-        self._closing = False
-        self._ended = False
         self.subscribed: Optional[RegionEvent] = None
 
     async def _subscribe(self) -> "RegionWatch":
@@ -128,14 +118,10 @@ class RegionWatch:
             return self
         self._reader = asyncio.ensure_future(self._read())
         try:
-            first = await self.next_event(self._subscribe_timeout)
-            if first is None or first.kind != "subscribed":
-                raise error_for(grpc.StatusCode.INTERNAL,
-                                f"WatchRegion began with {first!r} instead of SUBSCRIBED")
+            self.subscribed = self._subscribed(await self.next_event(self._subscribe_timeout))
         except BaseException:
             await self.close()
             raise
-        self.subscribed = first
         return self
 
     def __await__(self) -> Generator[Any, None, "RegionWatch"]:
@@ -144,13 +130,14 @@ class RegionWatch:
     async def _read(self) -> None:
         try:
             async for message in self._call:
-                self._events.put_nowait(RegionEvent.from_proto(message))
+                self._events.put_nowait(self._item(message))
         except grpc.RpcError as e:
-            if not self._closing:
-                self._events.put_nowait(from_rpc_error(e))
+            failure = self._failure(e)
+            if failure is not None:
+                self._events.put_nowait(failure)
         except asyncio.CancelledError:
             pass
-        self._events.put_nowait(_END)
+        self._events.put_nowait(END)
 
     async def next_event(self, timeout: Optional[float] = None) -> Optional[RegionEvent]:
         """The next event, or None once the stream has ended.
@@ -162,17 +149,9 @@ class RegionWatch:
         if self._ended:
             return None
         try:
-            item = await asyncio.wait_for(self._events.get(), timeout)
+            return self._take(await asyncio.wait_for(self._events.get(), timeout))
         except asyncio.TimeoutError:
             raise TimeoutError(f"no region event within {timeout} s") from None
-        if item is _END:
-            self._ended = True
-            return None
-        if isinstance(item, XferdError):
-            self._ended = True
-            raise item
-        assert isinstance(item, RegionEvent)
-        return item
 
     async def __aiter__(self) -> AsyncIterator[RegionEvent]:
         """Yields events until the stream ends (after "deregistered")."""
