@@ -218,7 +218,8 @@ absl::StatusOr<uint64_t> LocalRings::Submit(const RingRequest& r) {
   e.opcode = r.opcode;
   e.form = r.form;
   e.ext = static_cast<uint8_t>(ext);
-  e.flags = r.queued_notice ? rings::kFlagQueuedNotice : 0;
+  e.flags = (r.queued_notice ? rings::kFlagQueuedNotice : 0) |
+            (r.detached ? rings::kFlagDetached : 0);
   e.slice_kib = static_cast<uint16_t>(r.slice_kib);
   e.peer = handles[0];
   e.src = handles[1];

@@ -48,6 +48,8 @@ struct RingRequest {
   uint32_t slice_kib = 0;
   uint32_t timeout_ms = 0;
   bool queued_notice = false;
+  // Runs on if this client goes first (kFlagDetached).
+  bool detached = false;
 };
 
 // What a completion says.

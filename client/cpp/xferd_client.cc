@@ -194,7 +194,9 @@ void Client::OpenRings() {
 absl::StatusOr<v1::Transfer> Client::RingCall(const RingRequest& request, bool wait,
                                               absl::Duration linger, absl::Duration timeout) {
   RingRequest r = request;
+  // A request not waited for runs on if this process exits, as over gRPC.
   r.queued_notice = !wait;
+  r.detached = !wait;
   absl::StatusOr<uint64_t> user_data = rings_->Submit(r);
   if (!user_data.ok()) return user_data.status();
   const absl::Time deadline =

@@ -55,6 +55,10 @@ enum SqeFlags : uint8_t {
   // A completion with state kStateQueued (and the transfer id) as soon as the
   // transfer is admitted, before the final one.
   kFlagQueuedNotice = 1,
+  // The transfer runs on to its end if the client's session closes first
+  // (a request nobody waits for: its id is all the caller keeps). Without
+  // it the session's closing (its socket closed, its process dead) ends it.
+  kFlagDetached = 2,
 };
 
 // Fields by form (a, b, c):

@@ -53,6 +53,12 @@ class Engine final {
   // What the service and metrics report of the transport (any thread): its
   // kind, the RDMA device and port in use ("rxe0:1"; empty and none on TCP).
   transport::TransportKind transport_kind() const { return transport_.kind(); }
+  // Ends every transfer in flight that `match`es with `reason` (a local
+  // client gone); returns how many.
+  uint32_t EndTransfersWhere(const std::function<bool(const Transfer&)>& match,
+                             const absl::Status& reason) {
+    return runner_.EndWhere(match, reason);
+  }
   std::string transport_device() const { return transport_.device(); }
   std::optional<transport::RdmaPortInUse> rdma_port() const { return transport_.rdma_port(); }
   // The host's RDMA devices (whatever the transport), for ListDevices: an

@@ -67,6 +67,8 @@ struct TransferSpec {
   // with the client's tag. Not kept in history.
   std::shared_ptr<CompletionPort> completion;
   uint64_t user_data = 0;
+  // Runs on when its completion port's client goes; otherwise that ends it.
+  bool detached = false;
   // The poller that posts its final op (a ring's own, so a request needs no
   // other thread); -1: the engine picks.
   int32_t poller = -1;

@@ -32,6 +32,7 @@ TransferSpec Summarize(const TransferSpec& w) {
   s.blocks.dst_layout = w.blocks.dst_layout;
   s.request_blocks = w.request_blocks;
   s.user_data = w.user_data;
+  s.detached = w.detached;
   return s;
 }
 

@@ -101,7 +101,7 @@ absl::Status CheckHeader(const Sqe& e) {
     return absl::InvalidArgumentError(
         absl::StrCat("opcode ", int{e.opcode}, " is unknown: 1 write, 2 read"));
   }
-  if ((e.flags & ~kFlagQueuedNotice) != 0) {
+  if ((e.flags & ~(kFlagQueuedNotice | kFlagDetached)) != 0) {
     return absl::InvalidArgumentError(absl::StrCat("flags ", int{e.flags}, " has unknown bits"));
   }
   if (e.reserved0 != 0 || e.reserved1 != 0) {
@@ -130,6 +130,7 @@ absl::StatusOr<RingRequest> ReadEntry(const Sqe& e, const EntryArrays& arrays,
   engine::TransferSpec& s = r.spec;
   s.direction = e.opcode == kOpRead ? transport::OpKind::kRead : transport::OpKind::kWrite;
   r.queued_notice = (e.flags & kFlagQueuedNotice) != 0;
+  s.detached = (e.flags & kFlagDetached) != 0;
   s.user_data = e.user_data;
   ASSIGN_OR_RETURN(s.peer, names.Lookup(e.peer, "peer"));
   if (e.label != 0) {

@@ -61,12 +61,18 @@ void RingSession::Close() {
   if (closed_.exchange(true, std::memory_order_acq_rel)) return;
   StoreRelease(memory_->header().closed.value, 1);
   if (started_.load(std::memory_order_acquire)) engine_.DetachSource(poller_, shared_from_this());
-  // Its transfers in flight run on to their end, as a gRPC client's do
-  // once it hangs up; their completions have no reader now and are dropped.
+  // Its transfers in flight end with it, but those it did not wait for
+  // (detached), which run on as a gRPC client's do once it hangs up.
+  const uint32_t ended = engine_.EndTransfersWhere(
+      [this](const engine::Transfer& t) {
+        return t.plan().completion.get() == this && !t.plan().spec.detached;
+      },
+      absl::CancelledError("the local client's session closed (its socket closed or its "
+                           "process ended) with the transfer in flight"));
   spdlog::info("local session {} closed pid={} uid={} client={:?} taken={} refused={} "
-               "completed={}",
+               "in_flight_ended={}",
                id_, client_.pid, client_.uid, client_.name, counters_.submitted.load(),
-               counters_.refused.load(), counters_.completed.load());
+               counters_.refused.load(), ended);
 }
 
 uint32_t RingSession::Poll() {

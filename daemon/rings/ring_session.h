@@ -58,10 +58,10 @@ class RingSession final : public engine::PollSource,
   // the rings from now on.
   void Start();
   // Control thread, when the client's socket closed (or its process died):
-  // stops serving and says closed in the header. Its transfers still in
-  // flight run on (as a gRPC client's do when it hangs up), their
-  // completions dropped; its memory and descriptors go with the last of them
-  // that still holds the session. Idempotent.
+  // stops serving, says closed in the header, ends its transfers still in
+  // flight but the detached ones (kFlagDetached), which run on with their
+  // completions dropped. Its memory and descriptors go with the last
+  // transfer that still holds the session. Idempotent.
   void Close();
   bool closed() const { return closed_.load(std::memory_order_acquire); }
 

@@ -3,8 +3,8 @@
 // carry, descriptors: their request rings (docs/local-rings.md). One thread
 // (xferd-local) accepts, answers each client's requests in order and hands
 // descriptors over with SCM_RIGHTS. A client's connection is its session:
-// when it closes (or its process dies) the session's rings close; its
-// transfers in flight run on, as a gRPC client's do. Authenticated as the gRPC socket is: by its file
+// when it closes (or its process dies) the session's rings close and its
+// transfers in flight end, but those submitted detached. Authenticated as the gRPC socket is: by its file
 // mode, with each client's credentials (SO_PEERCRED) logged.
 #pragma once
 

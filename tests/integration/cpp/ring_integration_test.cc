@@ -164,6 +164,18 @@ class RawRings {
   v1::LocalReply reply_;
 };
 
+// Runs tests/integration/cpp/ring_writer (`mode` "waits" or "detached") on
+// the daemon at `target`, writing kSize bytes src -> dst: a process of its
+// own (a fork of this one would share its gRPC state). Its pid, or -1.
+pid_t SpawnWriter(const std::string& target, const std::string& mode) {
+  const std::string writer = RunfilePath("tests/integration/cpp/ring_writer");
+  const std::string size = std::to_string(kSize);
+  char* argv[] = {const_cast<char*>(writer.c_str()), const_cast<char*>(target.c_str()),
+                  const_cast<char*>(size.c_str()), const_cast<char*>(mode.c_str()), nullptr};
+  pid_t child = 0;
+  return ::posix_spawn(&child, writer.c_str(), nullptr, nullptr, argv, environ) == 0 ? child : -1;
+}
+
 class RingIntegrationTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -437,20 +449,12 @@ TEST_F(RingIntegrationTest, AHostileClientGetsErrorsAndHurtsNoOneElse) {
   EXPECT_EQ(again.state(), v1::TRANSFER_STATE_DONE);
 }
 
-// A client killed mid-transfer: its transfer runs on to its end, as a gRPC
-// client's does when it hangs up, every byte lands, and the session's memory
-// and descriptors go with it; nothing stays behind.
+// A client killed mid-transfer: its transfer ends, and its memory and
+// descriptors go with its session; nothing stays behind.
 TEST_F(RingIntegrationTest, AClientKilledMidTransferLeavesNothingBehind) {
-  std::memset(dst_->data(), 0, kSize);
   const size_t fds_before = OpenFds(a_->pid());
-  // A process of its own (a fork of this one would share its gRPC state).
-  const std::string writer = RunfilePath("tests/integration/cpp/ring_writer");
-  const std::string size = std::to_string(kSize);
-  const std::string target = a_->unix_target();
-  char* argv[] = {const_cast<char*>(writer.c_str()), const_cast<char*>(target.c_str()),
-                  const_cast<char*>(size.c_str()), nullptr};
-  pid_t child = 0;
-  ASSERT_EQ(::posix_spawn(&child, writer.c_str(), nullptr, nullptr, argv, environ), 0);
+  const pid_t child = SpawnWriter(a_->unix_target(), "waits");
+  ASSERT_GT(child, 0);
   // Until its transfer runs.
   const absl::Time deadline = absl::Now() + absl::Seconds(10);
   bool running = false;
@@ -464,7 +468,8 @@ TEST_F(RingIntegrationTest, AClientKilledMidTransferLeavesNothingBehind) {
   int status = 0;
   ASSERT_EQ(::waitpid(child, &status, 0), child);
   EXPECT_TRUE(WIFSIGNALED(status)) << "the writer ended before it was killed";
-  // Its transfer ends, and then its session's descriptors close.
+  // Its transfer ends (cancelled with its session), and its session's
+  // descriptors close.
   bool ended = false;
   while (!ended && absl::Now() < deadline + absl::Seconds(10)) {
     ended = Unwrap(grpc_->ListTransfers({}), "list").transfers_size() == 0 &&
@@ -476,9 +481,37 @@ TEST_F(RingIntegrationTest, AClientKilledMidTransferLeavesNothingBehind) {
   finished.set_include_finished(true);
   const v1::ListTransfersResponse all = Unwrap(grpc_->ListTransfers(finished), "list");
   ASSERT_GE(all.transfers_size(), 1);
-  EXPECT_EQ(all.transfers(0).state(), v1::TRANSFER_STATE_DONE)
+  EXPECT_EQ(all.transfers(0).state(), v1::TRANSFER_STATE_CANCELLED);
+  EXPECT_NE(all.transfers(0).error().message().find("session closed"), std::string::npos)
       << all.transfers(0).error().message();
-  EXPECT_EQ(std::memcmp(src_->data(), dst_->data(), kSize), 0);
+}
+
+// A write submitted detached (what the C++ client does for a request it
+// does not wait for, as `xferctl write --no-wait`) runs on to its end after
+// its client exits, as over gRPC; every byte lands, and the session's
+// descriptors close once it ends.
+TEST_F(RingIntegrationTest, ADetachedWriteOutlivesItsClient) {
+  std::memset(dst_->data(), 0, kSize);
+  const size_t fds_before = OpenFds(a_->pid());
+  const pid_t child = SpawnWriter(a_->unix_target(), "detached");
+  ASSERT_GT(child, 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the writer failed: " << status;
+  bool ended = false;
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (!ended && absl::Now() < deadline) {
+    ended = Unwrap(grpc_->ListTransfers({}), "list").transfers_size() == 0 &&
+            OpenFds(a_->pid()) <= fds_before;
+    if (!ended) absl::SleepFor(absl::Milliseconds(5));
+  }
+  EXPECT_TRUE(ended) << "fds before " << fds_before << ", now " << OpenFds(a_->pid());
+  v1::ListTransfersRequest finished;
+  finished.set_include_finished(true);
+  const v1::ListTransfersResponse all = Unwrap(grpc_->ListTransfers(finished), "list");
+  ASSERT_GE(all.transfers_size(), 1);
+  EXPECT_EQ(all.transfers(0).state(), v1::TRANSFER_STATE_DONE) << all.transfers(0).error().message();
+  EXPECT_EQ(std::memcmp(src_->data(), dst_->data(), kSize), 0) << "the detached write's bytes";
 }
 
 // Sessions opened and closed by a thousand clients leave no descriptor or
