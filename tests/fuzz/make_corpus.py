@@ -262,6 +262,30 @@ def security_input():
     case("auth_basic_wrong", 4, b"basic  cHJvbWV0aGV1czpzM2NyZXU=")
 
 
+def ring_entry():
+    """Submission entries of a local client's ring (daemon/base/ring_layout.h):
+    names 1..4 are node-b, src, dst, label; inline slots, then the buffer."""
+    def sqe(op=1, form=0, ext=0, flags=0, slice_kib=0, peer=1, src=2, dst=3, label=0,
+            a=0, b=0, c=0, timeout_ms=0, priority=0):
+        return struct.pack("<BBBBHBBIIIIQQQQII", op, form, ext, flags, slice_kib, priority, 0,
+                           peer, src, dst, label, 7, a, b, c, timeout_ms, 0)
+    def u64(*values):
+        return struct.pack(f"<{len(values)}Q", *values)
+    write("ring_entry_fuzzer/range", sqe(a=0, b=4096, c=65536, label=4, timeout_ms=1000))
+    write("ring_entry_fuzzer/read_notice_detached", sqe(op=2, flags=3, c=4096, slice_kib=64))
+    list_inline = u64(0, 8192) + u64(4096, 0)
+    write("ring_entry_fuzzer/list_inline", sqe(form=1, ext=1, a=2, b=4096) + list_inline
+          + bytes(64 - len(list_inline)))
+    write("ring_entry_fuzzer/list_buffer_lengths",
+          sqe(form=1, a=2, b=0, c=8) + bytes(8) + u64(0, 100) + u64(500, 0) + u64(50, 60))
+    write("ring_entry_fuzzer/strided", sqe(form=2, a=1, c=0) + u64(0, 0, 512, 1024, 1024, 8))
+    write("ring_entry_fuzzer/layout", sqe(form=3, src=2, dst=3, a=2)
+          + struct.pack("<4I", 0, 1, 1, 0))
+    write("ring_entry_fuzzer/buffer_past_end", sqe(form=1, a=3, b=4096, c=2**64 - 8) + u64(1))
+    write("ring_entry_fuzzer/unknown_handle", sqe(peer=9, c=4096))
+    write("ring_entry_fuzzer/too_many_blocks", sqe(form=1, a=2**40, b=4096))
+
+
 if __name__ == "__main__":
     tcp_frame()
     tcp_lane()
@@ -271,3 +295,4 @@ if __name__ == "__main__":
     resolve()
     config()
     security_input()
+    ring_entry()
