@@ -53,12 +53,6 @@ class Engine final {
   // What the service and metrics report of the transport (any thread): its
   // kind, the RDMA device and port in use ("rxe0:1"; empty and none on TCP).
   transport::TransportKind transport_kind() const { return transport_.kind(); }
-  // Ends every transfer in flight that `match`es with `reason` (a local
-  // client gone); returns how many.
-  uint32_t EndTransfersWhere(const std::function<bool(const Transfer&)>& match,
-                             const absl::Status& reason) {
-    return runner_.EndWhere(match, reason);
-  }
   std::string transport_device() const { return transport_.device(); }
   std::optional<transport::RdmaPortInUse> rdma_port() const { return transport_.rdma_port(); }
   // The host's RDMA devices (whatever the transport), for ListDevices: an
@@ -150,6 +144,12 @@ class Engine final {
   absl::StatusOr<TransferInfo> CancelTransfer(uint64_t id) { return runner_.Cancel(id); }
   std::vector<TransferInfo> ListTransfers(const TransferFilter& filter) const {
     return runner_.List(filter);
+  }
+  // Ends every transfer in flight that `match`es with `reason` (a local
+  // client gone); returns how many.
+  uint32_t EndTransfersWhere(const std::function<bool(const Transfer&)>& match,
+                             const absl::Status& reason) {
+    return runner_.EndWhere(match, reason);
   }
   // A poll source (a local client's ring) served on a poller from now on
   // (TransferRunner::AttachSource).
