@@ -1,0 +1,148 @@
+#!/usr/bin/python3
+"""ring_bench.py: requests through the local rings beside references
+measured in the same run.
+
+  tests/bench/ring_bench.py [--no-build] [--seconds S] [--pollers N]
+
+Builds the daemon and ring_bench_client with --config=opt, starts two
+daemons on loopback over the TCP transport (a connected to b) and prints:
+  1. the references: qperf tcp_lat with 4 KiB messages on 127.0.0.1 (the
+     network's own one-way latency), the C++ client's bare gRPC unary call
+     (GetNodeInfo) and its 4 KiB Write(wait) over gRPC;
+  2. one write at a time through the rings (submit -> completion seen by the
+     client), p50 and p99, at 1, 4, 16 and 64 KiB;
+  3. 64 writes in flight from one client thread, completions reaped in
+     batches: transfers/s at the same sizes;
+with the client's CPU per request, and ratios to the references. Every run
+writes SHM to SHM and compares the destination with the source after it.
+A benchmark, not a test: it checks the bytes, never the speed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from typing import Any, Dict, List
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib  # noqa: E402
+from benchlib import KiB, MiB, size_name, table  # noqa: E402
+
+SIZES = [1 * KiB, 4 * KiB, 16 * KiB, 64 * KiB]
+SLOTS = 256  # distinct destinations per run
+DEPTH = 64
+LATENCY_TARGET = 3.0  # ring 4 KiB p50 <= 3x qperf tcp_lat
+RATE_TARGET = 100_000  # 4 KiB transfers/s, one thread, 64 in flight
+
+
+def qperf_tcp_lat(seconds: float, children: benchlib.Children) -> float:
+    """qperf's tcp_lat with 4 KiB messages on loopback: one-way µs."""
+    server = subprocess.Popen(["qperf"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    children.procs.append(server)
+    try:
+        for _ in range(50):  # until the server listens
+            out = subprocess.run(["qperf", "-t", str(int(max(1, seconds))), "-m", "4096",
+                                  "127.0.0.1", "tcp_lat"], capture_output=True, text=True)
+            found = re.search(r"latency\s*=\s*([\d.]+)\s*(us|ms|ns)", out.stdout)
+            if found:
+                scale = {"ns": 1e-3, "us": 1.0, "ms": 1e3}[found.group(2)]
+                return float(found.group(1)) * scale
+        raise SystemExit(f"qperf tcp_lat gave no latency: {out.stdout}{out.stderr}")
+    finally:
+        benchlib.stop_process(server)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--no-build", action="store_true")
+    parser.add_argument("--bazel-bin")
+    parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--pollers", type=int, default=0, help="0: the daemon's default")
+    args = parser.parse_args()
+    if not args.no_build:
+        subprocess.run(["bazel", "build", "--config=opt", "//tests/bench:ring_bench_client"],
+                       cwd=benchlib.REPO, check=True)
+    bins = benchlib.build(args.no_build, args.bazel_bin)
+    bins.import_client()
+    client_bin = os.path.join(bins.bazel_bin, "tests", "bench", "ring_bench_client")
+    import numpy as np
+    import xferd
+
+    children = benchlib.Children()
+    workdir = tempfile.mkdtemp(prefix="xferd-ring-bench-")
+    try:
+        ref_us = qperf_tcp_lat(args.seconds, children)
+        benchlib.log(f"qperf tcp_lat 4 KiB: {ref_us:.1f} us")
+        extra = ["--pollers", str(args.pollers)] if args.pollers else []
+        a, b = (benchlib.start_daemon(children, bins.xferd, workdir, n, "tcp", extra)
+                for n in ("a", "b"))
+        ca, cb = xferd.Client(a.target), xferd.Client(b.target)
+        peer = ca.connect_peer(b.address).node_id
+        span = max(SIZES) * SLOTS
+        src = ca.register_region("ring_src", span, backing="shm")
+        dst = cb.register_region("ring_dst", span, backing="shm", remote_write=True)
+        np.frombuffer(src.buffer, dtype=np.uint8)[:] = np.random.default_rng(7).integers(
+            0, 256, span, dtype=np.uint8)
+        base = [client_bin, "--target", a.target, "--src", "ring_src", "--peer", peer,
+                "--dst", "ring_dst", "--seconds", str(args.seconds), "--slots", str(SLOTS),
+                "--verify-src", src.shm_path, "--verify-dst", dst.shm_path]
+
+        def run(mode: str, size: int, *more: str) -> Dict[str, Any]:
+            np.frombuffer(dst.buffer, dtype=np.uint8)[:] = 0
+            out = benchlib.run_json(base + [mode, "--size", str(size), *more])
+            if not out.get("verified"):
+                raise SystemExit(f"{mode} {size}: the destination differs from the source")
+            benchlib.log(f"{mode} {size_name(size)}: {json.dumps(out)}")
+            return out
+
+        unary = benchlib.run_json([bins.bench_client, "--target", a.target, "rpc",
+                                   "--seconds", str(args.seconds)])
+        grpc = run("grpc", 4 * KiB)
+        lat = {s: run("lat", s) for s in SIZES}
+        rate = {s: run("rate", s, "--depth", str(DEPTH)) for s in SIZES}
+        ca.close()
+        cb.close()
+        benchlib.stop_daemon(a)
+        benchlib.stop_daemon(b)
+    finally:
+        children.stop_all()
+    report(ref_us, unary, grpc, lat, rate)
+    return 0
+
+
+def report(ref_us: float, unary: Dict[str, Any], grpc: Dict[str, Any],
+           lat: Dict[int, Dict[str, Any]], rate: Dict[int, Dict[str, Any]]) -> None:
+    rows: List[List[Any]] = [
+        ["qperf tcp_lat 4 KiB (one way)", f"{ref_us:.1f}", "", "", "", "1.0x"],
+        ["C++ gRPC GetNodeInfo", f"{unary['p50_us']:.1f}", f"{unary['p99_us']:.1f}",
+         f"{unary['rate']:.0f}", "", f"{unary['p50_us'] / ref_us:.1f}x"],
+        ["C++ gRPC Write(wait) 4 KiB", f"{grpc['p50_us']:.1f}", f"{grpc['p99_us']:.1f}",
+         f"{grpc['rate']:.0f}", f"{grpc['client_cpu_us']:.1f}", f"{grpc['p50_us'] / ref_us:.1f}x"],
+    ]
+    for size, r in lat.items():
+        rows.append([f"ring write {size_name(size)}, one at a time", f"{r['p50_us']:.1f}",
+                     f"{r['p99_us']:.1f}", f"{r['rate']:.0f}", f"{r['client_cpu_us']:.1f}",
+                     f"{r['p50_us'] / ref_us:.1f}x"])
+    for size, r in rate.items():
+        rows.append([f"ring write {size_name(size)}, {DEPTH} in flight", "", "",
+                     f"{r['rate']:.0f}", f"{r['client_cpu_us']:.2f}", ""])
+    print(table(["client / path", "p50 µs", "p99 µs", "per second", "client CPU µs/req",
+                 "p50 / qperf"], rows))
+    four = 4 * KiB
+    print(f"\nring 4 KiB p50 = {lat[four]['p50_us'] / ref_us:.1f}x qperf tcp_lat "
+          f"(target <= {LATENCY_TARGET:.0f}x): "
+          f"{benchlib.verdict(lat[four]['p50_us'] / ref_us, LATENCY_TARGET, False)}")
+    print(f"ring 4 KiB rate = {rate[four]['rate']:.0f}/s, {DEPTH} in flight "
+          f"(target >= {RATE_TARGET}/s): {benchlib.verdict(rate[four]['rate'], RATE_TARGET)}")
+    print(f"gRPC Write(wait) / ring p50, 4 KiB: {grpc['p50_us'] / lat[four]['p50_us']:.1f}x")
+    print(json.dumps({"qperf_tcp_lat_us": ref_us, "grpc_unary": unary, "grpc_write": grpc,
+                      "ring_lat": lat, "ring_rate": rate}))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
