@@ -116,6 +116,11 @@ class ClientBase(Generic[W]):
         memory on its local socket) rather than gRPC calls."""
         return self._rings is not None
 
+    @property
+    def ring_requests(self) -> int:
+        """Writes and reads sent through the rings so far."""
+        return 0 if self._rings is None else self._rings.submitted
+
     def _open_rings(self, node: xferd_pb2.NodeInfo) -> None:
         """Opens the rings of the daemon `node` describes, if it serves any:
         its local socket is beside the unix socket this client reached. A
@@ -138,7 +143,7 @@ class ClientBase(Generic[W]):
         if self._rings is None or call.method not in ("Write", "Read"):
             return None
         r = ring_request(call.request)
-        if r is None:
+        if r is None or len(r.arrays) > self._rings.geometry.buffer_bytes:
             return None
         deadline = None if call.timeout is None else time.monotonic() + call.timeout
         linger = (call.request.linger.ToNanoseconds() / 1e9

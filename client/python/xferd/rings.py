@@ -141,7 +141,8 @@ class LocalRings:
             g = L.Geometry(*L.GEOMETRY.unpack_from(self._map, 0))
             if (g.magic != L.MAGIC or g.version != L.VERSION
                     or g.total_bytes != reply.rings.total_bytes):
-                raise error_for(grpc.StatusCode.FAILED_PRECONDITION, f"the daemon's rings are version {g.version}; this client "
+                raise error_for(grpc.StatusCode.FAILED_PRECONDITION,
+                                f"the daemon's rings are version {g.version}; this client "
                                 f"speaks {L.VERSION}")
         except BaseException:
             self._release()
@@ -209,6 +210,11 @@ class LocalRings:
             raise _unavailable("the daemon closed this session's rings")
 
     @property
+    def submitted(self) -> int:
+        """Entries submitted so far."""
+        return self._next_user_data - 1
+
+    @property
     def capacity(self) -> int:
         """Requests that may be in flight: half the CQ (each may take two)."""
         return min(self.geometry.sq_entries, self.geometry.cq_entries // 2)
@@ -264,7 +270,9 @@ class LocalRings:
                 return None
             if r.form != L.FORM_RANGE and not inline:
                 if size > g.buffer_bytes:
-                    raise error_for(grpc.StatusCode.INVALID_ARGUMENT, f"the request's arrays are {size} bytes, more than the ring's buffer "
+                    raise error_for(
+                        grpc.StatusCode.INVALID_ARGUMENT,
+                        f"the request's arrays are {size} bytes, more than the ring's buffer "
                         f"area of {g.buffer_bytes}: open the rings with a larger buffer, or "
                         "use gRPC")
                 if self._words[L.SQ_HEAD] != tail:
@@ -434,7 +442,8 @@ class LocalRings:
                     return w.final
                 if deadline is not None and time.monotonic() >= deadline:
                     w.abandoned = True
-                    raise error_for(grpc.StatusCode.DEADLINE_EXCEEDED, "no completion from the daemon before the deadline")
+                    raise error_for(grpc.StatusCode.DEADLINE_EXCEEDED,
+                                    "no completion from the daemon before the deadline")
                 self._check_open()
             self._reap_once(deadline if deadline is not None else time.monotonic() + 3600)
 

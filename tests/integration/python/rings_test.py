@@ -86,6 +86,7 @@ def test_ring_and_grpc_give_the_same_transfers(regions: Regions,
     back = regions.make("a", "conf_back", size)
     runs: Dict[str, List[xferd.Transfer]] = {"ring": [], "grpc": []}
     offsets = np.arange(0, size, 8 * KiB, dtype=np.uint64)
+    small = np.arange(0, 1024 * 128, 128, dtype=np.uint64)
     for name, client in (("ring", ring), ("grpc", grpc_only)):
         view(dst)[:] = 0
         view(back)[:] = 0
@@ -95,16 +96,24 @@ def test_ring_and_grpc_give_the_same_transfers(regions: Regions,
             lambda: client.write_blocks("conf_src", "b", "conf_dst", offsets, offsets[::-1],
                                         block_length=4 * KiB, wait=True),
             lambda: client.read("b", "conf_dst", "conf_back", size, wait=True),
+            # 1,024 blocks with lengths: 24 KiB of arrays, through the buffer area.
+            lambda: client.write_blocks("conf_src", "b", "conf_dst", small, small[::-1],
+                                        np.full(len(small), 100, dtype=np.uint64), wait=True),
         ]
+        sent = client.ring_requests
         for call in calls:
             runs[name].append(call().wait(WAIT_S))
+        assert client.ring_requests - sent == (len(calls) if name == "ring" else 0)
         expect = np.zeros(size, dtype=np.uint8)
         expect[7:7 + 100 * KiB] = data[5:5 + 100 * KiB]
         for i, o in enumerate(offsets):
             d = int(offsets[len(offsets) - 1 - i])
             expect[d:d + 4 * KiB] = data[int(o):int(o) + 4 * KiB]
+        np.testing.assert_array_equal(view(back), expect)  # read before the last write
+        d_small = small[::-1].astype(np.int64)[:, None] + np.arange(100)
+        expect[d_small.reshape(-1)] = data[(small.astype(np.int64)[:, None]
+                                            + np.arange(100)).reshape(-1)]
         np.testing.assert_array_equal(view(dst), expect)
-        np.testing.assert_array_equal(view(back), expect)
     for r, g in zip(runs["ring"], runs["grpc"]):
         same_snapshot(r, g)
 
