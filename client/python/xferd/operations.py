@@ -25,7 +25,7 @@ from xferd import requests
 from xferd.blocks import Integers, Strided
 from xferd.errors import NotFound, XferdError
 from xferd.ring_requests import ring_request, transfer_of
-from xferd.rings import LocalRings, RingCompletion, RingRequest
+from xferd.rings import ORDERED_CPU, LocalRings, RingCompletion, RingRequest
 from xferd.models import (ClusterNode, DirectoryRegion, Layout, NodeInfo, Peer, RdmaDevice,
                           Region, Stats, Transfer, WriteSpec)
 from xferd.shm import Mappings
@@ -125,7 +125,7 @@ class ClientBase(Generic[W]):
         """Opens the rings of the daemon `node` describes, if it serves any:
         its local socket is beside the unix socket this client reached. A
         failure leaves gRPC in use: slower, never wrong."""
-        if not node.local_socket:  # server.local_rings off, or an older daemon
+        if not node.local_socket or not ORDERED_CPU:  # no rings there, or not here
             return
         path = self.target[len("unix:"):]
         if path.startswith("//"):

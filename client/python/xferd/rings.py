@@ -10,20 +10,23 @@ C++ client's client/cpp/local_rings.cc.
 
 Memory ordering, with no fences in Python. The shared words (indices and
 flags) are aligned uint64s stored and loaded through a memoryview cast to
-"Q": CPython stores or loads each with one 8-byte move, atomic on the
-64-bit hosts xferd runs on, and each is its own C call, so the interpreter
-reorders nothing across them. On x86-64 (TSO) the hardware keeps stores in
-program order and loads in program order: an entry written before its tail
-is stored is seen before the tail (release), a CQE's fields read after its
-seq are as new (acquire). The one reordering TSO allows is a load passing an
-earlier store, which the Dekker handshake of the doorbells must forbid (a
-side stores its flag, then loads the other side's). `full_fence()` does that
-with an uncontended lock acquire and release, a locked read-modify-write on
-x86-64 (glibc semaphores; PyMutex on 3.13), which orders every earlier store
-before every later load. Were the fence ever too weak (a weakly ordered CPU
-such as aarch64 gets no such guarantee from these stores), the cost is
-bounded: a waiter never sleeps on the doorbell longer than _DOORBELL_POLL_S
-before it looks at the ring again, so a lost wakeup delays, never hangs.
+"Q": CPython copies each with a fixed 8-byte memcpy, which compilers emit
+as one 8-byte move (not a language guarantee, but what GCC and Clang do on
+x86-64), atomic when aligned; each is its own C call, so nothing is
+reordered across them before the hardware sees them. On x86-64 (TSO) the
+hardware keeps stores in program order and loads in program order: an entry
+written before its tail is stored is seen before the tail (release), a
+CQE's fields read after its seq are as new (acquire). The one reordering
+TSO allows is a load passing an earlier store, which the Dekker handshake
+of the doorbells must forbid (a side stores its flag, then loads the other
+side's). `full_fence()` does that with an uncontended lock acquire and
+release, a locked read-modify-write on x86-64 (glibc semaphores; PyMutex on
+3.13), which orders every earlier store before every later load. Should it
+ever not, the cost is bounded: a waiter never sleeps on the doorbell longer
+than _DOORBELL_POLL_S before it looks at the ring again, so a lost wakeup
+delays, never hangs. A weakly ordered CPU (aarch64) would need real
+release/acquire barriers, which Python cannot issue: there `ORDERED_CPU`
+is false and the clients use gRPC.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from __future__ import annotations
 import dataclasses
 import mmap
 import os
+import platform
 import select
 import socket
 import threading
@@ -43,7 +47,10 @@ from xferd import ring_layout as L
 from xferd.errors import XferdError, error_for
 from xferd.v1 import local_pb2
 
-__all__ = ["LocalRings", "RingCompletion", "RingRequest", "full_fence"]
+__all__ = ["LocalRings", "ORDERED_CPU", "RingCompletion", "RingRequest", "full_fence"]
+
+#: The CPU orders plain stores and loads as the rings need (see above).
+ORDERED_CPU = platform.machine().lower() in ("x86_64", "amd64")
 
 # The longest a waiter sleeps on the CQ doorbell before it looks again.
 _DOORBELL_POLL_S = 0.1
