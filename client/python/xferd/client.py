@@ -10,14 +10,19 @@ from __future__ import annotations
 from typing import (Any, Callable, Concatenate, Iterable, List, Mapping, Optional, ParamSpec,
                     Sequence, Tuple, TypeVar, Union)
 
+import threading
+import time
+
 import grpc
 
 from xferd import requests
-from xferd.errors import from_rpc_error
+from xferd.errors import DeadlineExceeded, from_rpc_error
 from xferd.handles import RegionWatch, TransferHandle
 from xferd.models import Transfer, WriteSpec
 from xferd.operations import (DEFAULT_RPC_TIMEOUT, Call, ClientBase, Op, Operations,
                               described_by)
+from xferd.ring_requests import LINGER_MAX_BYTES
+from xferd.rings import RingRequest
 from xferd.tls import TlsConfig
 from xferd.v1 import xferd_pb2
 
@@ -63,7 +68,7 @@ class Client(ClientBase[RegionWatch]):
 
     def __init__(self, target: str, rpc_timeout: float = DEFAULT_RPC_TIMEOUT,
                  options: Sequence[Tuple[str, Any]] = (), tls: Optional[TlsConfig] = None,
-                 linger: float = requests.DEFAULT_LINGER) -> None:
+                 linger: float = requests.DEFAULT_LINGER, rings: bool = True) -> None:
         """Opens a channel to `target`; nothing is sent until the first call.
 
         Args:
@@ -79,8 +84,14 @@ class Client(ClientBase[RegionWatch]):
                 `write(..., wait=True)` does. Only transfers of at most 1 MiB
                 linger (a larger one returns once queued, so a loop queueing
                 large writes never waits for each). 0: return once queued.
+            rings: Over a unix socket, send writes and reads through the
+                daemon's request rings (shared memory, no gRPC call) when it
+                serves them (`rings_open` says so after the first). Results
+                and errors are those of gRPC; requests the rings cannot
+                carry exactly go over gRPC. False: gRPC only.
         """
-        super().__init__(target, rpc_timeout, options, tls, linger, grpc)
+        super().__init__(target, rpc_timeout, options, tls, linger, grpc, rings)
+        self._rings_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"Client({self.target!r})"
@@ -100,6 +111,11 @@ class Client(ClientBase[RegionWatch]):
             watch.close()
         self._mappings.close()
         self._channel.close()
+        with self._rings_lock:
+            self._rings_wanted = False
+            if self._rings is not None:
+                self._rings.close()
+                self._rings = None
 
     def _run(self, op: Op[T]) -> T:
         """Makes `op`'s calls one after the other on this thread; returns
@@ -114,10 +130,46 @@ class Client(ClientBase[RegionWatch]):
             reply = self._invoke(call)
 
     def _invoke(self, call: Call) -> Any:
+        if self._rings_wanted and call.method in ("Write", "Read"):
+            self._try_rings()
+        start = self._ring_call_start(call)
+        if start is not None:
+            return self._ring_call(*start)
         try:
             return getattr(self.stub, call.method)(call.request, timeout=call.timeout)
         except grpc.RpcError as e:
             raise from_rpc_error(e) from None
+
+    def _try_rings(self) -> None:
+        """Opens the rings once, at the first write or read."""
+        with self._rings_lock:
+            if not self._rings_wanted:
+                return
+            self._rings_wanted = False
+            try:
+                node = self.stub.GetNodeInfo(xferd_pb2.GetNodeInfoRequest(),
+                                             timeout=self.rpc_timeout)
+            except grpc.RpcError:
+                return  # the call itself will say what is wrong
+            self._open_rings(node)
+
+    def _ring_call(self, r: RingRequest, deadline: Optional[float], linger: float
+                   ) -> xferd_pb2.Transfer:
+        """A write or read through the rings, waiting as its gRPC call does:
+        for the end with wait, else for the queued notice and then up to
+        `linger` for the end."""
+        rings = self._rings
+        assert rings is not None
+        user_data = rings.submit(r)
+        done = rings.wait(user_data, r.queued_notice, deadline)
+        if done.queued and linger > 0 and done.length <= LINGER_MAX_BYTES:
+            try:
+                done = rings.wait(user_data, False, time.monotonic() + linger)
+            except DeadlineExceeded:
+                pass  # still running: its queued snapshot, as gRPC's linger returns
+        elif done.queued:
+            rings.forget(user_data)  # followed by id over gRPC, if at all
+        return self._ring_transfer(r, done)
 
     # The calls, in xferd.operations' order; their docstrings are there.
 

@@ -11,11 +11,15 @@ from __future__ import annotations
 from typing import (Any, Callable, Concatenate, Coroutine, Iterable, List, Mapping, Optional,
                     ParamSpec, Sequence, Tuple, TypeVar, Union)
 
+import asyncio
+import time
+
 import grpc
 import grpc.aio
 
 from xferd import requests
 from xferd.aio.handles import RegionWatch, TransferHandle
+from xferd.aio.rings import AioRings
 from xferd.errors import from_rpc_error
 from xferd.models import Transfer, WriteSpec
 from xferd.operations import (DEFAULT_RPC_TIMEOUT, Call, ClientBase, Op, Operations,
@@ -64,10 +68,14 @@ class Client(ClientBase[RegionWatch]):
 
     def __init__(self, target: str, rpc_timeout: float = DEFAULT_RPC_TIMEOUT,
                  options: Sequence[Tuple[str, Any]] = (), tls: Optional[TlsConfig] = None,
-                 linger: float = requests.DEFAULT_LINGER) -> None:
+                 linger: float = requests.DEFAULT_LINGER, rings: bool = True) -> None:
         """Opens a grpc.aio channel to `target`; nothing is sent yet.
-        Arguments as for xferd.Client."""
-        super().__init__(target, rpc_timeout, options, tls, linger, grpc.aio)
+        Arguments as for xferd.Client: with `rings`, writes and reads wait
+        for their completions on the loop (the doorbell watched by
+        loop.add_reader), no thread per request."""
+        super().__init__(target, rpc_timeout, options, tls, linger, grpc.aio, rings)
+        self._aio_rings: Optional[AioRings] = None
+        self._rings_opening: Optional["asyncio.Future[None]"] = None
 
     def __repr__(self) -> str:
         return f"aio.Client({self.target!r})"
@@ -87,6 +95,11 @@ class Client(ClientBase[RegionWatch]):
             await watch.close()
         self._mappings.close()
         await self._channel.close()
+        self._rings_wanted = False
+        if self._aio_rings is not None:
+            self._aio_rings.close()
+            self._aio_rings = None
+            self._rings = None
 
     async def _run(self, op: Op[T]) -> T:
         """Awaits `op`'s calls one after the other; returns its result.
@@ -101,10 +114,38 @@ class Client(ClientBase[RegionWatch]):
             reply = await self._invoke(call)
 
     async def _invoke(self, call: Call) -> Any:
+        if call.method in ("Write", "Read") and (self._rings_wanted
+                                                 or self._rings_opening is not None):
+            await self._try_rings()
+        start = self._ring_call_start(call)
+        if start is not None and self._aio_rings is not None:
+            r, deadline, linger = start
+            timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+            return self._ring_transfer(r, await self._aio_rings.call(r, timeout, linger))
         try:
             return await getattr(self.stub, call.method)(call.request, timeout=call.timeout)
         except grpc.RpcError as e:
             raise from_rpc_error(e) from None
+
+    async def _try_rings(self) -> None:
+        """Opens the rings once, at the first write or read; the writes and
+        reads that come meanwhile wait for the outcome."""
+        if self._rings_opening is not None:
+            await asyncio.shield(self._rings_opening)
+            return
+        self._rings_wanted = False
+        self._rings_opening = asyncio.get_running_loop().create_future()
+        try:
+            node = await self.stub.GetNodeInfo(xferd_pb2.GetNodeInfoRequest(),
+                                               timeout=self.rpc_timeout)
+            self._open_rings(node)
+            if self._rings is not None:
+                self._aio_rings = AioRings(self._rings, asyncio.get_running_loop())
+        except grpc.RpcError:
+            pass  # the call itself will say what is wrong
+        finally:
+            self._rings_opening.set_result(None)
+            self._rings_opening = None
 
     # The calls, in xferd.operations' order; their docstrings are there.
 

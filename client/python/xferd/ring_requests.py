@@ -1,0 +1,134 @@
+"""Write and Read requests as ring entries, and completions as the Transfer
+snapshots the gRPC calls return: what lets both clients send a request
+either way with nothing changing for their callers (as the C++ client's
+client/cpp/ring_requests.cc does).
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from typing import Optional, Union
+
+from xferd import ring_layout as L
+from xferd.errors import error_for
+from xferd.rings import RingCompletion, RingRequest
+from xferd.v1 import common_pb2, xferd_pb2
+
+__all__ = ["LINGER_MAX_BYTES", "ring_request", "transfer_of"]
+
+#: A reply lingers only for transfers this small (the daemon's rule for its
+#: gRPC replies, kLingerMaxBytes): a larger one returns once queued.
+LINGER_MAX_BYTES = 1 << 20
+
+_MAX_SLICE_KIB = 0xFFFF
+_RUN = struct.Struct("<6Q")
+_MAX_NAME_BYTES = 255  # of an interned name (local.proto)
+#: Reads through the rings too (see ring_request).
+READS_ON_RING = False
+
+
+def ring_request(r: Union[xferd_pb2.WriteRequest, xferd_pb2.ReadRequest]
+                 ) -> Optional[RingRequest]:
+    """The ring entry for `r`, or None when the ring cannot say it the same
+    (a slice size not whole KiB, a timeout beyond 49 days, arrays the daemon
+    would refuse as malformed, a layout request that names regions too, a
+    linger with wait): then it goes over gRPC, whose errors say it best.
+
+    Reads go over gRPC for now: the daemon posts a read's ring completion
+    from the thread that ends it, before it publishes the read's landed
+    event (engine::Transfer::Finish, then Announce), whereas a gRPC reply
+    comes after the event; a client told "done" through the ring that then
+    opens a region watch may be sent that read's event, which over gRPC it
+    never is. `READS_ON_RING` turns them on once the daemon orders them."""
+    if isinstance(r, xferd_pb2.ReadRequest) and not READS_ON_RING:
+        return None
+    out = RingRequest(opcode=L.OP_WRITE if isinstance(r, xferd_pb2.WriteRequest) else L.OP_READ,
+                      peer=r.peer, label=r.label, src=r.src_region, dst=r.dst_region,
+                      queued_notice=not r.wait, detached=not r.wait)
+    if r.slice_size % 1024 or r.slice_size // 1024 > _MAX_SLICE_KIB:
+        return None
+    if ":" in r.peer:  # an address: the snapshot names the peer by node id, which gRPC knows
+        return None
+    out.slice_kib = r.slice_size // 1024
+    if r.HasField("linger") and r.wait:
+        return None
+    if r.HasField("timeout"):
+        ms = r.timeout.seconds * 1000 + (r.timeout.nanos + 999999) // 1000000
+        if ms <= 0 or ms > 0xFFFFFFFF:
+            return None
+        out.timeout_ms = ms
+    if not r.HasField("blocks"):
+        out.a, out.b, out.length = r.src_offset, r.dst_offset, r.length
+        return out if _internable(out) else None
+    b = r.blocks
+    form = b.WhichOneof("form")
+    if form == "list":
+        n = len(b.list.src_offsets)
+        if n % 8 or len(b.list.dst_offsets) != n or len(b.list.lengths) not in (0, n):
+            return None
+        out.form, out.a, out.b = L.FORM_LIST, n // 8, b.list.block_length
+        out.arrays = b.list.src_offsets + b.list.dst_offsets + b.list.lengths
+    elif form == "strided":
+        out.form, out.a = L.FORM_STRIDED, len(b.strided.runs)
+        out.arrays = b"".join(_RUN.pack(x.src_start, x.dst_start, x.block_length, x.src_stride,
+                                        x.dst_stride, x.count) for x in b.strided.runs)
+    elif form == "layout":
+        n = len(b.layout.src_indices)
+        if r.src_region or r.dst_region or n % 4 or len(b.layout.dst_indices) != n:
+            return None
+        out.form, out.a = L.FORM_LAYOUT, n // 4
+        out.src, out.dst = b.layout.src_layout, b.layout.dst_layout
+        out.arrays = b.layout.src_indices + b.layout.dst_indices
+    else:
+        return None
+    if r.src_offset or r.dst_offset or r.length or out.a == 0:
+        return None
+    return out if _internable(out) else None
+
+
+def _internable(r: RingRequest) -> bool:
+    """The names are there and of a length the daemon interns: a missing or
+    overlong one goes over gRPC, whose error names the field."""
+    return all(0 < len(n.encode()) <= _MAX_NAME_BYTES for n in (r.peer, r.src, r.dst)) and \
+        len(r.label.encode()) <= _MAX_NAME_BYTES
+
+
+_STATES = {
+    L.STATE_QUEUED: common_pb2.TRANSFER_STATE_QUEUED,
+    L.STATE_DONE: common_pb2.TRANSFER_STATE_DONE,
+    L.STATE_CANCELLED: common_pb2.TRANSFER_STATE_CANCELLED,
+}
+
+
+def transfer_of(r: RingRequest, c: RingCompletion, transport: int,
+                default_slice: int) -> xferd_pb2.Transfer:
+    """The snapshot completion `c` of request `r` stands for, with the
+    daemon's transport and default slice size.
+
+    Raises:
+        XferdError: the refusal `c` is (no transfer started), with the
+            daemon's code and message, as the gRPC call raises it.
+    """
+    if c.transfer_id == 0:
+        raise error_for(c.code, c.message)
+    t = xferd_pb2.Transfer(
+        id=c.transfer_id, state=_STATES.get(c.state, common_pb2.TRANSFER_STATE_FAILED),
+        direction=(xferd_pb2.Transfer.DIRECTION_READ if r.opcode == L.OP_READ
+                   else xferd_pb2.Transfer.DIRECTION_WRITE),
+        peer=r.peer, label=r.label, transport=transport, blocks=c.blocks, length=c.length,
+        bytes_done=c.bytes_done, slices=c.slices,
+        slice_size=r.slice_kib << 10 if r.slice_kib else default_slice)
+    if r.form == L.FORM_RANGE:
+        t.src_region, t.dst_region, t.src_offset, t.dst_offset = r.src, r.dst, r.a, r.b
+    elif r.form != L.FORM_LAYOUT:
+        t.src_region, t.dst_region = r.src, r.dst
+    if c.code != 0:
+        t.error.code, t.error.message = c.code, c.message
+    now = time.time_ns()
+    if c.state != L.STATE_QUEUED:
+        t.finished_at.FromNanoseconds(now)
+        t.submitted_at.FromNanoseconds(now - c.duration_ns)
+    else:
+        t.submitted_at.FromNanoseconds(now)
+    return t
