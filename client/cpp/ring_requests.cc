@@ -6,6 +6,17 @@ namespace xferd::client {
 namespace {
 
 constexpr uint64_t kMaxSliceKib = 0xffff;
+constexpr size_t kMaxNameBytes = 255;  // of an interned name (local.proto)
+
+// Names the daemon interns: a missing or overlong one goes over gRPC, whose
+// error names the field. A peer given by address too: a completion does not
+// say the node id a gRPC reply names the peer by.
+bool Internable(const RingRequest& r) {
+  for (const std::string* name : {&r.peer, &r.src, &r.dst}) {
+    if (name->empty() || name->size() > kMaxNameBytes) return false;
+  }
+  return r.label.size() <= kMaxNameBytes && r.peer.find(':') == std::string::npos;
+}
 
 // Arrays the daemon reads as they are: whole uint64s, as many of each. A
 // list that is not goes over gRPC, whose error names the field at fault.
@@ -22,6 +33,8 @@ std::optional<RingRequest> Convert(const Request& r, uint8_t opcode) {
   out.peer = r.peer();
   out.label = r.label();
   if (r.slice_size() % 1024 != 0 || r.slice_size() / 1024 > kMaxSliceKib) return std::nullopt;
+  // The daemon lingers only for small transfers (its gRPC rule): gRPC keeps it.
+  if (r.has_linger()) return std::nullopt;
   out.slice_kib = static_cast<uint32_t>(r.slice_size() / 1024);
   if (r.has_timeout()) {
     const int64_t ms = r.timeout().seconds() * 1000 + (r.timeout().nanos() + 999999) / 1000000;
@@ -35,7 +48,7 @@ std::optional<RingRequest> Convert(const Request& r, uint8_t opcode) {
     out.a = r.src_offset();
     out.b = r.dst_offset();
     out.length = r.length();
-    return out;
+    return Internable(out) ? std::optional<RingRequest>(out) : std::nullopt;
   }
   const v1::Blocks& b = r.blocks();
   switch (b.form_case()) {
@@ -77,7 +90,7 @@ std::optional<RingRequest> Convert(const Request& r, uint8_t opcode) {
   if (r.src_offset() != 0 || r.dst_offset() != 0 || r.length() != 0 || out.a == 0) {
     return std::nullopt;
   }
-  return out;
+  return Internable(out) ? std::optional<RingRequest>(out) : std::nullopt;
 }
 
 v1::TransferState StateOf(uint8_t state) {

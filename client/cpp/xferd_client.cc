@@ -192,7 +192,7 @@ void Client::OpenRings() {
 }
 
 absl::StatusOr<v1::Transfer> Client::RingCall(const RingRequest& request, bool wait,
-                                              absl::Duration linger, absl::Duration timeout) {
+                                              absl::Duration timeout) {
   RingRequest r = request;
   // A request not waited for runs on if this process exits, as over gRPC.
   r.queued_notice = !wait;
@@ -203,12 +203,7 @@ absl::StatusOr<v1::Transfer> Client::RingCall(const RingRequest& request, bool w
       timeout == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + timeout;
   absl::StatusOr<RingCompletion> done = rings_->Wait(*user_data, /*until_queued=*/!wait, deadline);
   if (!done.ok()) return done.status();
-  if (done->queued && linger > absl::ZeroDuration()) {
-    absl::StatusOr<RingCompletion> end = rings_->Wait(*user_data, false, absl::Now() + linger);
-    if (end.ok()) return TransferOf(r, *end, transport_, default_slice_);
-  } else if (done->queued) {
-    rings_->Forget(*user_data);  // followed by id over gRPC, if at all
-  }
+  if (done->queued) rings_->Forget(*user_data);  // followed by id over gRPC, if at all
   return TransferOf(r, *done, transport_, default_slice_);
 }
 
@@ -321,7 +316,7 @@ absl::StatusOr<v1::Transfer> Client::Write(const v1::WriteRequest& request) {
   const absl::Duration timeout = WaitingCallTimeout(request.wait(), &request);
   if (rings_ != nullptr) {
     if (std::optional<RingRequest> r = RingWrite(request)) {
-      return RingCall(*r, request.wait(), FromProtoDuration(request.linger()), timeout);
+      return RingCall(*r, request.wait(), timeout);
     }
   }
   return Call(&v1::Xferd::Stub::Write, request, timeout);
@@ -421,7 +416,7 @@ absl::StatusOr<v1::Transfer> Client::Read(const v1::ReadRequest& request) {
   const absl::Duration timeout = WaitingCallTimeout(request.wait(), &bound);
   if (rings_ != nullptr) {
     if (std::optional<RingRequest> r = RingRead(request)) {
-      return RingCall(*r, request.wait(), FromProtoDuration(request.linger()), timeout);
+      return RingCall(*r, request.wait(), timeout);
     }
   }
   return Call(&v1::Xferd::Stub::Read, request, timeout);

@@ -167,9 +167,9 @@ class Client {
   // Deadline for a write or batch that may wait for its transfers to end.
   absl::Duration WaitingCallTimeout(bool wait, const v1::WriteRequest* bounded_by) const;
   // A write or read through the rings: the final completion with `wait`;
-  // else the queued notice, or the end if it comes within `linger`.
+  // else the queued notice (requests with a linger keep to gRPC).
   absl::StatusOr<v1::Transfer> RingCall(const RingRequest& request, bool wait,
-                                        absl::Duration linger, absl::Duration timeout);
+                                        absl::Duration timeout);
   // Opens the rings for a unix target whose daemon serves them.
   void OpenRings();
   // Streams `first` (a write or read without blocks) and `blocks` in chunks.

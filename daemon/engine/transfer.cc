@@ -139,7 +139,11 @@ bool Transfer::Finish(TransferState terminal, absl::Status error) {
   plan_.local->RemoveUser();
   if (listener_ != nullptr) listener_->OnTransferEnding(*this, terminal, error_.code());
   state_.store(terminal, std::memory_order_release);
-  if (plan_.completion != nullptr) plan_.completion->OnTransferEnded(*this);
+  // A read done is told after its landed event is out (Announce), so a
+  // client told "done" finds the event on its region watch, as over gRPC.
+  const bool after_landing =
+      terminal == TransferState::kDone && plan_.kind == transport::OpKind::kRead;
+  if (plan_.completion != nullptr && !after_landing) plan_.completion->OnTransferEnded(*this);
   if (listener_ != nullptr) listener_->OnTransferEnded(*this);
   return true;
 }
@@ -163,6 +167,7 @@ void Transfer::Announce(const TransferInfo& outcome) {
   // "done" also finds the event on its region watch.
   if (outcome.state == TransferState::kDone && plan_.kind == transport::OpKind::kRead) {
     PublishReadLanded();
+    if (plan_.completion != nullptr) plan_.completion->OnTransferEnded(*this);
   }
   std::vector<Observer> observers;
   {

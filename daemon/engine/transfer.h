@@ -4,8 +4,9 @@
 // after submission except for the atomics the pollers advance and its
 // terminal outcome, which is decided exactly once, in one atomic step (the
 // first of done / error / cancel / deadline wins; the others return at
-// once), and then announced: at once to a completion port, later to
-// observers, from the engine's notes thread.
+// once), and then announced: at once to a completion port (a read done:
+// once its landed event is out), later to observers, from the engine's
+// notes thread.
 #pragma once
 
 #include <atomic>
@@ -36,7 +37,8 @@ inline bool IsTerminal(TransferState s) { return s >= TransferState::kDone; }
 const char* TransferStateName(TransferState state);
 
 // Hears of a transfer's end on the thread that decided it (often a poller),
-// right after the end became visible: a local client's completion ring.
+// right after the end became visible, or, for a read done, on the notes
+// thread once its landed event is out: a local client's completion ring.
 // Must only take note: no blocking, no lock held long elsewhere, no
 // allocation.
 class CompletionPort {

@@ -24,8 +24,6 @@ LINGER_MAX_BYTES = 1 << 20
 _MAX_SLICE_KIB = 0xFFFF
 _RUN = struct.Struct("<6Q")
 _MAX_NAME_BYTES = 255  # of an interned name (local.proto)
-#: Reads through the rings too (see ring_request).
-READS_ON_RING = False
 
 
 def ring_request(r: Union[xferd_pb2.WriteRequest, xferd_pb2.ReadRequest]
@@ -33,16 +31,7 @@ def ring_request(r: Union[xferd_pb2.WriteRequest, xferd_pb2.ReadRequest]
     """The ring entry for `r`, or None when the ring cannot say it the same
     (a slice size not whole KiB, a timeout beyond 49 days, arrays the daemon
     would refuse as malformed, a layout request that names regions too, a
-    linger with wait): then it goes over gRPC, whose errors say it best.
-
-    Reads go over gRPC for now: the daemon posts a read's ring completion
-    from the thread that ends it, before it publishes the read's landed
-    event (engine::Transfer::Finish, then Announce), whereas a gRPC reply
-    comes after the event; a client told "done" through the ring that then
-    opens a region watch may be sent that read's event, which over gRPC it
-    never is. `READS_ON_RING` turns them on once the daemon orders them."""
-    if isinstance(r, xferd_pb2.ReadRequest) and not READS_ON_RING:
-        return None
+    linger with wait): then it goes over gRPC, whose errors say it best."""
     out = RingRequest(opcode=L.OP_WRITE if isinstance(r, xferd_pb2.WriteRequest) else L.OP_READ,
                       peer=r.peer, label=r.label, src=r.src_region, dst=r.dst_region,
                       queued_notice=not r.wait, detached=not r.wait)

@@ -75,11 +75,9 @@ def same_snapshot(a: xferd.Transfer, b: xferd.Transfer) -> None:
 
 
 def test_ring_and_grpc_give_the_same_transfers(regions: Regions,
-                                               both: Tuple[xferd.Client, xferd.Client],
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
+                                               both: Tuple[xferd.Client, xferd.Client]
+                                               ) -> None:
     ring, grpc_only = both
-    # Reads too (off by default: see xferd.ring_requests.ring_request).
-    monkeypatch.setattr(xferd.ring_requests, "READS_ON_RING", True)
     size = 256 * KiB
     data = fill(regions.make("a", "conf_src", size), seed=2)
     dst = regions.make("b", "conf_dst", size, remote_write=True, remote_read=True)
