@@ -164,6 +164,8 @@ class Stage:
         self.etcd = Etcd().start()
         config = nodes_mod.with_etcd(find(docs, "ConfigMap")["data"]["xferd.toml"],
                                      self.etcd.endpoint)
+        # Well above what the stage registers (a few GiB).
+        config = nodes_mod.with_registration_cap(config, "16GiB")
         secret = manifests.tls_secret(self.kubectl, nodes_mod.make_tls(self.work, [self.a, self.b]))
         keys = sorted(secret["data"])
         assert keys == ["ca.pem", "node-a.key", "node-a.pem", "node-b.key", "node-b.pem"], keys
