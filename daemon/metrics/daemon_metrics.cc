@@ -291,8 +291,8 @@ void DaemonMetrics::CollectDirectory(Families* out) const {
   if (!directory_probe_) return;
   AddOne(out, "xferd_directory_connected",
          "With [cluster]: 1 while this daemon's etcd lease holds (it is in the cluster "
-         "directory), 0 while it has lost etcd and retries. Peers look it up there: while 0, "
-         "its record expires with the lease (cluster.lease_ttl).",
+         "directory), 0 while it has lost etcd and retries. After cluster.lease_ttl at 0 its "
+         "record has expired: other daemons treat it as gone.",
          MetricType::Gauge, directory_probe_() ? 1 : 0);
 }
 
