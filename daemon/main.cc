@@ -262,7 +262,8 @@ absl::Status StartEngine(const Config& config, Daemon& d) {
 
 // Metrics, the gRPC services and the server that carries them.
 absl::Status StartServing(const Config& config, Daemon& d) {
-  d.metrics = std::make_shared<metrics::DaemonMetrics>(*d.engine, kVersion, d.started_at);
+  d.metrics = std::make_shared<metrics::DaemonMetrics>(*d.engine, kVersion, d.started_at,
+                                                       config.regions.max_registered_bytes);
   ASSIGN_OR_RETURN(d.metrics_endpoint, StartMetricsEndpoint(config, d.metrics));
   const bool rings = config.server.local_rings && !config.server.unix_socket.empty();
   const std::string local_socket =
@@ -308,6 +309,9 @@ absl::Status JoinCluster(const Config& config, Daemon& d) {
   }
   d.directory = *std::move(directory);
   d.xferd_service->SetDirectory(d.directory.get());
+  // Each scrape asks it; Drain clears it before the directory leaves.
+  d.metrics->SetDirectoryProbe(
+      [directory = d.directory.get()] { return directory->state().connected; });
   return absl::OkStatus();
 }
 
@@ -350,6 +354,7 @@ void Drain(const Config& config, int sig, Daemon& d) {
   // No more scrapes: the endpoint's threads wake and stop at once (one
   // finishing a scrape first).
   d.metrics_endpoint.reset();
+  d.metrics->SetDirectoryProbe(nullptr);
   // Gone from the directory before the goodbyes: no daemon looks this one
   // up again once its peers have let it go.
   if (d.directory != nullptr) d.directory->Leave(absl::Now() + absl::Seconds(2));

@@ -91,13 +91,17 @@ void CollectTraffic(const EngineStats& s, const std::string& transport, Families
   out->push_back(std::move(rejected));
 }
 
-void CollectTransferCounts(const EngineStats& s, Families* out) {
+void CollectTransferCounts(const EngineStats& s, uint32_t max_in_flight, Families* out) {
   AddOne(out, "xferd_transfers_submitted_total",
          "Transfers this daemon accepted (validated and queued) since it started.",
          MetricType::Counter, static_cast<double>(s.transfers.submitted));
   AddOne(out, "xferd_transfers_in_flight",
-         "Transfers queued or running now (at most engine.max_inflight_transfers).",
+         "Transfers queued or running now (at most xferd_transfers_in_flight_max).",
          MetricType::Gauge, s.transfers.in_flight);
+  AddOne(out, "xferd_transfers_in_flight_max",
+         "engine.max_inflight_transfers: beyond it, new transfers are refused "
+         "RESOURCE_EXHAUSTED.",
+         MetricType::Gauge, max_in_flight);
   MetricFamily errors = NewFamily(
       "xferd_errors_total",
       "Transfers that ended with an error, by gRPC status code name (NIXL: agent_errors_total): "
@@ -126,11 +130,17 @@ void CollectTransferCounts(const EngineStats& s, Families* out) {
          MetricType::Counter, static_cast<double>(s.landed_events));
 }
 
-void CollectResources(const EngineStats& s, const std::string& transport, Families* out) {
+void CollectResources(const EngineStats& s, uint64_t max_registered_bytes,
+                      const std::string& transport, Families* out) {
   AddOne(out, "xferd_memory_registered_bytes",
          "Bytes of all registered regions (NIXL: agent_memory_registered). On verbs this "
          "memory is pinned: compare with the memlock limit.",
          MetricType::Gauge, static_cast<double>(s.registered_bytes));
+  // Exported at 0 too, so that a dashboard shows "no cap" rather than nothing.
+  AddOne(out, "xferd_memory_registered_bytes_max",
+         "regions.max_registered_bytes, 0 for no cap: beyond it, registrations are refused "
+         "RESOURCE_EXHAUSTED.",
+         MetricType::Gauge, static_cast<double>(max_registered_bytes));
   AddOne(out, "xferd_memory_regions", "Registered regions.", MetricType::Gauge, s.regions);
   AddOne(out, "xferd_transport_lanes",
          "Lanes the transport holds open now: RC queue pairs (verbs) or TCP connections, over "
@@ -233,10 +243,12 @@ prometheus::Histogram::BucketBoundaries TransferTimeBuckets() {
           0.25, 0.5,    1,    2.5,  5,      10,   25,   50,     100};
 }
 
-DaemonMetrics::DaemonMetrics(engine::Engine& engine, std::string version, absl::Time started_at)
+DaemonMetrics::DaemonMetrics(engine::Engine& engine, std::string version, absl::Time started_at,
+                             uint64_t max_registered_bytes)
     : engine_(engine),
       version_(std::move(version)),
       started_at_(started_at),
+      max_registered_bytes_(max_registered_bytes),
       transfers_(prometheus::BuildCounter()
                      .Name("xferd_transfers_total")
                      .Help("Transfers this daemon started that ended, by peer, transport and "
@@ -264,8 +276,24 @@ std::vector<MetricFamily> DaemonMetrics::Collect() const {
   // Before the per-transfer families: it creates their series for new peers.
   CollectEngine(&out);
   for (MetricFamily& family : registry_.Collect()) out.push_back(std::move(family));
+  CollectDirectory(&out);
   CollectProcess(&out);
   return out;
+}
+
+void DaemonMetrics::SetDirectoryProbe(std::function<bool()> connected) {
+  MutexLock lock(&probe_mu_);
+  directory_probe_ = std::move(connected);
+}
+
+void DaemonMetrics::CollectDirectory(Families* out) const {
+  MutexLock lock(&probe_mu_);
+  if (!directory_probe_) return;
+  AddOne(out, "xferd_directory_connected",
+         "With [cluster]: 1 while this daemon's etcd lease holds (it is in the cluster "
+         "directory), 0 while it has lost etcd and retries. After cluster.lease_ttl at 0 its "
+         "record has expired: other daemons treat it as gone.",
+         MetricType::Gauge, directory_probe_() ? 1 : 0);
 }
 
 DaemonMetrics::PeerSeries& DaemonMetrics::SeriesFor(const std::string& peer,
@@ -305,8 +333,8 @@ void DaemonMetrics::CollectEngine(Families* out) const {
     for (const auto& [peer, traffic] : stats.traffic) SeriesFor(peer, kind);
   }
   CollectTraffic(stats, KindLabel(kind), out);
-  CollectTransferCounts(stats, out);
-  CollectResources(stats, KindLabel(kind), out);
+  CollectTransferCounts(stats, engine_.config().max_inflight_transfers, out);
+  CollectResources(stats, max_registered_bytes_, KindLabel(kind), out);
   CollectPeers(engine_.ListPeers(), out);
   CollectPollers(stats, out);
 }

@@ -13,6 +13,8 @@
 #include <prometheus/registry.h>
 
 #include <array>
+#include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -34,8 +36,11 @@ prometheus::Histogram::BucketBoundaries TransferTimeBuckets();
 class DaemonMetrics final : public prometheus::Collectable, public engine::TransferRecorder {
  public:
   // Registers itself as `engine`'s transfer recorder. `engine` outlives it.
-  // `version` and `started_at` go to build info and process start time.
-  DaemonMetrics(engine::Engine& engine, std::string version, absl::Time started_at);
+  // `version` and `started_at` go to build info and process start time;
+  // `max_registered_bytes` is regions.max_registered_bytes (0 = no cap), the
+  // registry's own limit, which the engine does not report.
+  DaemonMetrics(engine::Engine& engine, std::string version, absl::Time started_at,
+                uint64_t max_registered_bytes = 0);
   // Unregisters. Destroy it only after Engine::Stop (no transfer may end
   // concurrently with the destructor) and after the endpoint serving it.
   ~DaemonMetrics() override;
@@ -52,6 +57,12 @@ class DaemonMetrics final : public prometheus::Collectable, public engine::Trans
   // endpoint's, once per scrape).
   std::vector<prometheus::MetricFamily> Collect() const override;
 
+  // With [cluster]: whether the directory's etcd lease holds, asked at each
+  // scrape (main wires it; metrics cannot see the cluster layer). Null, the
+  // default, exports no xferd_directory_connected. Clearing it waits for a
+  // scrape that is calling it, so what it reads may go once it returns.
+  void SetDirectoryProbe(std::function<bool()> connected);
+
  private:
   // The series one (peer, transport) records into, found once.
   struct PeerSeries {
@@ -64,10 +75,12 @@ class DaemonMetrics final : public prometheus::Collectable, public engine::Trans
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CollectEngine(std::vector<prometheus::MetricFamily>* out) const;
   void CollectProcess(std::vector<prometheus::MetricFamily>* out) const;
+  void CollectDirectory(std::vector<prometheus::MetricFamily>* out) const;
 
   engine::Engine& engine_;
   const std::string version_;
   const absl::Time started_at_;
+  const uint64_t max_registered_bytes_;
   // The families recorded when transfers end (duplicate names throw: a bug).
   prometheus::Registry registry_{prometheus::Registry::InsertBehavior::Throw};
   prometheus::Family<prometheus::Counter>& transfers_;
@@ -76,6 +89,11 @@ class DaemonMetrics final : public prometheus::Collectable, public engine::Trans
   mutable Mutex mu_;
   // By peer node id, then by transport kind.
   mutable absl::flat_hash_map<std::string, std::array<PeerSeries, 2>> series_ ABSL_GUARDED_BY(mu_);
+
+  // Its own mutex: a scrape holds it while the probe asks the directory,
+  // which transfers ending meanwhile need not wait for.
+  mutable Mutex probe_mu_;
+  std::function<bool()> directory_probe_ ABSL_GUARDED_BY(probe_mu_);
 };
 
 }  // namespace xferd::metrics

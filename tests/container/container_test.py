@@ -164,6 +164,8 @@ class Stage:
         self.etcd = Etcd().start()
         config = nodes_mod.with_etcd(find(docs, "ConfigMap")["data"]["xferd.toml"],
                                      self.etcd.endpoint)
+        # Well above what the stage registers (a few GiB).
+        config = nodes_mod.with_registration_cap(config, "16GiB")
         secret = manifests.tls_secret(self.kubectl, nodes_mod.make_tls(self.work, [self.a, self.b]))
         keys = sorted(secret["data"])
         assert keys == ["ca.pem", "node-a.key", "node-a.pem", "node-b.key", "node-b.pem"], keys
@@ -258,7 +260,9 @@ class Stage:
             if not bad or time.monotonic() > deadline:
                 break
             time.sleep(1)
-        assert len(rules) == 14 and not bad, f"{len(rules)} rules loaded; unhealthy: {bad}"
+        expected = sum(len(g["rules"]) for g in load_yaml(self.rules)["groups"])
+        assert len(rules) == expected and not bad, \
+            f"{len(rules)} of {expected} rules loaded; unhealthy: {bad}"
         firing = [a["labels"]["alertname"] for a in self.prom.api("alerts")["alerts"]]
         assert not firing, f"alerts pending or firing on healthy daemons: {firing}"
         return f"{len(rules)} rules evaluated, none pending or firing"

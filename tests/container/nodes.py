@@ -98,6 +98,15 @@ def with_etcd(config_toml: str, endpoint: str) -> str:
     return out
 
 
+def with_registration_cap(config_toml: str, cap: str) -> str:
+    """The ConfigMap's xferd.toml with regions.max_registered_bytes set, so
+    that the dashboard's registration panel has a cap to draw."""
+    out, n = re.subn(r"(?m)^\[regions\]$", f'[regions]\nmax_registered_bytes = "{cap}"',
+                     config_toml)
+    assert n == 1, "the ConfigMap's xferd.toml has no [regions] table"
+    return out
+
+
 def start(pod: Pod, node: Node, image: str, extra_args: Optional[List[str]] = None) -> None:
     podman(*pod.podman_run(node.container, image, node.name, node.ip, node.dirs,
                            user=node.user, extra_args=extra_args)[1:])

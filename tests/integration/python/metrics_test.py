@@ -4,7 +4,8 @@ including a transfer that fails (b frozen past the transfer's deadline) and
 one that is cancelled; then /metrics is scraped over HTTP, parsed by the
 independent prometheus_client parser, and its counters, histograms, errors
 and peer labels are checked against what happened. Also: the endpoint's
-HTTP behaviour, `xferctl top --iterations 2` on a pipe, a terminal (pty) and
+HTTP behaviour, the configured caps and the directory's state (a real etcd
+stopped and started), `xferctl top --iterations 2` on a pipe, a terminal (pty) and
 with --json, and that every log line is one JSON object carrying the
 transfer ids, outcomes and codes."""
 
@@ -27,6 +28,7 @@ import pytest_main
 import xferd
 from conftest import Regions
 from daemons import TRANSPORT, Cluster
+from etcd import Etcd
 from testlib import WAIT_S, fill, sha, wait_until
 
 KiB = 1 << 10
@@ -214,6 +216,33 @@ def test_endpoint_speaks_http(cluster: Cluster) -> None:
         urllib.request.urlopen(post, timeout=WAIT_S)
     assert refused.value.code == 405
     assert refused.value.headers["Allow"] == "GET, HEAD"
+
+
+def test_caps_and_directory_state_follow_the_config_and_a_real_etcd(cluster: Cluster) -> None:
+    """The caps the alerts divide by are the configured ones (0: no
+    regions.max_registered_bytes), and xferd_directory_connected follows a
+    real etcd stopped and started again; a daemon without [cluster] has none."""
+    assert ("xferd_directory_connected", frozenset()) not in scrape(cluster, "a")
+    with Etcd() as etcd:
+        config = ('[engine]\nmax_inflight_transfers = 123\n'
+                  f'[cluster]\netcd = ["{etcd.endpoint}"]\nprefix = "/xferd-metrics/"\n'
+                  'lease_ttl = "2s"\n')
+        with Cluster(("d",), extra_args=("--metrics-listen", "127.0.0.1:0"),
+                     config_extra=config) as c:
+            s = scrape(c, "d")
+            assert get(s, "xferd_transfers_in_flight_max") == 123
+            assert get(s, "xferd_memory_registered_bytes_max") == 0
+            assert get(s, "xferd_directory_connected") == 1
+            etcd.stop()
+            try:
+                wait_until("the gauge to say etcd is gone",
+                           lambda: get(scrape(c, "d"), "xferd_directory_connected") == 0,
+                           timeout=10)
+            finally:
+                etcd.start()
+            wait_until("the gauge to say etcd is back",
+                       lambda: get(scrape(c, "d"), "xferd_directory_connected") == 1,
+                       timeout=10)
 
 
 def xferctl() -> str:

@@ -8,6 +8,7 @@
 #include <prometheus/text_serializer.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <map>
 #include <set>
@@ -61,9 +62,19 @@ std::map<std::string, double> Samples(const std::string& text) {
 
 class DaemonMetricsTest : public TwoEngineTest {
  protected:
+  static constexpr uint64_t kCap = uint64_t{3} << 30;  // a's regions.max_registered_bytes
+  static constexpr uint32_t kInFlight = 77;  // engine.max_inflight_transfers, not the default
+
+  DaemonMetricsTest()
+      : TwoEngineTest([] {
+          EngineConfig config;
+          config.max_inflight_transfers = kInFlight;
+          return config;
+        }()) {}
+
   void SetUp() override {
     TwoEngineTest::SetUp();
-    a_metrics_ = std::make_unique<DaemonMetrics>(*a_->engine, "9.9.9", absl::Now());
+    a_metrics_ = std::make_unique<DaemonMetrics>(*a_->engine, "9.9.9", absl::Now(), kCap);
     b_metrics_ = std::make_unique<DaemonMetrics>(*b_->engine, "9.9.9", absl::Now());
   }
   void TearDown() override {
@@ -134,6 +145,32 @@ TEST_F(DaemonMetricsTest, ReceiverSeesLandedEventsAndZeroSeriesForNewPeers) {
   EXPECT_EQ(s.at(Series("xferd_transfers_total", {peer, tcp, "outcome=\"failed\""})), 0);
   EXPECT_EQ(s.at(Series("xferd_xfer_time_seconds_count", {peer, tcp})), 0);
   EXPECT_EQ(s.at(Series("xferd_tx_bytes_total", {peer, tcp})), 0);
+}
+
+TEST_F(DaemonMetricsTest, CapsAreTheConfiguredOnes) {
+  const std::map<std::string, double> a = Samples(Render(*a_metrics_));
+  EXPECT_EQ(a.at("xferd_memory_registered_bytes_max"), static_cast<double>(kCap));
+  EXPECT_EQ(a.at("xferd_memory_registered_bytes"), 1 << 20);  // src
+  EXPECT_EQ(a.at("xferd_transfers_in_flight_max"), kInFlight);
+  // No cap is exported as 0 (the alert ignores it).
+  EXPECT_EQ(Samples(Render(*b_metrics_)).at("xferd_memory_registered_bytes_max"), 0);
+}
+
+TEST_F(DaemonMetricsTest, DirectoryStateIsAskedAtEachScrapeOnlyOnceWired) {
+  EXPECT_EQ(Samples(Render(*a_metrics_)).count("xferd_directory_connected"), 0u);
+  std::atomic<bool> connected{true};
+  std::atomic<int> asked{0};
+  a_metrics_->SetDirectoryProbe([&] {
+    ++asked;
+    return connected.load();
+  });
+  EXPECT_EQ(Samples(Render(*a_metrics_)).at("xferd_directory_connected"), 1);
+  connected = false;
+  EXPECT_EQ(Samples(Render(*a_metrics_)).at("xferd_directory_connected"), 0);
+  EXPECT_EQ(asked.load(), 2);
+  a_metrics_->SetDirectoryProbe(nullptr);
+  EXPECT_EQ(Samples(Render(*a_metrics_)).count("xferd_directory_connected"), 0u);
+  EXPECT_EQ(asked.load(), 2);
 }
 
 TEST_F(DaemonMetricsTest, EveryFamilyHasHelpAndATypeAndUniqueName) {
