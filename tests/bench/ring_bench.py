@@ -2,7 +2,7 @@
 """ring_bench.py: requests through the local rings beside references
 measured in the same run.
 
-  tests/bench/ring_bench.py [--no-build] [--seconds S] [--pollers N]
+  tests/bench/ring_bench.py [--no-build] [--seconds S] [--pollers N] [--toml TEXT]
 
 Builds the daemon and ring_bench_client with --config=opt, starts two
 daemons on loopback over the TCP transport (a connected to b) and prints:
@@ -63,6 +63,7 @@ def main() -> int:
     parser.add_argument("--bazel-bin")
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--pollers", type=int, default=0, help="0: the daemon's default")
+    parser.add_argument("--toml", default="", help="extra configuration for both daemons")
     args = parser.parse_args()
     if not args.no_build:
         subprocess.run(["bazel", "build", "--config=opt", "//tests/bench:ring_bench_client"],
@@ -79,7 +80,7 @@ def main() -> int:
         ref_us = qperf_tcp_lat(args.seconds, children)
         benchlib.log(f"qperf tcp_lat 4 KiB: {ref_us:.1f} us")
         extra = ["--pollers", str(args.pollers)] if args.pollers else []
-        a, b = (benchlib.start_daemon(children, bins.xferd, workdir, n, "tcp", extra)
+        a, b = (benchlib.start_daemon(children, bins.xferd, workdir, n, "tcp", extra, args.toml)
                 for n in ("a", "b"))
         ca, cb = xferd.Client(a.target), xferd.Client(b.target)
         peer = ca.connect_peer(b.address).node_id
