@@ -233,6 +233,24 @@ class RingIntegrationTest : public ::testing::Test {
   std::unique_ptr<ScratchDir> dir_;
   std::unique_ptr<Daemon> a_, b_;
   std::unique_ptr<Client> ring_, grpc_, b_client_;
+  // Waits (20 s at most) until daemon a has no transfer in flight and no
+  // more descriptors open than `fds_before`; then its newest transfer.
+  v1::Transfer LastOnceAllEnded(size_t fds_before) {
+    bool ended = false;
+    const absl::Time deadline = absl::Now() + absl::Seconds(20);
+    while (!ended && absl::Now() < deadline) {
+      ended = Unwrap(grpc_->ListTransfers({}), "list").transfers_size() == 0 &&
+              OpenFds(a_->pid()) <= fds_before;
+      if (!ended) absl::SleepFor(absl::Milliseconds(5));
+    }
+    EXPECT_TRUE(ended) << "fds before " << fds_before << ", now " << OpenFds(a_->pid());
+    v1::ListTransfersRequest finished;
+    finished.set_include_finished(true);
+    const v1::ListTransfersResponse all = Unwrap(grpc_->ListTransfers(finished), "list");
+    EXPECT_GE(all.transfers_size(), 1);
+    return all.transfers_size() > 0 ? all.transfers(0) : v1::Transfer();
+  }
+
   std::unique_ptr<MappedFile> src_, dst_;
 };
 
@@ -470,20 +488,10 @@ TEST_F(RingIntegrationTest, AClientKilledMidTransferLeavesNothingBehind) {
   EXPECT_TRUE(WIFSIGNALED(status)) << "the writer ended before it was killed";
   // Its transfer ends (cancelled with its session), and its session's
   // descriptors close.
-  bool ended = false;
-  while (!ended && absl::Now() < deadline + absl::Seconds(10)) {
-    ended = Unwrap(grpc_->ListTransfers({}), "list").transfers_size() == 0 &&
-            OpenFds(a_->pid()) <= fds_before;
-    if (!ended) absl::SleepFor(absl::Milliseconds(5));
-  }
-  EXPECT_TRUE(ended) << "fds before " << fds_before << ", now " << OpenFds(a_->pid());
-  v1::ListTransfersRequest finished;
-  finished.set_include_finished(true);
-  const v1::ListTransfersResponse all = Unwrap(grpc_->ListTransfers(finished), "list");
-  ASSERT_GE(all.transfers_size(), 1);
-  EXPECT_EQ(all.transfers(0).state(), v1::TRANSFER_STATE_CANCELLED);
-  EXPECT_NE(all.transfers(0).error().message().find("session closed"), std::string::npos)
-      << all.transfers(0).error().message();
+  const v1::Transfer last = LastOnceAllEnded(fds_before);
+  EXPECT_EQ(last.state(), v1::TRANSFER_STATE_CANCELLED);
+  EXPECT_NE(last.error().message().find("session closed"), std::string::npos)
+      << last.error().message();
 }
 
 // A write submitted detached (what the C++ client does for a request it
@@ -498,19 +506,8 @@ TEST_F(RingIntegrationTest, ADetachedWriteOutlivesItsClient) {
   int status = 0;
   ASSERT_EQ(::waitpid(child, &status, 0), child);
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the writer failed: " << status;
-  bool ended = false;
-  const absl::Time deadline = absl::Now() + absl::Seconds(20);
-  while (!ended && absl::Now() < deadline) {
-    ended = Unwrap(grpc_->ListTransfers({}), "list").transfers_size() == 0 &&
-            OpenFds(a_->pid()) <= fds_before;
-    if (!ended) absl::SleepFor(absl::Milliseconds(5));
-  }
-  EXPECT_TRUE(ended) << "fds before " << fds_before << ", now " << OpenFds(a_->pid());
-  v1::ListTransfersRequest finished;
-  finished.set_include_finished(true);
-  const v1::ListTransfersResponse all = Unwrap(grpc_->ListTransfers(finished), "list");
-  ASSERT_GE(all.transfers_size(), 1);
-  EXPECT_EQ(all.transfers(0).state(), v1::TRANSFER_STATE_DONE) << all.transfers(0).error().message();
+  const v1::Transfer last = LastOnceAllEnded(fds_before);
+  EXPECT_EQ(last.state(), v1::TRANSFER_STATE_DONE) << last.error().message();
   EXPECT_EQ(std::memcmp(src_->data(), dst_->data(), kSize), 0) << "the detached write's bytes";
 }
 
