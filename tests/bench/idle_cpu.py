@@ -8,10 +8,12 @@ user+system time from `stat` (clock ticks) as a share of one core, the run
 time the scheduler accounted in `schedstat` (nanoseconds: finer than ticks)
 and how often it was switched out voluntarily per second (its wakeups). An idle
 daemon should use at most 0.1% of a core in total and wake no thread
-periodically. Prints figures; asserts nothing.
+periodically. With --rings N, N local clients hold request rings open
+(docs/local-rings.md) through the window: idle rings must cost nothing
+either. Prints figures; asserts nothing.
 
   tests/bench/idle_cpu.py                       # bazel-bin/daemon/xferd, 60 s
-  tests/bench/idle_cpu.py --xferd PATH --seconds 30 --peer
+  tests/bench/idle_cpu.py --xferd PATH --seconds 30 --peer --rings 16
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import os
 import sys
 import tempfile
 import time
-from typing import Dict, List, Tuple
+from typing import Any, Dict, List, Tuple
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib  # noqa: E402
@@ -74,6 +76,17 @@ def report(before: Sample, after: Sample, seconds: float) -> List[List[str]]:
     return rows
 
 
+def open_rings(target: str, count: int, python_zip: str) -> List[Any]:
+    """`count` request-ring sessions on the daemon at `target` (unix:), each
+    with its rings mapped, as local clients that went quiet hold them."""
+    if count == 0:
+        return []
+    sys.path.insert(0, python_zip)
+    from xferd.rings import LocalRings
+    return [LocalRings(target[len("unix:"):] + ".local", client_name=f"idle-{i}")
+            for i in range(count)]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--xferd", default=os.path.join(benchlib.REPO, "bazel-bin/daemon/xferd"))
@@ -84,6 +97,11 @@ def main() -> None:
     parser.add_argument("--xferctl",
                         default=os.path.join(benchlib.REPO, "bazel-bin/client/cpp/xferctl"),
                         help="used by --peer")
+    parser.add_argument("--rings", type=int, default=0,
+                        help="local clients holding request rings open while idle")
+    parser.add_argument("--python-zip",
+                        default=os.path.join(benchlib.REPO, "bazel-bin/client/python/xferd.zip"),
+                        help="the Python client, used by --rings")
     args = parser.parse_args()
     if not os.path.exists(args.xferd):
         raise SystemExit(f"missing {args.xferd}: bazel build //daemon:xferd")
@@ -97,6 +115,7 @@ def main() -> None:
             other = benchlib.start_daemon(children, args.xferd, workdir, "other", "tcp")
             benchlib.run_json([args.xferctl, "--target", daemon.target, "--json", "peers",
                                "connect", other.address])
+        sessions = open_rings(daemon.target, args.rings, args.python_zip)
         time.sleep(args.settle)
         benchlib.log(f"sampling xferd pid {daemon.pid} for {args.seconds:.0f} s")
         before = sample_threads(daemon.pid)
@@ -104,7 +123,10 @@ def main() -> None:
         time.sleep(args.seconds)
         after = sample_threads(daemon.pid)
         elapsed = time.monotonic() - start
-        print(f"idle xferd ({args.xferd}), {elapsed:.1f} s, {TICK} ticks/s; "
+        for rings in sessions:
+            rings.close()
+        print(f"idle xferd ({args.xferd}), {len(sessions)} idle ring sessions, "
+              f"{elapsed:.1f} s, {TICK} ticks/s; "
               f"target: total <= 0.1% of a core")
         print(benchlib.table(["thread", "tid", "stat %core", "schedstat %core", "wakeups/s"],
                              report(before, after, elapsed)))
