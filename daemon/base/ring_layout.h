@@ -17,8 +17,10 @@ inline constexpr size_t kPage = 4096;
 
 // ---- the header page: offset 0 ----
 // Each word one side writes is alone on its cache line, so the two sides
-// never write the same line.
-struct alignas(64) Geometry {
+// never write the same line. The geometry fills the first line; it is not
+// over-aligned itself, so copies of it may live anywhere (a stack frame
+// under AddressSanitizer's fake stack is only 16-byte aligned).
+struct Geometry {
   uint32_t magic;
   uint32_t version;
   uint32_t sq_entries;  // power of two
@@ -46,6 +48,8 @@ struct Header {
   Line closed;        // daemon: nonzero once it stopped serving these rings (see docs)
 };
 static_assert(sizeof(Header) <= kPage, "the header fits its page");
+static_assert(sizeof(Geometry) == 64 && offsetof(Header, sq_tail) == 64,
+              "the geometry is the first cache line; the shared words follow");
 
 // ---- submission entries (SQE): 64 bytes, in order ----
 enum Opcode : uint8_t { kOpWrite = 1, kOpRead = 2 };

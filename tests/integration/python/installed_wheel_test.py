@@ -6,11 +6,11 @@ installed package, not the source tree: a pytest plugin fails the run unless
 in the venv, and /usr/bin/python3's own pip installing it under a scratch
 --root (the system's site-packages stay untouched).
 
-The cases are every Python integration suite beside this file (about 80 s on
-two cores) but two, which run from the source tree only (SKIPPED):
-listing_test (a minute of 50,000 transfers that tests the daemon's paging,
-not the package) and local_access_test (it needs Bazel's no-sandbox to act as
-another user, and would only skip here)."""
+The cases are the integration suites that exercise the package's surface
+(PACKAGE_SUITES: every module of it, sync and asyncio, arrays, TLS, the
+request rings, errors), about 50 s on two cores. The suites about the
+daemon's own behaviour (failures, the cluster directory, metrics, paging,
+systemd) use the same package calls and run from the source tree only."""
 
 from __future__ import annotations
 
@@ -27,7 +27,9 @@ import pytest
 import pytest_main
 from daemons import daemon_binary
 
-SKIPPED = ("installed_wheel_test.py", "listing_test.py", "local_access_test.py")
+PACKAGE_SUITES = ("aio_test.py", "arrays_test.py", "bad_input_test.py", "blocks_test.py",
+                  "readme_example_test.py", "rings_test.py", "security_test.py",
+                  "transfers_test.py")
 # Bound on the installed run of the cases (about 80 s alone).
 CASES_TIMEOUT_S = 600
 PIP_TIMEOUT_S = 120
@@ -136,9 +138,9 @@ def test_integration_cases_against_the_installed_package(
                PYTHONPATH=os.pathsep.join([plugin_dir, tests_dir,
                                            _runfiles("tests", "testing", "python")]),
                XFERD_EXPECT_SITE=os.path.realpath(site))
-    cases = sorted(f for f in glob.glob(os.path.join(tests_dir, "*_test.py"))
-                   if os.path.basename(f) not in SKIPPED)
-    assert len(cases) >= 10, cases
+    cases = [os.path.join(tests_dir, name) for name in PACKAGE_SUITES]
+    missing = [c for c in cases if not os.path.exists(c)]
+    assert not missing, f"suites renamed or gone: {missing}"
     result = _run([f"{venv}/bin/python", "-m", "pytest", "-p", "xferd_installed_check",
                    "-p", "no:cacheprovider", "-q", "-rs", *cases],
                   env, CASES_TIMEOUT_S, scratch)
@@ -147,7 +149,7 @@ def test_integration_cases_against_the_installed_package(
     assert result.returncode == 0, report[-8000:]
     assert f"xferd {os.path.realpath(site)}" in report or f"xferd {site}" in report, report[-2000:]
     summary = re.search(r"(\d+) passed", report)
-    assert summary and int(summary.group(1)) >= 100, report[-2000:]
+    assert summary and int(summary.group(1)) >= 50, report[-2000:]
     assert " failed" not in report.splitlines()[-1], report[-2000:]
 
 
