@@ -23,7 +23,7 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Callable, Dict, Iterator, List, Optional
+from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
 import pytest
 
@@ -76,8 +76,18 @@ def cluster(net: NetPair, disk: str) -> Iterator[Cluster]:
         yield c
 
 
+_CLIENTS: Dict[Tuple[int, int], xferd.Client] = {}
+
+
 def client(cluster: Cluster, name: str) -> xferd.Client:
-    return cluster[name].client()
+    """One client per daemon process, as an application holds one: each
+    client over the unix socket holds a request-ring session (four of the
+    daemon's descriptors) until it closes, which the leak checks count."""
+    daemon = cluster[name]
+    key = (id(cluster), daemon.pid)
+    if key not in _CLIENTS:
+        _CLIENTS[key] = daemon.client()
+    return _CLIENTS[key]
 
 
 class Regions:
