@@ -295,7 +295,12 @@ std::vector<RingCompletion> LocalRings::ReapSome(size_t max, absl::Time deadline
     if (rings::LoadAcquire(h.closed.value) != 0) return out;
     const absl::Time now = absl::Now();
     if (now >= deadline) return out;
-    if (now < spin_until) continue;
+    if (now < spin_until) {
+      // The daemon's pollers may be waiting for this core (on a host with
+      // fewer free cores than spinning threads, not yielding costs a tick).
+      std::this_thread::yield();
+      continue;
+    }
     // Sleep on the doorbell: the flag first, then one more look.
     rings::StoreRelease(h.client_waits.value, 1);
     rings::FullFence();

@@ -64,6 +64,9 @@ class WakeSignal {
   // Consumer thread, first thing in a pass: ends a sleep (reads the eventfd's
   // count) and takes the pending wake. True if there was one.
   bool BeginPass();
+  // A wake without the eventfd: a pass that begins sees it; a sleeping
+  // consumer does not (PushDeferred's caller wakes it later).
+  void MarkPending() { pending_.store(true); }
 
  private:
   const UniqueFd fd_;  // eventfd, non-blocking
@@ -89,12 +92,17 @@ class WakeInbox final : public WakeSignal {
   // Any thread: queues `command` behind the others and wakes the consumer.
   // False, dropping the command, when `capacity` commands already wait.
   [[nodiscard]] bool Push(T command) {
-    {
-      MutexLock lock(&mu_);
-      if (queue_.size() >= capacity_) return false;
-      queue_.push_back(std::move(command));
-    }
+    if (!Queue(std::move(command))) return false;
     Wake();
+    return true;
+  }
+
+  // Any thread: queues `command` like Push but wakes no one yet: the caller
+  // promises a Wake() soon (several commands then cost one wake-up). A pass
+  // that begins meanwhile takes it anyway.
+  [[nodiscard]] bool PushDeferred(T command) {
+    if (!Queue(std::move(command))) return false;
+    MarkPending();
     return true;
   }
 
@@ -117,6 +125,13 @@ class WakeInbox final : public WakeSignal {
   }
 
  private:
+  bool Queue(T command) {
+    MutexLock lock(&mu_);
+    if (queue_.size() >= capacity_) return false;
+    queue_.push_back(std::move(command));
+    return true;
+  }
+
   WakeInbox(UniqueFd fd, size_t capacity) : WakeSignal(std::move(fd)), capacity_(capacity) {
     if (capacity_ == kUnbounded) return;
     MutexLock lock(&mu_);

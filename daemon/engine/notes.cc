@@ -2,12 +2,19 @@
 
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 
 #include <cerrno>
 
 #include "daemon/base/status_macros.h"
 
 namespace xferd::engine {
+namespace {
+
+// The Batch open on this thread, if any (pollers open one per pass).
+thread_local Notes::Batch* current_batch = nullptr;
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<Notes>> Notes::Create(size_t capacity, EndedFn ended) {
   ASSIGN_OR_RETURN(std::unique_ptr<WakeInbox<Note>> inbox, WakeInbox<Note>::Create(capacity));
@@ -18,20 +25,43 @@ Notes::Notes(std::unique_ptr<WakeInbox<Note>> inbox, EndedFn ended)
     : inbox_(std::move(inbox)), ended_(std::move(ended)) {
   thread_ = std::thread([this] {
     pthread_setname_np(pthread_self(), "xferd-notes");
+    // Its work is bookkeeping, never on a transfer's path: SCHED_BATCH keeps
+    // its wake-up from preempting the poller that woke it (the scheduler
+    // runs it when a CPU is free, or the poller yields), and costs nothing
+    // in throughput. Best effort: a refusal leaves the normal policy.
+    const sched_param param{};
+    (void)pthread_setschedparam(pthread_self(), SCHED_BATCH, &param);
     Run();
   });
 }
 
 Notes::~Notes() { Stop(); }
 
+Notes::Batch::Batch(Notes& notes) : notes_(notes), outer_(current_batch) {
+  current_batch = this;
+}
+
+Notes::Batch::~Batch() {
+  current_batch = outer_;
+  if (owed_) notes_.inbox_->Wake();
+}
+
+bool Notes::Push(Note note) {
+  Batch* batch = current_batch;
+  if (batch == nullptr || &batch->notes_ != this) return inbox_->Push(std::move(note));
+  if (!inbox_->PushDeferred(std::move(note))) return false;
+  batch->owed_ = true;
+  return true;
+}
+
 void Notes::Ended(Transfer& transfer) {
-  if (stopped_.load(std::memory_order_acquire) || !inbox_->Push(Note{&transfer, {}})) {
+  if (stopped_.load(std::memory_order_acquire) || !Push(Note{&transfer, {}})) {
     ended_(transfer);
   }
 }
 
 void Notes::Landed(const transport::Landing& landing) {
-  if (stopped_.load(std::memory_order_acquire) || !inbox_->Push(Note{nullptr, landing})) {
+  if (stopped_.load(std::memory_order_acquire) || !Push(Note{nullptr, landing})) {
     transport::PublishLanding(landing);
   }
 }

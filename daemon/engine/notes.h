@@ -3,7 +3,8 @@
 // event, the observers that reply to clients) and a peer's write that landed
 // here (its landed event: the region's hub, staged ranges, watchers). A
 // poller's part is one push into a bounded queue; nothing it does there
-// blocks, looks a string up or logs.
+// blocks, looks a string up or logs. Within a poller's pass (Batch) the
+// pushes wake the thread once, after the pass's own I/O went out.
 #pragma once
 
 #include <functional>
@@ -36,6 +37,24 @@ class Notes {
   // Any thread, the same for a peer's write that landed.
   void Landed(const transport::Landing& landing);
 
+  // One pass of a poller: notes this thread takes while it lives wake the
+  // notes thread once, when it ends, instead of one eventfd write each in
+  // the middle of the pass. The acknowledgements and ring completions the
+  // pass sends go first, and a busy poller costs one wake-up per pass.
+  class Batch {
+   public:
+    explicit Batch(Notes& notes);
+    ~Batch();
+    Batch(const Batch&) = delete;
+    Batch& operator=(const Batch&) = delete;
+
+   private:
+    friend class Notes;
+    Notes& notes_;
+    Batch* const outer_;
+    bool owed_ = false;  // a note was queued without a wake
+  };
+
   // Finishes what is queued, then joins. Idempotent. Notes taken after it
   // are done by their caller.
   void Stop();
@@ -48,6 +67,9 @@ class Notes {
   Notes(std::unique_ptr<WakeInbox<Note>> inbox, EndedFn ended);
   void Run();
   void Handle(Note& note);
+  // Queues `note`, waking the thread now or at the end of this thread's
+  // Batch; false when the queue is full.
+  bool Push(Note note);
 
   const std::unique_ptr<WakeInbox<Note>> inbox_;
   const EndedFn ended_;

@@ -138,12 +138,16 @@ void Poller::Run() {
   const auto spin = std::chrono::nanoseconds(absl::ToInt64Nanoseconds(options_.spin));
   auto last_work = Clock::now();
   while (!stop_.load(std::memory_order_relaxed)) {
-    // Wakes up to here are seen by this pass; later ones stop the next Sleep().
-    uint32_t work = ServiceSources();
-    work += static_cast<uint32_t>(inbox_->Drain(
-        [this](std::shared_ptr<Transfer>& transfer) { active_.push_back(std::move(transfer)); }));
-    work += ServiceTransfers();
-    work += worker_.Poll(*this);
+    uint32_t work = 0;
+    {
+      Notes::Batch notes(notes_);  // the ends and landings of this pass: one wake-up
+      // Wakes up to here are seen by this pass; later ones stop the next Sleep().
+      work += ServiceSources();
+      work += static_cast<uint32_t>(inbox_->Drain(
+          [this](std::shared_ptr<Transfer>& transfer) { active_.push_back(std::move(transfer)); }));
+      work += ServiceTransfers();
+      work += worker_.Poll(*this);
+    }
     const auto now = Clock::now();
     if (work > 0) {
       last_work = now;

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
+#include "absl/container/node_hash_map.h"
 #include "absl/status/status.h"
 #include "daemon/base/mutex.h"
 #include "daemon/engine/transfer.h"
@@ -106,7 +106,9 @@ class TransferTable {
   CodeCounts refused_{};
 
   mutable Mutex mu_;
-  absl::flat_hash_map<uint64_t, Entry> by_id_ ABSL_GUARDED_BY(mu_);
+  // Node-based: an Entry holds a whole TransferInfo, and ids come and go
+  // at the transfer rate; rehashing moves pointers, not entries.
+  absl::node_hash_map<uint64_t, Entry> by_id_ ABSL_GUARDED_BY(mu_);
   // Finished ids, oldest first, trimmed to history_.
   std::deque<uint64_t> finished_ ABSL_GUARDED_BY(mu_);
   // Finished ids whose Transfer is still kept whole.

@@ -30,7 +30,7 @@ import daemons  # noqa: E402  (the tests' daemon launcher)
 
 PYTHON = "/usr/bin/python3"  # Debian's grpcio and protobuf live here, not in pyenv
 TARGETS = ["//daemon:xferd", "//client/cpp:xferctl", "//client/python:xferd_zip",
-           "//tests/bench:bench_client"]
+           "//tests/bench:bench_client", "//tests/bench:ring_bench_client"]
 
 
 def log(message: str) -> None:
@@ -48,10 +48,12 @@ class Binaries:
         self.xferd = os.path.join(bazel_bin, "daemon", "xferd")
         self.xferctl = os.path.join(bazel_bin, "client", "cpp", "xferctl")
         self.bench_client = os.path.join(bazel_bin, "tests", "bench", "bench_client")
+        self.ring_bench_client = os.path.join(bazel_bin, "tests", "bench", "ring_bench_client")
         self.python_zip = os.path.join(bazel_bin, "client", "python", "xferd.zip")
 
     def check(self) -> None:
-        for path in (self.xferd, self.xferctl, self.bench_client, self.python_zip):
+        for path in (self.xferd, self.xferctl, self.bench_client, self.ring_bench_client,
+                     self.python_zip):
             if not os.path.exists(path):
                 raise SystemExit(f"missing {path}: build with bazel build --config=opt "
                                  + " ".join(TARGETS))

@@ -65,12 +65,9 @@ def main() -> int:
     parser.add_argument("--pollers", type=int, default=0, help="0: the daemon's default")
     parser.add_argument("--toml", default="", help="extra configuration for both daemons")
     args = parser.parse_args()
-    if not args.no_build:
-        subprocess.run(["bazel", "build", "--config=opt", "//tests/bench:ring_bench_client"],
-                       cwd=benchlib.REPO, check=True)
     bins = benchlib.build(args.no_build, args.bazel_bin)
     bins.import_client()
-    client_bin = os.path.join(bins.bazel_bin, "tests", "bench", "ring_bench_client")
+    client_bin = bins.ring_bench_client
     import numpy as np
     import xferd
 

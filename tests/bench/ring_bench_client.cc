@@ -35,6 +35,7 @@ struct Args {
   uint32_t depth = 64;
   uint32_t slots = 256;
   double seconds = 3;
+  double spin_us = -1;  // < 0: the client's default
 };
 
 double CpuSeconds() {
@@ -139,6 +140,7 @@ absl::Status Run(const std::string& mode, const Args& a) {
   client::RingOptions options;
   options.own_completions = mode == "rate";
   options.client_name = "ring_bench_client";
+  if (a.spin_us >= 0) options.spin = absl::Microseconds(a.spin_us);
   auto rings = client::LocalRings::Open(a.target.substr(5) + ".local", options);
   if (!rings.ok()) return rings.status();
   if (mode == "rate") return Rate(**rings, a);
@@ -164,6 +166,7 @@ int Main(int argc, char** argv) {
   app.add_option("--depth", a.depth);
   app.add_option("--slots", a.slots);
   app.add_option("--seconds", a.seconds);
+  app.add_option("--spin-us", a.spin_us, "how long the client spins before it sleeps");
   app.add_option("--verify-src", a.verify_src, "SHM file of the source region");
   app.add_option("--verify-dst", a.verify_dst, "SHM file of the destination region");
   CLI11_PARSE(app, argc, argv);

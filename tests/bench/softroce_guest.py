@@ -8,8 +8,8 @@ run by hand outside the VM.
      run; also with -q = xferd's queue pairs, for information), each followed
      by one 64 MiB xferd write at that slice size;
   2. ib_write_lat -s 4096, then the latency of a 4 KiB xferd write (C++
-     client, Write with wait) beside the bare gRPC round trip and the
-     daemon-side time;
+     client, Write with wait, and through the local request rings) beside
+     the bare gRPC round trip and the daemon-side time;
   3. one 64 MiB SHM-to-SHM write, checksummed.
 """
 
@@ -33,6 +33,7 @@ SLICES = [64 * KiB, 1 * MiB]
 TRANSFER = 64 * MiB
 SMALL = 4 * KiB
 TARGET_RATIO = 0.9
+RING_LAT_TARGET = 2.0  # ring 4 KiB write p50 <= 2x ib_write_lat -s 4096
 DEV = os.environ.get("XFERD_RDMA_DEV", "rxe0")
 GID_INDEX = os.environ.get("XFERD_RDMA_GID_INDEX", "1")
 IP = os.environ.get("XFERD_RDMA_IP", "10.9.9.1")
@@ -174,9 +175,14 @@ def latency(perf: Perftest, pair: Pair, bins: benchlib.Binaries,
     lat = benchlib.run_json(cpp + ["write", "--src", "src", "--peer", "b", "--dst", "dst",
                                    "--length", str(SMALL)] + bound)
     rpc = benchlib.run_json(cpp + ["rpc"] + bound)
+    # The same write through the local request rings (docs/local-rings.md).
+    ring = benchlib.run_json([bins.ring_bench_client, "--target", pair.a.target, "--src", "src",
+                              "--peer", "b", "--dst", "dst", "--size", str(SMALL),
+                              "--seconds", "5" if args.quick else "10", "lat"])
     benchlib.log(f"4 KiB: ib_write_lat typical {ref['typical_us']} us; xferd write p50 "
-                 f"{lat['p50_us']:.0f} us; GetNodeInfo p50 {rpc['p50_us']:.0f} us")
-    return {"ref": ref, "write": lat, "rpc": rpc,
+                 f"{lat['p50_us']:.0f} us (ring {ring['p50_us']:.0f} us); GetNodeInfo p50 "
+                 f"{rpc['p50_us']:.0f} us")
+    return {"ref": ref, "write": lat, "rpc": rpc, "ring": ring,
             "daemon_side": {"p50_us": benchlib.percentile(daemon_side, 50),
                             "p99_us": benchlib.percentile(daemon_side, 99)}}
 
@@ -200,12 +206,16 @@ def report(bw: Dict[str, Any], lat: Dict[str, Any], checked: Dict[str, Any],
                      f"{statistics.median(ib):.1f}", f"{statistics.median(bw['ib_qps'][s]):.1f}",
                      f"{bw['ratio'][s]:.2f}x", f"{bw['ratio_qps'][s]:.2f}x",
                      benchlib.verdict(bw["ratio"][s], TARGET_RATIO)])
-    w, rpc, ds, il = lat["write"], lat["rpc"], lat["daemon_side"], lat["ref"]
+    w, rpc, ds, il, ring = lat["write"], lat["rpc"], lat["daemon_side"], lat["ref"], lat["ring"]
+    ring_ratio = ring["p50_us"] / il["typical_us"]
     lat_rows = [
         ["ib_write_lat -s 4096 (reference)", il["iters"], f"{il['typical_us']:.1f} (typical)",
          f"{il['p99_us']:.1f}", "half a ping-pong of writes (one way), both sides busy-polling"],
         ["xferd 4 KiB Write(wait), C++ client", w["ops"], f"{w['p50_us']:.0f}",
          f"{w['p99_us']:.0f}", "gRPC round trip to the local daemon + RDMA write + completion"],
+        ["xferd 4 KiB write through the request rings, C++", ring["ops"],
+         f"{ring['p50_us']:.0f}", f"{ring['p99_us']:.0f}",
+         "shared-memory submit -> RDMA write + completion -> completion ring"],
         ["  of which: bare gRPC GetNodeInfo", rpc["ops"], f"{rpc['p50_us']:.0f}",
          f"{rpc['p99_us']:.0f}", "client -> local daemon (unix socket) -> client"],
         ["  of which: daemon-side (submitted->finished)", args.lat_writes, f"{ds['p50_us']:.0f}",
@@ -240,6 +250,8 @@ def report(bw: Dict[str, Any], lat: Dict[str, Any], checked: Dict[str, Any],
         "between two busy-polling",
         f"   processes (typical = median); a write plus its ACK is about twice that, "
         f"{2 * il['typical_us']:.0f} us here.",
+        f"   Ring write p50 / ib_write_lat typical = {ring_ratio:.1f}x (target <= "
+        f"{RING_LAT_TARGET:.0f}x): {benchlib.verdict(ring_ratio, RING_LAT_TARGET, False)}",
     ])
 
 
@@ -275,6 +287,7 @@ def main() -> int:
                                        for s, v in bw["ib_qps"].items()},
         "ratio_vs_ib_write_bw_multi_qp": {str(s): v for s, v in bw["ratio_qps"].items()},
         "ib_write_lat_4k": lat["ref"], "xferd_write_4k": lat["write"], "grpc_rpc": lat["rpc"],
+        "ring_write_4k": lat["ring"],
         "xferd_daemon_side_4k": lat["daemon_side"], "verify": checked,
         "seconds": round(time.monotonic() - started, 1),
     }

@@ -25,6 +25,7 @@ TARGETS=(
   //tests/transport:tcp_tls_test
   //tests/integration/cpp:client_integration_test
   //tests/integration/cpp:blocks_integration_test
+  //tests/integration/cpp:ring_integration_test
   //tests/integration/cpp:xferctl_test
   //tests/integration/python:transfers_test
   //tests/integration/python:blocks_test
@@ -33,6 +34,7 @@ TARGETS=(
   //tests/integration/python:peer_failure_test
   //tests/integration/python:kill_restart_test
   //tests/integration/python:security_test
+  //tests/integration/python:rings_test
   //tests/integration/python:multi_nic_test
   //tests/load:load_test
 )

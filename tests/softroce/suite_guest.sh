@@ -43,9 +43,10 @@ run transport_conformance bazel_test tests/transport/transport_conformance_test
 run memory_windows bazel_test tests/transport/verbs_windows_test
 run cpp_client_integration bazel_test tests/integration/cpp/client_integration_test
 run cpp_blocks_integration bazel_test tests/integration/cpp/blocks_integration_test
+run cpp_ring_integration bazel_test tests/integration/cpp/ring_integration_test
 run xferctl_end_to_end xferctl_test
 for suite in transfers_test blocks_test blocks_failure_test bad_input_test peer_failure_test \
-  kill_restart_test security_test; do
+  kill_restart_test security_test rings_test; do
   run "python_$suite" bazel_test "tests/integration/python/$suite"
 done
 # Load over verbs, scaled to Soft-RoCE's ~50 MB/s (TCP runs the full size).

@@ -370,6 +370,7 @@ class LocalRings:
             if deadline is not None and now >= deadline:
                 return []
             if now < spin_until:
+                os.sched_yield()  # the daemon's poller may be waiting for this core
                 continue
             self.set_client_waits(True)
             full_fence()  # the flag before the look (the daemon: the CQE, then the flag)

@@ -187,6 +187,25 @@ TEST(WakeInboxTest, OnlyASleepingConsumerIsSignalledAndItsPassClearsTheSignal) {
   EXPECT_FALSE(Readable(inbox->fd())) << "a stale signal would end every later sleep at once";
 }
 
+// PushDeferred queues without the eventfd: a sleeping consumer stays asleep
+// until the caller's Wake(), and a pass that begins anyway takes the command.
+TEST(WakeInboxTest, ADeferredPushWaitsForTheWakeOrTheNextPass) {
+  auto inbox = MakeInbox<int>(4);
+  ASSERT_TRUE(inbox->PrepareToSleep());
+  ASSERT_TRUE(inbox->PushDeferred(1));
+  ASSERT_TRUE(inbox->PushDeferred(2));
+  EXPECT_FALSE(Readable(inbox->fd())) << "a deferred push must not signal";
+  inbox->Wake();
+  EXPECT_TRUE(Readable(inbox->fd())) << "the one wake signals the sleeper";
+  std::vector<int> seen;
+  EXPECT_EQ(inbox->Drain([&](int& v) { seen.push_back(v); }), 2u);
+  EXPECT_EQ(seen, (std::vector<int>{1, 2}));
+
+  ASSERT_TRUE(inbox->PushDeferred(3));
+  EXPECT_FALSE(inbox->PrepareToSleep()) << "a deferred command must still stop the sleep";
+  EXPECT_EQ(inbox->Drain([](int&) {}), 1u) << "a pass takes it without any wake";
+}
+
 TEST(WakeInboxTest, DrainHandsOverInOrderAndLaterPushesWaitForTheNextPass) {
   auto inbox = MakeInbox<std::unique_ptr<int>>(8);
   for (int i = 0; i < 5; ++i) ASSERT_TRUE(inbox->Push(std::make_unique<int>(i)));
