@@ -281,9 +281,31 @@ class Daemon:
                 os.unlink(path)
 
     def pause(self) -> None:
-        """SIGSTOP: the daemon stops reading its sockets (a stalled peer)."""
+        """SIGSTOP: the daemon stops reading its sockets (a stalled peer).
+        Returns once every thread is stopped: kill() only queues the signal,
+        and the stop reaches the other threads after the one that takes it
+        runs, which on a loaded host can be milliseconds while the pollers
+        still serve."""
         assert self.proc is not None
         self.proc.send_signal(signal.SIGSTOP)
+        deadline = time.monotonic() + _READY_TIMEOUT_S
+        while not self._all_threads_stopped():
+            assert time.monotonic() < deadline, f"{self}: threads still running after SIGSTOP"
+            time.sleep(0.001)
+
+    def _all_threads_stopped(self) -> bool:
+        """Every thread's state in /proc is T (stopped)."""
+        assert self.proc is not None
+        tasks = f"/proc/{self.proc.pid}/task"
+        for tid in os.listdir(tasks):
+            try:
+                with open(f"{tasks}/{tid}/stat") as f:
+                    # The state follows the command name's closing parenthesis.
+                    if f.read().rsplit(")", 1)[1].split()[0] != "T":
+                        return False
+            except FileNotFoundError:  # the thread ended meanwhile
+                continue
+        return True
 
     def resume(self) -> None:
         """SIGCONT after pause()."""
