@@ -232,8 +232,36 @@ absl::Status Daemon::AwaitReady(const std::string& ready_file, absl::Duration ti
                                              absl::FormatDuration(timeout), "; log:\n", Log()));
 }
 
+namespace {
+
+// Every thread of `pid` is stopped (state T in /proc). kill(SIGSTOP) only
+// queues the signal: the thread that takes it stops the others when it
+// runs, which on a loaded host can be milliseconds while pollers serve.
+bool AllThreadsStopped(pid_t pid) {
+  std::error_code error;
+  for (const auto& task :
+       std::filesystem::directory_iterator(absl::StrCat("/proc/", pid, "/task"), error)) {
+    std::ifstream stat(task.path() / "stat");
+    std::string line;
+    if (!std::getline(stat, line)) continue;  // the thread ended meanwhile
+    // The state follows the command name's closing parenthesis.
+    const size_t paren = line.rfind(')');
+    if (paren == std::string::npos || line.size() < paren + 3 || line[paren + 2] != 'T') {
+      return false;
+    }
+  }
+  return !error;
+}
+
+}  // namespace
+
 void Daemon::Pause() {
-  if (daemon_pid_ > 0) ::kill(daemon_pid_, SIGSTOP);
+  if (daemon_pid_ <= 0) return;
+  ::kill(daemon_pid_, SIGSTOP);
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (!AllThreadsStopped(daemon_pid_) && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
 }
 
 void Daemon::Resume() {

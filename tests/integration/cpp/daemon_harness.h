@@ -75,7 +75,8 @@ class Daemon {
   absl::StatusOr<int> Stop(absl::Duration timeout = absl::Seconds(15));
 
   // SIGSTOP / SIGCONT: a stalled daemon (its sockets fill up, nothing is
-  // read), to hold a transfer in flight on purpose.
+  // read), to hold a transfer in flight on purpose. Pause returns once every
+  // thread of it is stopped.
   void Pause();
   void Resume();
 
