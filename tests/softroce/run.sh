@@ -33,6 +33,7 @@ TARGETS=(
   //tests/integration/python:peer_failure_test
   //tests/integration/python:kill_restart_test
   //tests/integration/python:security_test
+  //tests/integration/python:shm_seals_test
   //tests/integration/python:multi_nic_test
   //tests/load:load_test
 )
