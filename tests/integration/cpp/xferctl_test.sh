@@ -41,7 +41,8 @@ json() { "$PY" -c 'import json, sys; d = json.load(open(sys.argv[1])); print(eva
 # stdin (from offset 0), zero clears it. The request is encoded by hand:
 # LocalRequest{open_region{region}} (proto/xferd/v1/local.proto).
 read -r -d '' SHM_PY <<'EOF2' || true
-import mmap, os, socket, sys
+import mmap, os, signal, socket, sys
+signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # cmp may stop reading a dump early
 path, op, name = sys.argv[1:]
 s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
 s.connect(path)
