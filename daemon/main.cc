@@ -230,15 +230,10 @@ struct Daemon {
 // The region registry, the transport, security and the engine.
 absl::Status StartEngine(const Config& config, Daemon& d) {
   memory::RegistryOptions registry_options;
-  registry_options.shm_dir = config.regions.shm_dir;
   registry_options.file_confinement.dirs = config.regions.file_dirs;
   registry_options.file_confinement.create_mode = config.regions.file_mode;
-  registry_options.shm_mode = config.server.unix_socket_mode & 0666;
   registry_options.max_registered_bytes = config.regions.max_registered_bytes;
-  // Unique per daemon start, also across PID namespaces that share /dev/shm
-  // (containers, sandboxes), where PIDs repeat.
   const uint64_t incarnation = RandomIncarnation();
-  registry_options.shm_prefix = absl::StrFormat("xferd.%08x", incarnation >> 32);
   d.regions = std::make_unique<memory::RegionRegistry>(registry_options);
   // Security first: its checks of the [tls] files name the key at fault,
   // and the TCP transport's encrypted lanes use the same files.
@@ -265,9 +260,11 @@ absl::Status StartServing(const Config& config, Daemon& d) {
   d.metrics = std::make_shared<metrics::DaemonMetrics>(*d.engine, kVersion, d.started_at,
                                                        config.regions.max_registered_bytes);
   ASSIGN_OR_RETURN(d.metrics_endpoint, StartMetricsEndpoint(config, d.metrics));
-  const bool rings = config.server.local_rings && !config.server.unix_socket.empty();
+  // Served whenever there is a unix socket: SHM regions are mapped through
+  // it; server.local_rings decides only whether it opens request rings.
+  const bool local = !config.server.unix_socket.empty();
   const std::string local_socket =
-      rings ? service::LocalSocketPath(config.server.unix_socket) : std::string();
+      local ? service::LocalSocketPath(config.server.unix_socket) : std::string();
   d.xferd_service = std::make_unique<service::XferdServiceImpl>(
       *d.engine,
       service::NodeDescription{kVersion, d.transport.reason, config.server.unix_socket,
@@ -277,10 +274,10 @@ absl::Status StartServing(const Config& config, Daemon& d) {
                                         config.server.unix_socket_mode, d.security.tcp_credentials};
   ASSIGN_OR_RETURN(d.server, service::Server::Start(server_options,
                                                     {d.xferd_service.get(), d.peer_service.get()}));
-  if (rings) {
+  if (local) {
     ASSIGN_OR_RETURN(d.local, service::LocalSocket::Start(
                                   {local_socket, config.server.unix_socket_mode,
-                                   config.server.local_max_sessions},
+                                   config.server.local_max_sessions, config.server.local_rings},
                                   *d.engine));
   }
   return absl::OkStatus();

@@ -28,10 +28,7 @@ struct RegisterOptions {
   std::vector<std::string> allow;
 };
 
-std::string RegionPath(const v1::Region& r) {
-  if (!r.shm_path().empty()) return r.shm_path();
-  return r.file_path().empty() ? "-" : r.file_path();
-}
+std::string RegionPath(const v1::Region& r) { return r.file_path().empty() ? "-" : r.file_path(); }
 
 std::string RegionsText(const v1::ListRegionsResponse& list) {
   if (list.regions().empty()) return "no regions\n";

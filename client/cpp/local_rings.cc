@@ -2,8 +2,6 @@
 
 #include <poll.h>
 #include <sys/mman.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,6 +10,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "client/cpp/local_socket.h"
 #include "xferd/v1/local.pb.h"
 
 namespace xferd::client {
@@ -42,62 +41,14 @@ absl::Status Errno(absl::string_view what) {
   return absl::UnavailableError(absl::StrCat(what, ": ", std::strerror(errno)));
 }
 
-// One request and its reply over the local socket; `fds` receives what the
-// reply hands over.
-absl::StatusOr<v1::LocalReply> Exchange(int socket, const v1::LocalRequest& request,
-                                        std::vector<int>* fds) {
-  const std::string bytes = request.SerializeAsString();
-  if (::send(socket, bytes.data(), bytes.size(), MSG_NOSIGNAL) !=
-      static_cast<ssize_t>(bytes.size())) {
-    return Errno("sending to the daemon's local socket");
-  }
-  std::string packet(64 << 10, '\0');
-  iovec iov{packet.data(), packet.size()};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 4)];
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof(control);
-  const ssize_t n = ::recvmsg(socket, &msg, MSG_CMSG_CLOEXEC);
-  if (n <= 0) return n == 0 ? absl::UnavailableError("the daemon closed the local socket")
-                            : Errno("reading the daemon's local socket");
-  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-    const size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    for (size_t i = 0; i < count; ++i) {
-      int fd;
-      std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-      fds->push_back(fd);
-    }
-  }
-  v1::LocalReply reply;
-  if (!reply.ParseFromArray(packet.data(), static_cast<int>(n))) {
-    return absl::InternalError("the daemon's local reply does not parse");
-  }
-  if (reply.has_error()) {
-    return absl::Status(static_cast<absl::StatusCode>(reply.error().code()),
-                        reply.error().message());
-  }
-  return reply;
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<LocalRings>> LocalRings::Open(const std::string& local_socket,
                                                              const RingOptions& options) {
   auto mapped = std::make_unique<Mapped>();
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  if (local_socket.size() >= sizeof(addr.sun_path)) {
-    return absl::InvalidArgumentError(absl::StrCat("socket path too long: ", local_socket));
-  }
-  std::memcpy(addr.sun_path, local_socket.c_str(), local_socket.size() + 1);
-  mapped->socket = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-  if (mapped->socket < 0) return Errno("socket");
-  if (::connect(mapped->socket, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    return Errno(absl::StrCat("connecting to the daemon's local socket ", local_socket));
-  }
+  absl::StatusOr<int> socket = ConnectLocalSocket(local_socket);
+  if (!socket.ok()) return socket.status();
+  mapped->socket = *socket;
   v1::LocalRequest request;
   v1::OpenRingsRequest* open = request.mutable_open_rings();
   open->set_sq_entries(options.sq_entries);
@@ -105,7 +56,7 @@ absl::StatusOr<std::unique_ptr<LocalRings>> LocalRings::Open(const std::string& 
   open->set_buffer_bytes(options.buffer_bytes);
   open->set_client(options.client_name);
   std::vector<int> fds;
-  absl::StatusOr<v1::LocalReply> reply = Exchange(mapped->socket, request, &fds);
+  absl::StatusOr<v1::LocalReply> reply = LocalExchange(mapped->socket, request, &fds);
   if (fds.size() == 3) {
     mapped->memory = fds[0];
     mapped->submit = fds[1];
@@ -157,7 +108,7 @@ absl::Status LocalRings::HandlesFor(const RingRequest& r, uint32_t handles[4]) {
   absl::StatusOr<v1::LocalReply> reply;
   {
     MutexLock lock(&socket_mu_);
-    reply = Exchange(mapped_->socket, request, &fds);
+    reply = LocalExchange(mapped_->socket, request, &fds);
   }
   for (int fd : fds) ::close(fd);
   if (!reply.ok()) return reply.status();

@@ -7,8 +7,9 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "client/cpp/ring_requests.h"
 #include "absl/time/clock.h"
+#include "client/cpp/local_socket.h"
+#include "client/cpp/ring_requests.h"
 #include "daemon/base/endian.h"
 
 namespace xferd::client {
@@ -175,16 +176,13 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& targe
 }
 
 void Client::OpenRings() {
-  constexpr absl::string_view kUnix = "unix:";
-  if (!options_.rings || !absl::StartsWith(target_, kUnix)) return;
+  const std::string local_socket = LocalSocketFor(target_);
+  if (!options_.rings || local_socket.empty()) return;
   absl::StatusOr<v1::NodeInfo> node = GetNodeInfo();
-  // A daemon without rings (server.local_rings off, or older) names none.
+  // A daemon with no local socket (no unix socket, or older) names none.
   if (!node.ok() || node->local_socket().empty()) return;
-  std::string path = target_.substr(kUnix.size());
-  if (absl::StartsWith(path, "//")) path = path.substr(2);
-  // The local socket beside the one we reached, wherever it is mounted.
   absl::StatusOr<std::unique_ptr<LocalRings>> rings =
-      LocalRings::Open(path + ".local", options_.ring_options);
+      LocalRings::Open(local_socket, options_.ring_options);
   if (!rings.ok()) return;  // gRPC then: slower, never wrong
   rings_ = *std::move(rings);
   transport_ = node->transport();
@@ -262,6 +260,18 @@ absl::StatusOr<v1::DeregisterRegionResponse> Client::DeregisterRegion(const std:
   request.set_name(name);
   request.set_force(force);
   return Call(&v1::Xferd::Stub::DeregisterRegion, request, options_.rpc_timeout);
+}
+
+absl::StatusOr<std::unique_ptr<ShmRegion>> Client::MapShmRegion(const std::string& name) const {
+  const std::string local_socket = LocalSocketFor(target_);
+  if (local_socket.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("region '", name,
+                     "': only a client on the daemon's host, over its unix socket, can map "
+                     "an shm region; this one talks to ",
+                     target_));
+  }
+  return ShmRegion::Open(local_socket, name);
 }
 
 absl::StatusOr<v1::Region> Client::SetRegionAcl(const std::string& name,

@@ -18,6 +18,7 @@
 #include "absl/time/time.h"
 #include "client/cpp/local_rings.h"
 #include "client/cpp/region_watch.h"
+#include "client/cpp/shm_region.h"
 #include "xferd/v1/xferd.grpc.pb.h"
 
 namespace xferd::client {
@@ -78,6 +79,11 @@ class Client {
   absl::StatusOr<v1::Region> RegisterRegion(const v1::RegisterRegionRequest& request);
   absl::StatusOr<v1::DeregisterRegionResponse> DeregisterRegion(const std::string& name,
                                                                 bool force = false);
+  // Maps SHM region `name` of this daemon (shm_region.h) through its local
+  // socket. FAILED_PRECONDITION when the client does not talk over a unix
+  // socket (only a client on the daemon's host can map its memory), else as
+  // ShmRegion::Open. Any thread.
+  absl::StatusOr<std::unique_ptr<ShmRegion>> MapShmRegion(const std::string& name) const;
   // Replaces the region's ACL (empty: any authenticated peer).
   absl::StatusOr<v1::Region> SetRegionAcl(const std::string& name,
                                           const std::vector<std::string>& allowed_peers);

@@ -206,7 +206,6 @@ void DefineEngine(TableReader& r, EngineConfig& c) {
 
 void DefineRegions(TableReader& r, RegionConfig& c) {
   r.On("max_registered_bytes", Size(&c.max_registered_bytes));
-  r.On("shm_dir", String(&c.shm_dir));
   r.On("file_dirs", StringList(&c.file_dirs));
   r.On("file_mode", Integer(&c.file_mode));
 }

@@ -113,8 +113,6 @@ struct EngineConfig {
 struct RegionConfig {
   // Upper bound on the bytes of all registered regions together (0 = none).
   uint64_t max_registered_bytes = 0;
-  // Directory for SHM-backed regions.
-  std::string shm_dir = "/dev/shm";
   // The only directories file-backed regions may be in (the package makes
   // the default); empty refuses file regions.
   std::vector<std::string> file_dirs = {"/var/lib/xferd/data"};

@@ -18,39 +18,12 @@
 #include "daemon/base/units.h"
 #include "daemon/memory/confined_file.h"
 #include "daemon/memory/errno_status.h"
+#include "daemon/memory/sealed_memfd.h"
 
 namespace xferd::memory {
 namespace {
 
 constexpr uint64_t kHugePageSize = 2 << 20;
-
-// Allocates the file's blocks up front. A store into a MAP_SHARED page whose
-// block cannot be allocated raises SIGBUS, so a full disk must fail here, at
-// registration, never in the middle of a transfer.
-absl::Status ReserveBlocks(int fd, uint64_t size, const std::string& path) {
-  const int err = posix_fallocate(fd, 0, static_cast<off_t>(size));
-  if (err == 0 || err == EOPNOTSUPP) return absl::OkStatus();
-  return ErrnoStatus(err, absl::StrCat("cannot reserve ", FormatBytes(size), " for ", path));
-}
-
-absl::StatusOr<UniqueFd> OpenShm(const BackingSpec& spec) {
-  // A stale file from a crashed daemon with the same node id is replaced.
-  ::unlink(spec.shm_path.c_str());
-  UniqueFd fd(::open(spec.shm_path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, spec.shm_mode));
-  if (!fd.valid()) return ErrnoStatus(errno, absl::StrCat("cannot create ", spec.shm_path));
-  // open() applies the umask; the configured mode decides who may map it.
-  if (::fchmod(fd.get(), spec.shm_mode) != 0 ||
-      ::ftruncate(fd.get(), static_cast<off_t>(spec.size)) != 0) {
-    const int err = errno;
-    ::unlink(spec.shm_path.c_str());
-    return ErrnoStatus(err, absl::StrCat("cannot size ", spec.shm_path));
-  }
-  if (absl::Status s = ReserveBlocks(fd.get(), spec.size, spec.shm_path); !s.ok()) {
-    ::unlink(spec.shm_path.c_str());
-    return s;
-  }
-  return fd;
-}
 
 // What OpenFile did to the file, so that a registration failing after it
 // leaves the file as it found it (a full disk must not leave a sparse file).
@@ -183,7 +156,7 @@ absl::StatusOr<std::unique_ptr<MemoryBacking>> MemoryBacking::Create(const Backi
       flags = MAP_PRIVATE | MAP_ANONYMOUS | (spec.hugepages ? MAP_HUGETLB : 0);
       break;
     case Backing::kShm: {
-      ASSIGN_OR_RETURN(fd, OpenShm(spec));
+      ASSIGN_OR_RETURN(fd, CreateSealedMemfd(spec.shm_name, spec.size, /*reserve=*/true));
       break;
     }
     case Backing::kFile: {
@@ -216,12 +189,10 @@ absl::StatusOr<std::unique_ptr<MemoryBacking>> MemoryBacking::Create(const Backi
   }
   if (!bound.ok()) {
     ::munmap(addr, mapped_size);
-    if (spec.kind == Backing::kShm) ::unlink(spec.shm_path.c_str());
     return bound;
   }
   if (addr == MAP_FAILED) {
     const int err = errno;
-    if (spec.kind == Backing::kShm) ::unlink(spec.shm_path.c_str());
     if (spec.kind == Backing::kFile) UndoFileChange(fd.get(), spec, file_change);
     if (spec.hugepages) {
       return absl::ResourceExhaustedError(absl::StrCat(
@@ -243,16 +214,8 @@ MemoryBacking::MemoryBacking(BackingSpec spec, UniqueFd fd, std::byte* data, uin
       mapped_size_(mapped_size),
       read_only_(read_only) {}
 
-MemoryBacking::~MemoryBacking() {
-  ::munmap(data_, mapped_size_);
-  // Clients that mapped the shm file keep their mapping; the name goes away.
-  ReleaseName();
-}
-
-void MemoryBacking::ReleaseName() const {
-  if (spec_.kind == Backing::kShm && !name_released_.exchange(true)) {
-    ::unlink(spec_.shm_path.c_str());
-  }
-}
+// Clients that mapped an SHM region keep their mappings (and the memfd's
+// pages) after the daemon lets go of it.
+MemoryBacking::~MemoryBacking() { ::munmap(data_, mapped_size_); }
 
 }  // namespace xferd::memory

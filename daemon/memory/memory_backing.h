@@ -1,9 +1,9 @@
 // Where a region's bytes live: anonymous memory (optionally hugepages), a
-// shared-memory file local clients map, or a mapped file. A backing owns its
-// mapping and file, and unmaps/closes/unlinks on destruction.
+// sealed memfd local clients map (its descriptor handed over the local
+// socket), or a mapped file. A backing owns its mapping and descriptor, and
+// unmaps and closes them on destruction.
 #pragma once
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -25,9 +25,8 @@ struct BackingSpec {
   // kAnonymous, kShm: bind the pages to this NUMA node before they are
   // populated; -1: no binding.
   int32_t numa_node = -1;
-  // kShm: the file to create (its directory must exist); mode bits of the file.
-  std::string shm_path;
-  uint32_t shm_mode = 0600;
+  // kShm: the memfd's name, for /proc/<pid>/fd and the logs.
+  std::string shm_name;
   // kFile: the file, whether to create/grow it, and whether it must be
   // writable (a destination). A source is opened read-write if the file
   // allows it, else read-only (see read_only()).
@@ -55,11 +54,9 @@ class MemoryBacking {
   bool read_only() const { return read_only_; }
   const BackingSpec& spec() const { return spec_; }
 
-  // kShm: unlinks the file now (the region was deregistered), so its name
-  // is free for a new region while clients' mappings and this memory stay
-  // valid; the destructor then leaves the name, maybe reused by then, alone.
-  // Idempotent; no-op for other backings. Any thread.
-  void ReleaseName() const;
+  // kShm: the sealed memfd (sealed_memfd.h) that the local socket hands to
+  // clients (they dup it, the backing keeps it); -1 for other backings.
+  int shm_fd() const { return spec_.kind == Backing::kShm ? fd_.get() : -1; }
 
  private:
   MemoryBacking(BackingSpec spec, UniqueFd fd, std::byte* data, uint64_t mapped_size,
@@ -71,7 +68,6 @@ class MemoryBacking {
   uint64_t size_;
   uint64_t mapped_size_;  // size rounded up to the hugepage size
   bool read_only_;
-  mutable std::atomic<bool> name_released_{false};
 };
 
 }  // namespace xferd::memory

@@ -37,11 +37,8 @@ absl::StatusOr<std::unique_ptr<MemoryBacking>> RegionRegistry::CreateBacking(
   backing.create = spec.create;
   // A file that only serves as a source may be read-only on disk.
   backing.writable = spec.access.remote_write || spec.backing != Backing::kFile;
-  backing.shm_mode = options_.shm_mode;
   backing.file_confinement = options_.file_confinement;
-  if (spec.backing == Backing::kShm) {
-    backing.shm_path = absl::StrCat(options_.shm_dir, "/", options_.shm_prefix, ".", spec.name);
-  }
+  backing.shm_name = absl::StrCat("xferd-region:", spec.name);
   return MemoryBacking::Create(backing);
 }
 
@@ -160,10 +157,9 @@ absl::StatusOr<std::shared_ptr<Region>> RegionRegistry::Remove(absl::string_view
     registered_bytes_ -= region->size();
     retired_landed_events_ += region->landed().published();
   }
-  region->landed().Close();
   // Transfers may keep the region alive for a while (the history holds
-  // finished ones); its SHM name goes with the registration, now.
-  region->backing().ReleaseName();
+  // finished ones), but no client can open it any more: it is not found.
+  region->landed().Close();
   return region;
 }
 

@@ -29,13 +29,8 @@ class RegionRegistrar {
 };
 
 struct RegistryOptions {
-  // Directory and file mode for SHM-backed regions.
-  std::string shm_dir = "/dev/shm";
-  uint32_t shm_mode = 0600;
   // Where file-backed regions may be (regions.file_dirs) and their mode.
   FileConfinement file_confinement;
-  // Prefix of SHM file names, unique per daemon on a host (from the node id).
-  std::string shm_prefix = "xferd";
   // Cap on the bytes of all regions together (0 = none).
   uint64_t max_registered_bytes = 0;
 };

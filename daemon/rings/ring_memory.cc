@@ -1,6 +1,5 @@
 #include "daemon/rings/ring_memory.h"
 
-#include <fcntl.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 
@@ -9,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/base/units.h"
+#include "daemon/memory/sealed_memfd.h"
 
 namespace xferd::rings {
 namespace {
@@ -56,17 +56,10 @@ absl::StatusOr<RingSizes> ChooseSizes(uint32_t sq_entries, uint32_t cq_entries,
 
 absl::StatusOr<std::unique_ptr<RingMemory>> RingMemory::Create(const RingSizes& sizes) {
   const Geometry g = Layout(sizes.sq_entries, sizes.cq_entries, sizes.buffer_bytes);
-  UniqueFd memory(::memfd_create("xferd-rings", MFD_CLOEXEC | MFD_ALLOW_SEALING));
-  if (!memory.valid()) return Errno("memfd_create");
-  if (::ftruncate(memory.get(), static_cast<off_t>(g.total_bytes)) != 0) {
-    return Errno("ftruncate of the ring memory");
-  }
-  // Before anyone else sees it: a client that could shrink it would make the
-  // daemon's next access to a lost page a SIGBUS.
-  if (::fcntl(memory.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
-    return Errno("sealing the ring memory");
-  }
-  void* base = ::mmap(nullptr, g.total_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, memory.get(), 0);
+  absl::StatusOr<UniqueFd> memory =
+      memory::CreateSealedMemfd("xferd-rings", g.total_bytes, /*reserve=*/false);
+  if (!memory.ok()) return memory.status();
+  void* base = ::mmap(nullptr, g.total_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, memory->get(), 0);
   if (base == MAP_FAILED) return Errno("mmap of the ring memory");
   UniqueFd submit(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   UniqueFd complete(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
@@ -75,7 +68,7 @@ absl::StatusOr<std::unique_ptr<RingMemory>> RingMemory::Create(const RingSizes& 
     return Errno("eventfd for a doorbell");
   }
   std::memcpy(base, &g, sizeof(g));
-  return std::unique_ptr<RingMemory>(new RingMemory(sizes, g, std::move(memory),
+  return std::unique_ptr<RingMemory>(new RingMemory(sizes, g, *std::move(memory),
                                                     static_cast<std::byte*>(base),
                                                     std::move(submit), std::move(complete)));
 }

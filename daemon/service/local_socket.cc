@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -91,7 +92,8 @@ absl::StatusOr<std::unique_ptr<LocalSocket>> LocalSocket::Start(const LocalSocke
     pthread_setname_np(pthread_self(), "xferd-local");
     s->Run();
   });
-  spdlog::info("local socket {} serving request rings (mode {:o})", options.path, options.mode);
+  spdlog::info("local socket {} serving shm regions{} (mode {:o})", options.path,
+               options.rings ? " and request rings" : "", options.mode);
   return socket;
 }
 
@@ -166,6 +168,7 @@ bool LocalSocket::Serve(Connection& c) {
   if (n == 0) return false;  // the client closed
   if (n < 0) return errno == EAGAIN || errno == EINTR;
   std::vector<int> fds;
+  std::shared_ptr<const void> keep;  // owns `fds` until they are sent
   v1::LocalRequest request;
   v1::LocalReply reply;
   if (static_cast<size_t>(n) > packet.size() || !request.ParseFromArray(packet.data(), n)) {
@@ -174,18 +177,21 @@ bool LocalSocket::Serve(Connection& c) {
                 "most ", kMaxPacket, " bytes (proto/xferd/v1/local.proto)")),
             reply.mutable_error());
   } else {
-    reply = Handle(c, request, &fds);
+    reply = Handle(c, request, &fds, &keep);
   }
   return SendReply(c.fd.get(), reply, fds);
 }
 
 v1::LocalReply LocalSocket::Handle(Connection& c, const v1::LocalRequest& request,
-                                   std::vector<int>* fds) {
+                                   std::vector<int>* fds, std::shared_ptr<const void>* keep) {
   v1::LocalReply reply;
   absl::Status status;
   switch (request.request_case()) {
     case v1::LocalRequest::kOpenRings:
       status = OpenRings(c, request.open_rings(), &reply, fds);
+      break;
+    case v1::LocalRequest::kOpenRegion:
+      status = OpenRegion(c, request.open_region(), &reply, fds, keep);
       break;
     case v1::LocalRequest::kIntern: {
       if (c.session == nullptr) {
@@ -206,7 +212,8 @@ v1::LocalReply LocalSocket::Handle(Connection& c, const v1::LocalRequest& reques
     }
     default:
       status = absl::InvalidArgumentError(
-          "an empty or unknown local request: this daemon knows open_rings and intern");
+          "an empty or unknown local request: this daemon knows open_rings, intern and "
+          "open_region");
   }
   if (!status.ok()) {
     reply.Clear();
@@ -218,6 +225,10 @@ v1::LocalReply LocalSocket::Handle(Connection& c, const v1::LocalRequest& reques
 
 absl::Status LocalSocket::OpenRings(Connection& c, const v1::OpenRingsRequest& r,
                                     v1::LocalReply* reply, std::vector<int>* fds) {
+  if (!options_.rings) {
+    return absl::FailedPreconditionError(
+        "this daemon serves no request rings (server.local_rings = false): use gRPC");
+  }
   if (c.session != nullptr) {
     return absl::FailedPreconditionError("this session's rings are open already");
   }
@@ -246,6 +257,38 @@ absl::Status LocalSocket::OpenRings(Connection& c, const v1::OpenRingsRequest& r
   spdlog::info("local session {} opened pid={} uid={} gid={} client={:?} sq={} cq={} buffer={}",
                c.session->id(), c.client.pid, c.client.uid, c.client.gid, c.client.name,
                sizes->sq_entries, sizes->cq_entries, sizes->buffer_bytes);
+  return absl::OkStatus();
+}
+
+absl::Status LocalSocket::OpenRegion(const Connection& c, const v1::OpenRegionRequest& r,
+                                     v1::LocalReply* reply, std::vector<int>* fds,
+                                     std::shared_ptr<const void>* keep) {
+  if (r.region().empty()) {
+    return absl::InvalidArgumentError("open_region names no region: set open_region.region");
+  }
+  std::shared_ptr<memory::Region> region = engine_.FindRegion(r.region());
+  if (region == nullptr) {
+    return absl::NotFoundError(
+        absl::StrCat("no region '", r.region(), "' on this daemon (xferctl regions lists them)"));
+  }
+  const int fd = region->backing().shm_fd();
+  if (fd < 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("region '", r.region(), "' is ",
+                     region->backing().kind() == memory::Backing::kFile ? "file" : "anonymous",
+                     "-backed: only shm regions' memory can be opened by a local client"));
+  }
+  v1::OpenRegionReply* out = reply->mutable_region();
+  out->set_region(region->name());
+  out->set_size(region->size());
+  out->set_node_id(engine_.self().node_id);
+  out->set_pid(static_cast<uint32_t>(::getpid()));
+  *fds = {fd};
+  // Its memfd stays open until the reply is sent, whoever deregisters it
+  // meanwhile; sendmsg gives the client a descriptor of its own.
+  *keep = std::move(region);
+  spdlog::debug("local client pid={} uid={} opened shm region '{}'", c.client.pid, c.client.uid,
+                r.region());
   return absl::OkStatus();
 }
 

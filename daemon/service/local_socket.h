@@ -1,11 +1,12 @@
-// The local socket (proto/xferd/v1/local.proto): a SOCK_SEQPACKET unix socket
-// beside the gRPC one, where clients of this host ask for what gRPC cannot
-// carry, descriptors: their request rings (docs/local-rings.md). One thread
-// (xferd-local) accepts, answers each client's requests in order and hands
-// descriptors over with SCM_RIGHTS. A client's connection is its session:
-// when it closes (or its process dies) the session's rings close and its
-// transfers in flight end, but those submitted detached. Authenticated as the gRPC socket is: by its file
-// mode, with each client's credentials (SO_PEERCRED) logged.
+// The local socket (proto/xferd/v1/local.proto, docs/local-socket.md): a
+// SOCK_SEQPACKET unix socket beside the gRPC one, where clients of this host
+// ask for what gRPC cannot carry, descriptors: SHM regions' sealed memfds and
+// their request rings (docs/local-rings.md). One thread (xferd-local)
+// accepts, answers each client's requests in order and hands descriptors over
+// with SCM_RIGHTS. A client's connection is its session: when it closes (or
+// its process dies) the session's rings close and its transfers in flight
+// end, but those submitted detached. Authenticated as the gRPC socket is: by
+// its file mode, with each client's credentials (SO_PEERCRED) logged.
 #pragma once
 
 #include <atomic>
@@ -27,6 +28,7 @@ struct LocalSocketOptions {
   std::string path;            // "<unix_socket>.local"
   uint32_t mode = 0660;        // as the gRPC socket's
   uint32_t max_sessions = 1024;
+  bool rings = true;  // server.local_rings: false refuses open_rings
 };
 
 // The local socket's path for a gRPC unix socket's.
@@ -60,9 +62,15 @@ class LocalSocket {
   void Accept();
   // Reads one request and answers it; false once the connection is done.
   bool Serve(Connection& c);
-  v1::LocalReply Handle(Connection& c, const v1::LocalRequest& request, std::vector<int>* fds);
+  // `keep` owns the descriptors in `fds` until the reply is sent.
+  v1::LocalReply Handle(Connection& c, const v1::LocalRequest& request, std::vector<int>* fds,
+                        std::shared_ptr<const void>* keep);
   absl::Status OpenRings(Connection& c, const v1::OpenRingsRequest& r, v1::LocalReply* reply,
                          std::vector<int>* fds);
+  // NOT_FOUND, FAILED_PRECONDITION (not shm), INVALID_ARGUMENT (no name).
+  absl::Status OpenRegion(const Connection& c, const v1::OpenRegionRequest& r,
+                          v1::LocalReply* reply, std::vector<int>* fds,
+                          std::shared_ptr<const void>* keep);
   void Drop(int fd);
 
   const LocalSocketOptions options_;

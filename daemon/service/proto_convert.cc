@@ -100,7 +100,6 @@ void ToProto(const memory::Region& region, transport::TransportKind transport, v
   }
   out->mutable_access()->set_remote_write(spec.access.remote_write);
   out->mutable_access()->set_remote_read(spec.access.remote_read);
-  out->set_shm_path(region.backing().spec().shm_path);
   out->set_file_path(spec.file_path);
   out->set_hugepages(spec.hugepages);
   out->set_landed_ranges(spec.landed_ranges);

@@ -189,11 +189,10 @@ absl::Status RunVerify(client::Client& src_client, const VerifyArgs& v) {
   if (!src.ok()) return src.status();
   absl::StatusOr<v1::Region> dst = RegisterShm(**dst_client, dst_name, v.size, true);
   if (!dst.ok()) return dst.status();
-  absl::StatusOr<std::unique_ptr<integration::MappedFile>> src_map =
-      integration::MappedFile::Map(src->shm_path(), v.size);
+  absl::StatusOr<std::unique_ptr<client::ShmRegion>> src_map = src_client.MapShmRegion(src_name);
   if (!src_map.ok()) return src_map.status();
-  absl::StatusOr<std::unique_ptr<integration::MappedFile>> dst_map =
-      integration::MappedFile::Map(dst->shm_path(), v.size);
+  absl::StatusOr<std::unique_ptr<client::ShmRegion>> dst_map =
+      (*dst_client)->MapShmRegion(dst_name);
   if (!dst_map.ok()) return dst_map.status();
   const uint64_t before = Checksum((*dst_map)->data(), v.size);
   v1::WriteRequest request;

@@ -202,11 +202,9 @@ def reset_peak_rss(pid: int) -> None:
 def start_daemon(children: Children, binary: str, workdir: str, name: str, transport: str,
                  args: Sequence[str] = (), toml: str = "") -> daemons.Daemon:
     """Runs one xferd child through the tests' launcher with the daemon's
-    defaults (pollers, slice size), info logs, its own SHM directory and
-    `toml` as extra configuration; returns it once it serves."""
-    shm_dir = tempfile.mkdtemp(prefix=f"xferd-bench-{name}-", dir="/dev/shm")
-    children.dirs.append(shm_dir)
-    daemon = daemons.Daemon(name, workdir, shm_dir, binary, pollers=None, slice_size=None,
+    defaults (pollers, slice size), info logs and `toml` as extra
+    configuration; returns it once it serves."""
+    daemon = daemons.Daemon(name, workdir, binary, pollers=None, slice_size=None,
                             extra_args=args, config_extra=toml, transport=transport,
                             log_level="info")
     children.procs.append(daemon.spawn())  # stopped with the others on any exit

@@ -88,7 +88,7 @@ def main() -> int:
             0, 256, span, dtype=np.uint8)
         base = [client_bin, "--target", a.target, "--src", "ring_src", "--peer", peer,
                 "--dst", "ring_dst", "--seconds", str(args.seconds), "--slots", str(SLOTS),
-                "--verify-src", src.shm_path, "--verify-dst", dst.shm_path]
+                "--verify-dst-target", b.target]
 
         def run(mode: str, size: int, *more: str) -> Dict[str, Any]:
             np.frombuffer(dst.buffer, dtype=np.uint8)[:] = 0

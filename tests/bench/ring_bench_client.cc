@@ -6,8 +6,9 @@
 //   rate   --depth writes in flight through the rings, completions reaped in
 //          batches: transfers/s and client CPU per request.
 //   grpc   the same as lat through Client::Write(wait) over gRPC.
-// With --verify-src/--verify-dst (the regions' SHM files), the destination
-// is compared with the source at the end: "verified" in the JSON. Writes go
+// With --verify-dst-target (the destination daemon's unix target; both
+// regions SHM), the destination is compared with the source at the end,
+// each mapped through its daemon's local socket: "verified" in the JSON. Writes go
 // to --slots distinct slots of --size bytes, the same offset on both sides.
 #include <sys/resource.h>
 
@@ -21,8 +22,9 @@
 
 #include "absl/strings/str_format.h"
 #include "client/cpp/local_rings.h"
+#include "client/cpp/local_socket.h"
+#include "client/cpp/shm_region.h"
 #include "client/cpp/xferd_client.h"
-#include "tests/integration/cpp/daemon_harness.h"
 
 namespace xferd::bench {
 namespace {
@@ -30,7 +32,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 struct Args {
-  std::string target, src, peer, dst, verify_src, verify_dst;
+  std::string target, src, peer, dst, verify_dst_target;
   uint64_t size = 4096;
   uint32_t depth = 64;
   uint32_t slots = 256;
@@ -167,8 +169,8 @@ int Main(int argc, char** argv) {
   app.add_option("--slots", a.slots);
   app.add_option("--seconds", a.seconds);
   app.add_option("--spin-us", a.spin_us, "how long the client spins before it sleeps");
-  app.add_option("--verify-src", a.verify_src, "SHM file of the source region");
-  app.add_option("--verify-dst", a.verify_dst, "SHM file of the destination region");
+  app.add_option("--verify-dst-target", a.verify_dst_target,
+                 "unix target of the destination's daemon: compare the SHM regions at the end");
   CLI11_PARSE(app, argc, argv);
   absl::Status s = Run(mode, a);
   if (!s.ok()) {
@@ -177,14 +179,15 @@ int Main(int argc, char** argv) {
     return 1;
   }
   bool verified = false;
-  if (!a.verify_src.empty()) {
+  if (!a.verify_dst_target.empty()) {
     const size_t bytes = a.size * a.slots;
-    auto src = integration::MappedFile::Map(a.verify_src, bytes);
-    auto dst = integration::MappedFile::Map(a.verify_dst, bytes);
-    verified = src.ok() && dst.ok() && std::memcmp((*src)->data(), (*dst)->data(), bytes) == 0;
+    auto src = client::ShmRegion::Open(client::LocalSocketFor(a.target), a.src);
+    auto dst = client::ShmRegion::Open(client::LocalSocketFor(a.verify_dst_target), a.dst);
+    verified = src.ok() && dst.ok() && (*src)->size() >= bytes && (*dst)->size() >= bytes &&
+               std::memcmp((*src)->data(), (*dst)->data(), bytes) == 0;
   }
   std::printf(", \"verified\": %s}\n", verified ? "true" : "false");
-  return a.verify_src.empty() || verified ? 0 : 1;
+  return a.verify_dst_target.empty() || verified ? 0 : 1;
 }
 
 }  // namespace

@@ -70,7 +70,7 @@ def lay_out(work: str, node: Node, secret: Manifest, config_toml: str) -> None:
     them (root) or, for the image's own user, by it; the ConfigMap's file; the
     Secret's files, mode 0440 with group fsGroup, as a secret volume has them."""
     owner = 0 if node.user == "pod" else IMAGE_GID
-    for volume in ("run", "shm", "data"):
+    for volume in ("run", "data"):
         path = os.path.join(work, node.name, volume)
         os.makedirs(path)
         os.chown(path, owner, owner)

@@ -22,7 +22,6 @@ void Recorder::OnOpDone(const OpCompletion& c) {
 void TransportConformanceTest::SetUp() {
   for (Side* side : {&a_, &b_}) {
     memory::RegistryOptions options;
-    options.shm_prefix = "conformance-" + side->name;
     side->regions = std::make_unique<memory::RegionRegistry>(options);
     absl::StatusOr<std::unique_ptr<Transport>> transport =
         GetParam().create(*side->regions, kPollers, side->name);

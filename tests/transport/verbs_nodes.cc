@@ -29,7 +29,6 @@ absl::StatusOr<VerbsNode*> VerbsNodes::Add(const std::string& name, bool memory_
   auto node = std::make_unique<VerbsNode>();
   node->name = name;
   memory::RegistryOptions registry;
-  registry.shm_prefix = "verbs-nodes-" + name;
   node->regions = std::make_unique<memory::RegionRegistry>(registry);
   verbs::VerbsTransportOptions options;
   options.pollers = kPollers;

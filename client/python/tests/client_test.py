@@ -7,6 +7,7 @@ from __future__ import annotations
 import concurrent.futures
 import os
 import re
+import socket
 import sys
 import tempfile
 import threading
@@ -17,8 +18,8 @@ import grpc
 import numpy as np
 
 import xferd
-from xferd.shm import ShmMapping
-from xferd.v1 import common_pb2, xferd_pb2, xferd_pb2_grpc
+from xferd.shm import Mappings, ShmMapping
+from xferd.v1 import common_pb2, local_pb2, xferd_pb2, xferd_pb2_grpc
 
 _TCP = common_pb2.TRANSPORT_KIND_TCP
 
@@ -64,10 +65,10 @@ class FakeServerTest(unittest.TestCase):
         self.fake = FakeXferd()
         self.server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=8))
         xferd_pb2_grpc.add_XferdServicer_to_server(self.fake, self.server)
-        socket = os.path.join(self.tmp, "s.sock")
-        self.server.add_insecure_port("unix:" + socket)
+        path = os.path.join(self.tmp, "s.sock")
+        self.server.add_insecure_port("unix:" + path)
         self.server.start()
-        self.client = xferd.Client("unix:" + socket, rpc_timeout=10)
+        self.client = xferd.Client("unix:" + path, rpc_timeout=10)
 
     def tearDown(self) -> None:
         self.client.close()
@@ -269,19 +270,42 @@ class ClientTest(FakeServerTest):
         with self.assertRaises(ValueError):
             self.client.register_region("r", 10, backing="hugetlbfs")
 
+    def _serve_region(self, memfd: int, size: int, node_id: str = "",
+                      pid: int = 0) -> threading.Thread:
+        """A fake local socket beside the fake's unix socket that answers one
+        open_region with `memfd`, as the daemon does."""
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        listener.bind(os.path.join(self.tmp, "s.sock.local"))
+        listener.listen(1)
+
+        def serve() -> None:
+            with listener, listener.accept()[0] as conn:
+                request = local_pb2.LocalRequest.FromString(conn.recv(1 << 16))
+                reply = local_pb2.LocalReply()
+                reply.region.region = request.open_region.region
+                reply.region.size = size
+                reply.region.node_id = node_id
+                reply.region.pid = pid
+                socket.send_fds(conn, [reply.SerializeToString()], [memfd])
+
+        thread = threading.Thread(target=serve, daemon=True)
+        thread.start()
+        return thread
+
     def test_shm_region_buffer_is_mapped_lazily_and_closed_on_deregister(self) -> None:
-        path = os.path.join(self.tmp, "shm")
-        with open(path, "wb") as f:
-            f.truncate(8192)
+        memfd = os.memfd_create("client-test")
+        os.ftruncate(memfd, 8192)
         self.fake.handlers["RegisterRegion"] = lambda r, c: xferd_pb2.Region(
-            name=r.name, size=r.size, backing=r.backing, shm_path=path, transport=_TCP)
+            name=r.name, size=r.size, backing=r.backing, transport=_TCP)
         self.fake.handlers["DeregisterRegion"] = lambda r, c: xferd_pb2.DeregisterRegionResponse()
         region = self.client.register_region("r", 8192, backing="shm")
         assert region._mapping is not None
         self.assertFalse(region._mapping.mapped)
+        server = self._serve_region(memfd, 8192)
         region.buffer[100:105] = b"hello"
-        with open(path, "rb") as f:
-            self.assertEqual(f.read()[100:105], b"hello")
+        server.join(10)
+        self.assertEqual(os.pread(memfd, 5, 100), b"hello")
+        os.close(memfd)
         self.client.deregister_region("r")
         with self.assertRaises(ValueError):
             region.buffer
@@ -289,12 +313,40 @@ class ClientTest(FakeServerTest):
         with self.assertRaises(ValueError):
             anonymous.buffer
 
+    def test_shm_region_over_tcp_maps_only_the_same_daemons_memory(self) -> None:
+        """Over TCP the mapping goes through the local socket NodeInfo names,
+        if it is on this host and answers as the same daemon."""
+        shm = xferd_pb2.Region(name="r", size=4096, backing=common_pb2.REGION_BACKING_SHM)
+        local = os.path.join(self.tmp, "s.sock.local")
+        info = xferd_pb2.NodeInfo(node_id="b", pid=7, local_socket=local)
+        far = Mappings("127.0.0.1:1", None, lambda: xferd_pb2.NodeInfo(node_id="b")).open(shm)
+        assert far is not None
+        with self.assertRaisesRegex(ValueError, "only a client on the daemon's host"):
+            far.view()
+        memfd = os.memfd_create("client-test")
+        os.ftruncate(memfd, 4096)
+        server = self._serve_region(memfd, 4096, node_id="b", pid=8)  # another daemon b
+        other = Mappings("127.0.0.1:1", None, lambda: info).open(shm)
+        assert other is not None
+        with self.assertRaisesRegex(xferd.FailedPrecondition, "belongs to daemon 'b' .pid 8."):
+            other.view()
+        server.join(10)
+        os.unlink(local)
+        server = self._serve_region(memfd, 4096, node_id="b", pid=7)
+        same = Mappings("127.0.0.1:1", None, lambda: info).open(shm)
+        assert same is not None
+        same.view()[0:2] = b"ok"
+        server.join(10)
+        self.assertEqual(os.pread(memfd, 2, 0), b"ok")
+        same.close()
+        os.close(memfd)
+
     def test_shm_mapping_close_tolerates_derived_views(self) -> None:
-        path = os.path.join(self.tmp, "shm2")
-        with open(path, "wb") as f:
-            f.truncate(4096)
-        mapping = ShmMapping("r", path, 4096)
+        memfd = os.memfd_create("client-test2")
+        os.ftruncate(memfd, 4096)
+        mapping = ShmMapping("r", 4096, lambda: (os.dup(memfd), 4096))
         view = mapping.view()
+        os.close(memfd)
         derived = view[10:20]
         mapping.close()
         derived[0] = 1  # still mapped: the derived view keeps the memory alive

@@ -129,8 +129,10 @@ class Region:
     """A region registered on a daemon.
 
     For SHM regions, `buffer` is a writable view of the region's memory,
-    mapped lazily from `shm_path` (MAP_SHARED, no copies). The client that
-    returned the region unmaps it on deregister_region() and close().
+    mapped lazily (MAP_SHARED, no copies) from the sealed memfd the daemon's
+    local socket hands over, so only a client on the daemon's host has one
+    (`xferd.shm`). The client that returned the region unmaps it on
+    deregister_region() and close().
     `numa_node` is the node its memory is bound to (-1: not bound).
     """
 
@@ -139,7 +141,6 @@ class Region:
     backing: Backing
     remote_write: bool
     remote_read: bool
-    shm_path: Optional[str]
     file_path: Optional[str]
     hugepages: bool
     allowed_peers: Tuple[str, ...]
@@ -157,7 +158,11 @@ class Region:
         """The region's bytes, writable, for SHM regions.
 
         Raises:
-            ValueError: the region is not SHM-backed, or its mapping was closed.
+            ValueError: the region is not SHM-backed, its mapping was closed,
+                or this client is not on the daemon's host.
+            XferdError: the daemon no longer has the region (NotFound), or
+                the local socket found over TCP is another daemon's
+                (FailedPrecondition).
         """
         if self._mapping is None:
             raise ValueError(
@@ -220,7 +225,6 @@ class Region:
             backing=_enum_name(common_pb2.RegionBacking, r.backing, "REGION_BACKING_", Backing),
             remote_write=r.access.remote_write,
             remote_read=r.access.remote_read,
-            shm_path=r.shm_path or None,
             file_path=r.file_path or None,
             allowed_peers=tuple(r.allowed_peers),
             registered_at=_time(r.registered_at),

@@ -23,11 +23,12 @@ import grpc
 
 from xferd import requests
 from xferd.blocks import Integers, Strided
-from xferd.errors import NotFound, XferdError
+from xferd.errors import NotFound, XferdError, error_for
 from xferd.ring_requests import ring_request, transfer_of
 from xferd.rings import ORDERED_CPU, LocalRings, RingCompletion, RingRequest
 from xferd.models import (ClusterNode, DirectoryRegion, Layout, NodeInfo, Peer, RdmaDevice,
                           Region, Stats, Transfer, WriteSpec)
+from xferd.local_socket import local_socket_for
 from xferd.shm import Mappings
 from xferd.tls import TlsConfig
 from xferd.v1 import xferd_pb2, xferd_pb2_grpc
@@ -99,7 +100,8 @@ class ClientBase(Generic[W]):
         #: The generated stub, for calls the client does not wrap.
         self.stub: Any = xferd_pb2_grpc.XferdStub(self._channel)
         self._lock = threading.Lock()
-        self._mappings = Mappings()
+        self._mappings = Mappings(target, local_socket_for(target),
+                                  functools.partial(_node_info_once, target, tls, rpc_timeout))
         self._watches: "weakref.WeakSet[Any]" = weakref.WeakSet()
         self._closed = False
         self._ops = Operations(self)
@@ -127,11 +129,11 @@ class ClientBase(Generic[W]):
         failure leaves gRPC in use: slower, never wrong."""
         if not node.local_socket or not ORDERED_CPU:  # no rings there, or not here
             return
-        path = self.target[len("unix:"):]
-        if path.startswith("//"):
-            path = path[2:]
+        path = local_socket_for(self.target)
+        if path is None:
+            return
         try:
-            self._rings = LocalRings(path + ".local", client_name=f"python pid {os.getpid()}")
+            self._rings = LocalRings(path, client_name=f"python pid {os.getpid()}")
         except XferdError:
             return
         self._transport = node.transport
@@ -635,3 +637,25 @@ class Operations:
         port and GID the daemon uses marked `in_use`."""
         reply = yield self._call("ListDevices", xferd_pb2.ListDevicesRequest())
         return [RdmaDevice.from_proto(d) for d in reply.devices]
+
+
+def _node_info_once(target: str, tls: Optional[TlsConfig],
+                    timeout: float) -> xferd_pb2.NodeInfo:
+    """The daemon's NodeInfo over a short-lived blocking channel of its own,
+    so the SHM mappings of either client (blocking or asyncio) can ask it from
+    any thread, on first use over TCP.
+
+    Raises:
+        XferdError: the call failed (its code and details).
+    """
+    if tls is not None:
+        channel = grpc.secure_channel(target, tls.credentials(), options=tls.channel_options())
+    else:
+        channel = grpc.insecure_channel(target)
+    with channel:
+        try:
+            info: xferd_pb2.NodeInfo = xferd_pb2_grpc.XferdStub(channel).GetNodeInfo(
+                xferd_pb2.GetNodeInfoRequest(), timeout=timeout)
+        except grpc.RpcError as e:
+            raise error_for(e.code(), e.details()) from None
+    return info

@@ -1,8 +1,7 @@
 """A local client's request rings: writes and reads with no gRPC call.
 
-The daemon's local socket ("<unix socket>.local", SOCK_SEQPACKET) hands a
-client a memfd holding a submission ring (SQ) and a completion ring (CQ)
-(layout: `xferd.ring_layout`, after daemon/base/ring_layout.h) and two
+The daemon's local socket (`xferd.local_socket`) hands a client a memfd
+holding a submission ring (SQ) and a completion ring (CQ) (layout: `xferd.ring_layout`, after daemon/base/ring_layout.h) and two
 eventfd doorbells. `LocalRings` opens them, interns names, puts entries and
 reaps completions; `xferd.Client` waits for them on its callers' threads,
 `xferd.aio.Client` on its event loop (`xferd.aio.rings`). This mirrors the
@@ -36,15 +35,15 @@ import mmap
 import os
 import platform
 import select
-import socket
 import threading
 import time
-from typing import Dict, Iterable, List, Optional, Tuple
+from typing import Dict, Iterable, List, Optional
 
 import grpc
 
 from xferd import ring_layout as L
-from xferd.errors import XferdError, error_for
+from xferd.errors import error_for
+from xferd.local_socket import LocalSocket, unavailable
 from xferd.v1 import local_pb2
 
 __all__ = ["LocalRings", "ORDERED_CPU", "RingCompletion", "RingRequest", "full_fence"]
@@ -126,21 +125,16 @@ class LocalRings:
                 does not speak (FailedPrecondition).
         """
         self._spin = spin
-        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self._sock = LocalSocket(local_socket)
         self._fds: List[int] = []
         self._map: Optional[mmap.mmap] = None
         try:
-            try:
-                self._sock.connect(local_socket)
-            except OSError as e:
-                raise _unavailable(f"connecting to the daemon's local socket {local_socket}: "
-                                  f"{e.strerror}") from None
             request = local_pb2.LocalRequest()
             request.open_rings.sq_entries = sq_entries
             request.open_rings.cq_entries = cq_entries
             request.open_rings.buffer_bytes = buffer_bytes
             request.open_rings.client = client_name
-            reply, self._fds = self._exchange(request)
+            reply, self._fds = self._sock.exchange(request)
             if len(self._fds) != 3:
                 raise error_for(grpc.StatusCode.INTERNAL, "the daemon sent no ring descriptors")
             self._map = mmap.mmap(self._fds[0], reply.rings.total_bytes, mmap.MAP_SHARED,
@@ -162,7 +156,6 @@ class LocalRings:
         self._cq_words = view[g.cq_offset:g.cq_offset + cq_bytes].cast("Q")
         self._view = view
         self._names: Dict[str, int] = {}
-        self._socket_lock = threading.Lock()
         self._submit_lock = threading.Lock()  # the SQ tail and the buffer area
         self._sq_tail = 0
         self._next_user_data = 1
@@ -174,26 +167,6 @@ class LocalRings:
 
     # ------------------------------------------------------------ session --
 
-    def _exchange(self, request: local_pb2.LocalRequest
-                  ) -> Tuple[local_pb2.LocalReply, List[int]]:
-        """One request and its reply on the local socket, with the
-        descriptors the reply hands over."""
-        try:
-            self._sock.send(request.SerializeToString())
-            data, fds, _, _ = socket.recv_fds(self._sock, 64 << 10, 4)
-        except OSError as e:
-            raise _unavailable(f"the daemon's local socket: {e}") from None
-        if not data:
-            for fd in fds:
-                os.close(fd)
-            raise _unavailable("the daemon closed the local socket")
-        reply = local_pb2.LocalReply.FromString(data)
-        if reply.HasField("error"):
-            for fd in fds:
-                os.close(fd)
-            raise error_for(reply.error.code, reply.error.message)
-        return reply, list(fds)
-
     def handles(self, names: Iterable[str]) -> List[int]:
         """The handles of `names` ("" is 0), interning the new ones."""
         names = list(names)
@@ -201,8 +174,7 @@ class LocalRings:
         if new:
             request = local_pb2.LocalRequest()
             request.intern.names.extend(new)
-            with self._socket_lock:
-                reply, fds = self._exchange(request)
+            reply, fds = self._sock.exchange(request)
             for fd in fds:
                 os.close(fd)
             self._names.update(zip(new, reply.interned.handles))
@@ -214,7 +186,7 @@ class LocalRings:
 
     def _check_open(self) -> None:
         if self.closed():
-            raise _unavailable("the daemon closed this session's rings")
+            raise unavailable("the daemon closed this session's rings")
 
     @property
     def submitted(self) -> int:
@@ -469,10 +441,6 @@ class LocalRings:
         caller that reaps itself, as xferd.aio does)."""
         with self._cv:
             self._in_flight -= sum(1 for c in got if not c.queued)
-
-
-def _unavailable(message: str) -> XferdError:
-    return error_for(grpc.StatusCode.UNAVAILABLE, message)
 
 
 def _poller(fd: int) -> "select.poll":

@@ -1,7 +1,11 @@
 """Lazy MAP_SHARED mappings of SHM regions.
 
-The daemon backs an SHM region with a file under /dev/shm; a local client
-maps the same file and reads or fills the region in place, with no copies.
+The daemon backs an SHM region with a memfd sealed so that nobody can shrink
+or grow it, and hands it to local clients over its local socket
+(`xferd.local_socket`, OpenRegionRequest); a client maps it and reads or
+fills the region in place, with no copies. Only a client on the daemon's
+host can: over its unix socket, or over TCP when the local socket its
+NodeInfo names is on this host and answers as the same daemon.
 """
 
 from __future__ import annotations
@@ -10,9 +14,13 @@ import mmap
 import os
 import threading
 import weakref
-from typing import Any, Optional
+from typing import Any, Callable, Optional, Tuple
 
-from xferd.v1 import common_pb2
+import grpc
+
+from xferd.errors import error_for
+from xferd.local_socket import open_region
+from xferd.v1 import common_pb2, xferd_pb2
 
 __all__ = ["Mappings", "ShmMapping"]
 
@@ -29,11 +37,13 @@ class ShmMapping:
     region that is gone, never crashes.
     """
 
-    def __init__(self, region: str, path: str, size: int) -> None:
-        """Remembers the file `path` of `region`, `size` bytes; maps nothing yet."""
+    def __init__(self, region: str, size: int, opener: Callable[[], Tuple[int, int]]) -> None:
+        """Remembers `region`, `size` bytes, and `opener`, which returns a
+        descriptor of its memory (the caller's to close) and its size; maps
+        nothing yet."""
         self.region = region
-        self.path = path
         self.size = size
+        self._opener = opener
         self._lock = threading.Lock()
         self._mmap: Optional[mmap.mmap] = None
         self._view: Optional[memoryview] = None
@@ -45,14 +55,20 @@ class ShmMapping:
         Raises:
             ValueError: the mapping was closed (the region was deregistered or
                 the client closed).
-            OSError: the file cannot be opened or mapped.
+            XferdError: the daemon refused the region's memory (NotFound: it
+                was deregistered; Unavailable: no local socket).
+            OSError: the memory cannot be mapped.
         """
         with self._lock:
             if self._closed:
                 raise ValueError(self.closed_message())
             if self._view is None:
-                fd = os.open(self.path, os.O_RDWR | os.O_CLOEXEC)
+                fd, size = self._opener()
                 try:
+                    if size != self.size:  # deregistered and registered anew
+                        raise ValueError(f"region '{self.region}' is now {size} bytes, not "
+                                         f"{self.size}: it was registered again; take its "
+                                         "new Region")
                     self._mmap = mmap.mmap(fd, self.size, mmap.MAP_SHARED,
                                            mmap.PROT_READ | mmap.PROT_WRITE)
                 finally:
@@ -89,12 +105,12 @@ class ShmMapping:
 
     @property
     def mapped(self) -> bool:
-        """True while the file is mapped."""
+        """True while the memory is mapped."""
         with self._lock:
             return self._view is not None
 
     def close(self) -> None:
-        """Releases the view and unmaps the file. Idempotent."""
+        """Releases the view and unmaps the memory. Idempotent."""
         with self._lock:
             self._closed = True
             view, self._view = self._view, None
@@ -118,19 +134,46 @@ class Mappings:
     weakly: a mapping no Region refers to any more goes with its last view.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, target: str, local_socket: Optional[str],
+                 node_info: Callable[[], xferd_pb2.NodeInfo]) -> None:
+        """Mappings of the daemon at gRPC `target`, whose `local_socket`
+        hands over SHM regions' memory (None for a TCP target: then the one
+        `node_info()` names, if it is on this host)."""
+        self._target = target
+        self._local_socket = local_socket
+        self._node_info = node_info
         self._lock = threading.Lock()
         self._mappings: "weakref.WeakSet[ShmMapping]" = weakref.WeakSet()
 
     def open(self, region: Any) -> Optional[ShmMapping]:
         """The (lazy) mapping of an xferd.v1.Region message if it is an SHM
-        region with a path, else None."""
-        if region.backing != common_pb2.REGION_BACKING_SHM or not region.shm_path:
+        region, else None. Opening it (on first use) is one exchange on the
+        local socket, on the calling thread."""
+        if region.backing != common_pb2.REGION_BACKING_SHM:
             return None
-        mapping = ShmMapping(region.name, region.shm_path, region.size)
+        name = region.name
+        mapping = ShmMapping(name, region.size, lambda: self._open_memory(name))
         with self._lock:
             self._mappings.add(mapping)
         return mapping
+
+    def _open_memory(self, region: str) -> Tuple[int, int]:
+        if self._local_socket is not None:
+            opened = open_region(self._local_socket, region)
+            return opened.fd, opened.size
+        # Over TCP: the daemon's local socket, if this is its host.
+        info = self._node_info()
+        if not info.local_socket or not os.path.exists(info.local_socket):
+            raise ValueError(f"region '{region}': only a client on the daemon's host can map an "
+                             f"shm region; {self._target} serves no local socket here")
+        opened = open_region(info.local_socket, region)
+        if (opened.node_id, opened.pid) != (info.node_id, info.pid):
+            os.close(opened.fd)
+            raise error_for(grpc.StatusCode.FAILED_PRECONDITION,
+                            f"region '{region}': the local socket {info.local_socket} belongs to "
+                            f"daemon '{opened.node_id}' (pid {opened.pid}), not to "
+                            f"'{info.node_id}' (pid {info.pid}) at {self._target}")
+        return opened.fd, opened.size
 
     def close(self, region: Optional[str] = None) -> None:
         """Closes the mappings of `region` (None: all of them)."""

@@ -46,7 +46,7 @@ std::string Packed(const std::vector<uint64_t>& values) {
 
 // Compares page by page with memcmp: a byte loop over 64 MB takes seconds in
 // an unoptimized build under the Soft-RoCE VM's emulated CPU.
-bool AllZero(const MappedFile& f) {
+bool AllZero(const client::ShmRegion& f) {
   static const uint8_t kZeros[4096] = {};
   for (size_t at = 0; at < f.size(); at += sizeof(kZeros)) {
     if (std::memcmp(f.data() + at, kZeros, std::min(sizeof(kZeros), f.size() - at)) != 0) {
@@ -81,9 +81,9 @@ class BlocksIntegrationTest : public ::testing::Test {
     }
   }
 
-  std::unique_ptr<MappedFile> AddShm(Client& client, const std::string& name, uint64_t size,
-                                     bool remote_write, bool remote_read,
-                                     std::vector<std::string> acl = {}) {
+  std::unique_ptr<client::ShmRegion> AddShm(Client& client, const std::string& name, uint64_t size,
+                                            bool remote_write, bool remote_read,
+                                            std::vector<std::string> acl = {}) {
     v1::RegisterRegionRequest request;
     request.set_name(name);
     request.set_size(size);
@@ -91,8 +91,8 @@ class BlocksIntegrationTest : public ::testing::Test {
     request.mutable_access()->set_remote_write(remote_write);
     request.mutable_access()->set_remote_read(remote_read);
     for (const std::string& peer : acl) request.add_allowed_peers(peer);
-    const v1::Region region = Unwrap(client.RegisterRegion(request), "register");
-    return Unwrap(MappedFile::Map(region.shm_path(), size), "map shm");
+    Unwrap(client.RegisterRegion(request), "register");
+    return Unwrap(client.MapShmRegion(name), "map shm");
   }
 
   // Block i: src block i -> dst block perm[i], all of kBlock bytes.
@@ -116,7 +116,7 @@ class BlocksIntegrationTest : public ::testing::Test {
     return perm;
   }
 
-  static void ExpectPermuted(const MappedFile& src, const MappedFile& dst,
+  static void ExpectPermuted(const client::ShmRegion& src, const client::ShmRegion& dst,
                              const std::vector<uint64_t>& perm) {
     for (uint64_t i = 0; i < perm.size(); ++i) {
       ASSERT_EQ(std::memcmp(src.data() + i * kBlock, dst.data() + perm[i] * kBlock, kBlock), 0)

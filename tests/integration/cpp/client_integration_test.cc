@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "client/cpp/local_socket.h"
 #include "client/cpp/xferd_client.h"
 #include "tests/integration/cpp/daemon_harness.h"
 
@@ -75,9 +76,11 @@ class ClientIntegrationTest : public ::testing::Test {
     return Daemon::Start(RunfilePath("daemon/xferd"), dir_->path(), options);
   }
 
-  // Registers an SHM region and maps it into the test.
-  std::unique_ptr<MappedFile> AddShm(Client& client, const std::string& name, uint64_t size,
-                                     bool remote_write) {
+  // Registers an SHM region through `client` and maps it into the test
+  // through `daemon`'s local socket (client B talks over TCP).
+  std::unique_ptr<client::ShmRegion> AddShm(Client& client, const Daemon& daemon,
+                                            const std::string& name, uint64_t size,
+                                            bool remote_write) {
     v1::RegisterRegionRequest request;
     request.set_name(name);
     request.set_size(size);
@@ -86,19 +89,20 @@ class ClientIntegrationTest : public ::testing::Test {
     const v1::Region region = Unwrap(client.RegisterRegion(request), "register");
     EXPECT_EQ(region.size(), size);
     EXPECT_EQ(region.transport(), ExpectedTransport());
-    return Unwrap(MappedFile::Map(region.shm_path(), size), "map shm");
+    return Unwrap(client::ShmRegion::Open(client::LocalSocketFor(daemon.unix_target()), name),
+                  "map shm");
   }
 
   // A 64 MiB SHM pair filled with `seed`'s bytes, and a write from A's to
   // B's cut into 4 KiB slices: slow enough to be watched or stopped part-way.
   struct SlowWrite {
-    std::unique_ptr<MappedFile> src, dst;
+    std::unique_ptr<client::ShmRegion> src, dst;
     v1::WriteRequest write;
   };
   SlowWrite MakeSlowWrite(const std::string& name, uint64_t seed) {
     SlowWrite w;
-    w.src = AddShm(*client_a_, name, kSlowLength, false);
-    w.dst = AddShm(*client_b_, name + "-dst", kSlowLength, true);
+    w.src = AddShm(*client_a_, *a_, name, kSlowLength, false);
+    w.dst = AddShm(*client_b_, *b_, name + "-dst", kSlowLength, true);
     FillPattern(w.src->data(), kSlowLength, seed);
     w.write = MakeWrite(name, 0, "node-b", name + "-dst", 0, kSlowLength);
     w.write.set_slice_size(4 * kKiB);
@@ -107,7 +111,7 @@ class ClientIntegrationTest : public ::testing::Test {
   static constexpr uint64_t kSlowLength = 64 * kMiB;
 
   // See its definition, next to the tests that use it.
-  std::pair<std::unique_ptr<MappedFile>, std::unique_ptr<MappedFile>> WriteOnceToRdst(
+  std::pair<std::unique_ptr<client::ShmRegion>, std::unique_ptr<client::ShmRegion>> WriteOnceToRdst(
       uint64_t seed);
 
   std::unique_ptr<ScratchDir> dir_;
@@ -137,8 +141,8 @@ TEST_F(ClientIntegrationTest, MultiSliceOddRangeLandsByteForByte) {
   constexpr uint64_t kSrcSize = 3 * kMiB + 1234, kDstSize = 4 * kMiB;
   constexpr uint64_t kSrcOffset = 777, kDstOffset = 4099, kLength = 2 * kMiB + 12345;
   constexpr uint64_t kSlice = 64 * kKiB;
-  std::unique_ptr<MappedFile> src = AddShm(*client_a_, "src", kSrcSize, false);
-  std::unique_ptr<MappedFile> dst = AddShm(*client_b_, "dst", kDstSize, true);
+  std::unique_ptr<client::ShmRegion> src = AddShm(*client_a_, *a_, "src", kSrcSize, false);
+  std::unique_ptr<client::ShmRegion> dst = AddShm(*client_b_, *b_, "dst", kDstSize, true);
   FillPattern(src->data(), kSrcSize, 1);
 
   v1::WriteRequest write = MakeWrite("src", kSrcOffset, "node-b", "dst", kDstOffset, kLength);
@@ -212,8 +216,8 @@ TEST_F(ClientIntegrationTest, WaitTransferRpcRepliesOnceTheTransferEnded) {
 
 TEST_F(ClientIntegrationTest, BatchWritesAllLand) {
   constexpr uint64_t kPart = 300 * kKiB + 7;
-  std::unique_ptr<MappedFile> src = AddShm(*client_a_, "bsrc", 3 * kPart, false);
-  std::unique_ptr<MappedFile> dst = AddShm(*client_b_, "bdst", 3 * kPart, true);
+  std::unique_ptr<client::ShmRegion> src = AddShm(*client_a_, *a_, "bsrc", 3 * kPart, false);
+  std::unique_ptr<client::ShmRegion> dst = AddShm(*client_b_, *b_, "bdst", 3 * kPart, true);
   FillPattern(src->data(), 3 * kPart, 2);
 
   v1::SubmitBatchRequest batch;
@@ -312,8 +316,8 @@ TEST_F(ClientIntegrationTest, CancelAndDeadlineEndTransfersWithTheirReason) {
 
 TEST_F(ClientIntegrationTest, WatchRegionReportsLandingThenDeregistration) {
   constexpr uint64_t kLength = 100 * kKiB + 3;
-  std::unique_ptr<MappedFile> src = AddShm(*client_a_, "wsrc", kLength, false);
-  std::unique_ptr<MappedFile> dst = AddShm(*client_b_, "wdst", 2 * kLength, true);
+  std::unique_ptr<client::ShmRegion> src = AddShm(*client_a_, *a_, "wsrc", kLength, false);
+  std::unique_ptr<client::ShmRegion> dst = AddShm(*client_b_, *b_, "wdst", 2 * kLength, true);
   FillPattern(src->data(), kLength, 4);
   std::unique_ptr<client::RegionWatch> watch =
       Unwrap(client_b_->WatchRegion("wdst", absl::Seconds(5)), "watch");
@@ -355,8 +359,8 @@ TEST_F(ClientIntegrationTest, WatchRegionAccountsForEveryLanding) {
   }
   constexpr int kWatchers = 64;
   constexpr uint64_t kWrites = 4000, kPart = 4096, kSize = kWrites * kPart;
-  std::unique_ptr<MappedFile> src = AddShm(*client_a_, "msrc", kSize, false);
-  std::unique_ptr<MappedFile> dst = AddShm(*client_b_, "mdst", kSize, true);
+  std::unique_ptr<client::ShmRegion> src = AddShm(*client_a_, *a_, "msrc", kSize, false);
+  std::unique_ptr<client::ShmRegion> dst = AddShm(*client_b_, *b_, "mdst", kSize, true);
   FillPattern(src->data(), kSize, 9);
   std::vector<std::unique_ptr<client::RegionWatch>> watches;
   for (int w = 0; w < kWatchers; ++w) {
@@ -398,7 +402,7 @@ TEST_F(ClientIntegrationTest, WatchRegionAccountsForEveryLanding) {
 }
 
 TEST_F(ClientIntegrationTest, RegionWatchCancelsAndClosesCleanly) {
-  std::unique_ptr<MappedFile> dst = AddShm(*client_b_, "cdst", 4096, true);
+  std::unique_ptr<client::ShmRegion> dst = AddShm(*client_b_, *b_, "cdst", 4096, true);
   std::unique_ptr<client::RegionWatch> watch =
       Unwrap(client_b_->WatchRegion("cdst", absl::Seconds(5)), "watch");
   watch->Cancel();
@@ -411,8 +415,8 @@ TEST_F(ClientIntegrationTest, RegionWatchCancelsAndClosesCleanly) {
 
 // Writes `seed`'s bytes from a fresh source into B's region `dst` and checks
 // they landed there and nowhere in `decoy`.
-void WriteAndCheck(Client& a, const MappedFile& src, const MappedFile& dst, const MappedFile& decoy,
-                   uint64_t seed) {
+void WriteAndCheck(Client& a, const client::ShmRegion& src, const client::ShmRegion& dst,
+                   const client::ShmRegion& decoy, uint64_t seed) {
   FillPattern(src.data(), src.size(), seed);
   v1::WriteRequest write = MakeWrite("rsrc", 0, "node-b", "rdst", 0, src.size());
   write.set_wait(true);
@@ -427,11 +431,11 @@ void WriteAndCheck(Client& a, const MappedFile& src, const MappedFile& dst, cons
 // Registers A's "rsrc" and B's "rdst" (kRdstSize each) and writes once from
 // one to the other, so that A has resolved and cached rdst's key.
 constexpr uint64_t kRdstSize = 64 * kKiB + 1;
-std::pair<std::unique_ptr<MappedFile>, std::unique_ptr<MappedFile>>
+std::pair<std::unique_ptr<client::ShmRegion>, std::unique_ptr<client::ShmRegion>>
 ClientIntegrationTest::WriteOnceToRdst(uint64_t seed) {
-  std::unique_ptr<MappedFile> src = AddShm(*client_a_, "rsrc", kRdstSize, false);
-  std::unique_ptr<MappedFile> dst = AddShm(*client_b_, "rdst", kRdstSize, true);
-  std::unique_ptr<MappedFile> unused = AddShm(*client_b_, "unused", kRdstSize, true);
+  std::unique_ptr<client::ShmRegion> src = AddShm(*client_a_, *a_, "rsrc", kRdstSize, false);
+  std::unique_ptr<client::ShmRegion> dst = AddShm(*client_b_, *b_, "rdst", kRdstSize, true);
+  std::unique_ptr<client::ShmRegion> unused = AddShm(*client_b_, *b_, "unused", kRdstSize, true);
   WriteAndCheck(*client_a_, *src, *dst, *unused, seed);
   return {std::move(src), std::move(dst)};
 }
@@ -444,33 +448,33 @@ TEST_F(ClientIntegrationTest, ReRegisteredDestinationGetsTheBytes) {
   for (int round = 0; round < 20; ++round) {
     SCOPED_TRACE(::testing::Message() << "round " << round);
     Unwrap(client_b_->DeregisterRegion("rdst"), "deregister");
-    std::unique_ptr<MappedFile> decoy =
-        AddShm(*client_b_, "decoy" + std::to_string(round), kRdstSize, true);
-    dst = AddShm(*client_b_, "rdst", kRdstSize, true);
+    std::unique_ptr<client::ShmRegion> decoy =
+        AddShm(*client_b_, *b_, "decoy" + std::to_string(round), kRdstSize, true);
+    dst = AddShm(*client_b_, *b_, "rdst", kRdstSize, true);
     WriteAndCheck(*client_a_, *src, *dst, *decoy, 6 + round);
     if (HasFatalFailure()) return;
   }
 }
 
 TEST_F(ClientIntegrationTest, RestartedPeerGetsTheBytesInTheRightRegion) {
-  std::unique_ptr<MappedFile> src = WriteOnceToRdst(7).first;
+  std::unique_ptr<client::ShmRegion> src = WriteOnceToRdst(7).first;
   client_b_.reset();
   absl::StatusOr<int> code = b_->Stop();
   ASSERT_TRUE(code.ok() && *code == 0) << b_->Log();
   b_ = Unwrap(StartDaemon("node-b"), "restart node-b");
   client_b_ = Unwrap(Client::Connect(b_->grpc_address(), absl::Seconds(10)), "connect B");
   // Registered in another order than before: a stale key would hit the decoy.
-  std::unique_ptr<MappedFile> decoy = AddShm(*client_b_, "decoy", kRdstSize, true);
-  std::unique_ptr<MappedFile> dst = AddShm(*client_b_, "rdst", kRdstSize, true);
+  std::unique_ptr<client::ShmRegion> decoy = AddShm(*client_b_, *b_, "decoy", kRdstSize, true);
+  std::unique_ptr<client::ShmRegion> dst = AddShm(*client_b_, *b_, "rdst", kRdstSize, true);
   peer_ = Unwrap(client_a_->ConnectPeer(b_->grpc_address()), "A reconnects B");
   EXPECT_EQ(peer_.state(), v1::Peer::STATE_CONNECTED);
   WriteAndCheck(*client_a_, *src, *dst, *decoy, 8);
 }
 
 TEST_F(ClientIntegrationTest, BadRequestsGetExactCodes) {
-  std::unique_ptr<MappedFile> src = AddShm(*client_a_, "esrc", 64 * kKiB, false);
-  std::unique_ptr<MappedFile> dst = AddShm(*client_b_, "edst", 64 * kKiB, true);
-  std::unique_ptr<MappedFile> closed = AddShm(*client_b_, "closed", 64 * kKiB, false);
+  std::unique_ptr<client::ShmRegion> src = AddShm(*client_a_, *a_, "esrc", 64 * kKiB, false);
+  std::unique_ptr<client::ShmRegion> dst = AddShm(*client_b_, *b_, "edst", 64 * kKiB, true);
+  std::unique_ptr<client::ShmRegion> closed = AddShm(*client_b_, *b_, "closed", 64 * kKiB, false);
   auto write_code = [&](const v1::WriteRequest& w) { return client_a_->Write(w).status().code(); };
   using absl::StatusCode;
 
@@ -530,13 +534,13 @@ TEST_F(ClientIntegrationTest, BadRequestsGetExactCodes) {
 }
 
 // Daemons in different PID namespaces (containers, Bazel's sandbox) can have
-// the same pid while sharing /dev/shm: their SHM regions must stay apart.
+// the same pid on one host: their same-named SHM regions are apart.
 TEST(ShmNamespaceTest, SameNamedRegionsOfDaemonsWithTheSamePidStayApart) {
   if (!PidNamespacesWork()) GTEST_SKIP() << "this process cannot create PID namespaces";
   std::unique_ptr<ScratchDir> dir = Unwrap(ScratchDir::Create(), "scratch dir");
   constexpr size_t kSize = 4096;
   std::unique_ptr<Daemon> daemons[2];
-  std::string paths[2];
+  std::unique_ptr<client::ShmRegion> maps[2];
   for (int i = 0; i < 2; ++i) {
     DaemonOptions options;
     options.node_id = "twin-" + std::to_string(i);
@@ -549,12 +553,9 @@ TEST(ShmNamespaceTest, SameNamedRegionsOfDaemonsWithTheSamePidStayApart) {
     request.set_name("shared-name");
     request.set_size(kSize);
     request.set_backing(v1::REGION_BACKING_SHM);
-    paths[i] = Unwrap(client->RegisterRegion(request), "register").shm_path();
+    Unwrap(client->RegisterRegion(request), "register");
+    maps[i] = Unwrap(client->MapShmRegion("shared-name"), "map");
   }
-  EXPECT_NE(paths[0], paths[1]);
-  // Mapped after both registered, as a client of either daemon would.
-  std::unique_ptr<MappedFile> maps[2] = {Unwrap(MappedFile::Map(paths[0], kSize), "map 0"),
-                                         Unwrap(MappedFile::Map(paths[1], kSize), "map 1")};
   FillPattern(maps[0]->data(), kSize, 1);
   FillPattern(maps[1]->data(), kSize, 2);
   EXPECT_NE(0, std::memcmp(maps[0]->data(), maps[1]->data(), kSize))

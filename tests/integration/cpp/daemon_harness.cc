@@ -6,7 +6,6 @@
 #include <signal.h>
 #include <spawn.h>
 #include <stdlib.h>
-#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -288,17 +287,6 @@ absl::StatusOr<int> Daemon::Stop(absl::Duration timeout) {
 }
 
 std::string Daemon::Log() const { return ReadFile(log_path_); }
-
-absl::StatusOr<std::unique_ptr<MappedFile>> MappedFile::Map(const std::string& path, size_t size) {
-  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
-  if (fd < 0) return ErrnoError(absl::StrCat("open ", path));
-  void* data = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  ::close(fd);  // the mapping keeps the file
-  if (data == MAP_FAILED) return ErrnoError(absl::StrCat("mmap ", path));
-  return std::unique_ptr<MappedFile>(new MappedFile(static_cast<uint8_t*>(data), size));
-}
-
-MappedFile::~MappedFile() { ::munmap(data_, size_); }
 
 void FillPattern(uint8_t* data, size_t size, uint64_t seed) {
   uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;  // xorshift64: fast, never stuck at 0

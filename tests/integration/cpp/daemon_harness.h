@@ -105,22 +105,6 @@ class Daemon {
   std::string grpc_address_;
 };
 
-// A file mapped MAP_SHARED read-write, e.g. an SHM region's shm_path.
-// Unmapped on destruction. Not thread-safe.
-class MappedFile {
- public:
-  // Errors: INTERNAL (open or mmap failed; the message says why).
-  static absl::StatusOr<std::unique_ptr<MappedFile>> Map(const std::string& path, size_t size);
-  ~MappedFile();
-  uint8_t* data() const { return data_; }
-  size_t size() const { return size_; }
-
- private:
-  MappedFile(uint8_t* data, size_t size) : data_(data), size_(size) {}
-  uint8_t* const data_;
-  const size_t size_;
-};
-
 // Deterministic bytes for `seed` (different seeds give different streams).
 void FillPattern(uint8_t* data, size_t size, uint64_t seed);
 

@@ -6,8 +6,6 @@
 // no one but themselves and leave nothing behind.
 #include <gtest/gtest.h>
 #include <sys/mman.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <spawn.h>
 #include <unistd.h>
@@ -20,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "client/cpp/local_socket.h"
 #include "client/cpp/xferd_client.h"
 #include "daemon/base/ring_layout.h"
 #include "tests/integration/cpp/daemon_harness.h"
@@ -62,17 +61,13 @@ size_t OpenFds(pid_t pid) {
 class RawRings {
  public:
   explicit RawRings(const std::string& unix_target) {
-    const std::string path = unix_target.substr(5) + ".local";
-    fd_ = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-    EXPECT_EQ(::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0) << path;
+    absl::StatusOr<int> socket = client::ConnectLocalSocket(client::LocalSocketFor(unix_target));
+    EXPECT_TRUE(socket.ok()) << socket.status();
+    fd_ = socket.value_or(-1);
     v1::LocalRequest request;
     request.mutable_open_rings()->set_sq_entries(16);
     std::vector<int> fds;
     reply_ = Exchange(request, &fds);
-    EXPECT_FALSE(reply_.has_error()) << reply_.error().message();
     EXPECT_EQ(fds.size(), 3u);
     if (fds.size() != 3) return;
     memory_ = fds[0];
@@ -95,28 +90,9 @@ class RawRings {
   }
 
   v1::LocalReply Exchange(const v1::LocalRequest& request, std::vector<int>* fds) {
-    const std::string bytes = request.SerializeAsString();
-    EXPECT_EQ(::send(fd_, bytes.data(), bytes.size(), 0), static_cast<ssize_t>(bytes.size()));
-    char packet[65536];
-    iovec iov{packet, sizeof(packet)};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 4)];
-    msghdr msg{};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof(control);
-    const ssize_t n = ::recvmsg(fd_, &msg, MSG_CMSG_CLOEXEC);
-    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-      const size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-      for (size_t i = 0; i < count; ++i) {
-        int fd;
-        std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-        fds->push_back(fd);
-      }
-    }
-    v1::LocalReply reply;
-    EXPECT_TRUE(n > 0 && reply.ParseFromArray(packet, static_cast<int>(n)));
-    return reply;
+    absl::StatusOr<v1::LocalReply> reply = client::LocalExchange(fd_, request, fds);
+    EXPECT_TRUE(reply.ok()) << reply.status();
+    return reply.value_or(v1::LocalReply());
   }
 
   uint32_t Intern(const std::string& name) {
@@ -192,8 +168,8 @@ class RingIntegrationTest : public ::testing::Test {
                    "connect A (gRPC)");
     b_client_ = Unwrap(Client::Connect(b_->grpc_address(), absl::Seconds(10)), "connect B");
     Unwrap(ring_->ConnectPeer(b_->grpc_address()), "A connects B");
-    src_ = AddShm(*ring_, "src", false, false);
-    dst_ = AddShm(*b_client_, "dst", true, true);
+    src_ = AddShm(*ring_, *a_, "src", false, false);
+    dst_ = AddShm(*b_client_, *b_, "dst", true, true);
     for (uint64_t i = 0; i < kSize; ++i) src_->data()[i] = static_cast<uint8_t>(i * 7 + i / 4096);
   }
 
@@ -207,15 +183,19 @@ class RingIntegrationTest : public ::testing::Test {
     }
   }
 
-  std::unique_ptr<MappedFile> AddShm(Client& c, const std::string& name, bool write, bool read) {
+  // Registers through `c`, maps through `daemon`'s local socket (B's
+  // client talks over TCP).
+  std::unique_ptr<client::ShmRegion> AddShm(Client& c, const Daemon& daemon,
+                                            const std::string& name, bool write, bool read) {
     v1::RegisterRegionRequest request;
     request.set_name(name);
     request.set_size(kSize);
     request.set_backing(v1::REGION_BACKING_SHM);
     request.mutable_access()->set_remote_write(write);
     request.mutable_access()->set_remote_read(read);
-    const v1::Region region = Unwrap(c.RegisterRegion(request), "register");
-    return Unwrap(MappedFile::Map(region.shm_path(), kSize), "map shm");
+    Unwrap(c.RegisterRegion(request), "register");
+    return Unwrap(client::ShmRegion::Open(client::LocalSocketFor(daemon.unix_target()), name),
+                  "map shm");
   }
 
   static v1::WriteRequest Write(uint64_t src_offset, uint64_t dst_offset, uint64_t length) {
@@ -251,7 +231,7 @@ class RingIntegrationTest : public ::testing::Test {
     return all.transfers_size() > 0 ? all.transfers(0) : v1::Transfer();
   }
 
-  std::unique_ptr<MappedFile> src_, dst_;
+  std::unique_ptr<client::ShmRegion> src_, dst_;
 };
 
 TEST_F(RingIntegrationTest, UnixClientsUseTheRingsAndTcpClientsDoNot) {

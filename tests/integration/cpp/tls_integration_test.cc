@@ -103,8 +103,8 @@ TEST_F(TlsIntegrationTest, DaemonsConnectOverMtlsAndMoveBytes) {
   r.set_size(kSize);
   r.set_backing(v1::REGION_BACKING_SHM);
   r.mutable_access()->set_remote_write(true);
-  std::unique_ptr<MappedFile> dst =
-      Unwrap(MappedFile::Map(Unwrap(b->RegisterRegion(r), "dst").shm_path(), kSize), "map dst");
+  Unwrap(b->RegisterRegion(r), "dst");
+  std::unique_ptr<client::ShmRegion> dst = Unwrap(b->MapShmRegion("dst"), "map dst");
   std::memset(dst->data(), 0xab, kSize);
   r.set_name("src");  // anonymous memory: zeros
   r.set_backing(v1::REGION_BACKING_ANONYMOUS);

@@ -2,7 +2,8 @@
 # xferctl end to end: two real daemons on loopback, driven only through the
 # xferctl binary as an operator or a script would. Checks JSON and human
 # output, the transport shown, exit codes (0 ok, 1 failure, 2 usage) and the
-# bytes that moved (compared with cmp in the SHM files of both regions).
+# bytes that moved (compared with cmp in the SHM regions' memory, which the
+# daemons' local sockets hand over).
 set -euo pipefail
 
 XFERD="$PWD/daemon/xferd"
@@ -11,8 +12,8 @@ PY=/usr/bin/python3
 DIR=$(mktemp -d /tmp/xfc.XXXXXX)
 PIDS=()
 
-# On any exit: daemons still running get SIGTERM (so they remove their SHM
-# files) and up to 5 s, then SIGKILL.
+# On any exit: daemons still running get SIGTERM (so they remove their
+# sockets) and up to 5 s, then SIGKILL.
 cleanup() {
   for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
   for _ in $(seq 50); do
@@ -34,6 +35,31 @@ fail() {
 
 # json FILE EXPR: evaluates a Python expression over the JSON document `d`.
 json() { "$PY" -c 'import json, sys; d = json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$@"; }
+
+# shm OP DAEMON REGION: an SHM region's memory, from DAEMON's local socket
+# (its sealed memfd, mapped): OP dump writes it to stdout, load fills it from
+# stdin (from offset 0), zero clears it. The request is encoded by hand:
+# LocalRequest{open_region{region}} (proto/xferd/v1/local.proto).
+read -r -d '' SHM_PY <<'EOF2' || true
+import mmap, os, signal, socket, sys
+signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # cmp may stop reading a dump early
+path, op, name = sys.argv[1:]
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+s.connect(path)
+inner = bytes([0x0a, len(name)]) + name.encode()
+s.send(bytes([0x1a, len(inner)]) + inner)
+_, fds, _, _ = socket.recv_fds(s, 65536, 4)
+assert len(fds) == 1, f"no memory for region {name}"
+m = mmap.mmap(fds[0], os.fstat(fds[0]).st_size)
+if op == "dump":
+    sys.stdout.buffer.write(m)
+elif op == "load":
+    data = sys.stdin.buffer.read()
+    m[:len(data)] = data
+else:
+    m[:] = bytes(len(m))
+EOF2
+shm() { "$PY" -c "$SHM_PY" "$DIR/$2.sock.local" "$1" "$3"; }
 
 # start NAME: starts a daemon, waits for its ready file, sets <NAME>_PID/_ADDR.
 # The transport under test (tcp unless the Soft-RoCE suite says verbs).
@@ -97,11 +123,11 @@ grep -Eq "^b +127\\.0\\.0\\.1:[0-9]+ +$T +connected" "$O" || fail "peers: $(cat 
 # --- regions: SHM on both sides, so the test can fill and read the bytes.
 SRC_SIZE=$((1048576 + 77))
 expect_exit 0 "$O" "$E" -- "${A[@]}" --json regions register src "$SRC_SIZE" --backing shm
-SRC_SHM=$(json "$O" 'd["shm_path"]')
+SRC_SHM="a src"
 expect_exit 0 "$O" "$E" -- "${B[@]}" regions register dst 2MiB --backing shm --remote-write --json
-DST_SHM=$(json "$O" 'd["shm_path"]')
+DST_SHM="b dst"
 [ "$(json "$O" 'd["access"]["remote_write"]')" = True ] || fail "register: $(cat "$O")"
-head -c "$SRC_SIZE" /dev/urandom | dd of="$SRC_SHM" conv=notrunc status=none
+head -c "$SRC_SIZE" /dev/urandom | shm load $SRC_SHM
 expect_exit 0 "$O" "$E" -- "${A[@]}" regions
 grep -Eq "^src +1\\.00 MiB +shm +- +$T" "$O" || fail "regions: $(cat "$O")"
 
@@ -113,7 +139,7 @@ expect_exit 0 "$O" "$E" -- "${A[@]}" write src b dst --length "$LEN" --src-offse
 [ "$(json "$O" 'd["transport"]')" = $T_KIND ] || fail "write transport: $(cat "$O")"
 [ "$(json "$O" 'int(d["bytes_done"])')" = "$LEN" ] || fail "write bytes: $(cat "$O")"
 [ "$(json "$O" 'd["slices"]')" = 16 ] || fail "write slices: $(cat "$O")"
-cmp -n "$LEN" "$SRC_SHM" "$DST_SHM" 5 4099 || fail "destination bytes differ"
+cmp -n "$LEN" <(shm dump $SRC_SHM) <(shm dump $DST_SHM) 5 4099 || fail "destination bytes differ"
 FIRST_ID=$(json "$O" 'd["id"]')
 
 # --- without --json and without a terminal: one final line, no bar. Without
@@ -123,7 +149,8 @@ expect_exit 0 "$O" "$E" -- "${A[@]}" write src b dst --src-offset 77 --dst-offse
 grep -Eq '^wrote 1\.00 MiB in [0-9.]+(us|ms|s) \([0-9.]+ [kMG]?B/s\) over '"$T"': transfer [0-9]+ done$' \
   "$O" || fail "write summary: $(cat "$O")"
 if grep -q $'\r' "$O" "$E"; then fail "progress bar drawn without a terminal"; fi
-cmp -n 1048576 "$SRC_SHM" "$DST_SHM" 77 1048576 || fail "second write: bytes differ"
+cmp -n 1048576 <(shm dump $SRC_SHM) <(shm dump $DST_SHM) 77 1048576 ||
+  fail "second write: bytes differ"
 
 expect_exit 0 "$O" "$E" -- "${A[@]}" transfers --all
 grep -Eq "^ +$FIRST_ID +done +$T +src\+5 +b +dst\+4099" "$O" || fail "transfers: $(cat "$O")"
@@ -153,11 +180,13 @@ expect_exit 0 "$O" "$E" -- "${B[@]}" regions acl dst --any
 grep -q '^region dst: any authenticated peer$' "$O" || fail "acl --any: $(cat "$O")"
 expect_exit 0 "$O" "$E" -- "${A[@]}" write src b dst --length 10
 
-# --- many blocks. check_blocks LIST SRC_FILE DST_FILE: every block of LIST
-# ("src dst length" lines) is byte for byte in DST_FILE, and every byte of
-# DST_FILE outside the blocks is still zero (nothing landed elsewhere).
+# --- many blocks. check_blocks LIST SRC_DAEMON SRC DST_DAEMON DST: every
+# block of LIST ("src dst length" lines) is byte for byte in region DST, and
+# every byte of DST outside the blocks is still zero (nothing landed elsewhere).
 check_blocks() {
-  "$PY" - "$@" <<'EOF2'
+  shm dump "$2" "$3" >"$DIR/check.src"
+  shm dump "$4" "$5" >"$DIR/check.dst"
+  "$PY" - "$1" "$DIR/check.src" "$DIR/check.dst" <<'EOF2'
 import sys
 lines = [l.split("#")[0].split() for l in open(sys.argv[1])]
 blocks = [tuple(int(x) for x in l) for l in lines if l]
@@ -172,8 +201,7 @@ for _, d, n in sorted(blocks, key=lambda b: b[1]) + [(0, len(dst), 0)]:
 print(f"{len(blocks)} blocks, {sum(n for _, _, n in blocks)} bytes verified")
 EOF2
 }
-# zero FILE: clears a region's SHM file in place, so a check proves this transfer.
-zero() { "$PY" -c 'import os, sys; open(sys.argv[1], "r+b").write(bytes(os.path.getsize(sys.argv[1])))' "$1"; }
+# `shm zero` clears a destination before a transfer, so a check proves it.
 
 # A text block file: comments, a blank line, a unit, the source's last byte.
 cat >"$DIR/blocks.txt" <<'EOF2'
@@ -186,13 +214,13 @@ cat >"$DIR/blocks.txt" <<'EOF2'
 300000 900000 1
 EOF2
 sed 's/64KiB/65536/' "$DIR/blocks.txt" >"$DIR/blocks.list"
-zero "$DST_SHM"
+shm zero $DST_SHM
 expect_exit 0 "$O" "$E" -- "${A[@]}" write src b dst --blocks "$DIR/blocks.txt" --json
 [ "$(json "$O" 'd["state"]')" = TRANSFER_STATE_DONE ] || fail "block write: $(cat "$O")"
 [ "$(json "$O" 'int(d["blocks"])')" = 5 ] || fail "block write blocks: $(cat "$O")"
 [ "$(json "$O" 'int(d["bytes_done"])')" = $((4096 + 1000 + 65536 + 48653 + 1)) ] ||
   fail "block write bytes: $(cat "$O")"
-check_blocks "$DIR/blocks.list" "$SRC_SHM" "$DST_SHM" >/dev/null || fail "block write bytes differ"
+check_blocks "$DIR/blocks.list" $SRC_SHM $DST_SHM >/dev/null || fail "block write bytes differ"
 
 # The binary form on stdin: 300 blocks of 512 bytes, scattered.
 "$PY" - "$SRC_SIZE" "$DIR/blocks.bin" "$DIR/bin.list" <<'EOF2'
@@ -204,21 +232,21 @@ with open(sys.argv[2], "wb") as f:
 with open(sys.argv[3], "w") as f:
     f.writelines(f"{s} {d} {n}\n" for s, d, n in blocks)
 EOF2
-zero "$DST_SHM"
+shm zero $DST_SHM
 expect_exit 0 "$O" "$E" -- "${A[@]}" write src b dst --blocks - <"$DIR/blocks.bin"
 grep -Eq '^wrote 150\.00 KiB \(300 blocks\) in .* over '"$T"': transfer [0-9]+ done$' "$O" ||
   fail "binary block write: $(cat "$O")"
-check_blocks "$DIR/bin.list" "$SRC_SHM" "$DST_SHM" >/dev/null || fail "binary blocks differ"
+check_blocks "$DIR/bin.list" $SRC_SHM $DST_SHM >/dev/null || fail "binary blocks differ"
 
 # Strided runs, two of them, one after the other.
-zero "$DST_SHM"
+shm zero $DST_SHM
 expect_exit 0 "$O" "$E" -- "${A[@]}" write src b dst --strided 0,0,4KiB,8KiB,4KiB,16 \
   --strided 131072,1MiB,100,1000,200,50 --json
 [ "$(json "$O" 'int(d["blocks"])')" = 66 ] || fail "strided write: $(cat "$O")"
 { for k in $(seq 0 15); do echo "$((k * 8192)) $((k * 4096)) 4096"; done
   for k in $(seq 0 49); do echo "$((131072 + k * 1000)) $((1048576 + k * 200)) 100"; done
 } >"$DIR/strided.list"
-check_blocks "$DIR/strided.list" "$SRC_SHM" "$DST_SHM" >/dev/null || fail "strided blocks differ"
+check_blocks "$DIR/strided.list" $SRC_SHM $DST_SHM >/dev/null || fail "strided blocks differ"
 
 # Prepared layouts: pages of src here, pages of dst on b, written by index.
 expect_exit 0 "$O" "$E" -- "${A[@]}" layouts prepare src-pages src --block-length 4KiB --count 256
@@ -237,17 +265,17 @@ for k in $(seq 0 99); do
   echo "$si $di" >>"$DIR/indices.txt"
   echo "$((si * 4096)) $((di * 4096)) 4096" >>"$DIR/layout.list"
 done
-zero "$DST_SHM"
+shm zero $DST_SHM
 expect_exit 0 "$O" "$E" -- "${A[@]}" write src b dst --layout src-pages:dst-pages \
   --indices "$DIR/indices.txt" --json
 [ "$(json "$O" 'int(d["blocks"])')" = 100 ] || fail "layout write: $(cat "$O")"
-check_blocks "$DIR/layout.list" "$SRC_SHM" "$DST_SHM" >/dev/null || fail "layout blocks differ"
+check_blocks "$DIR/layout.list" $SRC_SHM $DST_SHM >/dev/null || fail "layout blocks differ"
 
 # --- a region that keeps landed ranges, and a watcher that asks for them.
 expect_exit 0 "$O" "$E" -- "${B[@]}" regions register kept 1MiB --backing shm --remote-write \
   --landed-ranges --json
 [ "$(json "$O" 'd["landed_ranges"]')" = True ] || fail "register --landed-ranges: $(cat "$O")"
-KEPT_SHM=$(json "$O" 'd["shm_path"]')
+KEPT_SHM="b kept"
 expect_exit 1 "$O" "$E" -- "${B[@]}" regions watch dst --ranges
 grep -q "^xferctl: FAILED_PRECONDITION: .*register it with landed_ranges" "$E" || fail "$(cat "$E")"
 "$XFERCTL" "${B[@]}" regions watch kept --ranges --json >"$DIR/kwatch" 2>"$DIR/kwatch.err" &
@@ -259,7 +287,7 @@ expect_exit 0 "$O" "$E" -- "${A[@]}" write src b kept --strided 0,0,4KiB,8KiB,8K
 KEPT_ID=$(json "$O" 'd["id"]')
 printf '%s\n' "0 0 4096" "8192 8192 4096" "16384 16384 4096" "24576 24576 4096" \
   "100000 4096 100" "100100 4196 100" "100200 4296 100" >"$DIR/kept.list"
-check_blocks "$DIR/kept.list" "$SRC_SHM" "$KEPT_SHM" >/dev/null || fail "kept blocks differ"
+check_blocks "$DIR/kept.list" $SRC_SHM $KEPT_SHM >/dev/null || fail "kept blocks differ"
 expect_exit 0 "$O" "$E" -- "${B[@]}" regions deregister kept
 wait "$KWATCH_PID" || fail "regions watch --ranges failed: $(cat "$DIR/kwatch.err")"
 "$PY" - "$DIR/kwatch" "$KEPT_ID" <<'EOF2' || fail "watched ranges: $(cat "$DIR/kwatch")"
@@ -278,26 +306,26 @@ EOF2
 
 # --- reads (pull): b's rsrc allows remote reads; a reads into its rdst.
 expect_exit 0 "$O" "$E" -- "${B[@]}" regions register rsrc 1MiB --backing shm --remote-read --json
-RSRC_SHM=$(json "$O" 'd["shm_path"]')
-head -c 1048576 /dev/urandom | dd of="$RSRC_SHM" conv=notrunc status=none
+RSRC_SHM="b rsrc"
+head -c 1048576 /dev/urandom | shm load $RSRC_SHM
 expect_exit 0 "$O" "$E" -- "${A[@]}" regions register rdst 1MiB --backing shm --json
-RDST_SHM=$(json "$O" 'd["shm_path"]')
+RDST_SHM="a rdst"
 printf '%s\n' "0 1000 4096" "500000 0 1000" "1040000 1040000 8576" "4096 300000 65536" \
   >"$DIR/read.list"
 expect_exit 0 "$O" "$E" -- "${A[@]}" read b rsrc rdst --blocks "$DIR/read.list" --json
 [ "$(json "$O" 'd["direction"]')" = DIRECTION_READ ] || fail "block read: $(cat "$O")"
 [ "$(json "$O" 'int(d["blocks"])')" = 4 ] || fail "block read blocks: $(cat "$O")"
-check_blocks "$DIR/read.list" "$RSRC_SHM" "$RDST_SHM" >/dev/null || fail "block read differs"
-zero "$RDST_SHM"
+check_blocks "$DIR/read.list" $RSRC_SHM $RDST_SHM >/dev/null || fail "block read differs"
+shm zero $RDST_SHM
 expect_exit 0 "$O" "$E" -- "${A[@]}" read b rsrc rdst --strided 1,3,333,1000,700,999
 grep -Eq '^read [0-9.]+ KiB \(999 blocks\) in .* over '"$T"': transfer [0-9]+ done$' "$O" ||
   fail "strided read: $(cat "$O")"
 for k in $(seq 0 998); do echo "$((1 + k * 1000)) $((3 + k * 700)) 333"; done >"$DIR/sread.list"
-check_blocks "$DIR/sread.list" "$RSRC_SHM" "$RDST_SHM" >/dev/null || fail "strided read differs"
-zero "$RDST_SHM"
+check_blocks "$DIR/sread.list" $RSRC_SHM $RDST_SHM >/dev/null || fail "strided read differs"
+shm zero $RDST_SHM
 expect_exit 0 "$O" "$E" -- "${A[@]}" read b rsrc rdst --src-offset 7 --dst-offset 9 --length 300001
 echo "7 9 300001" >"$DIR/plain.list"
-check_blocks "$DIR/plain.list" "$RSRC_SHM" "$RDST_SHM" >/dev/null || fail "plain read differs"
+check_blocks "$DIR/plain.list" $RSRC_SHM $RDST_SHM >/dev/null || fail "plain read differs"
 
 # On a terminal (script gives one) the bar counts blocks as well as bytes.
 # 64 MiB, so the read is still running when its reply comes back (a bar is
@@ -340,7 +368,7 @@ WATCH_PID=$!
 for _ in $(seq 200); do [ -s "$DIR/watch" ] && break; sleep 0.05; done
 grep -q KIND_SUBSCRIBED "$DIR/watch" || fail "no SUBSCRIBED event: $(cat "$DIR/watch.err")"
 expect_exit 0 "$O" "$E" -- "${A[@]}" write src b dst --length 4097 --dst-offset 77 --json
-cmp -n 4097 "$SRC_SHM" "$DST_SHM" 0 77 || fail "watched write: bytes differ"
+cmp -n 4097 <(shm dump $SRC_SHM) <(shm dump $DST_SHM) 0 77 || fail "watched write: bytes differ"
 WATCHED_ID=$(json "$O" 'd["id"]')
 expect_exit 0 "$O" "$E" -- "${B[@]}" regions deregister dst
 code=0

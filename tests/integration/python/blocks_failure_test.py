@@ -114,10 +114,11 @@ def fd_targets(pid: int) -> Dict[str, int]:
 
 
 def shm_fds(daemon: Daemon) -> int:
-    """Descriptors of `daemon` open on its SHM files: a region's memory, still
-    held by someone (deregistered regions stay until their transfers let go)."""
+    """Descriptors of `daemon` open on its SHM regions' memfds: a region's
+    memory, still held by someone (deregistered regions stay until their
+    transfers let go)."""
     return sum(1 for fd in os.listdir(f"/proc/{daemon.pid}/fd")
-               if _readlink(f"/proc/{daemon.pid}/fd/{fd}").startswith(daemon.shm_dir))
+               if _readlink(f"/proc/{daemon.pid}/fd/{fd}").startswith("/memfd:xferd-region:"))
 
 
 def _readlink(path: str) -> str:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -161,14 +160,10 @@ def test_directory_holds_nodes_and_region_descriptions(etcd: Etcd, prefix: str) 
 
 def test_duplicate_live_node_id_is_refused_at_start(etcd: Etcd, prefix: str) -> None:
     with directory_cluster(etcd, prefix, names=("a",)) as first:
-        shm = tempfile.mkdtemp(prefix="xferd-test-", dir="/dev/shm")
-        try:
-            second = Daemon("a", _short_dir(), shm, daemon_binary(),
-                            config_extra=cluster_config(etcd, prefix))
-            with pytest.raises(AssertionError) as refused:
-                second.start()
-        finally:
-            shutil.rmtree(shm, ignore_errors=True)
+        second = Daemon("a", _short_dir(), daemon_binary(),
+                        config_extra=cluster_config(etcd, prefix))
+        with pytest.raises(AssertionError) as refused:
+            second.start()
         assert second.proc.returncode == 1
         assert ("cannot start: the cluster directory: node id 'a' is already taken in the "
                 f"cluster directory by a live daemon at {first['a'].address} (etcd key "
@@ -460,8 +455,7 @@ def test_three_member_etcd_loses_its_leader() -> None:
             wait_until("after published",
                        lambda: prefix + "regions/b/after" in keys(survivor, prefix), timeout=5)
             assert [r.node_id for r in a.find_region("after")] == ["b"]
-            shm = tempfile.mkdtemp(prefix="xferd-test-", dir="/dev/shm")
-            c = Daemon("c", _short_dir(), shm, daemon_binary(), config_extra=config)
+            c = Daemon("c", _short_dir(), daemon_binary(), config_extra=config)
             try:
                 c.start()
                 dst = c.client().register_region("dst", MiB, backing="shm", remote_write=True)
@@ -470,7 +464,6 @@ def test_three_member_etcd_loses_its_leader() -> None:
                 assert sha(dst.buffer) == digest
             finally:
                 c.stop()
-                shutil.rmtree(shm, ignore_errors=True)
 
 
 def test_writes_and_connects_by_node_id(etcd: Etcd, prefix: str) -> None:
@@ -550,14 +543,10 @@ def test_tls_to_etcd(tmp_path) -> None:
             assert keys(etcd, prefix)[prefix + "nodes/a"]["address"] == cluster["a"].address
             assert cluster["a"].client().node_info().directory_connected
         # Without a client certificate, etcd refuses the daemon, which says so.
-        shm = tempfile.mkdtemp(prefix="xferd-test-", dir="/dev/shm")
-        try:
-            anonymous = Daemon("b", _short_dir(), shm, daemon_binary(),
-                               config_extra=config.split("cert =")[0])
-            with pytest.raises(AssertionError) as refused:
-                anonymous.start()
-        finally:
-            shutil.rmtree(shm, ignore_errors=True)
+        anonymous = Daemon("b", _short_dir(), daemon_binary(),
+                           config_extra=config.split("cert =")[0])
+        with pytest.raises(AssertionError) as refused:
+            anonymous.start()
         assert anonymous.proc.returncode == 1
         assert "cannot start: the cluster directory: etcd (cluster.etcd = " in str(refused.value)
         assert prefix + "nodes/b" not in keys(etcd, prefix)

@@ -1,7 +1,8 @@
 """Local access: the unix socket's mode (server.unix_socket_mode, default
-0660) decides which local users may talk to the daemon, and SHM region files
-get the same mode. A client runs as `nobody` (setpriv) to show the refusal,
-then as a member of the socket's group to show that the group decides.
+0660) decides which local users may talk to the daemon, and its local socket,
+which hands out SHM regions' memory, gets the same mode. A client runs as
+`nobody` (setpriv) to show the refusal, then as a member of the socket's
+group to show that the group decides.
 """
 
 from __future__ import annotations
@@ -22,12 +23,22 @@ CONNECT = ("import socket, sys\n"
            "s = socket.socket(socket.AF_UNIX)\n"
            "s.connect(sys.argv[1])\n"
            "print('connected')\n")
+# Asks the local socket for region "r" (LocalRequest{open_region{region: "r"}},
+# encoded by hand: this runs as another user, without the xferd package).
+OPEN_REGION = ("import socket, sys\n"
+               "s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)\n"
+               "s.connect(sys.argv[1])\n"
+               "s.send(bytes([0x1a, 3, 0x0a, 1]) + b'r')\n"
+               "data, fds, _, _ = socket.recv_fds(s, 65536, 4)\n"
+               "print('descriptors', len(fds))\n")
 
 
-def connect_as(uid: int, gid: int, path: str) -> subprocess.CompletedProcess:
-    """Connects to unix socket `path` as uid/gid with no supplementary groups."""
+def connect_as(uid: int, gid: int, path: str, script: str = CONNECT
+               ) -> subprocess.CompletedProcess:
+    """Runs `script` (default: connect) on unix socket `path` as uid/gid with
+    no supplementary groups."""
     return subprocess.run(["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups",
-                           "/usr/bin/python3", "-c", CONNECT, path],
+                           "/usr/bin/python3", "-c", script, path],
                           stdin=subprocess.DEVNULL, capture_output=True, timeout=WAIT_S)
 
 
@@ -47,8 +58,7 @@ def test_unix_socket_mode_decides_who_may_connect() -> None:
     # A directory anyone may traverse, so only the socket's own mode decides.
     workdir = tempfile.mkdtemp(prefix="xferd-perm-", dir="/tmp")
     os.chmod(workdir, 0o755)
-    shm_dir = tempfile.mkdtemp(prefix="xferd-test-", dir="/dev/shm")
-    d = Daemon("p", workdir, os.path.join(shm_dir, "p"), daemon_binary())
+    d = Daemon("p", workdir, daemon_binary())
     try:
         d.start()
         st = os.stat(d.socket_path)
@@ -58,13 +68,17 @@ def test_unix_socket_mode_decides_who_may_connect() -> None:
         assert b"PermissionError" in nobody.stderr, nobody.stderr
         member = connect_as(65534, st.st_gid, d.socket_path)  # the socket's group
         assert member.returncode == 0 and b"connected" in member.stdout, member.stderr
-        # SHM region files get the same mode (less execute bits).
-        region = d.client().register_region("r", 4096, backing="shm")
-        assert os.stat(region.shm_path).st_mode & 0o777 == 0o660
+        # The local socket, which hands out SHM regions' memory, alike.
+        local = d.socket_path + ".local"
+        assert os.stat(local).st_mode & 0o777 == 0o660
+        d.client().register_region("r", 4096, backing="shm")
+        nobody = connect_as(65534, 65534, local, OPEN_REGION)
+        assert b"PermissionError" in nobody.stderr, nobody.stderr
+        member = connect_as(65534, st.st_gid, local, OPEN_REGION)
+        assert member.returncode == 0 and b"descriptors 1" in member.stdout, member.stderr
         d.client().deregister_region("r")
     finally:
         d.stop()
-        shutil.rmtree(shm_dir, ignore_errors=True)
         shutil.rmtree(workdir, ignore_errors=True)
 
 

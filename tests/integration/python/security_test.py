@@ -288,7 +288,6 @@ def test_daemon_whose_certificate_does_not_name_it_does_not_start(pki: Pki) -> N
             d.start()
         assert d.proc is not None and d.proc.returncode == 1
     finally:
-        shutil.rmtree(c.shm_dir, ignore_errors=True)
         shutil.rmtree(c.workdir, ignore_errors=True)
 
 

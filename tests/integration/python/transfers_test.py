@@ -5,6 +5,7 @@ checked by sha256."""
 
 from __future__ import annotations
 
+import mmap
 import os
 import sys
 import time
@@ -15,6 +16,7 @@ import pytest
 
 import pytest_main
 import xferd
+from xferd.local_socket import local_socket_for, open_region
 from xferd.v1 import xferd_pb2
 from conftest import Regions
 from daemons import TRANSPORT, Cluster
@@ -229,7 +231,7 @@ def test_shm_filled_in_place_and_read_back(clients: Clients, regions: Regions) -
     size = 32 * MiB
     src = regions.make("a", "shm_src", size)
     dst = regions.make("b", "shm_dst", size, remote_write=True)
-    assert src.backing == "shm" and src.shm_path and os.path.exists(src.shm_path)
+    assert src.backing == "shm"
     view = src.buffer
     assert (len(view), view.readonly) == (size, False)
     assert src.buffer is view  # one mapping, made once
@@ -242,19 +244,27 @@ def test_shm_filled_in_place_and_read_back(clients: Clients, regions: Regions) -
         view[0]
 
 
-def test_deregistering_an_shm_source_removes_its_file(clients: Clients) -> None:
-    # The name belongs to the registration: once deregistered, the file must
-    # go, even though the finished transfer (kept in the daemon's history)
-    # still refers to the region.
+def test_a_deregistered_shm_region_cannot_be_opened(clients: Clients) -> None:
+    # The memory belongs to the registration: once deregistered, no client
+    # can open it, even though the finished transfer (kept in the daemon's
+    # history) still refers to the region; a mapping made before keeps its
+    # bytes.
     a = clients["a"]
     src = a.register_region("gone_src", MiB, backing="shm")
-    dst = clients["b"].register_region("gone_dst", MiB, backing="shm", remote_write=True)
-    assert src.shm_path is not None and os.path.exists(src.shm_path)
+    clients["b"].register_region("gone_dst", MiB, backing="shm", remote_write=True)
+    local = local_socket_for(a.target)
+    assert local is not None
+    fd, size, _, _ = open_region(local, "gone_src")
+    kept = mmap.mmap(fd, size)
+    os.close(fd)
+    expected = sha(fill(src, seed=9))
     a.write("gone_src", "b", "gone_dst", MiB).wait(WAIT_S)
     a.deregister_region("gone_src")
+    with pytest.raises(xferd.NotFound, match="no region 'gone_src' on this daemon"):
+        open_region(local, "gone_src")
+    assert sha(kept) == expected
+    kept.close()
     clients["b"].deregister_region("gone_dst")
-    assert not os.path.exists(src.shm_path), "the file outlived its region"
-    assert dst.shm_path is not None and not os.path.exists(dst.shm_path)
 
 
 def test_deregistering_a_source_releases_its_memory(clients: Clients) -> None:

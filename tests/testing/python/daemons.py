@@ -6,15 +6,14 @@ serves a unix socket and writes a ready file, all under one short directory
 (unix socket paths must stay under 108 bytes, and Bazel's TEST_TMPDIR can be
 long).
 
-Its config file, written here, holds regions.shm_dir, a directory of its own
-under /dev/shm, and regions.file_dirs (the cluster's directory and any the
-caller adds), after any extra configuration the caller gives. (So no
-/etc/xferd/xferd.toml leaks in, and daemons of tests running in parallel
-cannot collide: Bazel's sandboxes have their own PID namespaces but share
-/dev/shm, and SHM files are named xferd.<pid>.<region>.)
+Its config file, written here, holds regions.file_dirs (the cluster's
+directory and any the caller adds), after any extra configuration the caller
+gives, so no /etc/xferd/xferd.toml leaks in. (SHM regions are memfds, with no
+name on any filesystem, so daemons of tests running in parallel cannot
+collide on them.)
 
 Stopping sends SIGTERM to the pids this module started, and only those, and
-checks that each daemon exited 0 and removed its socket and its SHM files.
+checks that each daemon exited 0 and removed its sockets.
 Nothing here imports the xferd client until Daemon.client() needs it, so the
 benchmarks can load it from the build they measure.
 """
@@ -78,7 +77,7 @@ class Daemon:
         info: The ready file's JSON: node_id, grpc_address, port, pid.
     """
 
-    def __init__(self, name: str, workdir: str, shm_dir: str, binary: str,
+    def __init__(self, name: str, workdir: str, binary: str,
                  pollers: Optional[int] = 2, slice_size: Optional[str] = "1MiB",
                  extra_args: Sequence[str] = (), host: str = "127.0.0.1", port: int = 0,
                  netns: Optional[str] = None, config_extra: str = "",
@@ -102,7 +101,6 @@ class Daemon:
         self.port = port
         self.netns = netns
         self.config_extra = config_extra
-        self.shm_dir = shm_dir
         self.file_dirs = [workdir, *file_dirs]
         self.binary = binary
         self.pollers = pollers
@@ -158,9 +156,8 @@ class Daemon:
     def spawn(self) -> subprocess.Popen:
         """Writes the config and runs the daemon; returns the process at once."""
         assert self.proc is None or self.proc.poll() is not None, f"{self} is running"
-        os.makedirs(self.shm_dir, exist_ok=True)
         with open(self.config_path, "w") as config:
-            config.write(f'{self.config_extra}\n[regions]\nshm_dir = "{self.shm_dir}"\n'
+            config.write(f'{self.config_extra}\n[regions]\n'
                          f'file_dirs = {json.dumps(self.file_dirs)}\n')
         for stale in (self.ready_path, self.socket_path):
             if os.path.exists(stale):
@@ -221,10 +218,6 @@ class Daemon:
             c.close()
         self._clients.clear()
 
-    def shm_files(self) -> List[str]:
-        """The files of this daemon's SHM regions."""
-        return [os.path.join(self.shm_dir, f) for f in sorted(os.listdir(self.shm_dir))]
-
     def stop(self, timeout: float = _STOP_TIMEOUT_S) -> None:
         """SIGTERM, then checks exit code 0, no socket and no SHM file left.
 
@@ -265,9 +258,8 @@ class Daemon:
         self._ended = True
         self._close_clients()
         assert code == 0, f"{self.name} exited with {code}\n{self.log_tail()}"
-        assert not os.path.exists(self.socket_path), f"{self.name} left {self.socket_path}"
-        leftover = self.shm_files()
-        assert not leftover, f"{self.name} left {leftover}"
+        for path in (self.socket_path, self.socket_path + ".local"):
+            assert not os.path.exists(path), f"{self.name} left {path}"
 
     def kill(self) -> None:
         """SIGKILL (a crash); removes what the daemon could not clean up."""
@@ -276,7 +268,7 @@ class Daemon:
         self.proc.kill()
         self.proc.wait()
         self._ended = True
-        for path in self.shm_files() + [self.socket_path, self.ready_path]:
+        for path in (self.socket_path, self.socket_path + ".local", self.ready_path):
             if os.path.exists(path):
                 os.unlink(path)
 
@@ -334,11 +326,10 @@ class Cluster:
         `daemon_args` go to every Daemon, `each[name]` to that one only.
         """
         self.workdir = _make_workdir()
-        self.shm_dir = tempfile.mkdtemp(prefix="xferd-test-", dir="/dev/shm")
         binary = daemon_binary()
         each = each or {}
         self.daemons: Dict[str, Daemon] = {
-            name: Daemon(name, self.workdir, os.path.join(self.shm_dir, name), binary,
+            name: Daemon(name, self.workdir, binary,
                          **{**daemon_args, **each.get(name, {})})  # type: ignore[arg-type]
             for name in names
         }
@@ -364,7 +355,6 @@ class Cluster:
                 daemon.stop()
             except AssertionError as e:
                 failures.append(str(e))
-        shutil.rmtree(self.shm_dir, ignore_errors=True)  # memory: never keep it
         if failures:
             raise AssertionError("\n\n".join(failures))  # the logs stay in workdir
         shutil.rmtree(self.workdir, ignore_errors=True)

@@ -19,9 +19,6 @@ Node& EngineHarness::Add(const std::string& name) {
   auto node = std::make_unique<Node>();
   node->name = name;
   memory::RegistryOptions options;
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  options.shm_dir = tmp != nullptr ? tmp : "/tmp";
-  options.shm_prefix = "engine-test-" + name;
   node->regions = std::make_unique<memory::RegionRegistry>(options);
   transport::Transport* transport = nullptr;
   if (make_transport_ != nullptr) {

@@ -33,9 +33,6 @@ TEST(PollerPinningTest, PollersArePinnedToTheCpusTheirWorkerNames) {
   ASSERT_GE(cpus_online, 1);
   const uint32_t last = static_cast<uint32_t>(cpus_online - 1);
   memory::RegistryOptions options;
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  options.shm_dir = tmp != nullptr ? tmp : "/tmp";
-  options.shm_prefix = "poller-pinning-test";
   memory::RegionRegistry regions(options);
   FakeFabric fabric;
   auto notes = engine::Notes::Create(16, [](engine::Transfer&) {});

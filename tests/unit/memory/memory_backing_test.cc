@@ -79,7 +79,7 @@ TEST(MemoryBackingTest, BoundToANumaNodeBeforeItsPagesExist) {
   for (const Backing kind : {Backing::kAnonymous, Backing::kShm}) {
     BackingSpec spec{kind, 8 << 20};
     spec.numa_node = 0;  // every Linux host has node 0
-    spec.shm_path = TempDir() + "/numa-shm";
+    spec.shm_name = "numa-shm";
     auto backing = MemoryBacking::Create(spec);
     ASSERT_TRUE(backing.ok()) << backing.status();
     std::byte* data = (*backing)->data();
@@ -107,42 +107,43 @@ TEST(MemoryBackingTest, BoundToANumaNodeBeforeItsPagesExist) {
       << refused.status();
 }
 
-TEST(MemoryBackingTest, ShmIsSharedWithAnotherMappingAndUnlinkedAtTheEnd) {
+TEST(MemoryBackingTest, ShmIsASealedMemfdSharedWithAnotherMapping) {
   BackingSpec spec{Backing::kShm, 8192};
-  spec.shm_path = TempDir() + "/shm-backing-test";
-  spec.shm_mode = 0640;
+  spec.shm_name = "shm-backing-test";
   auto backing = MemoryBacking::Create(spec);
   ASSERT_TRUE(backing.ok()) << backing.status();
+  const int fd = (*backing)->shm_fd();
+  ASSERT_GE(fd, 0);
   struct stat st;
-  ASSERT_EQ(::stat(spec.shm_path.c_str(), &st), 0);
-  EXPECT_EQ(st.st_mode & 0777, 0640u);
+  ASSERT_EQ(::fstat(fd, &st), 0);
   EXPECT_EQ(st.st_size, 8192);
-  // A client maps the same file and fills it; the daemon's mapping sees it.
-  const int fd = ::open(spec.shm_path.c_str(), O_RDWR);
-  void* client = ::mmap(nullptr, 8192, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  EXPECT_EQ(::fcntl(fd, F_GET_SEALS), F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
+  // A client gets its own descriptor (the local socket's SCM_RIGHTS is a
+  // dup), maps it and fills it; the daemon's mapping sees it.
+  const int client_fd = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  void* client = ::mmap(nullptr, 8192, PROT_READ | PROT_WRITE, MAP_SHARED, client_fd, 0);
   ASSERT_NE(client, MAP_FAILED);
   std::memcpy(client, "hello", 5);
   EXPECT_EQ(std::memcmp((*backing)->data(), "hello", 5), 0);
-  ::munmap(client, 8192);
-  ::close(fd);
+  // Nothing the client does changes its size, or the seals.
+  EXPECT_EQ(::ftruncate(client_fd, 0), -1);
+  EXPECT_EQ(errno, EPERM);
+  EXPECT_EQ(::ftruncate(client_fd, 1 << 20), -1);
+  EXPECT_EQ(errno, EPERM);
+  EXPECT_NE(::fallocate(client_fd, 0, 0, 1 << 20), 0);
+  EXPECT_EQ(::fcntl(client_fd, F_ADD_SEALS, F_SEAL_WRITE), -1);
+  EXPECT_EQ((*backing)->data()[8191], std::byte{0});  // still mapped, still there
+  // The daemon lets go: the client's mapping and data stay.
   backing->reset();
-  EXPECT_NE(::access(spec.shm_path.c_str(), F_OK), 0);
+  EXPECT_EQ(std::memcmp(client, "hello", 5), 0);
+  ::munmap(client, 8192);
+  ::close(client_fd);
 }
 
-TEST(MemoryBackingTest, ReleasedShmNameIsLeftAloneForTheNextRegion) {
-  BackingSpec spec{Backing::kShm, 4096};
-  spec.shm_path = TempDir() + "/shm-release-test";
-  auto old = MemoryBacking::Create(spec);
-  ASSERT_TRUE(old.ok()) << old.status();
-  (*old)->ReleaseName();  // deregistered, but still in use by a transfer
-  EXPECT_NE(::access(spec.shm_path.c_str(), F_OK), 0);
-  (*old)->data()[4095] = std::byte{7};  // the memory stays valid
-  auto next = MemoryBacking::Create(spec);  // a new region of the same name
-  ASSERT_TRUE(next.ok()) << next.status();
-  old->reset();
-  EXPECT_EQ(::access(spec.shm_path.c_str(), F_OK), 0) << "the old backing unlinked the new file";
-  next->reset();
-  EXPECT_NE(::access(spec.shm_path.c_str(), F_OK), 0);
+TEST(MemoryBackingTest, OnlyShmHasADescriptorToHandOut) {
+  auto anonymous = MemoryBacking::Create(BackingSpec{Backing::kAnonymous, 4096});
+  ASSERT_TRUE(anonymous.ok()) << anonymous.status();
+  EXPECT_EQ((*anonymous)->shm_fd(), -1);
 }
 
 TEST(MemoryBackingTest, FileCreateGrowAndUseExistingSize) {

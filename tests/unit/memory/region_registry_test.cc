@@ -1,20 +1,17 @@
 #include "daemon/memory/region_registry.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
+
 namespace xferd::memory {
 namespace {
 
-RegistryOptions Options() {
-  RegistryOptions options;
-  const char* dir = std::getenv("TEST_TMPDIR");
-  options.shm_dir = dir != nullptr ? dir : "/tmp";
-  options.shm_prefix = "registry-test";
-  return options;
-}
+RegistryOptions Options() { return RegistryOptions(); }
 
 RegionSpec Anonymous(std::string name, uint64_t size) {
   RegionSpec spec;
@@ -127,13 +124,17 @@ TEST(RegionRegistryTest, FailedTransportRegistrationLeavesNothingBehind) {
   EXPECT_TRUE(registry.Register(Anonymous("a", 4096), &registrar).ok());
 }
 
-TEST(RegionRegistryTest, ShmRegionsGetAPathUnderShmDir) {
+TEST(RegionRegistryTest, ShmRegionsAreMemfdsNamedAfterTheRegion) {
   RegionRegistry registry(Options());
   RegionSpec spec = Anonymous("shared", 4096);
   spec.backing = Backing::kShm;
   auto region = registry.Register(spec, nullptr);
   ASSERT_TRUE(region.ok()) << region.status();
-  EXPECT_EQ((*region)->backing().spec().shm_path, Options().shm_dir + "/registry-test.shared");
+  const int fd = (*region)->backing().shm_fd();
+  ASSERT_GE(fd, 0);
+  char link[256] = {};
+  ASSERT_GT(::readlink(absl::StrCat("/proc/self/fd/", fd).c_str(), link, sizeof(link) - 1), 0);
+  EXPECT_EQ(std::string(link), "/memfd:xferd-region:shared (deleted)");
 }
 
 TEST(RegionRegistryTest, RemoveClosesLandedEvents) {
