@@ -48,6 +48,14 @@ class TableReader {
   std::map<std::string, Handler> handlers_;
 };
 
+// A key this daemon no longer reads: an error that says why and what to do,
+// rather than "unknown key" for a config that used to load.
+TableReader::Handler Removed(const char* why) {
+  return [why](const toml::node&, const std::string& key) -> absl::Status {
+    return absl::InvalidArgumentError(absl::StrCat("config key '", key, "' is gone: ", why));
+  };
+}
+
 absl::Status TypeError(const std::string& key, const char* expected) {
   return absl::InvalidArgumentError(absl::StrCat("config key '", key, "' must be ", expected));
 }
@@ -207,6 +215,8 @@ void DefineEngine(TableReader& r, EngineConfig& c) {
 void DefineRegions(TableReader& r, RegionConfig& c) {
   r.On("max_registered_bytes", Size(&c.max_registered_bytes));
   r.On("file_dirs", StringList(&c.file_dirs));
+  r.On("shm_dir", Removed("SHM regions are sealed memfds with no file to place (local "
+                          "clients map them through the local socket); delete the key"));
   r.On("file_mode", Integer(&c.file_mode));
 }
 

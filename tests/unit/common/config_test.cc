@@ -90,6 +90,16 @@ TEST(ConfigTest, UnknownKeyIsAnErrorNamingIt) {
   EXPECT_NE(config.status().message().find("pollers"), absl::string_view::npos);
 }
 
+// A key older configs have says why it is gone and what to do.
+TEST(ConfigTest, TheRemovedShmDirSaysWhy) {
+  absl::StatusOr<Config> config = ParseConfig("[regions]\nshm_dir = \"/dev/shm\"\n", "x.toml");
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(config.status().message().find("regions.shm_dir' is gone"), absl::string_view::npos)
+      << config.status();
+  EXPECT_NE(config.status().message().find("delete the key"), absl::string_view::npos);
+}
+
 TEST(ConfigTest, WrongTypesAndSyntaxAreErrors) {
   EXPECT_FALSE(ParseConfig("[engine]\npollers = \"two\"\n", "x").ok());
   EXPECT_FALSE(ParseConfig("[engine]\nslice_size = \"big\"\n", "x").ok());

@@ -5,7 +5,6 @@
 
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <memory>
 #include <string>
 
@@ -20,11 +19,7 @@ using testing::WaitUntil;
 class NotesTest : public ::testing::Test {
  protected:
   NotesTest() {
-    memory::RegistryOptions options;
-    const char* tmp = std::getenv("TEST_TMPDIR");
-    options.shm_dir = tmp != nullptr ? tmp : "/tmp";
-    options.shm_prefix = "notes-test";
-    registry_ = std::make_unique<memory::RegionRegistry>(options);
+    registry_ = std::make_unique<memory::RegionRegistry>(memory::RegistryOptions{});
     memory::RegionSpec spec;
     spec.name = "dst";
     spec.size = 4096;
