@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import functools
 import types
 from typing import (Any, Literal, Mapping, Optional, Sequence, Tuple, Type, TypeVar, Union, cast,
                     get_args)
@@ -66,9 +67,11 @@ NodeState = Literal["self", "live", "cached", "unknown"]
 TERMINAL_STATES = frozenset({"done", "failed", "cancelled"})
 
 
+@functools.lru_cache(maxsize=None)
 def _enum_name(enum_type: Any, value: int, prefix: str, names: Any) -> Any:
     """TRANSPORT_KIND_TCP -> "tcp": one of the strings of Literal `names`,
-    "unknown" for a number this client does not know."""
+    "unknown" for a number this client does not know. Cached: every
+    snapshot converts a few, and the answers never change."""
     try:
         name: str = enum_type.Name(value)
     except ValueError:
@@ -101,12 +104,18 @@ def _build(cls: Type[_T], message: Any, **converted: Any) -> _T:
     `converted` take those values, the other public fields are copied from
     the message field of the same name."""
     values = {}
-    for field in dataclasses.fields(cls):
-        if field.name in converted:
-            values[field.name] = converted[field.name]
-        elif not field.name.startswith("_"):
-            values[field.name] = getattr(message, field.name)
+    for name in _field_names(cast(type, cls)):
+        if name in converted:
+            values[name] = converted[name]
+        elif not name.startswith("_"):
+            values[name] = getattr(message, name)
     return cls(**values)
+
+
+@functools.lru_cache(maxsize=None)
+def _field_names(cls: type) -> Tuple[str, ...]:
+    """A dataclass's field names, looked up once per class."""
+    return tuple(field.name for field in dataclasses.fields(cls))
 
 
 @dataclasses.dataclass(frozen=True)
