@@ -17,7 +17,6 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "daemon/base/status_macros.h"
 #include "daemon/base/units.h"
 #include "daemon/cluster/directory.h"

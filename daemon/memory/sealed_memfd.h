@@ -19,12 +19,12 @@ namespace xferd::memory {
 // here rather than at a later access. Errors (ErrnoStatus): RESOURCE_EXHAUSTED
 // (out of memory or descriptors), INVALID_ARGUMENT otherwise; the message
 // says which step failed and why.
+absl::StatusOr<UniqueFd> CreateSealedMemfd(absl::string_view name, uint64_t size, bool reserve);
+
 // Allocates the blocks of a file (a memfd's pages) up front: a store into a
 // MAP_SHARED page whose block cannot be allocated raises SIGBUS, so a full
 // disk or memory must fail here, at registration, never in a transfer.
 // Filesystems without fallocate pass. `what` names the file in the error.
 absl::Status ReserveBlocks(int fd, uint64_t size, absl::string_view what);
-
-absl::StatusOr<UniqueFd> CreateSealedMemfd(absl::string_view name, uint64_t size, bool reserve);
 
 }  // namespace xferd::memory

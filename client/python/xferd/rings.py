@@ -1,8 +1,9 @@
 """A local client's request rings: writes and reads with no gRPC call.
 
 The daemon's local socket (`xferd.local_socket`) hands a client a memfd
-holding a submission ring (SQ) and a completion ring (CQ) (layout: `xferd.ring_layout`, after daemon/base/ring_layout.h) and two
-eventfd doorbells. `LocalRings` opens them, interns names, puts entries and
+holding a submission ring (SQ) and a completion ring (CQ) (layout:
+`xferd.ring_layout`, after daemon/base/ring_layout.h) and two eventfd
+doorbells. `LocalRings` opens them, interns names, puts entries and
 reaps completions; `xferd.Client` waits for them on its callers' threads,
 `xferd.aio.Client` on its event loop (`xferd.aio.rings`). This mirrors the
 C++ client's client/cpp/local_rings.cc.
