@@ -80,7 +80,7 @@ class SelfLink::SelfLane final : public transport::Lane {
       for (uint32_t i = 0; i < op.block_count; ++i) {
         const transport::Block& b = op.blocks[i];
         std::memmove(dst + (write ? b.remote_offset : b.local_offset),
-                    src + (write ? b.local_offset : b.remote_offset), b.length);
+                     src + (write ? b.local_offset : b.remote_offset), b.length);
       }
     }
     if (error.ok() && op.notice != nullptr) {
