@@ -87,9 +87,8 @@ void Admission::Submit(std::vector<TransferSpec> specs, bool batch,
 bool Admission::Ready(const std::vector<TransferSpec>& specs) const {
   for (const TransferSpec& w : specs) {
     std::shared_ptr<Peer> peer = peers_.Find(w.peer);
-    if (peer == nullptr || peer->link()->broken() || !peer->CachedRegion(RemoteRegionName(w))) {
-      return false;
-    }
+    if (peer == nullptr || peer->link()->broken()) return false;
+    if (!peer->is_self() && !peer->CachedRegion(RemoteRegionName(w))) return false;
   }
   return true;
 }
@@ -150,7 +149,8 @@ absl::Status Admission::ResolveMissing(const std::vector<TransferSpec>& specs,
     const TransferSpec& w = specs[i];
     std::shared_ptr<Peer> peer = peers_.Find(w.peer);
     const std::string& name = RemoteRegionName(w);
-    if (peer == nullptr || peer->link()->broken() || peer->CachedRegion(name)) continue;
+    if (peer == nullptr || peer->is_self() || peer->link()->broken()) continue;
+    if (peer->CachedRegion(name)) continue;
     if (!asked.insert({peer->node_id(), name}).second) continue;
     const char* role = IsRead(w) ? "source" : "destination";
     RETURN_IF_ERROR(ForRequest(peers_.Resolve(*peer, name, role, deadline), i, specs.size()));

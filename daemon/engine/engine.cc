@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/base/status_macros.h"
 #include "daemon/common/log.h"
+#include "daemon/engine/self_link.h"
 
 namespace xferd::engine {
 namespace {
@@ -53,6 +54,12 @@ Engine::Engine(const EngineConfig& config, NodeIdentity self, transport::Transpo
 Engine::~Engine() { Stop(); }
 
 void Engine::SetIdentity(std::string node_id, std::string address) {
+  NodeIdentity self = life_.self();
+  self.node_id = node_id;
+  self.address = address;
+  auto link = std::make_shared<SelfLink>(transport::PeerIdentity{node_id, self.incarnation},
+                                         runner_.completion_sinks());
+  peers_.InstallSelf(std::move(self), std::move(link));
   life_.SetIdentity(std::move(node_id), std::move(address));
   peers_.StartRejoins();
 }

@@ -73,6 +73,16 @@ void SendRanges(PeerRpc& rpc, const NodeIdentity& self, const Transfer& t) {
   const Transfer::Plan& p = t.plan();
   const std::shared_ptr<memory::LandedRanges> ranges =
       PackRanges(t.planned_blocks(), /*remote=*/true);
+  if (p.peer->is_self()) {  // into this daemon's own region: no message
+    const absl::Status staged = p.remote_key->own_region->landed().Stage(
+        self.node_id, t.id(), ranges->offsets, ranges->lengths, /*first=*/true);
+    if (!staged.ok()) {
+      spdlog::warn("transfer id={} ranges not staged on region '{}': {} (its landed event will "
+                   "say ranges_missing)",
+                   t.id(), p.spec.dst_region, staged.ToString());
+    }
+    return;
+  }
   const absl::Time deadline = std::min(t.deadline(), absl::Now() + kStageTimeout);
   StagedRanges chunk;
   chunk.region_id = p.remote.region_id;

@@ -36,7 +36,7 @@ std::vector<memory::LandedRanges> ChunkRanges(const memory::LandedRanges& ranges
 // within its deadline, unless it has already ended. Blocks: the control
 // executor only, before the transfer's ops are posted. A failure is logged,
 // not returned: the write runs anyway and its landed event says
-// ranges_missing.
+// ranges_missing. A write to the self peer stages them on its own region.
 void SendRanges(PeerRpc& rpc, const NodeIdentity& self, const Transfer& t);
 
 }  // namespace xferd::engine

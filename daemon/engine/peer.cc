@@ -16,6 +16,14 @@ Peer::Peer(NodeIdentity node, bool outbound, std::shared_ptr<transport::Link> li
       peer_link_id_(peer_link_id),
       connected_at_(absl::Now()) {}
 
+std::shared_ptr<Peer> Peer::Self(NodeIdentity node, std::shared_ptr<transport::Link> link,
+                                 transport::TransportKind transport) {
+  auto peer = std::make_shared<Peer>(std::move(node), /*outbound=*/false, std::move(link),
+                                     transport, "", /*link_id=*/0, /*peer_link_id=*/0);
+  peer->self_ = true;
+  return peer;
+}
+
 PeerState Peer::state() const {
   if (link_->broken()) return PeerState::kBroken;
   return link_->ready() ? PeerState::kConnected : PeerState::kConnecting;

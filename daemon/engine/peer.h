@@ -38,8 +38,12 @@ struct PeerInfo {
 // A region key learnt from a peer, shared by the cache and the transfers
 // planned with it.
 struct CachedKey {
-  explicit CachedKey(ResolvedRegion r) : region(std::move(r)) {}
+  explicit CachedKey(ResolvedRegion r, std::shared_ptr<memory::Region> own = nullptr)
+      : region(std::move(r)), own_region(std::move(own)) {}
   const ResolvedRegion region;
+  // The self peer's keys only: the region itself, held while transfers
+  // planned with this key copy into or out of it.
+  const std::shared_ptr<memory::Region> own_region;
   // Set when the peer is found not to know the region any more (a transfer
   // refused NOT_FOUND, noted on its poller without a lock); the cache then
   // forgets the key at its next lookup, so the next transfer resolves again.
@@ -53,8 +57,14 @@ class Peer {
   Peer(NodeIdentity node, bool outbound, std::shared_ptr<transport::Link> link,
        transport::TransportKind transport, std::string device, uint64_t link_id,
        uint64_t peer_link_id);
+  // This daemon as its own peer, over `link` (a SelfLink): transfers to its
+  // node id copy region to region. Never in the directory; its keys are
+  // looked up anew for every transfer (PeerManager::ResolveOwn), never cached.
+  static std::shared_ptr<Peer> Self(NodeIdentity node, std::shared_ptr<transport::Link> link,
+                                    transport::TransportKind transport);
 
   const NodeIdentity& node() const { return node_; }
+  bool is_self() const { return self_; }
   const std::string& node_id() const { return node_.node_id; }
   const std::shared_ptr<transport::Link>& link() const { return link_; }
   bool outbound() const { return outbound_; }
@@ -81,6 +91,7 @@ class Peer {
   const std::string device_;
   const uint64_t link_id_;
   const uint64_t peer_link_id_;
+  bool self_ = false;  // set by Self() only
   const absl::Time connected_at_;
 
   mutable Mutex mu_;

@@ -7,6 +7,7 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/base/status_macros.h"
+#include "daemon/common/check.h"
 #include "daemon/common/host_port.h"
 #include "daemon/common/log.h"
 
@@ -103,6 +104,11 @@ absl::Status PeerManager::Reconnect(const Peer& peer, absl::Time deadline) {
   }
   spdlog::info("peer {} reconnected after: {}", peer.node_id(), why.message());
   return absl::OkStatus();
+}
+
+void PeerManager::InstallSelf(NodeIdentity self, std::shared_ptr<transport::Link> link) {
+  XFERD_CHECK(!life_.ready() && self_ == nullptr);
+  self_ = Peer::Self(std::move(self), std::move(link), transport_.kind());
 }
 
 absl::Status PeerManager::Resolve(Peer& peer, const std::string& name, absl::string_view role,

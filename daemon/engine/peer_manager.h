@@ -40,8 +40,11 @@ class PeerManager {
               DeadlineTimer& timer);
 
   // ---- the live peers (any thread) ----
-  // By node id, else by address; null if unknown.
+  // By node id, else by address; null if unknown. This daemon's own node
+  // id finds the self peer (InstallSelf).
   std::shared_ptr<Peer> Find(const std::string& node_or_address) const {
+    // Installed before the identity is set (ready, a release): seen after.
+    if (life_.ready() && self_ != nullptr && node_or_address == self_->node_id()) return self_;
     return peers_.Find(node_or_address);
   }
   std::vector<std::shared_ptr<Peer>> List() const { return peers_.List(); }
@@ -90,6 +93,17 @@ class PeerManager {
   // best effort, bounded), then calls `then` there.
   void TellInvalidated(std::vector<std::shared_ptr<Peer>> peers, uint32_t region_id,
                        std::string name, std::function<void()> then);
+
+  // ---- this daemon as its own peer ----
+  // Once, before the identity is set: the peer its node id names, over
+  // `link` (the engine's SelfLink).
+  void InstallSelf(NodeIdentity self, std::shared_ptr<transport::Link> link);
+  // A key to this daemon's own region `name` for a transfer to the self
+  // peer, with the checks a peer's resolution makes (NOT_FOUND, the ACL
+  // naming this node id: PERMISSION_DENIED), prefixed with `role` ("source",
+  // "destination"). Any thread (peer_serving.cc).
+  absl::StatusOr<std::shared_ptr<const CachedKey>> ResolveOwn(const std::string& name,
+                                                              absl::string_view role) const;
 
   // ---- serving peers (peer_serving.cc; PeerService threads) ----
   // What `node` needs to reach a local region over the link this daemon
@@ -157,6 +171,7 @@ class PeerManager {
   std::atomic<NodeDirectory*> node_directory_{nullptr};
 
   PeerDirectory peers_;
+  std::shared_ptr<Peer> self_;  // InstallSelf, before ready
   mutable Mutex mu_;
   // Addresses being connected right now: one handshake per peer at a time.
   absl::flat_hash_set<std::string> connecting_ ABSL_GUARDED_BY(mu_);

@@ -89,6 +89,23 @@ absl::StatusOr<ResolvedRegion> PeerManager::ResolveForPeer(const std::string& no
   return ResolvedRegion{std::move(key), region->access(), region->spec().landed_ranges};
 }
 
+absl::StatusOr<std::shared_ptr<const CachedKey>> PeerManager::ResolveOwn(
+    const std::string& name, absl::string_view role) const {
+  const std::string& self = life_.self().node_id;
+  std::shared_ptr<memory::Region> region = regions_.Find(name);
+  if (absl::Status s = CheckResolvable(regions_, self, self, name, region.get()); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat(role, " region '", name, "' on peer '", self,
+                                               "' (this daemon): ", s.message()));
+  }
+  transport::RemoteRegion key;
+  key.region_id = region->id();
+  key.size = region->size();
+  key.addr = reinterpret_cast<uint64_t>(region->data());
+  return std::make_shared<const CachedKey>(
+      ResolvedRegion{std::move(key), region->access(), region->spec().landed_ranges},
+      std::move(region));
+}
+
 absl::Status PeerManager::OnRegionInvalidated(const std::string& node_id, uint64_t incarnation,
                                               uint32_t region_id, const std::string& region) {
   if (std::shared_ptr<Peer> peer = PeerFor(node_id, incarnation)) {

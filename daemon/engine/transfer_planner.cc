@@ -206,18 +206,34 @@ absl::StatusOr<Transfer::Plan> TransferPlanner::Plan(const TransferSpec& w, Remo
   return plan;
 }
 
-// The peer's region as resolved: allows this direction, and (for a range)
-// contains it. Blocks are checked one by one when planned.
+// The peer's region as resolved (this daemon's own, looked up now), with
+// its access checked.
 absl::StatusOr<std::shared_ptr<const CachedKey>> TransferPlanner::CheckRemote(
     const TransferSpec& w, const Peer& peer, RemoteKeySnapshot& keys, bool* stale) const {
   const std::string& name = RemoteRegionName(w);
+  if (peer.is_self()) {
+    // This daemon's own region: looked up now, as the local side is.
+    ASSIGN_OR_RETURN(std::shared_ptr<const CachedKey> own,
+                     peers_.ResolveOwn(name, IsRead(w) ? "source" : "destination"));
+    RETURN_IF_ERROR(CheckRemoteAccess(w, peer, *own));
+    return own;
+  }
   std::shared_ptr<const CachedKey> cached = keys.Find(peer, name);
   if (cached == nullptr) {
     *stale = true;
     return absl::UnavailableError(absl::StrCat("region '", name, "' on peer '", peer.node_id(),
                                                "' was invalidated while this was submitted"));
   }
-  const ResolvedRegion* remote = &cached->region;
+  RETURN_IF_ERROR(CheckRemoteAccess(w, peer, *cached));
+  return cached;
+}
+
+// The peer's region allows this direction and (for a range) contains it.
+// Blocks are checked one by one when planned.
+absl::Status TransferPlanner::CheckRemoteAccess(const TransferSpec& w, const Peer& peer,
+                                                const CachedKey& key) const {
+  const std::string& name = RemoteRegionName(w);
+  const ResolvedRegion* remote = &key.region;
   if (IsRead(w) && !remote->access.remote_read) {
     return absl::PermissionDeniedError(
         absl::StrCat("region '", name, "' on peer '", peer.node_id(),
@@ -234,7 +250,7 @@ absl::StatusOr<std::shared_ptr<const CachedKey>> TransferPlanner::CheckRemote(
         IsRead(w) ? "source" : "destination", " range [", offset, ", ", offset, "+", w.length,
         ") exceeds region '", name, "' on peer '", peer.node_id(), "' of ", size, " bytes"));
   }
-  return cached;
+  return absl::OkStatus();
 }
 
 // Expands and checks a many-block request into plan->blocks, and records

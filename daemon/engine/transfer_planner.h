@@ -51,6 +51,8 @@ class TransferPlanner {
                                                                const Peer& peer,
                                                                RemoteKeySnapshot& keys,
                                                                bool* stale) const;
+  absl::Status CheckRemoteAccess(const TransferSpec& spec, const Peer& peer,
+                                 const CachedKey& key) const;
   absl::Status PlanMany(const TransferSpec& spec, const Peer& peer, uint64_t remote_size,
                         Transfer::Plan* plan) const;
 

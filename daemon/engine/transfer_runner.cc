@@ -85,6 +85,12 @@ absl::StatusOr<TransferInfo> TransferRunner::Get(uint64_t id) const {
   return *std::move(info);
 }
 
+std::vector<transport::CompletionSink*> TransferRunner::completion_sinks() {
+  std::vector<transport::CompletionSink*> sinks;
+  for (uint32_t i = 0; i < pollers_->size(); ++i) sinks.push_back(&pollers_->at(i));
+  return sinks;
+}
+
 std::vector<PollerStats> TransferRunner::poller_stats() const {
   std::vector<PollerStats> stats;
   for (uint32_t i = 0; i < pollers_->size(); ++i) stats.push_back(pollers_->at(i).stats());

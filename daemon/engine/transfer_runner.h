@@ -46,6 +46,10 @@ class TransferRunner final : public TransferListener {
   // A submission refused before any transfer started, counted by code.
   void CountRefused(const absl::Status& error) { table_.CountRefused(error); }
 
+  // The pollers, poller i at [i], as what hears of ops (the lanes of the
+  // engine's SelfLink). After StartPollers.
+  std::vector<transport::CompletionSink*> completion_sinks();
+
   // ---- lookups ----
   // The transfer while it is still kept whole (to watch it); null once only
   // its snapshot remains or if unknown.

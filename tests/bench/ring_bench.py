@@ -13,6 +13,8 @@ daemons on loopback over the TCP transport (a connected to b) and prints:
      client), p50 and p99, at 1, 4, 16 and 64 KiB;
   3. 64 writes in flight from one client thread, completions reaped in
      batches: transfers/s at the same sizes;
+  4. same-host writes (the peer is daemon a itself: a copy between two of
+     its regions on its pollers), 4 KiB, one at a time and 64 in flight;
 with the client's CPU per request, and ratios to the references. Every run
 writes SHM to SHM and compares the destination with the source after it.
 A benchmark, not a test: it checks the bytes, never the speed.
@@ -38,6 +40,7 @@ SLOTS = 256  # distinct destinations per run
 DEPTH = 64
 LATENCY_TARGET = 3.0  # ring 4 KiB p50 <= 3x qperf tcp_lat
 RATE_TARGET = 100_000  # 4 KiB transfers/s, one thread, 64 in flight
+SAME_HOST_TARGET_US = 10.0  # same-host 4 KiB p50
 
 
 def qperf_tcp_lat(seconds: float, children: benchlib.Children) -> float:
@@ -84,15 +87,20 @@ def main() -> int:
         span = max(SIZES) * SLOTS
         src = ca.register_region("ring_src", span, backing="shm")
         dst = cb.register_region("ring_dst", span, backing="shm", remote_write=True)
+        own = ca.register_region("own_dst", span, backing="shm", remote_write=True)
+        own_node = ca.node_info().node_id
         np.frombuffer(src.buffer, dtype=np.uint8)[:] = np.random.default_rng(7).integers(
             0, 256, span, dtype=np.uint8)
-        base = [client_bin, "--target", a.target, "--src", "ring_src", "--peer", peer,
-                "--dst", "ring_dst", "--seconds", str(args.seconds), "--slots", str(SLOTS),
-                "--verify-dst-target", b.target]
+        common = [client_bin, "--target", a.target, "--src", "ring_src",
+                  "--seconds", str(args.seconds), "--slots", str(SLOTS)]
+        base = common + ["--peer", peer, "--dst", "ring_dst", "--verify-dst-target", b.target]
+        same_host = common + ["--peer", own_node, "--dst", "own_dst",
+                              "--verify-dst-target", a.target]
 
-        def run(mode: str, size: int, *more: str) -> Dict[str, Any]:
-            np.frombuffer(dst.buffer, dtype=np.uint8)[:] = 0
-            out = benchlib.run_json(base + [mode, "--size", str(size), *more])
+        def run(mode: str, size: int, *more: str, to_self: bool = False) -> Dict[str, Any]:
+            np.frombuffer((own if to_self else dst).buffer, dtype=np.uint8)[:] = 0
+            out = benchlib.run_json((same_host if to_self else base) +
+                                    [mode, "--size", str(size), *more])
             if not out.get("verified"):
                 raise SystemExit(f"{mode} {size}: the destination differs from the source")
             benchlib.log(f"{mode} {size_name(size)}: {json.dumps(out)}")
@@ -103,18 +111,21 @@ def main() -> int:
         grpc = run("grpc", 4 * KiB)
         lat = {s: run("lat", s) for s in SIZES}
         rate = {s: run("rate", s, "--depth", str(DEPTH)) for s in SIZES}
+        own_lat = run("lat", 4 * KiB, to_self=True)
+        own_rate = run("rate", 4 * KiB, "--depth", str(DEPTH), to_self=True)
         ca.close()
         cb.close()
         benchlib.stop_daemon(a)
         benchlib.stop_daemon(b)
     finally:
         children.stop_all()
-    report(ref_us, unary, grpc, lat, rate)
+    report(ref_us, unary, grpc, lat, rate, own_lat, own_rate)
     return 0
 
 
 def report(ref_us: float, unary: Dict[str, Any], grpc: Dict[str, Any],
-           lat: Dict[int, Dict[str, Any]], rate: Dict[int, Dict[str, Any]]) -> None:
+           lat: Dict[int, Dict[str, Any]], rate: Dict[int, Dict[str, Any]],
+           own_lat: Dict[str, Any], own_rate: Dict[str, Any]) -> None:
     rows: List[List[Any]] = [
         ["qperf tcp_lat 4 KiB (one way)", f"{ref_us:.1f}", "", "", "", "1.0x"],
         ["C++ gRPC GetNodeInfo", f"{unary['p50_us']:.1f}", f"{unary['p99_us']:.1f}",
@@ -129,6 +140,11 @@ def report(ref_us: float, unary: Dict[str, Any], grpc: Dict[str, Any],
     for size, r in rate.items():
         rows.append([f"ring write {size_name(size)}, {DEPTH} in flight", "", "",
                      f"{r['rate']:.0f}", f"{r['client_cpu_us']:.2f}", ""])
+    rows.append(["same-host ring write 4 KiB, one at a time", f"{own_lat['p50_us']:.1f}",
+                 f"{own_lat['p99_us']:.1f}", f"{own_lat['rate']:.0f}",
+                 f"{own_lat['client_cpu_us']:.1f}", f"{own_lat['p50_us'] / ref_us:.1f}x"])
+    rows.append([f"same-host ring write 4 KiB, {DEPTH} in flight", "", "",
+                 f"{own_rate['rate']:.0f}", f"{own_rate['client_cpu_us']:.2f}", ""])
     print(table(["client / path", "p50 µs", "p99 µs", "per second", "client CPU µs/req",
                  "p50 / qperf"], rows))
     four = 4 * KiB
@@ -137,9 +153,13 @@ def report(ref_us: float, unary: Dict[str, Any], grpc: Dict[str, Any],
           f"{benchlib.verdict(lat[four]['p50_us'] / ref_us, LATENCY_TARGET, False)}")
     print(f"ring 4 KiB rate = {rate[four]['rate']:.0f}/s, {DEPTH} in flight "
           f"(target >= {RATE_TARGET}/s): {benchlib.verdict(rate[four]['rate'], RATE_TARGET)}")
+    print(f"same-host 4 KiB p50 = {own_lat['p50_us']:.1f} µs "
+          f"(target <= {SAME_HOST_TARGET_US:.0f} µs): "
+          f"{benchlib.verdict(own_lat['p50_us'], SAME_HOST_TARGET_US, False)}")
     print(f"gRPC Write(wait) / ring p50, 4 KiB: {grpc['p50_us'] / lat[four]['p50_us']:.1f}x")
     print(json.dumps({"qperf_tcp_lat_us": ref_us, "grpc_unary": unary, "grpc_write": grpc,
-                      "ring_lat": lat, "ring_rate": rate}))
+                      "ring_lat": lat, "ring_rate": rate, "same_host_lat": own_lat,
+                      "same_host_rate": own_rate}))
 
 
 if __name__ == "__main__":

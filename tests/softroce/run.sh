@@ -36,6 +36,7 @@ TARGETS=(
   //tests/integration/python:security_test
   //tests/integration/python:rings_test
   //tests/integration/python:shm_seals_test
+  //tests/integration/python:same_host_test
   //tests/integration/python:multi_nic_test
   //tests/load:load_test
 )

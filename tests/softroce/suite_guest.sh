@@ -46,7 +46,7 @@ run cpp_blocks_integration bazel_test tests/integration/cpp/blocks_integration_t
 run cpp_ring_integration bazel_test tests/integration/cpp/ring_integration_test
 run xferctl_end_to_end xferctl_test
 for suite in transfers_test blocks_test blocks_failure_test bad_input_test peer_failure_test \
-  kill_restart_test security_test rings_test shm_seals_test; do
+  kill_restart_test security_test rings_test shm_seals_test same_host_test; do
   run "python_$suite" bazel_test "tests/integration/python/$suite"
 done
 # Load over verbs, scaled to Soft-RoCE's ~50 MB/s (TCP runs the full size).

@@ -20,24 +20,13 @@ import xferd.aio
 import xferd.ring_requests
 from conftest import Regions
 from daemons import Cluster
-from testlib import WAIT_S
+from testlib import WAIT_S, as_array, fill_random
 
 DAEMONS = ("a", "b")
 CONNECT = (("a", "b"),)
 
 KiB = 1 << 10
 MiB = 1 << 20
-
-
-def fill(region: xferd.Region, seed: int) -> np.ndarray:
-    """Random bytes into `region`'s SHM buffer; a copy of them."""
-    data = np.random.default_rng(seed).integers(0, 256, len(region.buffer), dtype=np.uint8)
-    np.frombuffer(region.buffer, dtype=np.uint8)[:] = data
-    return data
-
-
-def view(region: xferd.Region) -> np.ndarray:
-    return np.frombuffer(region.buffer, dtype=np.uint8)
 
 
 @pytest.fixture(scope="module")
@@ -51,13 +40,13 @@ def both(cluster: Cluster) -> Tuple[xferd.Client, xferd.Client]:
 def test_ring_is_used_over_the_unix_socket(cluster: Cluster, regions: Regions,
                                            both: Tuple[xferd.Client, xferd.Client]) -> None:
     ring, grpc_only = both
-    data = fill(regions.make("a", "used_src", 64 * KiB), seed=1)
+    data = fill_random(regions.make("a", "used_src", 64 * KiB), seed=1)
     dst = regions.make("b", "used_dst", 64 * KiB, remote_write=True)
     assert not ring.rings_open  # nothing sent yet
     done = ring.write("used_src", "b", "used_dst", 64 * KiB, wait=True).wait(WAIT_S)
     assert ring.rings_open and not grpc_only.rings_open
     assert (done.state, done.bytes_done, done.length) == ("done", 64 * KiB, 64 * KiB)
-    np.testing.assert_array_equal(view(dst), data)
+    np.testing.assert_array_equal(as_array(dst), data)
     with open(cluster["a"].log_path, encoding="utf-8", errors="replace") as log:
         assert "local session" in log.read()
     with xferd.Client(cluster["a"].address) as over_tcp:  # host:port: gRPC only
@@ -79,15 +68,15 @@ def test_ring_and_grpc_give_the_same_transfers(regions: Regions,
                                                ) -> None:
     ring, grpc_only = both
     size = 256 * KiB
-    data = fill(regions.make("a", "conf_src", size), seed=2)
+    data = fill_random(regions.make("a", "conf_src", size), seed=2)
     dst = regions.make("b", "conf_dst", size, remote_write=True, remote_read=True)
     back = regions.make("a", "conf_back", size)
     runs: Dict[str, List[xferd.Transfer]] = {"ring": [], "grpc": []}
     offsets = np.arange(0, size, 8 * KiB, dtype=np.uint64)
     small = np.arange(0, 1024 * 128, 128, dtype=np.uint64)
     for name, client in (("ring", ring), ("grpc", grpc_only)):
-        view(dst)[:] = 0
-        view(back)[:] = 0
+        as_array(dst)[:] = 0
+        as_array(back)[:] = 0
         calls: List[Callable[[], xferd.TransferHandle]] = [
             lambda: client.write("conf_src", "b", "conf_dst", 100 * KiB, src_offset=5,
                                  dst_offset=7, label="x", slice_size=64 * KiB, wait=True),
@@ -107,11 +96,11 @@ def test_ring_and_grpc_give_the_same_transfers(regions: Regions,
         for i, o in enumerate(offsets):
             d = int(offsets[len(offsets) - 1 - i])
             expect[d:d + 4 * KiB] = data[int(o):int(o) + 4 * KiB]
-        np.testing.assert_array_equal(view(back), expect)  # read before the last write
+        np.testing.assert_array_equal(as_array(back), expect)  # read before the last write
         d_small = small[::-1].astype(np.int64)[:, None] + np.arange(100)
         expect[d_small.reshape(-1)] = data[(small.astype(np.int64)[:, None]
                                             + np.arange(100)).reshape(-1)]
-        np.testing.assert_array_equal(view(dst), expect)
+        np.testing.assert_array_equal(as_array(dst), expect)
     for r, g in zip(runs["ring"], runs["grpc"]):
         same_snapshot(r, g)
 
@@ -147,19 +136,19 @@ def test_without_wait_the_handle_follows_by_id(regions: Regions,
                                                both: Tuple[xferd.Client, xferd.Client]) -> None:
     ring, _ = both
     size = 32 * MiB  # larger than lingers: comes back queued
-    data = fill(regions.make("a", "nw_src", size), seed=3)
+    data = fill_random(regions.make("a", "nw_src", size), seed=3)
     dst = regions.make("b", "nw_dst", size, remote_write=True)
     handle = ring.write("nw_src", "b", "nw_dst", size)
     assert handle.id != 0
     done = handle.wait(WAIT_S)
     assert (done.state, done.bytes_done) == ("done", size)
     assert ring.transfer(handle.id).state == "done"
-    np.testing.assert_array_equal(view(dst), data)
+    np.testing.assert_array_equal(as_array(dst), data)
 
 
 def test_aio_64_in_flight_on_the_doorbell(cluster: Cluster, regions: Regions) -> None:
     count, block = 64, 16 * KiB
-    data = fill(regions.make("a", "aio_src", count * block), seed=4)
+    data = fill_random(regions.make("a", "aio_src", count * block), seed=4)
     dst = regions.make("b", "aio_dst", count * block, remote_write=True)
 
     async def run() -> Tuple[List[xferd.Transfer], bool]:
@@ -177,7 +166,7 @@ def test_aio_64_in_flight_on_the_doorbell(cluster: Cluster, regions: Regions) ->
     assert all((t.state, t.bytes_done) == ("done", block) for t in done)
     assert len({t.id for t in done}) == count
     expect = data.reshape(count, block)[::-1].reshape(-1)
-    np.testing.assert_array_equal(view(dst), expect)
+    np.testing.assert_array_equal(as_array(dst), expect)
 
 
 def test_aio_refusal_matches_grpc(cluster: Cluster, regions: Regions) -> None:

@@ -14,6 +14,8 @@ import pytest
 import xferd
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from daemons import Daemon
 
 T = TypeVar("T")
@@ -45,6 +47,21 @@ def fill(region: xferd.Region, seed: int, offset: int = 0,
     length = region.size - offset if length is None else length
     data = pattern(seed, length)
     region.buffer[offset:offset + length] = data
+    return data
+
+
+def as_array(region: xferd.Region) -> "np.ndarray":
+    """An SHM region's buffer as a numpy uint8 array (no copy)."""
+    import numpy as np
+    return np.frombuffer(region.buffer, dtype=np.uint8)
+
+
+def fill_random(region: xferd.Region, seed: int) -> "np.ndarray":
+    """Random bytes (numpy's generator, `seed`) into the whole of an SHM
+    region's buffer; returns a copy of them."""
+    import numpy as np
+    data = np.random.default_rng(seed).integers(0, 256, region.size, dtype=np.uint8)
+    as_array(region)[:] = data
     return data
 
 

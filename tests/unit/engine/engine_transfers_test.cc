@@ -53,6 +53,50 @@ TEST_F(EngineTransfersTest, MultiSliceWriteLandsWithOneLandedEvent) {
   EXPECT_EQ(events[0].source_transfer_id, info.id);
 }
 
+// A transfer whose peer is the engine's own node id copies between two of
+// its regions on the pollers: slices on both pollers, the landed event, a
+// read back, and the peer checks (remote_write) on the own region.
+TEST_F(EngineTransfersTest, WritesAndReadsToTheOwnNodeCopyOnThePollers) {
+  memory::RegionSpec spec;
+  spec.name = "own";
+  spec.size = 1 << 20;
+  spec.access.remote_write = spec.access.remote_read = true;
+  absl::StatusOr<std::shared_ptr<memory::Region>> own_or = h_.Register(*a_, spec);
+  ASSERT_TRUE(own_or.ok()) << own_or.status();
+  std::shared_ptr<memory::Region> own = *own_or;
+  std::shared_ptr<memory::Region> back = h_.RegisterOrDie(*a_, "back", 1 << 20, false);
+  LandedRecorder watcher(*own);
+  auto submitted = h_.Submit(*a_, {Spec("src", "a", "own", 100001, 7, 300)});
+  ASSERT_TRUE(submitted.ok()) << submitted.status();
+  engine::TransferInfo info = h_.Wait((*submitted)[0]);
+  EXPECT_EQ(info.state, TransferState::kDone) << info.error;
+  EXPECT_EQ(info.peer_node, "a");
+  EXPECT_EQ(info.bytes_done, 100001u);
+  EXPECT_EQ(info.slices, 25u);
+  EXPECT_EQ(std::memcmp(src_->data() + 7, own->data() + 300, 100001), 0);
+  EXPECT_EQ(own->data()[299], std::byte{0});
+  const std::vector<memory::LandedEvent> events = watcher.Take();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].source_transfer_id, info.id);
+  EXPECT_EQ(events[0].source_node, "a");
+
+  engine::TransferSpec read = Spec("own", "a", "back", 100001, 300, 0);
+  read.direction = transport::OpKind::kRead;
+  submitted = h_.Submit(*a_, {read});
+  ASSERT_TRUE(submitted.ok()) << submitted.status();
+  info = h_.Wait((*submitted)[0]);
+  EXPECT_EQ(info.state, TransferState::kDone) << info.error;
+  EXPECT_EQ(std::memcmp(src_->data() + 7, back->data(), 100001), 0);
+
+  read.src_region = "src";  // no remote_read
+  EXPECT_EQ(SubmitError(read).code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(SubmitError(Spec("src", "a", "back", 10)).code(),
+            absl::StatusCode::kPermissionDenied);  // no remote_write
+  EXPECT_EQ(SubmitError(Spec("src", "a", "own", 10, 0, 1 << 20)).code(),
+            absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(a_->engine->ListPeers().size(), 1u);  // b only: the own node is not listed
+}
+
 // A destination key invalidated between its resolution and the write's
 // admission (the peer deregistered a region just then) is the daemon's race,
 // not the client's: the writes resolve again and go on, here to success as
