@@ -5,6 +5,7 @@
 #include <sched.h>
 
 #include <cerrno>
+#include <chrono>
 
 #include "daemon/base/status_macros.h"
 
@@ -13,6 +14,12 @@ namespace {
 
 // The Batch open on this thread, if any (pollers open one per pass).
 thread_local Notes::Batch* current_batch = nullptr;
+
+int64_t SteadyNanos() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 }  // namespace
 
@@ -43,25 +50,51 @@ Notes::Batch::Batch(Notes& notes) : notes_(notes), outer_(current_batch) {
 
 Notes::Batch::~Batch() {
   current_batch = outer_;
-  if (owed_) notes_.inbox_->Wake();
+  notes_.EndPass(owed_, quiet_);
 }
 
-bool Notes::Push(Note note) {
+bool Notes::Push(Note note, bool quiet) {
   Batch* batch = current_batch;
   if (batch == nullptr || &batch->notes_ != this) return inbox_->Push(std::move(note));
   if (!inbox_->PushDeferred(std::move(note))) return false;
-  batch->owed_ = true;
+  (quiet ? batch->quiet_ : batch->owed_) = true;
   return true;
 }
 
+void Notes::EndPass(bool owed, bool quiet) {
+  if (!owed) {
+    int64_t since = quiet_since_ns_.load(std::memory_order_acquire);
+    if (!quiet && since == 0) return;  // the common pass: nothing waits
+    const int64_t now = SteadyNanos();
+    if (quiet && since == 0 &&
+        quiet_since_ns_.compare_exchange_strong(since, now, std::memory_order_acq_rel)) {
+      since = now;
+    }
+    const bool many =
+        quiet && quiet_passes_.fetch_add(1, std::memory_order_relaxed) + 1 >= kQuietNotes;
+    if (!many && now - since < kQuietDelayNs) return;
+  }
+  quiet_since_ns_.store(0, std::memory_order_release);
+  quiet_passes_.store(0, std::memory_order_relaxed);
+  inbox_->Wake();  // for the quiet notes too
+}
+
+void Notes::Flush() {
+  if (quiet_since_ns_.exchange(0, std::memory_order_acq_rel) == 0) return;
+  quiet_passes_.store(0, std::memory_order_relaxed);
+  inbox_->Wake();
+}
+
 void Notes::Ended(Transfer& transfer) {
-  if (stopped_.load(std::memory_order_acquire) || !Push(Note{&transfer, {}})) {
+  if (stopped_.load(std::memory_order_acquire) ||
+      !Push(Note{&transfer, {}}, /*quiet=*/!transfer.announce_awaited())) {
     ended_(transfer);
   }
 }
 
 void Notes::Landed(const transport::Landing& landing) {
-  if (stopped_.load(std::memory_order_acquire) || !Push(Note{nullptr, landing})) {
+  if (stopped_.load(std::memory_order_acquire) ||
+      !Push(Note{nullptr, landing}, /*quiet=*/!landing.region->landed().watched())) {
     transport::PublishLanding(landing);
   }
 }

@@ -5,6 +5,15 @@
 // poller's part is one push into a bounded queue; nothing it does there
 // blocks, looks a string up or logs. Within a poller's pass (Batch) the
 // pushes wake the thread once, after the pass's own I/O went out.
+//
+// Most notes wait for no one: a write told to its client through a ring, a
+// landing on a region nobody watches; only bookkeeping (history, metrics,
+// logs) follows them. Waking the thread for each costs a context switch per
+// request, which on a small host is the largest cost of a microsecond
+// request. Such notes are *quiet*: queued without a wake, and the thread is
+// woken for them when a note someone waits for comes, when kQuietNotes
+// passes queued quiet notes, kQuietDelay after the first of them, or when a
+// poller is about to sleep, whichever is first.
 #pragma once
 
 #include <functional>
@@ -37,10 +46,15 @@ class Notes {
   // Any thread, the same for a peer's write that landed.
   void Landed(const transport::Landing& landing);
 
+  // Passes with quiet notes, and how long the first may wait, before the
+  // thread is woken for them.
+  static constexpr uint32_t kQuietNotes = 32;
+  static constexpr int64_t kQuietDelayNs = 1'000'000;
+
   // One pass of a poller: notes this thread takes while it lives wake the
   // notes thread once, when it ends, instead of one eventfd write each in
-  // the middle of the pass. The acknowledgements and ring completions the
-  // pass sends go first, and a busy poller costs one wake-up per pass.
+  // the middle of the pass, and quiet ones only as said above. The
+  // acknowledgements and ring completions the pass sends go first.
   class Batch {
    public:
     explicit Batch(Notes& notes);
@@ -52,8 +66,12 @@ class Notes {
     friend class Notes;
     Notes& notes_;
     Batch* const outer_;
-    bool owed_ = false;  // a note was queued without a wake
+    bool owed_ = false;   // a note someone waits for was queued without a wake
+    bool quiet_ = false;  // a quiet note was
   };
+
+  // A poller about to sleep: wakes the thread for the quiet notes queued.
+  void Flush();
 
   // Finishes what is queued, then joins. Idempotent. Notes taken after it
   // are done by their caller.
@@ -68,13 +86,19 @@ class Notes {
   void Run();
   void Handle(Note& note);
   // Queues `note`, waking the thread now or at the end of this thread's
-  // Batch; false when the queue is full.
-  bool Push(Note note);
+  // Batch (a quiet note: see above); false when the queue is full.
+  bool Push(Note note, bool quiet);
+  // The end of a poller's pass (Batch).
+  void EndPass(bool owed, bool quiet);
 
   const std::unique_ptr<WakeInbox<Note>> inbox_;
   const EndedFn ended_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> stopped_{false};
+  // Quiet notes queued without a wake: the steady-clock time of the first
+  // (0: none), and the passes that queued them since.
+  std::atomic<int64_t> quiet_since_ns_{0};
+  std::atomic<uint32_t> quiet_passes_{0};
   std::thread thread_;
 };
 

@@ -255,6 +255,7 @@ void Poller::OnOpDone(const transport::OpCompletion& c) {
 }
 
 void Poller::Sleep() {
+  notes_.Flush();  // what it noted quietly is not left behind while it sleeps
   if (stop_.load() || !worker_.PrepareToSleep()) return;
   for (const std::shared_ptr<PollSource>& source : sources_) {
     if (!source->PrepareToSleep()) return;

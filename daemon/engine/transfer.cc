@@ -179,6 +179,9 @@ void Transfer::Announce(const TransferInfo& outcome) {
 }
 
 bool Transfer::AddObserver(Observer observer) {
+  // Before the state is looked at: an end decided meanwhile most likely
+  // sees it and has its notes taken at once (else within Notes' bound).
+  observed_.store(true, std::memory_order_release);
   MutexLock lock(&observers_mu_);
   if (IsTerminal(state())) return false;
   observers_.push_back(std::move(observer));

@@ -163,6 +163,13 @@ class Transfer {
   // Whether Announce ran: the end is then in the history, the metrics and
   // (a read's) the region's landed events. Any thread.
   bool announced() const { return announced_.load(std::memory_order_acquire); }
+  // Whether someone waits for Announce: an observer, or (a read) its landed
+  // event and completion port. Otherwise only bookkeeping does, which the
+  // notes thread may take up a little later (Notes). Any thread.
+  bool announce_awaited() const {
+    return plan_.kind == transport::OpKind::kRead ||
+           observed_.load(std::memory_order_acquire);
+  }
 
  private:
   // The part of Info() fixed at submission.
@@ -199,6 +206,7 @@ class Transfer {
   uint64_t final_bytes_ = 0;
 
   std::atomic<bool> announced_{false};
+  std::atomic<bool> observed_{false};  // an observer was ever added
   // Observers: registered by control threads, taken by the notes thread.
   mutable Mutex observers_mu_;
   std::vector<Observer> observers_ ABSL_GUARDED_BY(observers_mu_);

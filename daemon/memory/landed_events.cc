@@ -11,6 +11,7 @@ bool LandedEventHub::Subscribe(LandedWatcher* watcher, Cursor* cursor) {
   if (closed_) return false;
   if (ring_.empty()) ring_.resize(kCapacity);
   watchers_.push_back(watcher);
+  watcher_count_.store(watchers_.size(), std::memory_order_release);
   *cursor = sequence_;
   return true;
 }
@@ -18,6 +19,7 @@ bool LandedEventHub::Subscribe(LandedWatcher* watcher, Cursor* cursor) {
 void LandedEventHub::Unsubscribe(LandedWatcher* watcher) {
   MutexLock lock(&mu_);
   watchers_.erase(std::remove(watchers_.begin(), watchers_.end(), watcher), watchers_.end());
+  watcher_count_.store(watchers_.size(), std::memory_order_release);
 }
 
 void LandedEventHub::Publish(const LandedEvent& event) {

@@ -7,6 +7,7 @@
 // their data, bounded, until the landing they belong to takes them.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -99,6 +100,8 @@ class LandedEventHub {
 
   // Events published so far. Any thread.
   uint64_t published() const;
+  // Whether a watcher is subscribed now. Any thread, lock-free.
+  bool watched() const { return watcher_count_.load(std::memory_order_acquire) > 0; }
 
   // Ranges held at most (staged and in the ring together): one request of
   // the maximum 4,194,304 blocks, 16 bytes a range.
@@ -133,6 +136,7 @@ class LandedEventHub {
 
   mutable Mutex mu_;
   std::vector<LandedWatcher*> watchers_ ABSL_GUARDED_BY(mu_);
+  std::atomic<size_t> watcher_count_{0};  // watchers_.size(), for watched()
   // Event with sequence s is at ring_[s % kCapacity] while s > sequence_ -
   // kCapacity. Empty until someone subscribes: nobody reads before.
   std::vector<LandedEvent> ring_ ABSL_GUARDED_BY(mu_);

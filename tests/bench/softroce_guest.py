@@ -175,10 +175,21 @@ def latency(perf: Perftest, pair: Pair, bins: benchlib.Binaries,
     lat = benchlib.run_json(cpp + ["write", "--src", "src", "--peer", "b", "--dst", "dst",
                                    "--length", str(SMALL)] + bound)
     rpc = benchlib.run_json(cpp + ["rpc"] + bound)
-    # The same write through the local request rings (docs/local-rings.md).
-    ring = benchlib.run_json([bins.ring_bench_client, "--target", pair.a.target, "--src", "src",
-                              "--peer", "b", "--dst", "dst", "--size", str(SMALL),
+    # The same write through the local request rings (docs/local-rings.md),
+    # between SHM regions, which the client compares at the end.
+    slots = 256
+    ring_src = pair.ca.register_region("ring_src", SMALL * slots, backing="shm")
+    pair.cb.register_region("ring_dst", SMALL * slots, backing="shm", remote_write=True)
+    ring_src.buffer[:] = os.urandom(SMALL * slots)
+    ring = benchlib.run_json([bins.ring_bench_client, "--target", pair.a.target,
+                              "--src", "ring_src", "--peer", "b", "--dst", "ring_dst",
+                              "--size", str(SMALL), "--slots", str(slots),
+                              "--verify-dst-target", pair.b.target,
                               "--seconds", "5" if args.quick else "10", "lat"])
+    pair.ca.deregister_region("ring_src")
+    pair.cb.deregister_region("ring_dst")
+    if not ring.get("verified"):
+        raise SystemExit("ring write: the destination differs from the source")
     benchlib.log(f"4 KiB: ib_write_lat typical {ref['typical_us']} us; xferd write p50 "
                  f"{lat['p50_us']:.0f} us (ring {ring['p50_us']:.0f} us); GetNodeInfo p50 "
                  f"{rpc['p50_us']:.0f} us")
