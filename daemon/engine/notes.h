@@ -12,7 +12,7 @@
 // request, which on a small host is the largest cost of a microsecond
 // request. Such notes are *quiet*: queued without a wake, and the thread is
 // woken for them when a note someone waits for comes, when kQuietNotes
-// passes queued quiet notes, kQuietDelay after the first of them, or when a
+// passes queued quiet notes, kQuietDelayNs after the first of them, or when a
 // poller is about to sleep, whichever is first.
 #pragma once
 

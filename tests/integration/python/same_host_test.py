@@ -1,10 +1,11 @@
 """Same-host transfers: a write or read whose peer is the daemon's own node
 id copies region to region on its pollers. The same requests as to a peer
-(ranges, blocks, strided runs, reads), through the request rings and over
-gRPC alike, with the same refusals (access flags, ACL, bounds), the same
-landed events (ranges included), and two processes handing data to each
-other through their daemon. A file region whose file was truncated under it
-fails the copy with an error; the daemon lives on. Every byte is checked."""
+(ranges, blocks, strided runs, prepared layouts, reads), through the request
+rings and over gRPC alike, with the same refusals (access flags, ACL,
+bounds), the same landed events (ranges included), and two processes
+handing data to each other through their daemon. A file region whose file
+was truncated under it fails the copy with an error; the daemon lives on.
+Every byte is checked."""
 
 from __future__ import annotations
 
@@ -93,6 +94,24 @@ def test_blocks_and_strided_runs(client: xferd.Client, regions: Regions) -> None
     rows = expect.reshape(n // 2, 2 * PAGE)
     rows[:, :KiB] = src.reshape(n // 2, 2 * PAGE)[:, :KiB]
     np.testing.assert_array_equal(as_array(dst), expect)
+
+
+def test_prepared_layouts_of_the_own_node(client: xferd.Client, regions: Regions) -> None:
+    n = 256
+    src = fill_random(regions.make("a", "l_src", n * PAGE), seed=6)
+    dst = regions.make("a", "l_dst", n * PAGE, remote_write=True)
+    client.prepare_layout("own_src_pages", "l_src", PAGE, count=n)
+    client.prepare_layout("own_dst_pages", "l_dst", PAGE, count=n, peer=SELF)
+    try:
+        backwards = np.arange(n, dtype=np.uint32)[::-1].copy()
+        done = client.write_indexed("own_src_pages", SELF, "own_dst_pages",
+                                    np.arange(n, dtype=np.uint32), backwards,
+                                    wait=True).wait(WAIT_S)
+        assert (done.state, done.blocks, done.bytes_done) == ("done", n, n * PAGE)
+        np.testing.assert_array_equal(as_array(dst).reshape(n, PAGE)[::-1], src.reshape(n, PAGE))
+    finally:
+        client.delete_layout("own_src_pages")
+        client.delete_layout("own_dst_pages")
 
 
 def refusal(call: Callable[[], Any]) -> Tuple[str, str]:
