@@ -99,8 +99,7 @@ absl::StatusOr<std::shared_ptr<const CachedKey>> PeerManager::ResolveOwn(
   }
   transport::RemoteRegion key;
   key.region_id = region->id();
-  key.size = region->size();
-  key.addr = reinterpret_cast<uint64_t>(region->data());
+  key.size = region->size();  // the copy uses the region itself (own_region)
   return std::make_shared<const CachedKey>(
       ResolvedRegion{std::move(key), region->access(), region->spec().landed_ranges},
       std::move(region));

@@ -19,23 +19,28 @@ namespace {
 // so this only bounds one call's work.
 constexpr uint32_t kSelfLaneCredits = 64;
 
-// The kernel copies `op`'s blocks from `src` to `dst` (bases of regions of
-// this process): a page that went away under a mapping (a file region whose
-// file another process truncated) is EFAULT here, where a memcpy would
-// die of SIGBUS. Returns 0 or the errno (EFAULT for a copy cut short).
-int KernelCopy(const transport::DataOp& op, const std::byte* src, std::byte* dst, bool write) {
-  iovec from[transport::kMaxBlocksPerOp];
-  iovec to[transport::kMaxBlocksPerOp];
+// `op`'s blocks as (source, destination) pairs between `local` (the op's
+// local region) and `own` (the other region), the way `write` goes.
+uint32_t Pieces(const transport::DataOp& op, std::byte* local, std::byte* own, bool write,
+                iovec* from, iovec* to) {
+  std::byte* src = write ? local : own;
+  std::byte* dst = write ? own : local;
   for (uint32_t i = 0; i < op.block_count; ++i) {
     const transport::Block& b = op.blocks[i];
-    const uint64_t src_offset = write ? b.local_offset : b.remote_offset;
-    const uint64_t dst_offset = write ? b.remote_offset : b.local_offset;
-    from[i] = {const_cast<std::byte*>(src + src_offset), b.length};
-    to[i] = {dst + dst_offset, b.length};
+    from[i] = {src + (write ? b.local_offset : b.remote_offset), b.length};
+    to[i] = {dst + (write ? b.remote_offset : b.local_offset), b.length};
   }
-  const ssize_t n = ::process_vm_writev(::getpid(), from, op.block_count, to, op.block_count, 0);
-  if (n < 0) return errno;
-  return n == static_cast<ssize_t>(op.length) ? 0 : EFAULT;
+  return op.block_count;
+}
+
+// The kernel copies the pieces: a page that went away under a mapping (a
+// file region whose file another process truncated) is EFAULT here, where a
+// memcpy would die of SIGBUS. Returns 0 or the errno (EFAULT for a copy cut
+// short).
+int KernelCopy(const iovec* from, const iovec* to, uint32_t n, uint32_t length) {
+  const ssize_t copied = ::process_vm_writev(::getpid(), from, n, to, n, 0);
+  if (copied < 0) return errno;
+  return copied == static_cast<ssize_t>(length) ? 0 : EFAULT;
 }
 
 }  // namespace
@@ -61,15 +66,16 @@ class SelfLink::SelfLane final : public transport::Lane {
     const Transfer& t = *CookieTransfer(op.cookie);
     memory::Region& own = *t.plan().remote_key->own_region;
     const memory::Region& local = *t.plan().local;
-    const bool write = op.kind == transport::OpKind::kWrite;
-    const std::byte* src = write ? op.local_base : own.data();
-    std::byte* dst = write ? own.data() : op.local_base;
+    iovec from[transport::kMaxBlocksPerOp];
+    iovec to[transport::kMaxBlocksPerOp];
+    const uint32_t n = Pieces(op, op.local_base, own.data(),
+                              op.kind == transport::OpKind::kWrite, from, to);
     // Memory and SHM regions keep their pages (SHM memfds are sealed
     // against shrinking); only a file can lose them under the copy.
     const bool guarded = !local.spec().file_path.empty() || !own.spec().file_path.empty();
     absl::Status error;
     if (guarded) {
-      if (const int err = KernelCopy(op, src, dst, write); err != 0) {
+      if (const int err = KernelCopy(from, to, n, op.length); err != 0) {
         error = absl::FailedPreconditionError(absl::StrCat(
             "copying between regions '", local.name(), "' and '", own.name(),
             "' of this daemon failed (", std::strerror(err),
@@ -77,10 +83,8 @@ class SelfLink::SelfLane final : public transport::Lane {
       }
     } else {
       // memmove: a transfer within one region may overlap itself.
-      for (uint32_t i = 0; i < op.block_count; ++i) {
-        const transport::Block& b = op.blocks[i];
-        std::memmove(dst + (write ? b.remote_offset : b.local_offset),
-                     src + (write ? b.local_offset : b.remote_offset), b.length);
+      for (uint32_t i = 0; i < n; ++i) {
+        std::memmove(to[i].iov_base, from[i].iov_base, to[i].iov_len);
       }
     }
     if (error.ok() && op.notice != nullptr) {
