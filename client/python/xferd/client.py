@@ -154,7 +154,7 @@ class Client(ClientBase[RegionWatch]):
             self._open_rings(node)
 
     def _ring_call(self, r: RingRequest, deadline: Optional[float], linger: float
-                   ) -> xferd_pb2.Transfer:
+                   ) -> Transfer:
         """A write or read through the rings, waiting as its gRPC call does:
         for the end with wait, else for the queued notice and then up to
         `linger` for the end."""

@@ -27,7 +27,7 @@ from xferd.errors import NotFound, XferdError, error_for
 from xferd.ring_requests import ring_request, transfer_of
 from xferd.rings import ORDERED_CPU, LocalRings, RingCompletion, RingRequest
 from xferd.models import (ClusterNode, DirectoryRegion, Layout, NodeInfo, Peer, RdmaDevice,
-                          Region, Stats, Transfer, WriteSpec)
+                          Region, Stats, Transfer, Transport, WriteSpec, transport_name)
 from xferd.local_socket import local_socket_for
 from xferd.shm import Mappings
 from xferd.tls import TlsConfig
@@ -109,7 +109,7 @@ class ClientBase(Generic[W]):
         # socket (`_try_rings`), then None when the daemon serves none.
         self._rings_wanted = rings and target.startswith("unix:")
         self._rings: Optional[LocalRings] = None
-        self._transport = 0
+        self._transport: Transport = "unknown"
         self._default_slice = 0
 
     @property
@@ -136,7 +136,7 @@ class ClientBase(Generic[W]):
             self._rings = LocalRings(path, client_name=f"python pid {os.getpid()}")
         except XferdError:
             return
-        self._transport = node.transport
+        self._transport = transport_name(node.transport)
         self._default_slice = node.default_slice_size
 
     def _ring_call_start(self, call: Call) -> Optional[Tuple[RingRequest, Optional[float], float]]:
@@ -152,7 +152,7 @@ class ClientBase(Generic[W]):
                   if call.request.HasField("linger") else 0.0)
         return r, deadline, linger
 
-    def _ring_transfer(self, r: RingRequest, done: RingCompletion) -> xferd_pb2.Transfer:
+    def _ring_transfer(self, r: RingRequest, done: RingCompletion) -> Transfer:
         return transfer_of(r, done, self._transport, self._default_slice)
 
     def _watched(self, watch: W) -> W:
@@ -206,7 +206,9 @@ class Operations:
         (its blocks) has more than one. Returns its submission snapshot."""
         method, payload, timeout = requests.submission(
             request, chunks, self._client.rpc_timeout, self._client.linger)
-        return Transfer.from_proto((yield Call(method, payload, timeout)))
+        reply = yield Call(method, payload, timeout)
+        # A ring call's reply is already a Transfer (xferd.ring_requests).
+        return reply if isinstance(reply, Transfer) else Transfer.from_proto(reply)
 
     def _region(self, message: xferd_pb2.Region) -> Region:
         return Region.from_proto(message, self._client._mappings.open(message))

@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 __all__ = [
     "MAGIC", "VERSION", "PAGE", "MAX_EXT", "MESSAGE_BYTES", "SQE", "CQE", "GEOMETRY",
-    "Geometry", "Cqe", "OP_WRITE", "OP_READ", "FORM_RANGE", "FORM_LIST", "FORM_STRIDED",
+    "Geometry", "OP_WRITE", "OP_READ", "FORM_RANGE", "FORM_LIST", "FORM_STRIDED",
     "FORM_LAYOUT", "FLAG_QUEUED_NOTICE", "FLAG_DETACHED", "STATE_QUEUED", "STATE_DONE",
     "STATE_FAILED", "STATE_CANCELLED", "CQE_MORE", "SQ_TAIL", "SQ_HEAD", "CQ_HEAD",
     "DAEMON_IDLE", "CLIENT_WAITS", "CLOSED",
@@ -67,22 +67,6 @@ CQE_MORE = 1  # a queued notice: the final completion follows
 # struct Cqe (64 bytes): seq, user_data, transfer_id, bytes_done, length,
 # duration_ns, blocks, slices, code, state, flags, message_bytes.
 CQE = struct.Struct("<6QIIIBBH")
-
-
-class Cqe(NamedTuple):
-    """struct Cqe, its seq left out."""
-
-    user_data: int
-    transfer_id: int
-    bytes_done: int
-    length: int
-    duration_ns: int
-    blocks: int
-    slices: int
-    code: int
-    state: int
-    flags: int
-    message_bytes: int
 
 
 assert SQE.size == 64 and CQE.size == 64 and GEOMETRY.size == 64

@@ -1,19 +1,21 @@
 """Write and Read requests as ring entries, and completions as the Transfer
-snapshots the gRPC calls return: what lets both clients send a request
+snapshots the gRPC calls convert to: what lets both clients send a request
 either way with nothing changing for their callers (as the C++ client's
 client/cpp/ring_requests.cc does).
 """
 
 from __future__ import annotations
 
+import datetime
 import struct
 import time
 from typing import Optional, Union
 
 from xferd import ring_layout as L
-from xferd.errors import error_for
+from xferd.errors import code_from_number, error_for
+from xferd.models import Status, Transfer, Transport
 from xferd.rings import RingCompletion, RingRequest
-from xferd.v1 import common_pb2, xferd_pb2
+from xferd.v1 import xferd_pb2
 
 __all__ = ["LINGER_MAX_BYTES", "ring_request", "transfer_of"]
 
@@ -84,16 +86,18 @@ def _internable(r: RingRequest) -> bool:
 
 
 _STATES = {
-    L.STATE_QUEUED: common_pb2.TRANSFER_STATE_QUEUED,
-    L.STATE_DONE: common_pb2.TRANSFER_STATE_DONE,
-    L.STATE_CANCELLED: common_pb2.TRANSFER_STATE_CANCELLED,
+    L.STATE_QUEUED: "queued",
+    L.STATE_DONE: "done",
+    L.STATE_CANCELLED: "cancelled",
 }
 
 
-def transfer_of(r: RingRequest, c: RingCompletion, transport: int,
-                default_slice: int) -> xferd_pb2.Transfer:
+def transfer_of(r: RingRequest, c: RingCompletion, transport: Transport,
+                default_slice: int) -> Transfer:
     """The snapshot completion `c` of request `r` stands for, with the
-    daemon's transport and default slice size.
+    daemon's transport ("tcp", "verbs") and default slice size: the Transfer a gRPC reply
+    converts to, built straight from the completion (no protobuf message
+    between, which would cost more than the rest of a write's client side).
 
     Raises:
         XferdError: the refusal `c` is (no transfer started), with the
@@ -101,23 +105,28 @@ def transfer_of(r: RingRequest, c: RingCompletion, transport: int,
     """
     if c.transfer_id == 0:
         raise error_for(c.code, c.message)
-    t = xferd_pb2.Transfer(
-        id=c.transfer_id, state=_STATES.get(c.state, common_pb2.TRANSFER_STATE_FAILED),
-        direction=(xferd_pb2.Transfer.DIRECTION_READ if r.opcode == L.OP_READ
-                   else xferd_pb2.Transfer.DIRECTION_WRITE),
-        peer=r.peer, label=r.label, transport=transport, blocks=c.blocks, length=c.length,
-        bytes_done=c.bytes_done, slices=c.slices,
-        slice_size=r.slice_kib << 10 if r.slice_kib else default_slice)
-    if r.form == L.FORM_RANGE:
-        t.src_region, t.dst_region, t.src_offset, t.dst_offset = r.src, r.dst, r.a, r.b
-    elif r.form != L.FORM_LAYOUT:
-        t.src_region, t.dst_region = r.src, r.dst
-    if c.code != 0:
-        t.error.code, t.error.message = c.code, c.message
     now = time.time_ns()
-    if c.state != L.STATE_QUEUED:
-        t.finished_at.FromNanoseconds(now)
-        t.submitted_at.FromNanoseconds(now - c.duration_ns)
-    else:
-        t.submitted_at.FromNanoseconds(now)
-    return t
+    queued = c.state == L.STATE_QUEUED
+    submitted = now if queued else now - c.duration_ns
+    rng = r.form == L.FORM_RANGE
+    named = r.form != L.FORM_LAYOUT
+    return Transfer(
+        id=c.transfer_id, state=_STATES.get(c.state, "failed"),  # type: ignore[arg-type]
+        src_region=r.src if named else "", src_offset=r.a if rng else 0, peer=r.peer,
+        dst_region=r.dst if named else "", dst_offset=r.b if rng else 0, length=c.length,
+        bytes_done=c.bytes_done,
+        slice_size=r.slice_kib << 10 if r.slice_kib else default_slice, slices=c.slices,
+        transport=transport,
+        error=Status(code_from_number(c.code), c.message) if c.code != 0 else None,
+        submitted_at=_datetime(submitted), finished_at=None if queued else _datetime(now),
+        batch_id=0, label=r.label, direction="read" if r.opcode == L.OP_READ else "write",
+        blocks=c.blocks)
+
+
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+
+
+def _datetime(ns: int) -> datetime.datetime:
+    """`ns` since the epoch as a gRPC snapshot's time converts (UTC, to the
+    microsecond)."""
+    return _EPOCH + datetime.timedelta(microseconds=ns // 1000)

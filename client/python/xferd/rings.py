@@ -85,7 +85,7 @@ class RingRequest:
     detached: bool = False  # runs on if this client's session closes first
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class RingCompletion:
     """What a completion says."""
 
@@ -155,6 +155,7 @@ class LocalRings:
         self._words = view[:L.PAGE].cast("Q")
         cq_bytes = g.cq_entries * L.CQE.size
         self._cq_words = view[g.cq_offset:g.cq_offset + cq_bytes].cast("Q")
+        self._cq_mask = g.cq_entries - 1
         self._view = view
         self._names: Dict[str, int] = {}
         self._submit_lock = threading.Lock()  # the SQ tail and the buffer area
@@ -171,6 +172,10 @@ class LocalRings:
     def handles(self, names: Iterable[str]) -> List[int]:
         """The handles of `names` ("" is 0), interning the new ones."""
         names = list(names)
+        try:  # all known: the common case, with no call
+            return [self._names[n] if n else 0 for n in names]
+        except KeyError:
+            pass
         new = [n for n in dict.fromkeys(names) if n and n not in self._names]
         if new:
             request = local_pb2.LocalRequest()
@@ -290,21 +295,21 @@ class LocalRings:
     def _ready(self) -> bool:
         """The CQE at the head is complete (its seq, written last, is its
         position + 1)."""
-        mask = self.geometry.cq_entries - 1
-        return bool(self._cq_words[(self._cq_head & mask) * 8] == self._cq_head + 1)
+        head = self._cq_head
+        return bool(self._cq_words[(head & self._cq_mask) * 8] == head + 1)
 
     def _decode(self, position: int) -> RingCompletion:
         g = self.geometry
-        slot = position & (g.cq_entries - 1)
-        c = L.Cqe(*L.CQE.unpack_from(self._view, g.cq_offset + slot * L.CQE.size)[1:])
+        slot = position & self._cq_mask
+        (_, user_data, transfer_id, bytes_done, length, duration_ns, blocks, slices, code, state,
+         flags, message_bytes) = L.CQE.unpack_from(self._view, g.cq_offset + slot * L.CQE.size)
         message = ""
-        if c.code != 0:
+        if code != 0:
             at = g.messages_offset + slot * L.MESSAGE_BYTES
-            n = min(c.message_bytes, L.MESSAGE_BYTES)
+            n = min(message_bytes, L.MESSAGE_BYTES)
             message = bytes(self._view[at:at + n]).decode("utf-8", errors="replace")
-        return RingCompletion(c.user_data, c.transfer_id, c.state, bool(c.flags & L.CQE_MORE),
-                              c.bytes_done, c.length, c.blocks, c.slices, c.duration_ns, c.code,
-                              message)
+        return RingCompletion(user_data, transfer_id, state, bool(flags & L.CQE_MORE), bytes_done,
+                              length, blocks, slices, duration_ns, code, message)
 
     def reap_ready(self, limit: int = 64) -> List[RingCompletion]:
         """The completions that have arrived (one reaper at a time), their
@@ -375,10 +380,21 @@ class LocalRings:
     def _reap_once(self, deadline: float) -> None:
         """Reaps as the one reaper, or waits a little for the one there is."""
         with self._cv:
-            if self._reaping:
-                self._cv.wait(0.01)
+            if not self._become_reaper():
                 return
-            self._reaping = True
+        self._reap_as_reaper(deadline)
+
+    def _become_reaper(self) -> bool:
+        """Takes the reaper's role if free (self._cv held); else waits a
+        little for the reaper there is and says no."""
+        if self._reaping:
+            self._cv.wait(0.01)
+            return False
+        self._reaping = True
+        return True
+
+    def _reap_as_reaper(self, deadline: float) -> None:
+        """Reaps, files what came and gives the role back."""
         got: List[RingCompletion] = []
         try:
             got = self._reap_blocking(deadline)
@@ -394,11 +410,12 @@ class LocalRings:
             if not c.queued:
                 self._in_flight -= 1
             w = self._waiters.get(c.user_data)
-            if w is not None and w.abandoned:
+            if w is None:
+                w = self._waiters[c.user_data] = _Waiter()
+            elif w.abandoned:
                 if not c.queued:
                     del self._waiters[c.user_data]
                 continue
-            w = self._waiters.setdefault(c.user_data, _Waiter())
             if c.queued:
                 w.queued = c
             else:
@@ -413,20 +430,24 @@ class LocalRings:
             DeadlineExceeded: none by then (its completions are dropped).
             Unavailable: the daemon closed the rings.
         """
+        bound = deadline if deadline is not None else time.monotonic() + 3600
         while True:
             with self._cv:
-                w = self._waiters.setdefault(user_data, _Waiter())
-                if until_queued and w.queued is not None:
-                    return w.queued
-                if w.final is not None:
-                    del self._waiters[user_data]
-                    return w.final
+                w = self._waiters.get(user_data)
+                if w is not None:
+                    if until_queued and w.queued is not None:
+                        return w.queued
+                    if w.final is not None:
+                        del self._waiters[user_data]
+                        return w.final
                 if deadline is not None and time.monotonic() >= deadline:
-                    w.abandoned = True
+                    self._waiters.setdefault(user_data, _Waiter()).abandoned = True
                     raise error_for(grpc.StatusCode.DEADLINE_EXCEEDED,
                                     "no completion from the daemon before the deadline")
                 self._check_open()
-            self._reap_once(deadline if deadline is not None else time.monotonic() + 3600)
+                if not self._become_reaper():
+                    continue
+            self._reap_as_reaper(bound)
 
     def forget(self, user_data: int) -> None:
         """Nobody will wait for `user_data`'s final completion."""
