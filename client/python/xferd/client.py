@@ -22,6 +22,7 @@ from xferd.models import Transfer, WriteSpec
 from xferd.operations import (DEFAULT_RPC_TIMEOUT, Call, ClientBase, Op, Operations,
                               described_by)
 from xferd.ring_requests import LINGER_MAX_BYTES
+from xferd.ring_layout import OP_READ, OP_WRITE
 from xferd.rings import RingRequest
 from xferd.tls import TlsConfig
 from xferd.v1 import xferd_pb2
@@ -51,6 +52,21 @@ def _starting(op: Callable[Concatenate[Operations, P], Op[Transfer]]
     @described_by(op)
     def method(self: Client, /, *args: P.args, **kwargs: P.kwargs) -> TransferHandle:
         return TransferHandle(self, self._run(op(self._ops, *args, **kwargs)))
+
+    return method
+
+
+def _ranged(op: Callable[Concatenate[Operations, P], Op[Transfer]], opcode: int
+            ) -> Callable[Concatenate["Client", P], TransferHandle]:
+    """write() or read(): as _starting(op), straight through the rings when
+    they carry the call (ClientBase._ring_range)."""
+
+    @described_by(op)
+    def method(self: Client, /, *args: P.args, **kwargs: P.kwargs) -> TransferHandle:
+        start = self._ring_range(op, opcode, args, kwargs)
+        if start is None:
+            return TransferHandle(self, self._run(op(self._ops, *args, **kwargs)))
+        return TransferHandle(self, self._ring_call(*start))
 
     return method
 
@@ -201,8 +217,8 @@ class Client(ClientBase[RegionWatch]):
     peers = _blocking(Operations.peers)
     disconnect_peer = _blocking(Operations.disconnect_peer)
 
-    write = _starting(Operations.write)
-    read = _starting(Operations.read)
+    write = _ranged(Operations.write, OP_WRITE)
+    read = _ranged(Operations.read, OP_READ)
     write_blocks = _starting(Operations.write_blocks)
     read_blocks = _starting(Operations.read_blocks)
     write_strided = _starting(Operations.write_strided)

@@ -16,15 +16,15 @@ import os
 import threading
 import time
 import weakref
-from typing import (Any, Callable, Generator, Generic, Iterable, Iterator, List, Literal,
-                    Mapping, Optional, Sequence, Tuple, TypeVar, Union)
+from typing import (Any, Callable, Dict, Generator, Generic, Iterable, Iterator, List,
+                    Literal, Mapping, Optional, Sequence, Tuple, TypeVar, Union)
 
 import grpc
 
 from xferd import requests
 from xferd.blocks import Integers, Strided
 from xferd.errors import NotFound, XferdError, error_for
-from xferd.ring_requests import ring_request, transfer_of
+from xferd.ring_requests import range_request, ring_request, transfer_of
 from xferd.rings import ORDERED_CPU, LocalRings, RingCompletion, RingRequest
 from xferd.models import (ClusterNode, DirectoryRegion, Layout, NodeInfo, Peer, RdmaDevice,
                           Region, Stats, Transfer, Transport, WriteSpec, transport_name)
@@ -151,6 +151,37 @@ class ClientBase(Generic[W]):
         linger = (call.request.linger.ToNanoseconds() / 1e9
                   if call.request.HasField("linger") else 0.0)
         return r, deadline, linger
+
+    def _ring_range(self, op: Callable[..., Any], opcode: int, args: Tuple[Any, ...],
+                    kwargs: Mapping[str, Any]
+                    ) -> Optional[Tuple[RingRequest, Optional[float], float]]:
+        """For write() or read() (`op`, its ring opcode) called with `args`
+        and `kwargs`: its ring request, deadline and linger as
+        _ring_call_start gives them, made without the request message and
+        the operation's machinery when the rings are open and carry it
+        exactly (most small transfers: this is half a ring write's client
+        side). None: run `op` (it opens the rings at the first call, and
+        raises the errors of bad arguments)."""
+        if self._rings is None:
+            return None
+        names, defaults = _parameters(op)
+        if len(args) > len(names):
+            return None
+        values = dict(defaults)
+        values.update(zip(names, args))
+        values.update(kwargs)
+        if len(values) != len(names):  # an unknown keyword: op's TypeError
+            return None
+        r = range_request(opcode, values["peer"], values["src_region"], values["dst_region"],
+                          values["length"], values["src_offset"], values["dst_offset"],
+                          values["slice_size"], values["timeout"], values["label"],
+                          values["wait"])
+        if r is None:
+            return None
+        wait = values["wait"]
+        bound = requests.call_bound(wait, values["timeout"], self.rpc_timeout)
+        return (r, None if bound is None else time.monotonic() + bound,
+                0.0 if wait else self.linger)
 
     def _ring_transfer(self, r: RingRequest, done: RingCompletion) -> Transfer:
         return transfer_of(r, done, self._transport, self._default_slice)
@@ -639,6 +670,14 @@ class Operations:
         port and GID the daemon uses marked `in_use`."""
         reply = yield self._call("ListDevices", xferd_pb2.ListDevicesRequest())
         return [RdmaDevice.from_proto(d) for d in reply.devices]
+
+
+@functools.lru_cache(maxsize=None)
+def _parameters(op: Callable[..., Any]) -> Tuple[Tuple[str, ...], Dict[str, Any]]:
+    """The names of `op`'s arguments after self, in order, and their defaults."""
+    params = list(inspect.signature(op).parameters.values())[1:]
+    return (tuple(p.name for p in params),
+            {p.name: p.default for p in params if p.default is not inspect.Parameter.empty})
 
 
 def _node_info_once(target: str, tls: Optional[TlsConfig],

@@ -23,6 +23,7 @@ __all__ = [
     "TransferRequest",
     "batch_request",
     "block_list",
+    "call_bound",
     "connect_peer_request",
     "duration",
     "layout_blocks",
@@ -129,13 +130,20 @@ def batch_request(writes: Iterable[Union[WriteSpec, Mapping[str, Any]]]
 
 
 def waiting_timeout(request: TransferRequest, rpc_timeout: Optional[float]) -> Optional[float]:
-    """The bound on a Write/Read/SubmitStream call: rpc_timeout, or for one
-    that waits, the transfer's own deadline plus rpc_timeout (none without)."""
-    if not request.wait:
+    """The bound on a Write/Read/SubmitStream call (see call_bound)."""
+    return call_bound(request.wait, float(request.timeout.ToNanoseconds()) / 1e9
+                      if request.HasField("timeout") else None, rpc_timeout)
+
+
+def call_bound(wait: bool, timeout: Optional[float], rpc_timeout: Optional[float]
+               ) -> Optional[float]:
+    """The bound on submitting a transfer: rpc_timeout, or for one that
+    waits, its own deadline `timeout` plus rpc_timeout (none without)."""
+    if not wait:
         return rpc_timeout
-    if not request.HasField("timeout"):
+    if timeout is None:
         return None
-    return float(request.timeout.ToNanoseconds()) / 1e9 + (rpc_timeout or 0.0)
+    return timeout + (rpc_timeout or 0.0)
 
 
 def submission(request: TransferRequest, chunks: Optional[Iterator[xferd_pb2.Blocks]],

@@ -7,9 +7,10 @@ client/cpp/ring_requests.cc does).
 from __future__ import annotations
 
 import datetime
+import math
 import struct
 import time
-from typing import Optional, Union
+from typing import Any, Optional, Tuple, Union
 
 from xferd import ring_layout as L
 from xferd.errors import code_from_number, error_for
@@ -17,7 +18,7 @@ from xferd.models import Status, Transfer, Transport
 from xferd.rings import RingCompletion, RingRequest
 from xferd.v1 import xferd_pb2
 
-__all__ = ["LINGER_MAX_BYTES", "ring_request", "transfer_of"]
+__all__ = ["LINGER_MAX_BYTES", "range_request", "ring_request", "transfer_of"]
 
 #: A reply lingers only for transfers this small (the daemon's rule for its
 #: gRPC replies, kLingerMaxBytes): a larger one returns once queued.
@@ -26,6 +27,7 @@ LINGER_MAX_BYTES = 1 << 20
 _MAX_SLICE_KIB = 0xFFFF
 _RUN = struct.Struct("<6Q")
 _MAX_NAME_BYTES = 255  # of an interned name (local.proto)
+_U64_MAX = (1 << 64) - 1
 
 
 def ring_request(r: Union[xferd_pb2.WriteRequest, xferd_pb2.ReadRequest]
@@ -34,21 +36,13 @@ def ring_request(r: Union[xferd_pb2.WriteRequest, xferd_pb2.ReadRequest]
     (a slice size not whole KiB, a timeout beyond 49 days, arrays the daemon
     would refuse as malformed, a layout request that names regions too, a
     linger with wait): then it goes over gRPC, whose errors say it best."""
-    out = RingRequest(opcode=L.OP_WRITE if isinstance(r, xferd_pb2.WriteRequest) else L.OP_READ,
-                      peer=r.peer, label=r.label, src=r.src_region, dst=r.dst_region,
-                      queued_notice=not r.wait, detached=not r.wait)
-    if r.slice_size % 1024 or r.slice_size // 1024 > _MAX_SLICE_KIB:
-        return None
-    if ":" in r.peer:  # an address: the snapshot names the peer by node id, which gRPC knows
-        return None
-    out.slice_kib = r.slice_size // 1024
     if r.HasField("linger") and r.wait:
         return None
-    if r.HasField("timeout"):
-        ms = r.timeout.seconds * 1000 + (r.timeout.nanos + 999999) // 1000000
-        if ms <= 0 or ms > 0xFFFFFFFF:
-            return None
-        out.timeout_ms = ms
+    out = _entry(L.OP_WRITE if isinstance(r, xferd_pb2.WriteRequest) else L.OP_READ, r.peer,
+                 r.src_region, r.dst_region, r.label, r.wait, r.slice_size,
+                 r.timeout.ToNanoseconds() if r.HasField("timeout") else None)
+    if out is None:
+        return None
     if not r.HasField("blocks"):
         out.a, out.b, out.length = r.src_offset, r.dst_offset, r.length
         return out if _internable(out) else None
@@ -78,11 +72,56 @@ def ring_request(r: Union[xferd_pb2.WriteRequest, xferd_pb2.ReadRequest]
     return out if _internable(out) else None
 
 
+def range_request(opcode: int, peer: Any, src_region: Any, dst_region: Any, length: Any,
+                  src_offset: Any, dst_offset: Any, slice_size: Any, timeout: Any, label: Any,
+                  wait: Any) -> Optional[RingRequest]:
+    """The ring entry of a write() or read() of one range, from its
+    arguments as the caller gave them: what ring_request() makes of the
+    message they would become, without building it (a small request's
+    fast path). None as ring_request(), and for any argument the message
+    would refuse or convert (a negative offset, a str for an int): the
+    generic path then raises its error."""
+    ints = (length, src_offset, dst_offset, slice_size)  # bool is no offset: type, not isinstance
+    if (set(map(type, ints)) != {int} or min(ints) < 0 or max(ints) > _U64_MAX
+            or set(map(type, (peer, src_region, dst_region, label))) != {str}
+            or type(wait) is not bool
+            or not (timeout is None or (type(timeout) in (int, float) and math.isfinite(timeout)))):
+        return None
+    out = _entry(opcode, peer, src_region, dst_region, label, wait, slice_size,
+                 None if timeout is None else round(timeout * 1e9))
+    if out is None:
+        return None
+    out.a, out.b, out.length = src_offset, dst_offset, length
+    return out if _internable(out) else None
+
+
+def _entry(opcode: int, peer: str, src: str, dst: str, label: str, wait: bool,
+           slice_size: int, timeout_ns: Optional[int]) -> Optional[RingRequest]:
+    """The entry's fields every form shares, or None when the ring cannot
+    say them (see ring_request)."""
+    if slice_size % 1024 or slice_size // 1024 > _MAX_SLICE_KIB:
+        return None
+    if ":" in peer:  # an address: the snapshot names the peer by node id, which gRPC knows
+        return None
+    out = RingRequest(opcode=opcode, peer=peer, label=label, src=src, dst=dst,
+                      slice_kib=slice_size // 1024, queued_notice=not wait, detached=not wait)
+    if timeout_ns is not None:
+        ms = -(-timeout_ns // 1_000_000)  # whole milliseconds, rounded up
+        if ms <= 0 or ms > 0xFFFFFFFF:
+            return None
+        out.timeout_ms = ms
+    return out
+
+
 def _internable(r: RingRequest) -> bool:
     """The names are there and of a length the daemon interns: a missing or
     overlong one goes over gRPC, whose error names the field."""
-    return all(0 < len(n.encode()) <= _MAX_NAME_BYTES for n in (r.peer, r.src, r.dst)) and \
-        len(r.label.encode()) <= _MAX_NAME_BYTES
+    sizes: Tuple[int, ...]
+    if (r.peer + r.src + r.dst + r.label).isascii():  # a character is a byte
+        sizes = (len(r.peer), len(r.src), len(r.dst), len(r.label))
+    else:
+        sizes = tuple(len(n.encode()) for n in (r.peer, r.src, r.dst, r.label))
+    return min(sizes[:3]) > 0 and max(sizes) <= _MAX_NAME_BYTES
 
 
 _STATES = {

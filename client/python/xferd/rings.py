@@ -161,7 +161,8 @@ class LocalRings:
         self._submit_lock = threading.Lock()  # the SQ tail and the buffer area
         self._sq_tail = 0
         self._next_user_data = 1
-        self._cv = threading.Condition()  # waiters, in_flight and the reaper role
+        # Waiters, in_flight and the reaper role; never taken twice by a thread.
+        self._cv = threading.Condition(threading.Lock())
         self._waiters: Dict[int, _Waiter] = {}
         self._reaping = False
         self._in_flight = 0

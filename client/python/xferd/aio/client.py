@@ -24,6 +24,8 @@ from xferd.errors import from_rpc_error
 from xferd.models import Transfer, WriteSpec
 from xferd.operations import (DEFAULT_RPC_TIMEOUT, Call, ClientBase, Op, Operations,
                               described_by)
+from xferd.ring_layout import OP_READ, OP_WRITE
+from xferd.rings import RingRequest
 from xferd.tls import TlsConfig
 from xferd.v1 import xferd_pb2
 
@@ -52,6 +54,22 @@ def _starting(op: Callable[Concatenate[Operations, P], Op[Transfer]]
     @described_by(op)
     async def method(self: Client, /, *args: P.args, **kwargs: P.kwargs) -> TransferHandle:
         return TransferHandle(self, await self._run(op(self._ops, *args, **kwargs)))
+
+    return method
+
+
+def _ranged(op: Callable[Concatenate[Operations, P], Op[Transfer]], opcode: int
+            ) -> Callable[Concatenate["Client", P], Coroutine[Any, Any, TransferHandle]]:
+    """write() or read(): as _starting(op), straight through the rings when
+    they carry the call (ClientBase._ring_range)."""
+
+    @described_by(op)
+    async def method(self: Client, /, *args: P.args, **kwargs: P.kwargs) -> TransferHandle:
+        start = (None if self._aio_rings is None
+                 else self._ring_range(op, opcode, args, kwargs))
+        if start is None:
+            return TransferHandle(self, await self._run(op(self._ops, *args, **kwargs)))
+        return TransferHandle(self, await self._ring_call(*start))
 
     return method
 
@@ -119,13 +137,19 @@ class Client(ClientBase[RegionWatch]):
             await self._try_rings()
         start = self._ring_call_start(call)
         if start is not None and self._aio_rings is not None:
-            r, deadline, linger = start
-            timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
-            return self._ring_transfer(r, await self._aio_rings.call(r, timeout, linger))
+            return await self._ring_call(*start)
         try:
             return await getattr(self.stub, call.method)(call.request, timeout=call.timeout)
         except grpc.RpcError as e:
             raise from_rpc_error(e) from None
+
+    async def _ring_call(self, r: RingRequest, deadline: Optional[float], linger: float
+                         ) -> Transfer:
+        """A write or read through the rings, waiting on the loop as its
+        gRPC call does (AioRings.call)."""
+        assert self._aio_rings is not None
+        timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+        return self._ring_transfer(r, await self._aio_rings.call(r, timeout, linger))
 
     async def _try_rings(self) -> None:
         """Opens the rings once, at the first write or read; the writes and
@@ -166,8 +190,8 @@ class Client(ClientBase[RegionWatch]):
     peers = _awaiting(Operations.peers)
     disconnect_peer = _awaiting(Operations.disconnect_peer)
 
-    write = _starting(Operations.write)
-    read = _starting(Operations.read)
+    write = _ranged(Operations.write, OP_WRITE)
+    read = _ranged(Operations.read, OP_READ)
     write_blocks = _starting(Operations.write_blocks)
     read_blocks = _starting(Operations.read_blocks)
     write_strided = _starting(Operations.write_strided)

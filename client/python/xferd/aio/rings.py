@@ -101,7 +101,10 @@ class AioRings:
         except BaseException:
             self.rings.unreserve()
             raise
-        waiters = (self._loop.create_future(), self._loop.create_future())
+        final = self._loop.create_future()
+        # Without a queued notice the final completion is the only one: one
+        # future stands for both (resolved once, by it).
+        waiters = (self._loop.create_future() if r.queued_notice else final, final)
         self._waiters[user_data] = waiters
         return user_data, waiters
 
@@ -114,9 +117,12 @@ class AioRings:
         """Submits `r` and waits as its gRPC call does: for the end (wait),
         else for the queued notice and then up to `linger` for the end."""
         user_data, (queued, final) = await self.submit(r)
+        first = queued if r.queued_notice else final
         try:
-            done = await asyncio.wait_for(asyncio.shield(queued if r.queued_notice else final),
-                                          timeout)
+            # With no bound, the future itself: a caller cancelled while it
+            # waits cancels only that future, which _file then passes over.
+            done = await (first if timeout is None
+                          else asyncio.wait_for(asyncio.shield(first), timeout))
         except asyncio.TimeoutError:
             self.forget(user_data)
             raise error_for(grpc.StatusCode.DEADLINE_EXCEEDED,
