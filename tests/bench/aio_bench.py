@@ -19,7 +19,7 @@ import statistics
 import sys
 import tempfile
 import time
-from typing import Any, Awaitable, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import benchlib
 
@@ -35,22 +35,6 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--no-build", action="store_true", help="use the existing opt build")
     parser.add_argument("--bazel-bin", help="bazel-bin of an existing --config=opt build")
     return parser.parse_args()
-
-
-async def aio_rate(op: Callable[[], Awaitable[Any]], seconds: float, in_flight: int) -> float:
-    """Calls per second of `op` with `in_flight` tasks calling it back to back."""
-    count = 0
-    deadline = time.perf_counter() + seconds
-
-    async def worker() -> None:
-        nonlocal count
-        while time.perf_counter() < deadline:
-            await op()
-            count += 1
-
-    start = time.perf_counter()
-    await asyncio.gather(*(worker() for _ in range(in_flight)))
-    return count / (time.perf_counter() - start)
 
 
 def thread_rate(op: Callable[[], Any], seconds: float, threads: int) -> float:
@@ -81,9 +65,9 @@ async def measure_aio(a: Any, args: argparse.Namespace) -> List[Tuple[str, str, 
         write = xferd_pb2.WriteRequest(src_region="small_src", peer="b", dst_region="small_dst",
                                        length=SMALL, wait=True)
         rows.append(("grpc.aio stub", "GetNodeInfo",
-                     await aio_rate(lambda: c.stub.GetNodeInfo(info, timeout=10), secs, n)))
+                     await benchlib.aio_rate(lambda: c.stub.GetNodeInfo(info, timeout=10), secs, n)))
         rows.append(("grpc.aio stub", "Write(wait=True) 4 KiB",
-                     await aio_rate(lambda: c.stub.Write(write, timeout=10), secs, n)))
+                     await benchlib.aio_rate(lambda: c.stub.Write(write, timeout=10), secs, n)))
 
         async def waited() -> None:
             await c.write("small_src", "b", "small_dst", SMALL, wait=True)
@@ -95,7 +79,7 @@ async def measure_aio(a: Any, args: argparse.Namespace) -> List[Tuple[str, str, 
         both: List[List[float]] = [[], []]
         for _ in range(TURNS):
             for i, op in enumerate((waited, then_wait)):
-                both[i].append(await aio_rate(op, secs / TURNS, n))
+                both[i].append(await benchlib.aio_rate(op, secs / TURNS, n))
         rows.append(("xferd.aio.Client", "write(wait=True) 4 KiB", statistics.mean(both[0])))
         rows.append(("xferd.aio.Client", "write().wait() 4 KiB", statistics.mean(both[1])))
     return rows

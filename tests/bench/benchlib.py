@@ -9,6 +9,7 @@ Benchmarks print figures; they never assert on them.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -18,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Awaitable, Callable, Dict, List, Optional, Sequence
 
 KiB = 1 << 10
 MiB = 1 << 20
@@ -259,6 +260,22 @@ def timed_loop(op: Callable[[], Any], seconds: float, max_ops: int = 0) -> Dict[
         latencies.append((time.perf_counter() - begin) * 1e6)
     elapsed = time.perf_counter() - start
     return loop_figures(latencies, elapsed)
+
+
+async def aio_rate(op: Callable[[], Awaitable[Any]], seconds: float, in_flight: int) -> float:
+    """Calls per second of `op` with `in_flight` tasks calling it back to back."""
+    count = 0
+    deadline = time.perf_counter() + seconds
+
+    async def worker() -> None:
+        nonlocal count
+        while time.perf_counter() < deadline:
+            await op()
+            count += 1
+
+    start = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(in_flight)))
+    return count / (time.perf_counter() - start)
 
 
 def alternating_loops(ops: List[Callable[[], Any]], seconds: float, rounds: int = 4

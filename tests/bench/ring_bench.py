@@ -15,6 +15,9 @@ daemons on loopback over the TCP transport (a connected to b) and prints:
      batches: transfers/s at the same sizes;
   4. same-host writes (the peer is daemon a itself: a copy between two of
      its regions on its pollers), 4 KiB, one at a time and 64 in flight;
+  5. the same from Python: xferd.Client write(wait=True) one at a time
+     through the rings (to b and to a itself) and over gRPC (rings=False),
+     and xferd.aio with 64 writes in flight;
 with the client's CPU per request, and ratios to the references. Every run
 writes SHM to SHM and compares the destination with the source after it.
 A benchmark, not a test: it checks the bytes, never the speed.
@@ -29,11 +32,12 @@ import re
 import subprocess
 import sys
 import tempfile
-from typing import Any, Dict, List
+import time
+from typing import Any, Callable, Dict, List
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib  # noqa: E402
-from benchlib import KiB, MiB, size_name, table  # noqa: E402
+from benchlib import KiB, size_name, table  # noqa: E402
 
 SIZES = [1 * KiB, 4 * KiB, 16 * KiB, 64 * KiB]
 SLOTS = 256  # distinct destinations per run
@@ -41,6 +45,7 @@ DEPTH = 64
 LATENCY_TARGET = 3.0  # ring 4 KiB p50 <= 3x qperf tcp_lat
 RATE_TARGET = 100_000  # 4 KiB transfers/s, one thread, 64 in flight
 SAME_HOST_TARGET_US = 10.0  # same-host 4 KiB p50
+PYTHON_RATE_TARGET = 50_000  # xferd.aio, 4 KiB, 64 in flight
 
 
 def qperf_tcp_lat(seconds: float, children: benchlib.Children) -> float:
@@ -113,19 +118,88 @@ def main() -> int:
         rate = {s: run("rate", s, "--depth", str(DEPTH)) for s in SIZES}
         own_lat = run("lat", 4 * KiB, to_self=True)
         own_rate = run("rate", 4 * KiB, "--depth", str(DEPTH), to_self=True)
+        python = python_figures(a.target, peer, own_node, args.seconds,
+                                np.frombuffer(src.buffer, dtype=np.uint8),
+                                np.frombuffer(dst.buffer, dtype=np.uint8),
+                                np.frombuffer(own.buffer, dtype=np.uint8))
         ca.close()
         cb.close()
         benchlib.stop_daemon(a)
         benchlib.stop_daemon(b)
     finally:
         children.stop_all()
-    report(ref_us, unary, grpc, lat, rate, own_lat, own_rate)
+    report(ref_us, unary, grpc, lat, rate, own_lat, own_rate, python)
     return 0
+
+
+def python_figures(target: str, peer: str, own_node: str, seconds: float, src: Any, dst: Any,
+                   own: Any) -> Dict[str, Dict[str, float]]:
+    """The Python client's 4 KiB rows: write(wait=True) one at a time through
+    the rings to b and to a itself and over gRPC, and xferd.aio with DEPTH
+    in flight; each with its client CPU per request (this process's CPU
+    time: the daemons run in others), each destination compared after."""
+    import asyncio
+    import numpy as np
+    import xferd
+    import xferd.aio
+
+    size = 4 * KiB
+    out: Dict[str, Dict[str, float]] = {}
+
+    def measured(name: str, run: Callable[[], Dict[str, float]], into: Any) -> None:
+        into[:SLOTS * size] = 0
+        figures = run()
+        if not np.array_equal(into[:SLOTS * size], src[:SLOTS * size]):
+            raise SystemExit(f"python {name}: the destination differs from the source")
+        benchlib.log(f"python {name}: {json.dumps(figures)}")
+        out[name] = figures
+
+    def with_cpu(figures: Dict[str, float], cpu_start: float) -> Dict[str, float]:
+        figures["client_cpu_us"] = (time.process_time() - cpu_start) / figures["ops"] * 1e6
+        return figures
+
+    def one_at_a_time(client: Any, to: str, dst_name: str) -> Dict[str, float]:
+        slot = iter(range(1 << 62))
+
+        def write() -> None:
+            at = next(slot) % SLOTS * size
+            client.write("ring_src", to, dst_name, size, src_offset=at, dst_offset=at,
+                         wait=True)
+
+        for _ in range(SLOTS):  # warm: rings, names, and every slot written once
+            write()
+        cpu = time.process_time()
+        return with_cpu(benchlib.timed_loop(write, seconds), cpu)
+
+    with xferd.Client(target) as ring, xferd.Client(target, rings=False) as plain:
+        measured("ring", lambda: one_at_a_time(ring, peer, "ring_dst"), dst)
+        measured("grpc", lambda: one_at_a_time(plain, peer, "ring_dst"), dst)
+        measured("same_host", lambda: one_at_a_time(ring, own_node, "own_dst"), own)
+        assert ring.rings_open and not plain.rings_open
+
+    async def in_flight() -> Dict[str, float]:
+        async with xferd.aio.Client(target) as client:
+            async def write(k: int) -> None:
+                at = k % SLOTS * size
+                await client.write("ring_src", peer, "ring_dst", size, src_offset=at,
+                                   dst_offset=at, wait=True)
+
+            for k in range(SLOTS):  # warm, and every slot written once
+                await write(k)
+            slot = iter(range(1 << 62))
+            cpu, start = time.process_time(), time.perf_counter()
+            rate = await benchlib.aio_rate(lambda: write(next(slot)), seconds, DEPTH)
+            assert client.rings_open
+            return with_cpu({"rate": rate, "ops": rate * (time.perf_counter() - start)}, cpu)
+
+    measured("aio", lambda: asyncio.run(in_flight()), dst)
+    return out
 
 
 def report(ref_us: float, unary: Dict[str, Any], grpc: Dict[str, Any],
            lat: Dict[int, Dict[str, Any]], rate: Dict[int, Dict[str, Any]],
-           own_lat: Dict[str, Any], own_rate: Dict[str, Any]) -> None:
+           own_lat: Dict[str, Any], own_rate: Dict[str, Any],
+           python: Dict[str, Dict[str, float]]) -> None:
     rows: List[List[Any]] = [
         ["qperf tcp_lat 4 KiB (one way)", f"{ref_us:.1f}", "", "", "", "1.0x"],
         ["C++ gRPC GetNodeInfo", f"{unary['p50_us']:.1f}", f"{unary['p99_us']:.1f}",
@@ -145,6 +219,14 @@ def report(ref_us: float, unary: Dict[str, Any], grpc: Dict[str, Any],
                  f"{own_lat['client_cpu_us']:.1f}", f"{own_lat['p50_us'] / ref_us:.1f}x"])
     rows.append([f"same-host ring write 4 KiB, {DEPTH} in flight", "", "",
                  f"{own_rate['rate']:.0f}", f"{own_rate['client_cpu_us']:.2f}", ""])
+    for name, what in (("grpc", "Python gRPC write(wait=True) 4 KiB"),
+                       ("ring", "Python ring write(wait=True) 4 KiB"),
+                       ("same_host", "Python same-host ring write(wait=True) 4 KiB")):
+        r = python[name]
+        rows.append([what, f"{r['p50_us']:.1f}", f"{r['p99_us']:.1f}", f"{r['rate']:.0f}",
+                     f"{r['client_cpu_us']:.1f}", f"{r['p50_us'] / ref_us:.1f}x"])
+    rows.append([f"Python xferd.aio ring write 4 KiB, {DEPTH} in flight", "", "",
+                 f"{python['aio']['rate']:.0f}", f"{python['aio']['client_cpu_us']:.1f}", ""])
     print(table(["client / path", "p50 µs", "p99 µs", "per second", "client CPU µs/req",
                  "p50 / qperf"], rows))
     four = 4 * KiB
@@ -157,7 +239,13 @@ def report(ref_us: float, unary: Dict[str, Any], grpc: Dict[str, Any],
           f"(target <= {SAME_HOST_TARGET_US:.0f} µs): "
           f"{benchlib.verdict(own_lat['p50_us'], SAME_HOST_TARGET_US, False)}")
     print(f"gRPC Write(wait) / ring p50, 4 KiB: {grpc['p50_us'] / lat[four]['p50_us']:.1f}x")
-    print(json.dumps({"qperf_tcp_lat_us": ref_us, "grpc_unary": unary, "grpc_write": grpc,
+    py = python["ring"]["p50_us"] / ref_us
+    print(f"Python ring 4 KiB p50 = {py:.1f}x qperf tcp_lat (target <= {LATENCY_TARGET:.0f}x): "
+          f"{benchlib.verdict(py, LATENCY_TARGET, False)}")
+    print(f"Python xferd.aio 4 KiB rate = {python['aio']['rate']:.0f}/s, {DEPTH} in flight "
+          f"(target >= {PYTHON_RATE_TARGET}/s): "
+          f"{benchlib.verdict(python['aio']['rate'], PYTHON_RATE_TARGET)}")
+    print(json.dumps({"python": python, "qperf_tcp_lat_us": ref_us, "grpc_unary": unary, "grpc_write": grpc,
                       "ring_lat": lat, "ring_rate": rate, "same_host_lat": own_lat,
                       "same_host_rate": own_rate}))
 
