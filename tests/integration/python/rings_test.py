@@ -169,6 +169,50 @@ def test_aio_64_in_flight_on_the_doorbell(cluster: Cluster, regions: Regions) ->
     np.testing.assert_array_equal(as_array(dst), expect)
 
 
+def test_aio_cancelled_wait_leaves_the_transfer_and_the_rings(cluster: Cluster,
+                                                              regions: Regions) -> None:
+    """A task cancelled while its write(wait=True) waits on the ring ends
+    only its own wait: the transfer carries on to the end, and the client's
+    next ring requests get their own completions."""
+    size = 8 * MiB
+    data = fill_random(regions.make("a", "acancel_src", size), seed=5)
+    dst = regions.make("b", "acancel_dst", size, remote_write=True)
+
+    async def run() -> Tuple[int, List[xferd.Transfer]]:
+        async with xferd.aio.Client(cluster["a"].target) as a:
+            await a.write("acancel_src", "b", "acancel_dst", KiB, wait=True)  # rings open
+            before = a.ring_requests
+            cluster["b"].pause()  # nothing ends while b is stopped
+            try:
+                waiter = asyncio.ensure_future(
+                    a.write("acancel_src", "b", "acancel_dst", size, slice_size=64 * KiB,
+                            wait=True))
+                await asyncio.sleep(0.3)
+                assert a.ring_requests == before + 1 and not waiter.done()
+                waiter.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await waiter
+            finally:
+                cluster["b"].resume()
+            after = [await (await a.write("acancel_src", "b", "acancel_dst", 64 * KiB,
+                                          src_offset=i * 64 * KiB, dst_offset=i * 64 * KiB,
+                                          wait=True)).wait(WAIT_S) for i in range(8)]
+            sent = a.ring_requests - before
+            # The cancelled write was not cancelled: it ends with every byte.
+            # (Waited for here: closing the session would end it.)
+            big = [t for t in await a.transfers(include_finished=True)
+                   if t.length == size and t.dst_region == "acancel_dst"]
+            assert len(big) == 1
+            ended = await (await a.handle(big[0].id)).wait(WAIT_S)
+            assert (ended.state, ended.bytes_done) == ("done", size)
+            return sent, after
+
+    sent, after = asyncio.run(run())
+    assert sent == 9  # the cancelled write and the 8 after it, all through the ring
+    assert all((t.state, t.bytes_done) == ("done", 64 * KiB) for t in after)
+    np.testing.assert_array_equal(as_array(dst), data)
+
+
 def test_aio_refusal_matches_grpc(cluster: Cluster, regions: Regions) -> None:
     regions.make("a", "aref_src", 4 * KiB)
 
