@@ -17,9 +17,10 @@ it, while writes between two other regions run on the same link:
 
 Each fails FAILED_PRECONDITION "region '...' lost its memory: its file was
 truncated by another process (...)", and so does every later transfer using
-the region until it is deregistered; registered again, it works. Both
-daemons live, the link is never broken, the other writes complete with
-every byte in place, and a failed transfer raises no landed event.
+the region until it is deregistered (ListRegions shows it `lost`, with that
+status); registered again, it works. Both daemons live, the link is never
+made again, the other writes complete with every byte in place, and the
+write out of a cut file raises no landed event on its destination.
 """
 
 from __future__ import annotations
@@ -174,17 +175,22 @@ def lost(region: str, cut: int, size: int) -> str:
 
 def cut_during(cluster: Cluster, clients: Clients, regions: Regions, path: str, cut: int,
                transfer: Callable[[], Any], expect: str, again: Callable[[], Any],
-               region: str) -> None:
+               owner: str, region: str) -> None:
     """Cuts the file at `path` to `cut` bytes while other writes run on the
     link, then runs `transfer`, which must fail FAILED_PRECONDITION saying
-    `expect`, while one of those writes is in flight; `again`, a later use of
-    `region`, must fail at once the same way. The other writes complete with
-    their bytes, and both daemons and the link live on."""
+    `expect`, while one of those writes is in flight; `region` (on daemon
+    `owner`) then lists as lost, and `again`, a later use of it, fails at
+    once the same way. The other writes complete with their bytes, and both
+    daemons and the link live on."""
+    assert clients[owner].region(region).lost is None
     with Traffic(clients, regions) as traffic:
         os.truncate(path, cut)
         code, message, ended = failed(transfer)
         traffic.overlapped(ended)
     assert code == "FAILED_PRECONDITION" and expect in message, message
+    lost_now = clients[owner].region(region).lost
+    assert lost_now is not None and lost_now.code.name == "FAILED_PRECONDITION", lost_now
+    assert lost_now.message.startswith(f"region '{region}' {LOST}"), lost_now
     code, message = failure(again)
     assert code == "FAILED_PRECONDITION" and f"region '{region}' {LOST}" in message, message
     alive(cluster, clients)
@@ -208,7 +214,7 @@ def test_write_into_a_truncated_file(cluster: Cluster, clients: Clients,
         cut_during(cluster, clients, regions, path, cut,
                    lambda: a.write("w_src", "b", "w_file", size, slice_size=MiB).wait(WAIT_S),
                    lost("w_file", cut, size),
-                   lambda: a.write("w_src", "b", "w_file", MiB).wait(WAIT_S), "w_file")
+                   lambda: a.write("w_src", "b", "w_file", MiB).wait(WAIT_S), "b", "w_file")
         # Registered again (create grows the file back), it takes writes.
         b.deregister_region("w_file")
         regions.make("b", "w_file", size, backing="file", file_path=path, create=True,
@@ -238,7 +244,8 @@ def test_write_out_of_a_truncated_file(cluster: Cluster, clients: Clients,
                        lambda: a.write("s_file", "b", "s_dst", size,
                                        slice_size=size).wait(WAIT_S),
                        lost("s_file", cut, size),
-                       lambda: a.write("s_file", "b", "s_dst", MiB).wait(WAIT_S), "s_file")
+                       lambda: a.write("s_file", "b", "s_dst", MiB).wait(WAIT_S),
+                       "a", "s_file")
             # b landed none of it, and the lane is in step: the next write
             # into the same region lands, with its bytes.
             good = regions.make("a", "s_good", size)
@@ -267,7 +274,7 @@ def test_read_out_of_a_truncated_file(cluster: Cluster, clients: Clients,
         cut_during(cluster, clients, regions, path, cut,
                    lambda: a.read("b", "r_file", "r_dst", size, slice_size=MiB).wait(WAIT_S),
                    f"peer b failed the read: {lost('r_file', cut, size)}",
-                   lambda: a.read("b", "r_file", "r_dst", MiB).wait(WAIT_S), "r_file")
+                   lambda: a.read("b", "r_file", "r_dst", MiB).wait(WAIT_S), "b", "r_file")
     finally:
         os.unlink(path)
 
@@ -287,7 +294,7 @@ def test_read_into_a_truncated_file(cluster: Cluster, clients: Clients,
         cut_during(cluster, clients, regions, path, cut,
                    lambda: a.read("b", "i_src", "i_file", size, slice_size=MiB).wait(WAIT_S),
                    lost("i_file", cut, size),
-                   lambda: a.read("b", "i_src", "i_file", MiB).wait(WAIT_S), "i_file")
+                   lambda: a.read("b", "i_src", "i_file", MiB).wait(WAIT_S), "a", "i_file")
     finally:
         os.unlink(path)
 
