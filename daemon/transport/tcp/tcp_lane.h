@@ -61,7 +61,8 @@ class TcpLane final : public Lane {
   uint32_t Post(absl::Span<const DataOp> ops) override;
   // Reads and handles frames until the socket is drained (or a fairness
   // budget is spent), then sends the answers. `scratch` holds the bytes of
-  // refused writes. A non-OK status breaks the lane.
+  // refused or failed frames, and TLS payload for a file region on its way
+  // to a guarded copy. A non-OK status breaks the lane.
   absl::Status OnReadable(CompletionSink& sink, absl::Span<std::byte> scratch, uint32_t* events);
   // Sends as much queued data as the socket takes.
   absl::Status Flush();
