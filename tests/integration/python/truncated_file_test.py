@@ -13,20 +13,26 @@ it, while writes between two other regions run on the same link:
 - a write out of one (a sends from lost pages: the frame's rest goes as
   zeros and b is told not to land it),
 - a read out of one (b serves a read from lost pages),
-- a read into one (a receives into lost pages).
+- a read into one (a receives into lost pages);
+
+and, with b frozen while ops of a write into its file region (or of a read
+out of it) and of another write are on the wire, another process cuts the
+file before b runs again.
 
 Each fails FAILED_PRECONDITION "region '...' lost its memory: its file was
-truncated by another process (...)", and so does every later transfer using
-the region until it is deregistered (ListRegions shows it `lost`, with that
-status); registered again, it works. Both daemons live, the link is never
-made again, the other writes complete with every byte in place, and the
-write out of a cut file raises no landed event on its destination.
+truncated by another process (...)"; both daemons live, the link is never
+made again, and the other writes complete with every byte in place. The
+first four also show every later transfer using the region failing at once
+the same way until it is deregistered (ListRegions shows it `lost`, with
+that status), and the write out of a cut file raising no landed event on
+its destination; registered again, a region works.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import threading
@@ -39,7 +45,7 @@ import xferd
 from certs import Ca
 from conftest import Regions
 from daemons import Cluster
-from testlib import WAIT_S, fill, pattern, peer, sha
+from testlib import WAIT_S, fill, pattern, peer, sha, start_stalled
 
 DAEMONS = ("a", "b")
 CONNECT = (("a", "b"),)
@@ -295,6 +301,59 @@ def test_read_into_a_truncated_file(cluster: Cluster, clients: Clients,
                    lambda: a.read("b", "i_src", "i_file", size, slice_size=MiB).wait(WAIT_S),
                    lost("i_file", cut, size),
                    lambda: a.read("b", "i_src", "i_file", MiB).wait(WAIT_S), "a", "i_file")
+    finally:
+        os.unlink(path)
+
+
+def truncate_elsewhere(path: str, size: int) -> None:
+    """Truncates `path` to `size` from a process of its own."""
+    subprocess.run(["/usr/bin/python3", "-c", "import os, sys; os.truncate(sys.argv[1], "
+                    "int(sys.argv[2]))", path, str(size)], check=True, timeout=WAIT_S)
+
+
+@pytest.mark.parametrize("direction", ["write into", "read out of"])
+def test_cut_while_the_transfer_is_on_the_wire(cluster: Cluster, clients: Clients,
+                                               regions: Regions, direction: str) -> None:
+    """b's file region is the destination of a write, or the source of a
+    read, whose ops are on the wire (b frozen) when another process cuts its
+    file; a write between two other regions is on the same link too. Once
+    b runs again, the first fails naming the region and the other completes
+    with its bytes."""
+    a = clients["a"]
+    size = 32 * MiB
+    src = regions.make("a", "o_src", size)
+    data = fill(src, seed=6)
+    path = new_file(cluster, "b", data)
+    try:
+        regions.make("b", "o_file", size, backing="file", file_path=path,
+                     remote_write=True, remote_read=True)
+        regions.make("a", "o_mine", size)
+        other_src = regions.make("a", "o_other_src", 16 * MiB)
+        other_dst = regions.make("b", "o_other_dst", 16 * MiB, remote_write=True)
+        other_bytes = fill(other_src, seed=7)
+        # Resolve both destinations while b still answers.
+        a.write("o_src", "b", "o_file", 1).wait(WAIT_S)
+        a.write("o_other_src", "b", "o_other_dst", 1).wait(WAIT_S)
+        if direction == "write into":
+            submit = lambda: a.write("o_src", "b", "o_file", size, slice_size=MiB)  # noqa: E731
+        else:
+            submit = lambda: a.read("b", "o_file", "o_mine", size, slice_size=MiB)  # noqa: E731
+        b = cluster["b"]
+        try:
+            handle = start_stalled(b, a, submit)
+            other = a.write("o_other_src", "b", "o_other_dst", 16 * MiB, slice_size=256 * KiB)
+            cut = MiB + 12 * KiB
+            truncate_elsewhere(path, cut)
+        finally:
+            b.resume()
+        with pytest.raises(xferd.XferdError) as e:
+            handle.wait(WAIT_S)
+        assert e.value.code.name == "FAILED_PRECONDITION", e.value
+        assert f"region 'o_file' {LOST}" in e.value.message, e.value.message
+        done = other.wait(WAIT_S)
+        assert (done.state, done.bytes_done) == ("done", 16 * MiB), done
+        assert bytes(other_dst.buffer) == other_bytes
+        alive(cluster, clients)
     finally:
         os.unlink(path)
 
