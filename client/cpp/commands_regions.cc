@@ -40,13 +40,15 @@ std::string RegionsText(const v1::ListRegionsResponse& list) {
                {"IN-FLIGHT", true},
                {"LANDED", true},
                {"PATH"}});
+  std::string lost;  // regions that lost their memory, each with why
   for (const v1::Region& r : list.regions()) {
     table.AddRow({r.name(), FormatBytes(r.size()), BackingLabel(r.backing()),
                   AccessLabel(r.access()), TransportLabel(r.transport()),
                   absl::StrCat(r.transfers_in_flight()), absl::StrCat(r.landed_events()),
                   RegionPath(r)});
+    if (r.lost().code() != 0) absl::StrAppend(&lost, "broken: ", ErrorLabel(r.lost()), "\n");
   }
-  return table.Render();
+  return table.Render() + lost;
 }
 
 // Every region the cluster directory publishes, from ListNodes: one row per

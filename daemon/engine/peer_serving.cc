@@ -29,7 +29,8 @@ absl::Status CheckResolvable(const memory::RegionRegistry& regions, const std::s
   if (region == nullptr || regions.Find(name).get() != region) {
     return absl::NotFoundError(absl::StrCat("node '", self, "' has no region named '", name, "'"));
   }
-  return CheckAllowed(*region, self, node_id, name);
+  RETURN_IF_ERROR(CheckAllowed(*region, self, node_id, name));
+  return region->LostStatus();  // a region that lost its memory, until deregistered
 }
 
 }  // namespace

@@ -4,13 +4,14 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "daemon/common/check.h"
 #include "daemon/engine/peer.h"
 #include "daemon/engine/transfer.h"
+#include "daemon/memory/guarded_copy.h"
 
 namespace xferd::engine {
 namespace {
@@ -33,14 +34,19 @@ uint32_t Pieces(const transport::DataOp& op, std::byte* local, std::byte* own, b
   return op.block_count;
 }
 
-// The kernel copies the pieces: a page that went away under a mapping (a
-// file region whose file another process truncated) is EFAULT here, where a
-// memcpy would die of SIGBUS. Returns 0 or the errno (EFAULT for a copy cut
-// short).
-int KernelCopy(const iovec* from, const iovec* to, uint32_t n, uint32_t length) {
-  const ssize_t copied = ::process_vm_writev(::getpid(), from, n, to, n, 0);
-  if (copied < 0) return errno;
-  return copied == static_cast<ssize_t>(length) ? 0 : EFAULT;
+// A copy that faulted: the file region(s) whose file is now shorter are
+// marked broken, or if none is (an I/O error), every file region of the two.
+absl::Status LoseMemory(memory::Region& a, memory::Region& b) {
+  const bool a_shrunk = a.can_lose_memory() && a.backing().FileShrunk();
+  const bool b_shrunk = b.can_lose_memory() && b.backing().FileShrunk();
+  const bool either = a_shrunk || b_shrunk;
+  absl::Status lost;
+  for (auto [region, shrunk] : {std::pair{&a, a_shrunk}, std::pair{&b, b_shrunk}}) {
+    if (!region->can_lose_memory() || (either && !shrunk)) continue;
+    absl::Status status = region->MarkLost();
+    if (lost.ok()) lost = std::move(status);
+  }
+  return lost;
 }
 
 }  // namespace
@@ -65,21 +71,20 @@ class SelfLink::SelfLane final : public transport::Lane {
   void Copy(const transport::DataOp& op) {
     const Transfer& t = *CookieTransfer(op.cookie);
     memory::Region& own = *t.plan().remote_key->own_region;
-    const memory::Region& local = *t.plan().local;
+    memory::Region& local = *t.plan().local;
     iovec from[transport::kMaxBlocksPerOp];
     iovec to[transport::kMaxBlocksPerOp];
     const uint32_t n = Pieces(op, op.local_base, own.data(),
                               op.kind == transport::OpKind::kWrite, from, to);
     // Memory and SHM regions keep their pages (SHM memfds are sealed
-    // against shrinking); only a file can lose them under the copy.
-    const bool guarded = !local.spec().file_path.empty() || !own.spec().file_path.empty();
+    // against shrinking); only a file can lose them under the copy, which
+    // the kernel then reports (memory::GuardedCopy) where a memmove would
+    // die of SIGBUS.
+    const bool guarded = local.can_lose_memory() || own.can_lose_memory();
     absl::Status error;
     if (guarded) {
-      if (const int err = KernelCopy(from, to, n, op.length); err != 0) {
-        error = absl::FailedPreconditionError(absl::StrCat(
-            "copying between regions '", local.name(), "' and '", own.name(),
-            "' of this daemon failed (", std::strerror(err),
-            "): a file region's file is shorter than the region (truncated?): re-register it"));
+      if (memory::GuardedCopy(to, n, from, n) != static_cast<ssize_t>(op.length)) {
+        error = LoseMemory(local, own);
       }
     } else {
       // memmove: a transfer within one region may overlap itself.

@@ -107,6 +107,7 @@ void Transfer::MakeOp(uint32_t index, bool final, transport::DataOp* op) const {
   op->kind = plan_.kind;
   op->local_base = plan_.local->data();
   op->local_registration = plan_.local->registration();
+  op->local_region = plan_.local.get();
   op->remote = &plan_.remote;
   op->blocks = blocks_.data() + first;
   op->block_count = count;

@@ -145,6 +145,7 @@ absl::Status TransferPlanner::CheckLocalRange(const TransferSpec& w) const {
     return absl::NotFoundError(
         absl::StrCat(role, " region '", LocalRegion(w), "' is not registered on this daemon"));
   }
+  if (local->lost()) return local->LostStatus();  // until it is deregistered
   if (w.blocks.form != BlockSpec::Form::kRange) {
     if (w.src_offset != 0 || w.dst_offset != 0 || w.length != 0) {
       return absl::InvalidArgumentError(

@@ -214,6 +214,23 @@ MemoryBacking::MemoryBacking(BackingSpec spec, UniqueFd fd, std::byte* data, uin
       mapped_size_(mapped_size),
       read_only_(read_only) {}
 
+bool MemoryBacking::FileShrunk() const {
+  struct stat st;
+  return spec_.kind == Backing::kFile && ::fstat(fd_.get(), &st) == 0 &&
+         static_cast<uint64_t>(st.st_size) < size_;
+}
+
+std::string MemoryBacking::DescribeLoss() const {
+  struct stat st;
+  if (spec_.kind == Backing::kFile && ::fstat(fd_.get(), &st) == 0 &&
+      static_cast<uint64_t>(st.st_size) < size_) {
+    return absl::StrCat("its file was truncated by another process (it has ", st.st_size,
+                        " of the region's ", size_, " bytes)");
+  }
+  return absl::StrCat("a page of its ", spec_.kind == Backing::kFile ? "file" : "memory",
+                      " could not be read or written (I/O error?)");
+}
+
 // Clients that mapped an SHM region keep their mappings (and the memfd's
 // pages) after the daemon lets go of it.
 MemoryBacking::~MemoryBacking() { ::munmap(data_, mapped_size_); }

@@ -54,6 +54,13 @@ class MemoryBacking {
   bool read_only() const { return read_only_; }
   const BackingSpec& spec() const { return spec_; }
 
+  // Why an access to the memory faulted, for a message: a file shorter
+  // than the region ("its file was truncated by another process (now N of
+  // M bytes)"), else pages the kernel could not read. Calls fstat.
+  std::string DescribeLoss() const;
+  // kFile: whether the file is now shorter than the region. Calls fstat.
+  bool FileShrunk() const;
+
   // kShm: the sealed memfd (sealed_memfd.h) that the local socket hands to
   // clients (they dup it, the backing keeps it); -1 for other backings.
   int shm_fd() const { return spec_.kind == Backing::kShm ? fd_.get() : -1; }

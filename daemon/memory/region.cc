@@ -8,7 +8,11 @@
 namespace xferd::memory {
 
 Region::Region(uint32_t id, RegionSpec spec, std::unique_ptr<MemoryBacking> backing)
-    : id_(id), spec_(std::move(spec)), registered_at_(absl::Now()), backing_(std::move(backing)) {
+    : id_(id),
+      spec_(std::move(spec)),
+      registered_at_(absl::Now()),
+      backing_(std::move(backing)),
+      can_lose_memory_(backing_->kind() == Backing::kFile) {
   if (spec_.landed_ranges) landed_.KeepRanges();
   SetAllowedPeers(spec_.allowed_peers);
 }
@@ -38,6 +42,23 @@ void Region::SetAllowedPeers(std::vector<std::string> peers) {
   MutexLock lock(&acl_mu_);
   acls_.push_back(std::make_unique<const std::vector<std::string>>(std::move(peers)));
   acl_.store(acls_.back().get(), std::memory_order_release);
+}
+
+absl::Status Region::MarkLost() {
+  MutexLock lock(&lost_mu_);
+  if (lost_status_.ok()) {
+    lost_status_ = absl::FailedPreconditionError(absl::StrCat(
+        "region '", name(), "' lost its memory: ", backing_->DescribeLoss(),
+        "; deregister it (and register it again to use the file)"));
+    lost_.store(true, std::memory_order_release);
+  }
+  return lost_status_;
+}
+
+absl::Status Region::LostStatus() const {
+  if (!lost()) return absl::OkStatus();
+  MutexLock lock(&lost_mu_);
+  return lost_status_;
 }
 
 void Region::set_registration(std::unique_ptr<TransportRegistration> registration) {

@@ -88,6 +88,23 @@ class Region {
   void set_registration(std::unique_ptr<TransportRegistration> registration);
   const TransportRegistration* registration() const { return registration_.get(); }
 
+  // Whether the region's memory can go away under the daemon: a file
+  // region's, whose file another process with write access may truncate.
+  // Memory and SHM regions cannot lose a page (SHM memfds are sealed).
+  bool can_lose_memory() const { return can_lose_memory_; }
+  // After a copy into or out of the region faulted (EFAULT, or a short
+  // GuardedCopy): marks it broken until it is deregistered, and returns why,
+  // FAILED_PRECONDITION "region 'dst' lost its memory: its file was
+  // truncated by another process (...)". The first call looks at the file
+  // to say so; later ones return the same. Any thread (a lock, on this
+  // path only).
+  absl::Status MarkLost();
+  // True once marked: every transfer using the region then fails at once
+  // with LostStatus(). Any thread, data paths included: one atomic load.
+  bool lost() const { return lost_.load(std::memory_order_acquire); }
+  // OK, or what MarkLost returned.
+  absl::Status LostStatus() const;
+
   LandedEventHub& landed() { return landed_; }
   const LandedEventHub& landed() const { return landed_; }
 
@@ -111,6 +128,10 @@ class Region {
   std::unique_ptr<TransportRegistration> registration_;
   LandedEventHub landed_;
   std::atomic<uint32_t> users_{0};
+  const bool can_lose_memory_;
+  mutable Mutex lost_mu_;
+  absl::Status lost_status_ ABSL_GUARDED_BY(lost_mu_);
+  std::atomic<bool> lost_{false};
 };
 
 }  // namespace xferd::memory

@@ -107,6 +107,7 @@ void ToProto(const memory::Region& region, transport::TransportKind transport, v
   for (const std::string& peer : region.allowed_peers()) out->add_allowed_peers(peer);
   out->set_transfers_in_flight(region.users());
   out->set_landed_events(region.landed().published());
+  if (region.lost()) ToProto(region.LostStatus(), out->mutable_lost());
   ToProto(region.registered_at(), out->mutable_registered_at());
   out->set_transport(ToProto(transport));
 }

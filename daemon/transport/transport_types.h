@@ -12,6 +12,7 @@
 #include "absl/strings/string_view.h"
 
 namespace xferd::memory {
+class Region;
 class TransportRegistration;
 }  // namespace xferd::memory
 
@@ -185,6 +186,11 @@ struct DataOp {
   uint32_t length = 0;       // sum of the blocks' lengths, <= kMaxSliceBytes
   // Writes only, on a transfer's final op only.
   const LandingNotice* notice = nullptr;
+  // The local region itself. One whose memory can go away
+  // (Region::can_lose_memory: a file region) is copied to and from with
+  // guarded copies, and a transport that sees its memory fault marks it
+  // (Region::MarkLost) and fails the op with that status.
+  memory::Region* local_region = nullptr;
 };
 
 // The end of one DataOp. `error` is null on success; otherwise it points at

@@ -143,6 +143,9 @@ class Region:
     (`xferd.shm`). The client that returned the region unmaps it on
     deregister_region() and close().
     `numa_node` is the node its memory is bound to (-1: not bound).
+    `lost` is set once the region lost its memory (a file region whose file
+    another process truncated): every transfer using it fails with that
+    until it is deregistered.
     """
 
     name: str
@@ -159,6 +162,7 @@ class Region:
     transport: Transport
     landed_ranges: bool
     numa_node: int
+    lost: Optional[Status]
     _mapping: Optional[ShmMapping] = dataclasses.field(
         default=None, repr=False, compare=False)
 
@@ -238,6 +242,7 @@ class Region:
             allowed_peers=tuple(r.allowed_peers),
             registered_at=_time(r.registered_at),
             transport=transport_name(r.transport),
+            lost=Status.from_proto(r.lost),
             _mapping=mapping,
         )
 

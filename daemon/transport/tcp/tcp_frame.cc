@@ -1,5 +1,7 @@
 #include "daemon/transport/tcp/tcp_frame.h"
 
+#include <cstring>
+
 #include "absl/strings/str_cat.h"
 #include "daemon/base/endian.h"
 
@@ -79,7 +81,9 @@ absl::Status DecodeHeader(const uint8_t in[kHeaderBytes], FrameHeader* header) {
                                                    type, " (tables hold 1..", kMaxBlocksPerOp,
                                                    ")"));
   }
-  const uint8_t allowed_flags = t == FrameType::kWrite ? kFlagNotice : 0;
+  const uint8_t allowed_flags = t == FrameType::kWrite      ? kFlagNotice | kFlagVerdict
+                                : t == FrameType::kReadResp ? kFlagVerdict
+                                                            : 0;
   if ((header->flags & ~allowed_flags) != 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("unknown frame flags 0x", absl::Hex(header->flags)));
@@ -98,6 +102,30 @@ void EncodeNotice(const LandingNotice& notice, uint8_t out[kNoticeBytes]) {
 
 LandingNotice DecodeNotice(const uint8_t in[kNoticeBytes]) {
   return LandingNotice{Get64(in), Get64(in + 8), Get64(in + 16), Get64(in + 24), Get64(in + 32)};
+}
+
+std::string EncodeVerdict(const absl::Status& status) {
+  const absl::string_view text = status.message().substr(0, kMaxNackMessage);
+  std::string out(kVerdictBytes + text.size(), '\0');
+  auto* bytes = reinterpret_cast<uint8_t*>(out.data());
+  Put32(bytes, static_cast<uint32_t>(status.code()));
+  Put32(bytes + 4, static_cast<uint32_t>(text.size()));
+  std::memcpy(bytes + kVerdictBytes, text.data(), text.size());
+  return out;
+}
+
+absl::Status DecodeVerdict(const uint8_t in[kVerdictBytes], absl::StatusCode* code,
+                           uint32_t* message_bytes) {
+  const uint32_t raw = Get32(in);
+  *message_bytes = Get32(in + 4);
+  if (raw > static_cast<uint32_t>(absl::StatusCode::kUnauthenticated)) {
+    return absl::InvalidArgumentError(absl::StrCat("verdict status code ", raw));
+  }
+  if (*message_bytes > kMaxNackMessage) {
+    return absl::InvalidArgumentError("verdict message too long");
+  }
+  *code = static_cast<absl::StatusCode>(raw);
+  return absl::OkStatus();
 }
 
 void EncodeBlockEntry(uint64_t offset, uint32_t length, uint8_t out[kBlockEntryBytes]) {

@@ -16,10 +16,19 @@
 //              READ_RESP: the refused or answered frame
 //
 // A block table entry is 12 bytes: u64 offset in the region, u32 length.
+//
+// A WRITE or READ_RESP whose payload comes from memory that can fault under
+// the sender (a file region: another process may truncate the file) carries
+// the verdict flag, and an 8-byte verdict follows its payload: u32 status
+// code (0: the payload is good), u32 message bytes, then the message. A
+// sender whose memory faulted part-way sends zeros for the rest of the
+// payload (the header announced its length) and a failed verdict; the
+// receiver then neither lands it nor reports it as good.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "absl/status/status.h"
 #include "daemon/transport/transport_types.h"
@@ -47,7 +56,9 @@ enum class FrameType : uint8_t {
   kReadResp = 7,  // the payload READ_REQ `seq` asked for
 };
 
-inline constexpr uint8_t kFlagNotice = 0x1;  // WRITE: a landing notice follows
+inline constexpr uint8_t kFlagNotice = 0x1;   // WRITE: a landing notice follows
+inline constexpr uint8_t kFlagVerdict = 0x2;  // WRITE, READ_RESP: a verdict follows the payload
+inline constexpr size_t kVerdictBytes = 8;
 
 struct FrameHeader {
   FrameType type = FrameType::kWrite;
@@ -67,6 +78,14 @@ absl::Status DecodeHeader(const uint8_t in[kHeaderBytes], FrameHeader* header);
 
 void EncodeNotice(const LandingNotice& notice, uint8_t out[kNoticeBytes]);
 LandingNotice DecodeNotice(const uint8_t in[kNoticeBytes]);
+
+// A verdict: `status` (OK: the payload is good) and its message, cut to
+// kMaxNackMessage bytes.
+std::string EncodeVerdict(const absl::Status& status);
+// The code and message length of a verdict's fixed part; INVALID_ARGUMENT
+// for an unknown code or an over-long message.
+absl::Status DecodeVerdict(const uint8_t in[kVerdictBytes], absl::StatusCode* code,
+                           uint32_t* message_bytes);
 
 void EncodeBlockEntry(uint64_t offset, uint32_t length, uint8_t out[kBlockEntryBytes]);
 void DecodeBlockEntry(const uint8_t in[kBlockEntryBytes], uint64_t* offset, uint32_t* length);

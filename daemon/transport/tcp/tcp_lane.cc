@@ -46,9 +46,17 @@ uint32_t TcpLane::Post(absl::Span<const DataOp> ops) {
     s.local_base = op.local_base;
     s.blocks = op.blocks;
     s.block_count = op.block_count;
+    s.region = op.local_region;
+    s.guarded = op.kind == OpKind::kWrite && op.local_region != nullptr &&
+                op.local_region->can_lose_memory();
+    s.trailer_len = s.guarded ? kVerdictBytes : 0;
+    if (s.zeros_from != kNoZeros) {  // the slot's last frame was poisoned
+      s.zeros_from = kNoZeros;
+      s.fault = absl::OkStatus();
+    }
     FrameHeader header;
     header.type = op.kind == OpKind::kWrite ? FrameType::kWrite : FrameType::kReadReq;
-    header.flags = op.notice != nullptr ? kFlagNotice : 0;
+    header.flags = (op.notice != nullptr ? kFlagNotice : 0) | (s.guarded ? kFlagVerdict : 0);
     header.blocks = static_cast<uint16_t>(op.block_count);
     header.word = op.remote->region_id;
     header.length = op.length;
@@ -76,67 +84,75 @@ uint32_t TcpLane::Post(absl::Span<const DataOp> ops) {
 }
 
 size_t TcpLane::WireBytes(const TxSlot& s) {
-  return s.header_len + (s.kind == OpKind::kWrite ? s.payload_len : 0);
+  return s.header_len + (s.kind == OpKind::kWrite ? s.payload_len + s.trailer_len : 0);
 }
 
 size_t TcpLane::WireBytes(const Answer& a) {
-  size_t bytes = a.len;
+  size_t bytes = a.len + a.trailer_len;
   for (uint32_t i = 0; i < a.payload_iovs; ++i) bytes += a.payload[i].iov_len;
   return bytes;
 }
 
-// The iovecs of frame `s` from byte `offset` on: header, then each block's
-// payload straight from the region. Returns how many it wrote.
-size_t TcpLane::AddFrameIov(const TxSlot& s, size_t offset, iovec* iov) const {
-  size_t count = 0;
-  if (offset < s.header_len) {
-    iov[count++] = {const_cast<uint8_t*>(s.header) + offset, s.header_len - offset};
-    offset = s.header_len;
+void TcpLane::IovOut::Add(const void* data, size_t len) {
+  if (skip >= len) {
+    skip -= len;
+    return;
   }
-  if (s.kind != OpKind::kWrite) return count;
-  size_t skip = offset - s.header_len;
+  if (full()) return;
+  iov[count++] = {const_cast<std::byte*>(static_cast<const std::byte*>(data)) + skip, len - skip};
+  skip = 0;
+}
+
+// The pieces of frame `s` from byte `offset` on: header, then (WRITE) each
+// block's payload straight from the region, then the verdict if it has one.
+void TcpLane::AddFrameIov(const TxSlot& s, size_t offset, IovOut& out) const {
+  out.skip = offset;
+  out.Add(s.header, s.header_len);
+  if (s.kind != OpKind::kWrite) return;
+  uint64_t pos = 0;
   for (uint32_t b = 0; b < s.block_count; ++b) {
     const Block& block = s.blocks[b];
-    if (skip >= block.length) {
-      skip -= block.length;
-      continue;
-    }
-    iov[count++] = {s.local_base + block.local_offset + skip, block.length - skip};
-    skip = 0;
+    AddPayloadPiece(out, s.local_base + block.local_offset, block.length, &pos, s.zeros_from);
   }
-  return count;
+  if (s.trailer_len > 0) out.Add(Trailer(s.zeros_from), s.trailer_len);
 }
 
 // Order on the wire: the rest of a half-sent frame, then answers (which go
 // only between frames), then the following frames.
-size_t TcpLane::BuildIov(iovec* iov, size_t max_iov) {
-  size_t count = 0;
+size_t TcpLane::BuildIov(iovec* iov, size_t max_iov, Guarded* guarded) {
+  IovOut out{iov, max_iov};
+  *guarded = Guarded{};
   uint64_t seq = sent_ + 1;
-  if (send_offset_ > 0) count += AddFrameIov(slot(seq++), send_offset_, iov);
-  for (uint64_t a = answers_sent_ + 1; a <= answers_queued_; ++a) {
+  bool first = true;
+  auto mark = [&](bool item_guarded) {
+    if (first) guarded->first = item_guarded;
+    first = false;
+    guarded->any |= item_guarded;
+  };
+  if (send_offset_ > 0) {
+    const TxSlot& s = slot(seq++);
+    AddFrameIov(s, send_offset_, out);
+    mark(s.guarded);
+  }
+  for (uint64_t a = answers_sent_ + 1; a <= answers_queued_ && !out.full(); ++a) {
     const Answer& answer = answers_[a % answers_.size()];
-    if (count + 1 + answer.payload_iovs > max_iov) return count;
-    size_t skip = a == answers_sent_ + 1 ? answer_offset_ : 0;
-    if (skip < answer.len) {
-      iov[count++] = {const_cast<uint8_t*>(answer.bytes) + skip, answer.len - skip};
-      skip = 0;
-    } else {
-      skip -= answer.len;
-    }
+    if (out.count + 2 + answer.payload_iovs > max_iov) return out.count;
+    out.skip = a == answers_sent_ + 1 ? answer_offset_ : 0;
+    out.Add(answer.bytes, answer.len);
+    uint64_t pos = 0;
     for (uint32_t i = 0; i < answer.payload_iovs; ++i) {
       const iovec& p = answer.payload[i];
-      if (skip >= p.iov_len) {
-        skip -= p.iov_len;
-        continue;
-      }
-      iov[count++] = {static_cast<std::byte*>(p.iov_base) + skip, p.iov_len - skip};
-      skip = 0;
+      AddPayloadPiece(out, p.iov_base, p.iov_len, &pos, answer.zeros_from);
     }
+    if (answer.trailer_len > 0) out.Add(Trailer(answer.zeros_from), answer.trailer_len);
+    mark(answer.guarded);
   }
-  while (seq <= posted_ && count + 1 + slot(seq).block_count <= max_iov) {
-    count += AddFrameIov(slot(seq++), 0, iov + count);
+  while (seq <= posted_ && out.count + 2 + slot(seq).block_count <= max_iov) {
+    const TxSlot& s = slot(seq++);
+    AddFrameIov(s, 0, out);
+    mark(s.guarded);
   }
-  return count;
+  return out.count;
 }
 
 // Advances the send cursors over `bytes` just written, in BuildIov's order.
@@ -177,6 +193,9 @@ TcpLane::Answer* TcpLane::NewAnswer() {
   a.len = 0;
   a.payload_iovs = 0;
   a.region.reset();
+  a.guarded = false;
+  a.trailer_len = 0;
+  a.zeros_from = kNoZeros;
   return &a;
 }
 
@@ -226,6 +245,9 @@ void TcpLane::AnswerRead(const std::shared_ptr<memory::Region>& region) {
   resp.type = FrameType::kReadResp;
   resp.length = rx_frame_.length;
   resp.seq = rx_frame_.seq;
+  a->guarded = region->can_lose_memory();
+  a->trailer_len = a->guarded ? kVerdictBytes : 0;
+  resp.flags = a->guarded ? kFlagVerdict : 0;
   EncodeHeader(resp, a->bytes);
   a->len = kHeaderBytes;
   a->region = region;
@@ -252,7 +274,7 @@ void TcpLane::Detach(const absl::Status& error, CompletionSink& sink) {
   (void)Fail(error);
   while (acked_ < posted_) {
     const TxSlot& s = slot(++acked_);
-    sink.OnOpDone(OpCompletion{s.cookie, s.payload_len, &error});
+    sink.OnOpDone(OpCompletion{s.cookie, s.payload_len, s.fault.ok() ? &error : &s.fault});
   }
   sent_ = posted_;
   send_offset_ = 0;

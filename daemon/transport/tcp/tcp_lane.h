@@ -6,7 +6,9 @@
 // allocation and no per-block syscall. With TLS (tcp_tls.h) the same frames
 // travel as TLS records: through OpenSSL, read into region memory with no
 // buffer of ours; or, where the kernel does TLS both ways, through the very
-// same plain socket calls, the kernel decrypting as it receives.
+// same plain socket calls, the kernel decrypting as it receives. Memory that
+// can fault (a file region another process truncated) fails only the frame
+// that touched it (tcp_lane_fault.cc); the lane carries on.
 #pragma once
 
 #include <sys/uio.h>
@@ -59,7 +61,8 @@ class TcpLane final : public Lane {
   uint32_t Post(absl::Span<const DataOp> ops) override;
   // Reads and handles frames until the socket is drained (or a fairness
   // budget is spent), then sends the answers. `scratch` holds the bytes of
-  // refused writes. A non-OK status breaks the lane.
+  // refused or failed frames, and TLS payload for a file region on its way
+  // to a guarded copy. A non-OK status breaks the lane.
   absl::Status OnReadable(CompletionSink& sink, absl::Span<std::byte> scratch, uint32_t* events);
   // Sends as much queued data as the socket takes.
   absl::Status Flush();
@@ -72,6 +75,7 @@ class TcpLane final : public Lane {
   void Detach(const absl::Status& error, CompletionSink& sink);
 
  private:
+  static constexpr uint32_t kNoZeros = UINT32_MAX;  // zeros_from: no zeros
   // One of our frames: header, notice and block table, then (WRITE) the
   // blocks' payload from region memory. A READ's payload comes back into
   // the same blocks.
@@ -83,6 +87,14 @@ class TcpLane final : public Lane {
     std::byte* local_base = nullptr;
     const Block* blocks = nullptr;
     uint32_t block_count = 0;
+    memory::Region* region = nullptr;  // the local region (DataOp::local_region)
+    // A WRITE from memory that can fault: a verdict of trailer_len bytes
+    // follows its payload. Payload bytes from zeros_from on are zeros once
+    // the memory faulted there (`fault` says why: the op's end).
+    bool guarded = false;
+    uint32_t trailer_len = 0;
+    uint32_t zeros_from = kNoZeros;
+    absl::Status fault;
     uint8_t header[kHeaderBytes + kNoticeBytes + kMaxTableBytes];
   };
   // One of our answers to the peer (ACK, NACK or READ_RESP), sent between
@@ -94,14 +106,35 @@ class TcpLane final : public Lane {
     std::shared_ptr<memory::Region> region;
     uint32_t payload_iovs = 0;
     iovec payload[kMaxBlocksPerOp];
+    // As TxSlot's: a READ_RESP from memory that can fault.
+    bool guarded = false;
+    uint32_t trailer_len = 0;
+    uint32_t zeros_from = kNoZeros;
   };
-  enum class RxState { kHeader, kTable, kPayload, kDiscard, kNackText };
+  // Appends pieces to an iovec array, leaving out the first `skip` bytes,
+  // until `max` iovecs are used (then drops the rest).
+  struct IovOut {
+    iovec* iov;
+    size_t max;
+    size_t skip = 0;
+    size_t count = 0;
+    bool full() const { return count == max; }
+    void Add(const void* data, size_t len);
+  };
+  // kText: a NACK's message, or a verdict's.
+  enum class RxState { kHeader, kTable, kPayload, kDiscard, kVerdict, kText };
 
   TxSlot& slot(uint64_t seq) { return tx_ring_[seq % tx_ring_.size()]; }
   static size_t WireBytes(const TxSlot& s);
   static size_t WireBytes(const Answer& a);
-  size_t AddFrameIov(const TxSlot& s, size_t offset, iovec* iov) const;
-  size_t BuildIov(iovec* iov, size_t max_iov);
+  void AddFrameIov(const TxSlot& s, size_t offset, IovOut& out) const;
+  // Which pieces of a batch are memory that can fault, which TLS copies
+  // guarded: the first frame or answer's, and any.
+  struct Guarded {
+    bool first = false;
+    bool any = false;
+  };
+  size_t BuildIov(iovec* iov, size_t max_iov, Guarded* guarded);
   void Consume(size_t bytes);
   Answer* NewAnswer();
 
@@ -109,7 +142,9 @@ class TcpLane final : public Lane {
   ssize_t RecvSome(void* buf, size_t len);
   ssize_t ReadVec(iovec* iov, int count);
   ssize_t SendPlain(iovec* iov, size_t count);
-  ssize_t SendTls(const iovec* iov, size_t count);
+  ssize_t Send(iovec* iov, size_t count, Guarded guarded);
+  ssize_t SendTls(const iovec* iov, size_t count, Guarded guarded);
+  ssize_t WriteStage(size_t len);
   ssize_t WriteTls(const void* data, size_t len);
   ssize_t TlsResult(int rc, size_t n);
   std::string IoError(int err) const;
@@ -123,8 +158,11 @@ class TcpLane final : public Lane {
   absl::Status OnTable();
   absl::Status CheckInbound(std::shared_ptr<memory::Region>* region);
   absl::Status StartReadResponse();
-  absl::Status ReceivePayload(CompletionSink& sink, ssize_t* n);
+  absl::Status ReceivePayload(CompletionSink& sink, absl::Span<std::byte> scratch, ssize_t* n);
+  void EndPayload(CompletionSink& sink);
   void FinishPayload(CompletionSink& sink);
+  void FinishReadResponse(CompletionSink& sink);
+  absl::Status OnTextDone(CompletionSink& sink);
   void AnswerRead(const std::shared_ptr<memory::Region>& region);
   absl::Status HandleAck(uint64_t seq, CompletionSink& sink);
   absl::Status HandleNack(CompletionSink& sink);
@@ -132,6 +170,16 @@ class TcpLane final : public Lane {
   void QueueNack(uint64_t seq, const absl::Status& why);
   absl::Status ProtocolError(absl::string_view what) const;
   absl::Status Fail(absl::Status error);
+
+  // tcp_lane_fault.cc: memory that faults under a copy.
+  const uint8_t* Trailer(uint32_t zeros_from) const;
+  static void AddPayloadPiece(IovOut& out, const void* data, size_t len, uint64_t* pos,
+                              uint32_t zeros_from);
+  ssize_t OnSendFault(iovec* iov, size_t count, Guarded guarded);
+  bool PoisonAtCursor();
+  ssize_t ReadGuarded(const iovec* iov, uint32_t count, absl::Span<std::byte> bounce);
+  absl::Status OnPlaceFault(CompletionSink& sink, int err, ssize_t* n);
+  absl::Status OnVerdict(CompletionSink& sink);
 
   Link& link_;
   const memory::RegionRegistry& regions_;
@@ -155,6 +203,8 @@ class TcpLane final : public Lane {
   uint64_t answers_sent_ = 0;
   size_t answer_offset_ = 0;
   bool wants_writable_ = false;
+  // The verdict of the one poisoned frame or answer at the send cursor.
+  std::string fault_trailer_;
   // TLS: one record's worth of small pieces gathered for one SSL_write;
   // [tls_stage_sent_, tls_stage_len_) still to write.
   static constexpr size_t kTlsRecordBytes = 16384;  // TLS's largest record
@@ -177,7 +227,17 @@ class TcpLane final : public Lane {
   uint32_t rx_left_ = 0;
   bool rx_is_read_resp_ = false;
   bool rx_has_notice_ = false;
+  // The payload goes into memory that can fault (over TLS: through a
+  // guarded copy); rx_fault_: a guarded copy fell short.
+  bool rx_guarded_ = false;
+  bool rx_fault_ = false;
+  // Non-OK: the frame is drained, not placed, and ends with this: a WRITE's
+  // NACK (sent once its payload is drained, so the sender has sent all of
+  // it), or our READ's status.
+  absl::Status rx_refusal_;
+  absl::Status rx_verdict_;  // the sender's, for frames that carry one
   LandingNotice rx_notice_;
+  uint32_t rx_text_len_ = 0;
   std::string rx_nack_text_;
   uint64_t rx_last_seq_ = 0;  // last inbound WRITE / READ_REQ (must increase by one)
   uint64_t ack_pending_ = 0;  // highest landed inbound WRITE not yet acknowledged

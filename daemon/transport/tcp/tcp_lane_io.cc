@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/common/check.h"
+#include "daemon/memory/guarded_copy.h"
 #include "daemon/transport/tcp/tcp_ktls.h"
 #include "daemon/transport/tcp/tcp_lane.h"
 
@@ -22,7 +23,8 @@ namespace {
 // iovecs per sendmsg: a few frames of kMaxBlocksPerOp blocks each (the
 // kernel's limit, IOV_MAX, is 1024).
 constexpr size_t kMaxIov = 512;
-static_assert(kMaxIov >= 2 * (kMaxBlocksPerOp + 1), "a frame and an answer fit one sendmsg");
+// A frame or an answer: header, blocks, verdict.
+static_assert(kMaxIov >= 2 * (kMaxBlocksPerOp + 2), "a frame and an answer fit one sendmsg");
 
 // TLS: pieces at least this big are encrypted straight from region memory
 // (one record each); smaller ones (headers, block tables, answers, small
@@ -124,12 +126,14 @@ absl::Status TcpLane::Flush() {
         continue;
       }
     } else {
-      const size_t count = BuildIov(iov, kMaxIov);
+      Guarded guarded;
+      const size_t count = BuildIov(iov, kMaxIov, &guarded);
       if (count == 0) {
         wants_writable_ = false;
         return absl::OkStatus();
       }
-      n = ssl_ == nullptr ? SendPlain(iov, count) : SendTls(iov, count);
+      n = Send(iov, count, guarded);
+      if (n < 0 && errno == EFAULT) n = OnSendFault(iov, count, guarded);
       if (n >= 0) {
         Consume(static_cast<size_t>(n));
         continue;
@@ -153,6 +157,10 @@ ssize_t TcpLane::WriteTls(const void* data, size_t len) {
   return n == 0 ? -1 : n;
 }
 
+ssize_t TcpLane::Send(iovec* iov, size_t count, Guarded guarded) {
+  return ssl_ == nullptr ? SendPlain(iov, count) : SendTls(iov, count, guarded);
+}
+
 ssize_t TcpLane::SendPlain(iovec* iov, size_t count) {
   msghdr msg{};
   msg.msg_iov = iov;
@@ -163,18 +171,43 @@ ssize_t TcpLane::SendPlain(iovec* iov, size_t count) {
 // One record: straight from a big piece of region memory (returns the bytes
 // written, for the caller to consume), or gathered from small pieces into
 // tls_stage_, whose bytes leave the send queue at once (returns 0: Flush
-// writes the rest of the stage before anything else).
-ssize_t TcpLane::SendTls(const iovec* iov, size_t count) {
-  if (iov[0].iov_len >= kTlsDirectBytes) {
+// writes the rest of the stage before anything else). Memory that can
+// fault OpenSSL must never read (it would die of SIGBUS there): a guarded
+// piece is always gathered, by a guarded copy (short at a page that is
+// gone, -1 with EFAULT when the first one is).
+ssize_t TcpLane::SendTls(const iovec* iov, size_t count, Guarded guarded) {
+  // The piece in front goes direct only if it is not guarded memory: a
+  // write OpenSSL asks to repeat is then repeated direct, with its bytes.
+  if (!guarded.first && iov[0].iov_len >= kTlsDirectBytes) {
     return WriteTls(iov[0].iov_base, std::min(iov[0].iov_len, kTlsRecordBytes));
   }
   size_t len = 0;
-  for (size_t i = 0; i < count && len < kTlsRecordBytes; ++i) {
-    const size_t take = std::min(iov[i].iov_len, kTlsRecordBytes - len);
-    std::memcpy(tls_stage_.data() + len, iov[i].iov_base, take);
-    len += take;
+  if (guarded.any) {
+    iovec from[kMaxIov];
+    size_t pieces = 0;
+    for (size_t i = 0; i < count && len < kTlsRecordBytes; ++i) {
+      from[pieces] = {iov[i].iov_base, std::min(iov[i].iov_len, kTlsRecordBytes - len)};
+      len += from[pieces++].iov_len;
+    }
+    const iovec to{tls_stage_.data(), len};
+    const ssize_t copied = memory::GuardedCopy(&to, 1, from, pieces);
+    if (copied <= 0) {
+      if (copied == 0) errno = EFAULT;
+      return -1;
+    }
+    len = static_cast<size_t>(copied);
+  } else {
+    for (size_t i = 0; i < count && len < kTlsRecordBytes; ++i) {
+      const size_t take = std::min(iov[i].iov_len, kTlsRecordBytes - len);
+      std::memcpy(tls_stage_.data() + len, iov[i].iov_base, take);
+      len += take;
+    }
   }
   Consume(len);
+  return WriteStage(len);
+}
+
+ssize_t TcpLane::WriteStage(size_t len) {
   tls_stage_len_ = len;
   tls_stage_sent_ = 0;
   const ssize_t n = WriteTls(tls_stage_.data(), len);

@@ -56,34 +56,33 @@ absl::Status TcpLane::ReceiveOnce(CompletionSink& sink, absl::Span<std::byte> sc
                                   uint32_t* frames, ssize_t* n) {
   switch (rx_state_) {
     case RxState::kHeader:
-    case RxState::kTable: {
+    case RxState::kTable:
+    case RxState::kVerdict: {
       const size_t want = rx_want_ - rx_have_;
       *n = want > 0 ? RecvSome(rx_header_ + rx_have_, want) : 1;
       if (want > 0 && *n > 0) rx_have_ += static_cast<size_t>(*n);
       if (rx_have_ < rx_want_) return absl::OkStatus();
       *n = 1;
       if (rx_state_ == RxState::kTable) return OnTable();
+      if (rx_state_ == RxState::kVerdict) return OnVerdict(sink);
       ++*frames;
       return OnHeader(sink);
     }
     case RxState::kPayload:
-      return ReceivePayload(sink, n);
+      return ReceivePayload(sink, scratch, n);
     case RxState::kDiscard:
       *n = RecvSome(scratch.data(), std::min<size_t>(rx_left_, scratch.size()));
       if (*n > 0) {
         rx_left_ -= static_cast<uint32_t>(*n);
-        if (rx_left_ == 0) {
-          rx_state_ = RxState::kHeader;
-          rx_want_ = kHeaderBytes;
-        }
+        if (rx_left_ == 0) EndPayload(sink);
       }
       return absl::OkStatus();
-    case RxState::kNackText: {
-      const size_t want = rx_frame_.length - rx_nack_text_.size();
+    case RxState::kText: {
+      const size_t want = rx_text_len_ - rx_nack_text_.size();
       char buf[kMaxNackMessage];
       *n = want > 0 ? RecvSome(buf, want) : 1;
       if (want > 0 && *n > 0) rx_nack_text_.append(buf, static_cast<size_t>(*n));
-      if (rx_nack_text_.size() == rx_frame_.length) return HandleNack(sink);
+      if (rx_nack_text_.size() == rx_text_len_) return OnTextDone(sink);
       return absl::OkStatus();
     }
   }
@@ -111,7 +110,8 @@ absl::Status TcpLane::OnHeader(CompletionSink& sink) {
       return HandleAck(rx_frame_.seq, sink);
     case FrameType::kNack:
       rx_nack_text_.clear();
-      rx_state_ = RxState::kNackText;
+      rx_text_len_ = rx_frame_.length;
+      rx_state_ = RxState::kText;
       return absl::OkStatus();
     case FrameType::kReadResp:
       return StartReadResponse();
@@ -128,19 +128,25 @@ absl::Status TcpLane::OnTable() {
   rx_state_ = RxState::kHeader;
   const bool write = rx_frame_.type == FrameType::kWrite;
   rx_has_notice_ = (rx_frame_.flags & kFlagNotice) != 0;
+  rx_is_read_resp_ = false;
+  if (!rx_verdict_.ok()) rx_verdict_ = absl::OkStatus();
   std::shared_ptr<memory::Region> region;
   absl::Status verdict = CheckInbound(&region);
   if (!verdict.ok()) {
-    link_.counters().writes_rejected.fetch_add(1, std::memory_order_relaxed);
     SPDLOG_DEBUG("refused {} seq={} from {}: {}", write ? "WRITE" : "READ_REQ", rx_frame_.seq,
                  link_.peer().node_id, verdict.message());
-    QueueNack(rx_frame_.seq, verdict);
-    if (write) {
-      rx_left_ = rx_frame_.length;
-      rx_state_ = RxState::kDiscard;
+    if (!write) {
+      link_.counters().writes_rejected.fetch_add(1, std::memory_order_relaxed);
+      QueueNack(rx_frame_.seq, verdict);
+      return absl::OkStatus();
     }
+    // NACKed once drained: the sender may still be sending it.
+    rx_refusal_ = std::move(verdict);
+    rx_left_ = rx_frame_.length;
+    rx_state_ = RxState::kDiscard;
     return absl::OkStatus();
   }
+  if (!rx_refusal_.ok()) rx_refusal_ = absl::OkStatus();
   if (!write) {
     AnswerRead(region);
     return absl::OkStatus();
@@ -155,7 +161,7 @@ absl::Status TcpLane::OnTable() {
   }
   rx_iov_next_ = 0;
   rx_iov_count_ = rx_frame_.blocks;
-  rx_is_read_resp_ = false;
+  rx_guarded_ = region->can_lose_memory();
   rx_region_ = std::move(region);
   rx_state_ = RxState::kPayload;
   return absl::OkStatus();
@@ -180,6 +186,7 @@ absl::Status TcpLane::CheckInbound(std::shared_ptr<memory::Region>* out) {
     return absl::PermissionDeniedError(absl::StrCat(
         "region '", region->name(), "' does not allow remote ", write ? "writes" : "reads"));
   }
+  if (region->lost()) return region->LostStatus();
   const uint8_t* entry = rx_header_ + kHeaderBytes + (rx_has_notice_ ? kNoticeBytes : 0);
   uint64_t total = 0;
   for (uint32_t b = 0; b < f.blocks; ++b, entry += kBlockEntryBytes) {
@@ -217,18 +224,27 @@ absl::Status TcpLane::StartReadResponse() {
   rx_iov_next_ = 0;
   rx_iov_count_ = s.block_count;
   rx_is_read_resp_ = true;
+  rx_guarded_ = s.region != nullptr && s.region->can_lose_memory();
+  if (!rx_refusal_.ok()) rx_refusal_ = absl::OkStatus();
+  if (!rx_verdict_.ok()) rx_verdict_ = absl::OkStatus();
   rx_state_ = RxState::kPayload;
   return absl::OkStatus();
 }
 
-// Receives payload straight into the blocks; the next frame's header comes
-// in with it when available, saving a syscall per frame.
-absl::Status TcpLane::ReceivePayload(CompletionSink& sink, ssize_t* n) {
+// Receives payload straight into the blocks; what follows it (the next
+// header, or the frame's verdict) comes in with it when available, saving a
+// syscall per frame. Over TLS into memory that can fault, the payload goes
+// through a guarded copy instead, alone.
+absl::Status TcpLane::ReceivePayload(CompletionSink& sink, absl::Span<std::byte> scratch,
+                                     ssize_t* n) {
   iovec iov[kMaxBlocksPerOp + 1];
   const uint32_t blocks = rx_iov_count_ - rx_iov_next_;
   std::copy(rx_iov_ + rx_iov_next_, rx_iov_ + rx_iov_count_, iov);
-  iov[blocks] = {rx_header_, kHeaderBytes};
-  *n = ReadVec(iov, static_cast<int>(blocks + 1));
+  const size_t follows = (rx_frame_.flags & kFlagVerdict) ? kVerdictBytes : kHeaderBytes;
+  iov[blocks] = {rx_header_, follows};
+  *n = rx_guarded_ && ssl_ != nullptr ? ReadGuarded(iov, blocks, scratch)
+                                      : ReadVec(iov, static_cast<int>(blocks + 1));
+  if (*n < 0 && errno == EFAULT) return OnPlaceFault(sink, errno, n);
   if (*n <= 0) return absl::OkStatus();
   size_t got = static_cast<size_t>(*n);
   while (got > 0 && rx_iov_next_ < rx_iov_count_) {
@@ -239,22 +255,55 @@ absl::Status TcpLane::ReceivePayload(CompletionSink& sink, ssize_t* n) {
     got -= take;
     if (target.iov_len == 0) ++rx_iov_next_;
   }
+  if (rx_fault_) return OnPlaceFault(sink, EFAULT, n);
   if (rx_iov_next_ < rx_iov_count_) return absl::OkStatus();
-  rx_have_ = got;  // the start of the next header
-  rx_want_ = kHeaderBytes;
+  rx_have_ = got;  // the start of what follows
+  EndPayload(sink);
+  return absl::OkStatus();
+}
+
+// The payload is in (placed, or drained); rx_have_ bytes of what follows it
+// are in rx_header_.
+void TcpLane::EndPayload(CompletionSink& sink) {
+  if (rx_frame_.flags & kFlagVerdict) {
+    rx_want_ = kVerdictBytes;
+    rx_state_ = RxState::kVerdict;
+    return;
+  }
+  FinishPayload(sink);
+}
+
+absl::Status TcpLane::OnTextDone(CompletionSink& sink) {
+  if (rx_frame_.type == FrameType::kNack) return HandleNack(sink);
+  if (!rx_verdict_.ok()) rx_verdict_ = absl::Status(rx_verdict_.code(), rx_nack_text_);
   FinishPayload(sink);
   return absl::OkStatus();
 }
 
+// The frame is wholly in: its payload, and its verdict if it has one.
 void TcpLane::FinishPayload(CompletionSink& sink) {
   rx_state_ = RxState::kHeader;
-  link_.counters().bytes_received.fetch_add(rx_frame_.length, std::memory_order_relaxed);
+  rx_want_ = kHeaderBytes;
   if (rx_is_read_resp_) {
-    const TxSlot& s = slot(++acked_);
-    sink.OnOpDone(OpCompletion{s.cookie, s.payload_len, nullptr});
+    FinishReadResponse(sink);
     return;
   }
+  if (!rx_refusal_.ok()) {
+    link_.counters().writes_rejected.fetch_add(1, std::memory_order_relaxed);
+    QueueNack(rx_frame_.seq, rx_refusal_);
+    return;
+  }
+  link_.counters().bytes_received.fetch_add(rx_frame_.length, std::memory_order_relaxed);
   ack_pending_ = rx_frame_.seq;
+  if (!rx_verdict_.ok()) {
+    // The writer's memory failed under the frame: the rest came as zeros.
+    // Acknowledged (the writer fails the op itself), never landed.
+    SPDLOG_DEBUG("WRITE seq={} from {} failed at its source: {}", rx_frame_.seq,
+                 link_.peer().node_id, rx_verdict_.message());
+    link_.counters().writes_rejected.fetch_add(1, std::memory_order_relaxed);
+    rx_region_.reset();
+    return;
+  }
   // Frames of one lane land in order, and the sender sends a transfer's final
   // (notice-carrying) frame only after all its others were acknowledged:
   // once this payload is in place, the whole transfer has landed.
@@ -268,6 +317,25 @@ void TcpLane::FinishPayload(CompletionSink& sink) {
   rx_region_.reset();
 }
 
+// Our READ's payload is in: it is done, unless this side could not place it
+// (rx_refusal_) or the peer's memory failed under it (its verdict).
+void TcpLane::FinishReadResponse(CompletionSink& sink) {
+  const TxSlot& s = slot(++acked_);
+  if (!rx_refusal_.ok()) {
+    sink.OnOpDone(OpCompletion{s.cookie, s.payload_len, &rx_refusal_});
+    return;
+  }
+  if (!rx_verdict_.ok()) {
+    const absl::Status error(rx_verdict_.code(),
+                             absl::StrCat("peer ", link_.peer().node_id,
+                                          " failed the read: ", rx_verdict_.message()));
+    sink.OnOpDone(OpCompletion{s.cookie, s.payload_len, &error});
+    return;
+  }
+  link_.counters().bytes_received.fetch_add(rx_frame_.length, std::memory_order_relaxed);
+  sink.OnOpDone(OpCompletion{s.cookie, s.payload_len, nullptr});
+}
+
 absl::Status TcpLane::HandleAck(uint64_t seq, CompletionSink& sink) {
   if (seq <= acked_ || seq > sent_) {
     return ProtocolError(
@@ -278,6 +346,11 @@ absl::Status TcpLane::HandleAck(uint64_t seq, CompletionSink& sink) {
     const TxSlot& s = slot(acked_ + 1);
     if (s.kind != OpKind::kWrite) return ProtocolError("ACK covers a read not answered");
     ++acked_;
+    // A frame we poisoned (our memory faulted under it) fails, acknowledged.
+    if (!s.fault.ok()) {
+      sink.OnOpDone(OpCompletion{s.cookie, s.payload_len, &s.fault});
+      continue;
+    }
     bytes += s.payload_len;
     sink.OnOpDone(OpCompletion{s.cookie, s.payload_len, nullptr});
   }
@@ -300,7 +373,8 @@ absl::Status TcpLane::HandleNack(CompletionSink& sink) {
       code == absl::StatusCode::kOk ? absl::StatusCode::kUnknown : code,
       absl::StrCat("peer ", link_.peer().node_id, " refused the ",
                    s.kind == OpKind::kWrite ? "write" : "read", ": ", rx_nack_text_));
-  sink.OnOpDone(OpCompletion{s.cookie, s.payload_len, &error});
+  // A frame we poisoned fails for that first, whatever the peer says.
+  sink.OnOpDone(OpCompletion{s.cookie, s.payload_len, s.fault.ok() ? &error : &s.fault});
   return absl::OkStatus();
 }
 

@@ -16,7 +16,9 @@ namespace {
 
 // Events taken from epoll per Poll call.
 constexpr int kEpollBatch = 64;
-// Buffer for draining refused inbound writes.
+// Buffer for draining refused or failed inbound payload, and for TLS
+// payload bound for a file region (decrypted here, then placed by a guarded
+// copy): a few TLS records' worth.
 constexpr size_t kScratchBytes = 64 << 10;
 
 }  // namespace

@@ -1,9 +1,11 @@
 #include "daemon/memory/region.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
 #include <string>
 #include <thread>
@@ -81,6 +83,40 @@ TEST(RegionTest, UsersCount) {
   region->AddUser();
   region->RemoveUser();
   EXPECT_EQ(region->users(), 1u);
+}
+
+// Memory and SHM regions cannot lose a page; a file region can, and once an
+// access to it faulted it says why until it goes.
+TEST(RegionTest, AFileRegionLosesItsMemoryOnce) {
+  EXPECT_FALSE(MakeRegion(4096)->can_lose_memory());
+  const char* dir = std::getenv("TEST_TMPDIR");
+  const std::string path = std::string(dir != nullptr ? dir : "/tmp") + "/lost.bin";
+  BackingSpec file{Backing::kFile, 1 << 20};
+  file.file_path = path;
+  file.create = true;
+  file.file_confinement.dirs = {dir != nullptr ? dir : "/tmp"};
+  auto backing = MemoryBacking::Create(file);
+  ASSERT_TRUE(backing.ok()) << backing.status();
+  RegionSpec spec;
+  spec.name = "dst";
+  spec.backing = Backing::kFile;
+  Region region(9, std::move(spec), *std::move(backing));
+  EXPECT_TRUE(region.can_lose_memory());
+  EXPECT_FALSE(region.lost());
+  EXPECT_TRUE(region.LostStatus().ok());
+  ASSERT_EQ(::truncate(path.c_str(), 4096), 0);  // as another process would
+  const absl::Status lost = region.MarkLost();
+  EXPECT_EQ(lost.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(lost.message(),
+            "region 'dst' lost its memory: its file was truncated by another process (it has "
+            "4096 of the region's 1048576 bytes); deregister it (and register it again to use "
+            "the file)");
+  EXPECT_TRUE(region.lost());
+  EXPECT_EQ(region.LostStatus(), lost);
+  // The first cause stays, whatever the file does next.
+  ASSERT_EQ(::truncate(path.c_str(), 1 << 20), 0);
+  EXPECT_EQ(region.MarkLost(), lost);
+  ::unlink(path.c_str());
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <string>
 
 namespace xferd::transport::tcp {
 namespace {
@@ -116,6 +117,60 @@ TEST(TcpFrameTest, BlockEntryRoundTrip) {
   DecodeBlockEntry(bytes, &offset, &length);
   EXPECT_EQ(offset, 1ull << 50);
   EXPECT_EQ(length, 4096u);
+}
+
+TEST(TcpFrameTest, VerdictFlagOnlyWhereAPayloadComesFromMemory) {
+  uint8_t bytes[kHeaderBytes];
+  FrameHeader out;
+  FrameHeader write = Write(4096);
+  write.flags = kFlagNotice | kFlagVerdict;
+  EncodeHeader(write, bytes);
+  ASSERT_TRUE(DecodeHeader(bytes, &out).ok());
+  EXPECT_EQ(out.flags, kFlagNotice | kFlagVerdict);
+
+  FrameHeader resp;
+  resp.type = FrameType::kReadResp;
+  resp.flags = kFlagVerdict;
+  resp.length = 4096;
+  EncodeHeader(resp, bytes);
+  ASSERT_TRUE(DecodeHeader(bytes, &out).ok());
+  EXPECT_EQ(out.flags, kFlagVerdict);
+  resp.flags = kFlagNotice;  // a read's answer never carries a notice
+  EncodeHeader(resp, bytes);
+  EXPECT_FALSE(DecodeHeader(bytes, &out).ok());
+
+  FrameHeader req = Write(4096);
+  req.type = FrameType::kReadReq;
+  req.flags = kFlagVerdict;  // a request has no payload to vouch for
+  EncodeHeader(req, bytes);
+  EXPECT_FALSE(DecodeHeader(bytes, &out).ok());
+}
+
+TEST(TcpFrameTest, VerdictRoundTrips) {
+  // A good verdict is 8 zero bytes: what a sender sends with no fault.
+  const std::string good = EncodeVerdict(absl::OkStatus());
+  EXPECT_EQ(good, std::string(kVerdictBytes, '\0'));
+  const std::string bad = EncodeVerdict(absl::FailedPreconditionError("region 'f' lost"));
+  ASSERT_EQ(bad.size(), kVerdictBytes + 15);
+  absl::StatusCode code;
+  uint32_t text = 0;
+  ASSERT_TRUE(DecodeVerdict(reinterpret_cast<const uint8_t*>(bad.data()), &code, &text).ok());
+  EXPECT_EQ(code, absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(bad.substr(kVerdictBytes, text), "region 'f' lost");
+  // Messages are cut to what a NACK may carry.
+  EXPECT_EQ(EncodeVerdict(absl::InternalError(std::string(5000, 'x'))).size(),
+            kVerdictBytes + kMaxNackMessage);
+}
+
+TEST(TcpFrameTest, VerdictRefusesWhatAPeerMayNotSend) {
+  uint8_t bytes[kVerdictBytes] = {};
+  absl::StatusCode code;
+  uint32_t text = 0;
+  bytes[0] = 17;  // no such status code
+  EXPECT_FALSE(DecodeVerdict(bytes, &code, &text).ok());
+  bytes[0] = 9;
+  bytes[5] = 0x10;  // a 4 KiB message
+  EXPECT_FALSE(DecodeVerdict(bytes, &code, &text).ok());
 }
 
 }  // namespace
