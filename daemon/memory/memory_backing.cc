@@ -10,6 +10,8 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <optional>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -214,17 +216,20 @@ MemoryBacking::MemoryBacking(BackingSpec spec, UniqueFd fd, std::byte* data, uin
       mapped_size_(mapped_size),
       read_only_(read_only) {}
 
-bool MemoryBacking::FileShrunk() const {
+std::optional<uint64_t> MemoryBacking::ShrunkFileBytes() const {
   struct stat st;
-  return spec_.kind == Backing::kFile && ::fstat(fd_.get(), &st) == 0 &&
-         static_cast<uint64_t>(st.st_size) < size_;
+  if (spec_.kind != Backing::kFile || ::fstat(fd_.get(), &st) != 0 ||
+      static_cast<uint64_t>(st.st_size) >= size_) {
+    return std::nullopt;
+  }
+  return static_cast<uint64_t>(st.st_size);
 }
 
+bool MemoryBacking::FileShrunk() const { return ShrunkFileBytes().has_value(); }
+
 std::string MemoryBacking::DescribeLoss() const {
-  struct stat st;
-  if (spec_.kind == Backing::kFile && ::fstat(fd_.get(), &st) == 0 &&
-      static_cast<uint64_t>(st.st_size) < size_) {
-    return absl::StrCat("its file was truncated by another process (it has ", st.st_size,
+  if (const std::optional<uint64_t> bytes = ShrunkFileBytes()) {
+    return absl::StrCat("its file was truncated by another process (it has ", *bytes,
                         " of the region's ", size_, " bytes)");
   }
   return absl::StrCat("a page of its ", spec_.kind == Backing::kFile ? "file" : "memory",

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -66,6 +67,9 @@ class MemoryBacking {
   int shm_fd() const { return spec_.kind == Backing::kShm ? fd_.get() : -1; }
 
  private:
+  // kFile: the file's bytes when fewer than the region's; calls fstat.
+  std::optional<uint64_t> ShrunkFileBytes() const;
+
   MemoryBacking(BackingSpec spec, UniqueFd fd, std::byte* data, uint64_t mapped_size,
                 bool read_only);
 
