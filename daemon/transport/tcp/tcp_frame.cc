@@ -110,7 +110,8 @@ std::string EncodeVerdict(const absl::Status& status) {
   auto* bytes = reinterpret_cast<uint8_t*>(out.data());
   Put32(bytes, static_cast<uint32_t>(status.code()));
   Put32(bytes + 4, static_cast<uint32_t>(text.size()));
-  std::memcpy(bytes + kVerdictBytes, text.data(), text.size());
+  // An OK status's message has a null data(), which memcpy must not get.
+  if (!text.empty()) std::memcpy(bytes + kVerdictBytes, text.data(), text.size());
   return out;
 }
 
