@@ -23,12 +23,12 @@ void CheckHeader(const uint8_t* in) {
     case FrameType::kReadReq:
       FUZZ_CHECK(header.length >= 1 && header.length <= kMaxSliceBytes);
       FUZZ_CHECK(header.blocks >= 1 && header.blocks <= kMaxBlocksPerOp);
-      FUZZ_CHECK((header.flags & ~kFlagNotice) == 0);
+      FUZZ_CHECK((header.flags & ~(kFlagNotice | kFlagVerdict)) == 0);
       FUZZ_CHECK(header.type == FrameType::kWrite || header.flags == 0);
       break;
-    case FrameType::kReadResp:
+    case FrameType::kReadResp:  // a verdict may follow the payload
       FUZZ_CHECK(header.length >= 1 && header.length <= kMaxSliceBytes);
-      FUZZ_CHECK(header.blocks == 0 && header.flags == 0);
+      FUZZ_CHECK(header.blocks == 0 && (header.flags & ~kFlagVerdict) == 0);
       break;
     case FrameType::kNack:
       FUZZ_CHECK(header.length <= kMaxNackMessage);
