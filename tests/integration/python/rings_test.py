@@ -19,7 +19,7 @@ import xferd
 import xferd.aio
 import xferd.ring_requests
 from conftest import Regions
-from daemons import Cluster
+from daemons import TRANSPORT, Cluster
 from testlib import WAIT_S, as_array, fill_random
 
 DAEMONS = ("a", "b")
@@ -173,7 +173,10 @@ def test_aio_cancelled_wait_leaves_the_transfer_and_the_rings(cluster: Cluster,
                                                               regions: Regions) -> None:
     """A task cancelled while its write(wait=True) waits on the ring ends
     only its own wait: the transfer carries on to the end, and the client's
-    next ring requests get their own completions."""
+    next ring requests get their own completions. TCP only: over verbs a
+    paused b does not hold up a one-sided write, so nothing waits."""
+    if TRANSPORT != "tcp":
+        pytest.skip("over verbs the write goes on while b is paused")
     size = 8 * MiB
     data = fill_random(regions.make("a", "acancel_src", size), seed=5)
     dst = regions.make("b", "acancel_dst", size, remote_write=True)
