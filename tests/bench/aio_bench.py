@@ -65,7 +65,8 @@ async def measure_aio(a: Any, args: argparse.Namespace) -> List[Tuple[str, str, 
         write = xferd_pb2.WriteRequest(src_region="small_src", peer="b", dst_region="small_dst",
                                        length=SMALL, wait=True)
         rows.append(("grpc.aio stub", "GetNodeInfo",
-                     await benchlib.aio_rate(lambda: c.stub.GetNodeInfo(info, timeout=10), secs, n)))
+                     await benchlib.aio_rate(lambda: c.stub.GetNodeInfo(info, timeout=10),
+                                             secs, n)))
         rows.append(("grpc.aio stub", "Write(wait=True) 4 KiB",
                      await benchlib.aio_rate(lambda: c.stub.Write(write, timeout=10), secs, n)))
 

@@ -245,9 +245,9 @@ def report(ref_us: float, unary: Dict[str, Any], grpc: Dict[str, Any],
     print(f"Python xferd.aio 4 KiB rate = {python['aio']['rate']:.0f}/s, {DEPTH} in flight "
           f"(target >= {PYTHON_RATE_TARGET}/s): "
           f"{benchlib.verdict(python['aio']['rate'], PYTHON_RATE_TARGET)}")
-    print(json.dumps({"python": python, "qperf_tcp_lat_us": ref_us, "grpc_unary": unary, "grpc_write": grpc,
-                      "ring_lat": lat, "ring_rate": rate, "same_host_lat": own_lat,
-                      "same_host_rate": own_rate}))
+    print(json.dumps({"python": python, "qperf_tcp_lat_us": ref_us, "grpc_unary": unary,
+                      "grpc_write": grpc, "ring_lat": lat, "ring_rate": rate,
+                      "same_host_lat": own_lat, "same_host_rate": own_rate}))
 
 
 if __name__ == "__main__":

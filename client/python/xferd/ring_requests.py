@@ -134,9 +134,10 @@ _STATES = {
 def transfer_of(r: RingRequest, c: RingCompletion, transport: Transport,
                 default_slice: int) -> Transfer:
     """The snapshot completion `c` of request `r` stands for, with the
-    daemon's transport ("tcp", "verbs") and default slice size: the Transfer a gRPC reply
-    converts to, built straight from the completion (no protobuf message
-    between, which would cost more than the rest of a write's client side).
+    daemon's transport ("tcp", "verbs") and default slice size: the
+    Transfer a gRPC reply converts to, built straight from the completion
+    (no protobuf message between, which would cost more than the rest of a
+    write's client side).
 
     Raises:
         XferdError: the refusal `c` is (no transfer started), with the
