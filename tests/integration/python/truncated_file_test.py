@@ -120,6 +120,7 @@ class Traffic:
         self.done: List[xferd.Transfer] = []
         self.errors: List[BaseException] = []
         self.stop = threading.Event()
+        self.submitted = threading.Event()  # the first write is on its way
         self.thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
@@ -129,16 +130,23 @@ class Traffic:
                 # Small slices: many frames on the lanes, between the case's.
                 handle = self.a.write("traffic_src", "b", "traffic_dst", self.size,
                                       slice_size=256 * KiB)
+                self.submitted.set()
                 if previous is not None:
                     self.done.append(previous.wait(WAIT_S))
                 previous = handle
             if previous is not None:
                 self.done.append(previous.wait(WAIT_S))
-        except BaseException as e:  # reported by __exit__
+        except BaseException as e:  # reported by __enter__ or __exit__
             self.errors.append(e)
+            self.submitted.set()
 
     def __enter__(self) -> "Traffic":
         self.thread.start()
+        # A case must not begin before the traffic it is to overlap: on a
+        # loaded host (ASan) the thread's first write can come after a case
+        # that fails at once.
+        started = self.submitted.wait(WAIT_S)
+        assert started and not self.errors, f"the traffic did not start: {self.errors}"
         return self
 
     def overlapped(self, failed_transfer: Optional[xferd.Transfer]) -> None:
