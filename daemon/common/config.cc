@@ -209,6 +209,7 @@ void DefineEngine(TableReader& r, EngineConfig& c) {
   r.On("max_inflight_transfers", Integer(&c.max_inflight_transfers));
   r.On("history", Integer(&c.history));
   r.On("spin", Duration(&c.spin));
+  r.On("spin_max", Duration(&c.spin_max));
   r.On("drain_timeout", Duration(&c.drain_timeout));
 }
 

@@ -104,8 +104,10 @@ struct EngineConfig {
   uint32_t max_inflight_transfers = 4096;
   // Finished transfers kept for GetTransfer/ListTransfers.
   uint32_t history = 10000;
-  // How long an idle poller keeps spinning before it sleeps.
+  // How long an idle poller keeps spinning before it sleeps, at least; up to
+  // spin_max while its sleeps are short (work comes back within spin_max).
   absl::Duration spin = absl::Microseconds(50);
+  absl::Duration spin_max = absl::Microseconds(200);
   // On SIGTERM: how long in-flight transfers may take before they are failed.
   absl::Duration drain_timeout = absl::Seconds(10);
 };

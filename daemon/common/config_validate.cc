@@ -66,6 +66,7 @@ absl::Status ValidateEngine(const EngineConfig& engine) {
   }
   if (engine.history > (1u << 22)) return InvalidKey("engine.history", "must be <= 4194304");
   if (engine.spin > absl::Seconds(1)) return InvalidKey("engine.spin", "must be <= 1s");
+  if (engine.spin_max > absl::Seconds(1)) return InvalidKey("engine.spin_max", "must be <= 1s");
   return absl::OkStatus();
 }
 

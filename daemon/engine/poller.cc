@@ -15,6 +15,7 @@
 #include "daemon/base/status_macros.h"
 #include "daemon/common/check.h"
 #include "daemon/common/log.h"
+#include "daemon/engine/spin_window.h"
 
 namespace xferd::engine {
 namespace {
@@ -131,11 +132,14 @@ PollerStats Poller::stats() const {
   stats.asleep = absl::Nanoseconds(asleep_ns_.load(std::memory_order_relaxed));
   stats.sleeping = inbox_->sleeping();
   stats.active_transfers = active_count_.load(std::memory_order_relaxed);
+  stats.spin = absl::Nanoseconds(spin_ns_.load(std::memory_order_relaxed));
   return stats;
 }
 
 void Poller::Run() {
-  const auto spin = std::chrono::nanoseconds(absl::ToInt64Nanoseconds(options_.spin));
+  SpinWindow spin(absl::ToChronoNanoseconds(options_.spin),
+                  absl::ToChronoNanoseconds(options_.spin_max));
+  spin_ns_.store(spin.now().count(), std::memory_order_relaxed);
   auto last_work = Clock::now();
   while (!stop_.load(std::memory_order_relaxed)) {
     uint32_t work = 0;
@@ -151,8 +155,11 @@ void Poller::Run() {
     const auto now = Clock::now();
     if (work > 0) {
       last_work = now;
-    } else if (now - last_work >= spin) {
-      Sleep();
+    } else if (now - last_work >= spin.now()) {
+      if (const std::optional<std::chrono::nanoseconds> slept = Sleep()) {
+        spin.Slept(*slept);
+        spin_ns_.store(spin.now().count(), std::memory_order_relaxed);
+      }
       last_work = Clock::now();
     } else {
       // Spinning with nothing to do: let any other runnable thread of this
@@ -254,14 +261,14 @@ void Poller::OnOpDone(const transport::OpCompletion& c) {
   t->RemoveInFlight();  // last touch: the transfer may be freed after this
 }
 
-void Poller::Sleep() {
+std::optional<std::chrono::nanoseconds> Poller::Sleep() {
   notes_.Flush();  // what it noted quietly is not left behind while it sleeps
-  if (stop_.load() || !worker_.PrepareToSleep()) return;
+  if (stop_.load() || !worker_.PrepareToSleep()) return std::nullopt;
   for (const std::shared_ptr<PollSource>& source : sources_) {
-    if (!source->PrepareToSleep()) return;
+    if (!source->PrepareToSleep()) return std::nullopt;
   }
   // The inboxes last: their true commits to the poll (and the next pass ends it).
-  if (!source_inbox_->PrepareToSleep() || !inbox_->PrepareToSleep()) return;
+  if (!source_inbox_->PrepareToSleep() || !inbox_->PrepareToSleep()) return std::nullopt;
   sleeps_.fetch_add(1, std::memory_order_relaxed);
   const auto start = Clock::now();
   pollfd fds[4] = {{worker_.wait_fd(), POLLIN, 0},
@@ -270,9 +277,9 @@ void Poller::Sleep() {
                    {sources_epoll_.get(), POLLIN, 0}};
   while (::poll(fds, 4, -1) < 0 && errno == EINTR) {
   }
-  asleep_ns_.fetch_add(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count(),
-      std::memory_order_relaxed);
+  const auto slept = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start);
+  asleep_ns_.fetch_add(slept.count(), std::memory_order_relaxed);
+  return slept;
 }
 
 absl::StatusOr<std::unique_ptr<PollerPool>> PollerPool::Create(transport::Transport& transport,

@@ -6,8 +6,10 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -24,8 +26,10 @@ namespace xferd::engine {
 class PollerPool;
 
 struct PollerOptions {
-  // Busy-poll this long after the last work before sleeping.
+  // Busy-poll at least this long after the last work before sleeping, and
+  // up to `spin_max` while sleeps are short (see SpinWindow).
   absl::Duration spin = absl::Microseconds(50);
+  absl::Duration spin_max = absl::Microseconds(200);
   // Upper bound on transfers a poller holds (the engine's in-flight limit):
   // its queues are sized once so the data path never allocates.
   uint32_t max_transfers = 4096;
@@ -36,6 +40,7 @@ struct PollerStats {
   absl::Duration asleep;  // total time spent sleeping
   bool sleeping = false;
   uint32_t active_transfers = 0;
+  absl::Duration spin;  // how long it now spins before it sleeps
 };
 
 // Transfers handed to a poller; sized to PollerOptions::max_transfers.
@@ -94,7 +99,9 @@ class Poller final : public transport::CompletionSink {
   uint32_t ServiceSources();
   // Posts what it can for `transfer`; false once this poller is done with it.
   bool ServiceOne(Transfer& transfer, uint32_t* posted);
-  void Sleep();
+  // Sleeps until there is work; how long it slept, or nullopt when work
+  // came before it could fall asleep.
+  std::optional<std::chrono::nanoseconds> Sleep();
 
   const uint32_t index_;
   transport::TransportWorker& worker_;
@@ -115,6 +122,7 @@ class Poller final : public transport::CompletionSink {
 
   std::atomic<uint64_t> sleeps_{0};
   std::atomic<int64_t> asleep_ns_{0};
+  std::atomic<int64_t> spin_ns_{0};
   std::atomic<uint32_t> active_count_{0};
   std::atomic<uint32_t> source_count_{0};
   std::vector<uint32_t> cpus_;  // written by Start only

@@ -26,6 +26,7 @@ absl::Status TransferRunner::StartPollers(transport::Transport& transport) {
   ASSIGN_OR_RETURN(notes_, Notes::Create(notes, [this](Transfer& t) { Finished(t); }));
   PollerOptions options;
   options.spin = config_.spin;
+  options.spin_max = config_.spin_max;
   options.max_transfers = config_.max_inflight_transfers;
   ASSIGN_OR_RETURN(pollers_, PollerPool::Create(transport, config_.pollers, options, *notes_));
   pollers_->Start();

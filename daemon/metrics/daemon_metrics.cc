@@ -219,12 +219,17 @@ void CollectPollers(const EngineStats& s, Families* out) {
       MetricType::Counter);
   MetricFamily sleeps = NewFamily(
       "xferd_poller_sleeps_total",
-      "Times the poller went to sleep after spinning idle for engine.spin.", MetricType::Counter);
+      "Times the poller went to sleep after spinning idle (see xferd_poller_spin_seconds).", MetricType::Counter);
   MetricFamily sleeping =
       NewFamily("xferd_poller_sleeping", "1 while the poller thread sleeps, 0 while it polls.",
                 MetricType::Gauge);
   MetricFamily active = NewFamily("xferd_poller_active_transfers",
                                   "Transfers the poller is serving now.", MetricType::Gauge);
+  MetricFamily spin = NewFamily(
+      "xferd_poller_spin_seconds",
+      "How long the poller now busy-polls after its last work before it sleeps: engine.spin, "
+      "doubled up to engine.spin_max while work keeps waking it within engine.spin_max.",
+      MetricType::Gauge);
   for (size_t i = 0; i < s.pollers.size(); ++i) {
     const engine::PollerStats& p = s.pollers[i];
     const LabelPairs poller = {{"poller", absl::StrCat(i)}};
@@ -232,8 +237,11 @@ void CollectPollers(const EngineStats& s, Families* out) {
     Add(sleeps, poller, static_cast<double>(p.sleeps));
     Add(sleeping, poller, p.sleeping ? 1 : 0);
     Add(active, poller, p.active_transfers);
+    Add(spin, poller, absl::ToDoubleSeconds(p.spin));
   }
-  for (MetricFamily* f : {&asleep, &sleeps, &sleeping, &active}) out->push_back(std::move(*f));
+  for (MetricFamily* f : {&asleep, &sleeps, &sleeping, &active, &spin}) {
+    out->push_back(std::move(*f));
+  }
 }
 
 }  // namespace

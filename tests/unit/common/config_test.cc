@@ -33,6 +33,7 @@ verbs_gid_index = 3
 pollers = 4
 slice_size = "256KiB"
 spin = "20us"
+spin_max = "150us"
 drain_timeout = "3s"
 [regions]
 max_registered_bytes = "2GiB"
@@ -52,6 +53,7 @@ json = true
   EXPECT_EQ(config->engine.pollers, 4u);
   EXPECT_EQ(config->engine.slice_size, 256u << 10);
   EXPECT_EQ(config->engine.spin, absl::Microseconds(20));
+  EXPECT_EQ(config->engine.spin_max, absl::Microseconds(150));
   EXPECT_EQ(config->engine.drain_timeout, absl::Seconds(3));
   EXPECT_EQ(config->regions.max_registered_bytes, 2ull << 30);
   EXPECT_TRUE(config->log.json);
@@ -190,6 +192,9 @@ TEST(ConfigTest, ValidateRejectsOutOfRangeValues) {
   config = Config();
   config.transport.tcp_user_timeout = absl::Milliseconds(10);
   EXPECT_NE(Validate(config).message().find("transport.tcp_user_timeout"), absl::string_view::npos);
+  config = Config();
+  config.engine.spin_max = absl::Seconds(2);
+  EXPECT_NE(Validate(config).message().find("engine.spin_max"), absl::string_view::npos);
 }
 
 TEST(ConfigTest, ParsesTls) {
