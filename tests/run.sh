@@ -2,20 +2,21 @@
 # Runs every xferd test on a Debian 12 machine, installing what is missing
 # first (apt, only when something is missing). It starts with
 # tests/lint/standalone.sh (no build): the repository refers to nothing
-# outside itself. Then:
-#   1. bazel test //...   unit tests, the transport conformance suite (TCP
-#                         here; verbs skips without a device), and the C++ and
-#                         Python integration suites over TCP on loopback (the
-#                         Python ones also against the pip-installed wheel,
-#                         installed_wheel_test, and mypy --strict on the
-#                         client); first, tests/lint/layering_test.sh checks that Bazel
+# outside itself. Then, each test in the build that checks the most:
+#   1. asan: bazel test --config=asan //...   unit tests, the transport
+#                         conformance suite (TCP here; verbs skips without a
+#                         device), the C++ and Python integration suites over
+#                         TCP on loopback, every binary (daemons included)
+#                         under AddressSanitizer, LeakSanitizer and UBSan (gcc,
+#                         DCHECKs on); benches and tools built the same way;
+#                         first, tests/lint/layering_test.sh checks that Bazel
 #                         refuses dependencies against the layering;
-#   2. bazel test --config=asan //...   the same under AddressSanitizer,
-#                         LeakSanitizer and UBSan (gcc; daemons included;
-#                         not installed_wheel_test nor the Python client's
-#                         own tests, which run no C++: see .bazelrc);
-#   3. bazel test --config=tsan //...   the same under ThreadSanitizer (unit
-#                         and transport conformance tests; see .bazelrc);
+#   2. opt: what runs no C++ of ours or tests the package (tagged no_asan:
+#                         installed_wheel_test, the Python client's own tests
+#                         and mypy --strict), in --config=opt, the build the
+#                         .deb ships and every later stage runs;
+#   3. tsan: bazel test --config=tsan //...   unit and transport conformance
+#                         tests under ThreadSanitizer (see .bazelrc);
 #   4. tests/fuzz/run.sh   every libFuzzer target (clang) for a bounded time;
 #   5. //tests/load       32 clients x 200 mixed transfers across three
 #                         daemons over TCP, alone (prints throughput, latency
@@ -30,13 +31,16 @@
 #                         a full disk), in a qemu VM for its netem; mostly
 #                         waiting, so it runs in the background beside 6 and
 #                         its output and time follow 6's;
-#   8. tests/softroce/run.sh   the same suites as 1 over real verbs
+#   8. tests/softroce/run.sh   the integration suites over real verbs
 #                         (Soft-RoCE) in a qemu VM.
+# One unsanitized configuration, opt, serves stages 2 and 5-8: a plain
+# (fastbuild) build of everything besides would cost a fresh machine a
+# quarter of the run and test nothing the ASan build does not.
 # Every runner prints its own summary (Bazel, gtest, pytest); the last line
 # tallies the stages. Exits non-zero when anything failed.
 #
-# XFERD_SKIP_SANITIZERS=1 skips stages 2-4 and XFERD_SKIP_VM=1 stages 7 and 8
-# (for a quick local run; CI runs all).
+# XFERD_SKIP_SANITIZERS=1 runs stage 1 in --config=opt instead and skips
+# 3-4; XFERD_SKIP_VM=1 skips 7 and 8 (for a quick local run; CI runs all).
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 cd "$root"
@@ -94,34 +98,38 @@ background_stage_wait() {
 }
 
 stage "standalone" tests/lint/standalone.sh
+sanitize=1
+[ "${XFERD_SKIP_SANITIZERS:-0}" != 1 ] || sanitize=0
 # Both run even if the first fails; either failing fails the stage.
-layering_and_tests() {
+layering_and_tests() { # bazel test arguments...
   local rc=0
   tests/lint/layering_test.sh || rc=1
-  bazel test //... --test_output=errors || rc=1
+  bazel test "$@" //... --test_output=errors || rc=1
   return "$rc"
 }
-stage "bazel test //..." layering_and_tests
-if [ "${XFERD_SKIP_SANITIZERS:-0}" = 1 ]; then
-  say "skipping the sanitizer and fuzzing stages (XFERD_SKIP_SANITIZERS=1)"
-else
-  # Tests only: the stage-1 build already compiled the benches and tools,
-  # and under TSan most tests are filtered out (no_tsan) with their daemons.
-  stage "asan" bazel test --config=asan --build_tests_only //... --test_output=errors
+if [ "$sanitize" = 1 ]; then
+  stage "asan" layering_and_tests --config=asan
+  stage "opt" bazel test --config=opt --build_tests_only --test_tag_filters=no_asan //... \
+    --test_output=errors
+  # Tests only, and under TSan most are filtered out (no_tsan) with their daemons.
   stage "tsan" bazel test --config=tsan --build_tests_only //... --test_output=errors
   stage "fuzz" tests/fuzz/run.sh
+else
+  say "skipping the sanitizer and fuzzing stages (XFERD_SKIP_SANITIZERS=1)"
+  stage "opt" layering_and_tests --config=opt
 fi
-stage "load" bazel test //tests/load:load_test --test_output=all
+stage "load" bazel test --config=opt //tests/load:load_test --test_output=all
 # The fault tests spend most of their time waiting (netem delays, partitions
 # outlasting timeouts, drains: their VM averaged 0.64 of a core), so it runs
-# beside deploy's optimised build, ahead of it for the CPU (nice -5 as root):
-# they keep their timing, and the build takes the cycles they leave. They are built first, while
-# bazel-bin still names the default configuration (the .deb's build moves it).
+# beside deploy, ahead of it for the CPU (nice -5 as root): they keep their
+# timing, and deploy takes the cycles they leave. They run from the opt
+# build, named by its physical path.
 faults_beside_deploy() {
   local start=$SECONDS bin prio=()
   [ "$(id -u)" -ne 0 ] || prio=(nice -n -5)
-  if tests/softroce/install_deps.sh </dev/null && bazel build //tests/faults:faults_test </dev/null &&
-    bin=$(bazel info bazel-bin 2>/dev/null); then
+  if tests/softroce/install_deps.sh </dev/null &&
+    bazel build --config=opt //tests/faults:faults_test </dev/null &&
+    bin=$(bazel info --config=opt bazel-bin 2>/dev/null); then
     background_stage "faults" "$start" env XFERD_BAZEL_BIN="$bin" "${prio[@]}" tests/faults/run.sh --no-build
   else
     tally "faults" 1 "$((SECONDS - start))"

@@ -6,9 +6,8 @@
 #
 #   tests/faults/run.sh            install what is missing, build, run
 #   tests/faults/run.sh --no-build run what is already built
-# XFERD_BAZEL_BIN: Bazel's bin directory holding the build (default: where
-# bazel-bin points now; tests/run.sh passes the physical path, since it
-# builds the .deb with --config=opt, which moves bazel-bin, while this runs).
+# The daemons are the optimised build (--config=opt), the one the .deb ships.
+# XFERD_BAZEL_BIN: Bazel's bin directory holding it (default: bazel info).
 #
 # Exit status: pytest's (0 when every test passed); 125 when the VM gave no
 # result (see vm_run.sh).
@@ -18,9 +17,9 @@ cd "$root"
 
 if [ "${1:-}" != "--no-build" ]; then
   tests/softroce/install_deps.sh
-  bazel build //tests/faults:faults_test
+  bazel build --config=opt //tests/faults:faults_test
 fi
-bin=${XFERD_BAZEL_BIN:-$root/bazel-bin}
+bin=${XFERD_BAZEL_BIN:-$(bazel info --config=opt bazel-bin 2>/dev/null)}
 runfiles=$bin/tests/faults/faults_test.runfiles
 # TEST_TMPDIR: the guest's own tmpfs (its root is the host's, read-only).
 exec tests/softroce/vm_run.sh --no-rdma -t "${XFERD_FAULTS_TIMEOUT:-900}" \

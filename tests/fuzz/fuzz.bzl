@@ -30,6 +30,8 @@ def xferd_fuzz_target(name, srcs, deps = []):
         name = name + "_corpus_test",
         size = "small",
         srcs = ["//tests/fuzz:corpus_test.sh"],
+        # A parser on one thread: nothing for TSan to see (ASan replays it).
+        tags = ["no_tsan"],
         args = [
             "$(location :%s)" % name,
             native.package_name() + "/corpus/" + name,

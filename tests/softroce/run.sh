@@ -9,6 +9,8 @@
 #
 #   tests/softroce/run.sh            install what is missing, build, run
 #   tests/softroce/run.sh --no-build run what is already built
+# XFERD_BAZEL_BIN: Bazel's bin directory holding the build (default: bazel
+# info --config=opt).
 #
 # Exit status: 0 when every suite passed; 1 when one failed; 125 when the VM
 # gave no result (see vm_run.sh).
@@ -41,9 +43,13 @@ TARGETS=(
   //tests/load:load_test
 )
 
+# The optimised build (--config=opt), the one the .deb ships: under TCG the
+# guest runs every instruction in software, so unoptimised code costs double.
 if [ "${1:-}" != "--no-build" ]; then
   tests/softroce/install_deps.sh
-  bazel build "${TARGETS[@]}"
+  bazel build --config=opt "${TARGETS[@]}"
 fi
 # The guest sees the host root read-only, Bazel's outputs included.
-exec tests/softroce/vm_run.sh -t "${XFERD_SOFTROCE_TIMEOUT:-1500}" -- tests/softroce/suite_guest.sh
+export XFERD_BAZEL_BIN=${XFERD_BAZEL_BIN:-$(bazel info --config=opt bazel-bin 2>/dev/null)}
+exec tests/softroce/vm_run.sh -t "${XFERD_SOFTROCE_TIMEOUT:-1500}" -e XFERD_BAZEL_BIN \
+  -- tests/softroce/suite_guest.sh

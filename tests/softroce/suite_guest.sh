@@ -4,7 +4,7 @@
 # fails does not stop the others; the last line tallies them.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
-bin=$PWD/bazel-bin
+bin=${XFERD_BAZEL_BIN:-$PWD/bazel-bin}  # run.sh passes its build's
 
 export XFERD_TEST_TRANSPORT=verbs TEST_WORKSPACE=xferd
 # Stress tests of transport-independent logic already run over TCP in stage 1.
