@@ -342,6 +342,7 @@ uint32_t VerbsWorker::Poll(CompletionSink& sink) {
   const int n = ibv_poll_cq(cq_.get(), kPollBatch, wcs);
   for (int i = 0; i < n; ++i) {
     VerbsLane* lane = table_[WrIdLane(wcs[i].wr_id)].load(std::memory_order_acquire);
+    if (lane == nullptr) continue;  // a flush of a lane torn down undrained (ForgetLane)
     if (wcs[i].wr_id & kRecvFlag) {
       lane->OnRecvCompletion(wcs[i], regions_, sink);
     } else {

@@ -111,8 +111,12 @@ class VerbsLane final : public PairLane {
   // Destroys the QP (after draining, or at teardown). Idempotent.
   void ReleaseQp() { qp_.reset(); }
   uint32_t index() const { return index_; }
-  // True once the lane has a slot in its worker's table (Create got that far).
+  // True while the lane has a slot in its worker's table (from Create until
+  // the worker reaps it or is destroyed).
   bool in_table() const { return in_table_; }
+  // The worker's side: the lane left its table, so nothing of the lane may
+  // reach the worker any more (the worker may be gone).
+  void LeftTable() { in_table_ = false; }
 
  private:
   struct SendSlot {

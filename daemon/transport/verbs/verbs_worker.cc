@@ -71,7 +71,10 @@ VerbsWorker::VerbsWorker(std::shared_ptr<VerbsContext> context, uint32_t chain_c
 VerbsWorker::~VerbsWorker() {
   // Links may outlive this worker; their QPs may not outlive its CQ.
   for (auto& slot : table_) {
-    if (VerbsLane* lane = slot.load()) lane->ReleaseQp();
+    if (VerbsLane* lane = slot.load()) {
+      lane->ReleaseQp();
+      lane->LeftTable();
+    }
   }
   if (unacked_events_ > 0) ibv_ack_cq_events(cq_.get(), unacked_events_);
 }
@@ -98,6 +101,14 @@ void VerbsWorker::RequestDetach(std::shared_ptr<Link> keep_alive, VerbsLane* lan
   XFERD_CHECK(inbox_->Push(Detaching{lane, std::move(keep_alive)}));
 }
 
+void VerbsWorker::ForgetLane(VerbsLane* lane) {
+  MutexLock lock(&mu_);
+  std::atomic<VerbsLane*>& slot = table_[lane->index()];
+  XFERD_CHECK(slot.load(std::memory_order_relaxed) == lane);
+  slot.store(nullptr, std::memory_order_release);
+  lanes_.fetch_sub(1, std::memory_order_relaxed);
+}
+
 void VerbsWorker::RequestBind(std::shared_ptr<Link> keep_alive, VerbsLane* lane, BindJob job) {
   XFERD_CHECK(binds_->Push(Binding{lane, std::move(keep_alive), std::move(job)}));
 }
@@ -116,6 +127,7 @@ void VerbsWorker::ReapDrained() {
       continue;
     }
     lane->ReleaseQp();
+    lane->LeftTable();
     {
       MutexLock lock(&mu_);
       const uint32_t index = lane->index();

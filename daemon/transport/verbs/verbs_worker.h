@@ -50,6 +50,13 @@ class VerbsWorker final : public TransportWorker {
   // Any thread: drain and release the lane's QP on this worker's thread.
   // `keep_alive` owns the lane and is held until the QP is gone.
   void RequestDetach(std::shared_ptr<Link> keep_alive, VerbsLane* lane);
+  // A lane destroyed without that drain (its link dropped while the pollers
+  // no longer run: the transport shutting down, a test pumping by hand)
+  // leaves the table here, so nothing follows a pointer to it. Its slot is
+  // not reused: the CQ may still hold completions of its QP, which Poll then
+  // skips. Called by ~VerbsLane while in_table(), with this worker's poller
+  // stopped.
+  void ForgetLane(VerbsLane* lane);
   // Control thread: post `job`'s binds on the lane's QP from this worker's
   // thread (it alone posts there); the job's windows hear when they ran.
   // `keep_alive` owns the lane.
