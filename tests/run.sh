@@ -15,32 +15,34 @@
 #                         installed_wheel_test, the Python client's own tests
 #                         and mypy --strict), in --config=opt, the build the
 #                         .deb ships and every later stage runs;
-#   3. tsan: bazel test --config=tsan //...   unit and transport conformance
-#                         tests under ThreadSanitizer (see .bazelrc);
-#   4. tests/fuzz/run.sh   every libFuzzer target (clang) for a bounded time;
-#   5. //tests/load       32 clients x 200 mixed transfers across three
-#                         daemons over TCP, alone (prints throughput, latency
-#                         and memory);
-#   6. tests/deploy/run.sh    the .deb, its unit (systemd-analyze verify),
-#                         configuration and Python package; then
+#   3. tests/softroce/run.sh   the integration suites over real verbs
+#                         (Soft-RoCE) in a qemu VM, in the background beside
+#      tsan: bazel test --config=tsan //...   unit and transport conformance
+#                         tests under ThreadSanitizer (see .bazelrc), and
+#      tests/fuzz/run.sh   every libFuzzer target (clang) for a bounded time;
+#   4. tests/faults/run.sh     faults between daemons in network namespaces
+#                         (tc netem, link down, partitions, SIGKILL, SIGTERM,
+#                         a full disk), in a qemu VM for its netem, in the
+#                         background beside
+#      tests/deploy/run.sh    the .deb, its unit (systemd-analyze verify),
+#                         configuration and Python package, and
 #      tests/container/run.sh   the container image, the Kubernetes
 #                         manifests, alert rules and dashboard (podman,
 #                         kubectl, promtool, a real Prometheus);
-#   7. tests/faults/run.sh     faults between daemons in network namespaces
-#                         (tc netem, link down, partitions, SIGKILL, SIGTERM,
-#                         a full disk), in a qemu VM for its netem; mostly
-#                         waiting, so it runs in the background beside 6 and
-#                         its output and time follow 6's;
-#   8. tests/softroce/run.sh   the integration suites over real verbs
-#                         (Soft-RoCE) in a qemu VM.
-# One unsanitized configuration, opt, serves stages 2 and 5-8: a plain
-# (fastbuild) build of everything besides would cost a fresh machine a
-# quarter of the run and test nothing the ASan build does not.
+#   5. //tests/load       32 clients x 200 mixed transfers across three
+#                         daemons over TCP, alone (prints throughput, latency
+#                         and memory).
+# A stage in the background prints its output and time when it ends.
+# One unsanitized configuration, opt, serves stage 2 and the VM, deploy,
+# container and load stages: a plain (fastbuild) build of everything besides
+# would cost a fresh machine a quarter of the run and test nothing the ASan
+# build does not.
 # Every runner prints its own summary (Bazel, gtest, pytest); the last line
 # tallies the stages. Exits non-zero when anything failed.
 #
 # XFERD_SKIP_SANITIZERS=1 runs stage 1 in --config=opt instead and skips
-# 3-4; XFERD_SKIP_VM=1 skips 7 and 8 (for a quick local run; CI runs all).
+# tsan and fuzz; XFERD_SKIP_VM=1 skips softroce and faults (for a quick
+# local run; CI runs all).
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 cd "$root"
@@ -111,41 +113,49 @@ if [ "$sanitize" = 1 ]; then
   stage "asan" layering_and_tests --config=asan
   stage "opt" bazel test --config=opt --build_tests_only --test_tag_filters=no_asan //... \
     --test_output=errors
-  # Tests only, and under TSan most are filtered out (no_tsan) with their daemons.
-  stage "tsan" bazel test --config=tsan --build_tests_only //... --test_output=errors
-  stage "fuzz" tests/fuzz/run.sh
 else
   say "skipping the sanitizer and fuzzing stages (XFERD_SKIP_SANITIZERS=1)"
   stage "opt" layering_and_tests --config=opt
 fi
-stage "load" bazel test --config=opt //tests/load:load_test --test_output=all
-# The fault tests spend most of their time waiting (netem delays, partitions
-# outlasting timeouts, drains: their VM averaged 0.64 of a core), so it runs
-# beside deploy, ahead of it for the CPU (nice -5 as root): they keep their
-# timing, and deploy takes the cycles they leave. They run from the opt
-# build, named by its physical path.
-faults_beside_deploy() {
-  local start=$SECONDS bin prio=()
-  [ "$(id -u)" -ne 0 ] || prio=(nice -n -5)
-  if tests/softroce/install_deps.sh </dev/null &&
-    bazel build --config=opt //tests/faults:faults_test </dev/null &&
-    bin=$(bazel info --config=opt bazel-bin 2>/dev/null); then
-    background_stage "faults" "$start" env XFERD_BAZEL_BIN="$bin" "${prio[@]}" tests/faults/run.sh --no-build
-  else
-    tally "faults" 1 "$((SECONDS - start))"
-  fi
-  stage "deploy" tests/deploy/run.sh
-  background_stage_wait
-}
+# The VM stages wait for much of their time (the Soft-RoCE guest kept 1.2 of
+# the 2 cores busy; the fault tests 0.64: netem delays, partitions outlasting
+# timeouts, drains), so each runs in the background beside stages that only
+# compute, ahead of them for the CPU (nice -5 as root): the VM keeps its
+# timing and the others take the cycles it leaves. Both run the opt build,
+# named by its physical path and built first (Bazel runs one command at a
+# time).
+vm=1 vm_bin='' prio=()
+[ "$(id -u)" -ne 0 ] || prio=(nice -n -5)
 if [ "${XFERD_SKIP_VM:-0}" = 1 ]; then
-  stage "deploy" tests/deploy/run.sh
-  stage "container" tests/container/run.sh
+  vm=0
   say "skipping the VM stages: softroce, faults (XFERD_SKIP_VM=1)"
 else
-  faults_beside_deploy
-  stage "container" tests/container/run.sh
-  stage "softroce" tests/softroce/run.sh
+  start=$SECONDS
+  say "building the VM stages' binaries (opt)"
+  if ! { tests/softroce/run.sh --build-only && bazel build --config=opt //tests/faults:faults_test &&
+    vm_bin=$(bazel info --config=opt bazel-bin 2>/dev/null); } </dev/null; then
+    tally "softroce" 1 "$((SECONDS - start))"
+    tally "faults" 1 "$((SECONDS - start))"
+    vm=0
+  fi
 fi
+beside() { # name command...: a VM stage in the background
+  [ "$vm" = 1 ] || return 0
+  background_stage "$1" "$SECONDS" env XFERD_BAZEL_BIN="$vm_bin" "${prio[@]}" "${@:2}"
+}
+beside "softroce" tests/softroce/run.sh --no-build
+if [ "$sanitize" = 1 ]; then
+  # Tests only, and under TSan most are filtered out (no_tsan) with their daemons.
+  stage "tsan" bazel test --config=tsan --build_tests_only //... --test_output=errors
+  stage "fuzz" tests/fuzz/run.sh
+fi
+background_stage_wait
+beside "faults" tests/faults/run.sh --no-build
+stage "deploy" tests/deploy/run.sh
+stage "container" tests/container/run.sh
+background_stage_wait
+# Alone, so that its figures are not skewed by other work on the cores.
+stage "load" bazel test --config=opt //tests/load:load_test --test_output=all
 
 [ ${#failures[@]} -eq 0 ] || echo "tests/run.sh: failed stages: ${failures[*]}"
 echo "tests/run.sh: $passed passed, $failed failed"

@@ -9,6 +9,7 @@
 #
 #   tests/softroce/run.sh            install what is missing, build, run
 #   tests/softroce/run.sh --no-build run what is already built
+#   tests/softroce/run.sh --build-only install what is missing, build
 # XFERD_BAZEL_BIN: Bazel's bin directory holding the build (default: bazel
 # info --config=opt).
 #
@@ -49,6 +50,7 @@ if [ "${1:-}" != "--no-build" ]; then
   tests/softroce/install_deps.sh
   bazel build --config=opt "${TARGETS[@]}"
 fi
+[ "${1:-}" != "--build-only" ] || exit 0
 # The guest sees the host root read-only, Bazel's outputs included.
 export XFERD_BAZEL_BIN=${XFERD_BAZEL_BIN:-$(bazel info --config=opt bazel-bin 2>/dev/null)}
 exec tests/softroce/vm_run.sh -t "${XFERD_SOFTROCE_TIMEOUT:-1500}" -e XFERD_BAZEL_BIN \
