@@ -45,7 +45,8 @@ TARGETS=(
 )
 
 # The optimised build (--config=opt), the one the .deb ships: under TCG the
-# guest runs every instruction in software, so unoptimised code costs double.
+# guest runs every instruction in software (the conformance suite: 73 s
+# against 98 s unoptimised).
 if [ "${1:-}" != "--no-build" ]; then
   tests/softroce/install_deps.sh
   bazel build --config=opt "${TARGETS[@]}"
