@@ -132,7 +132,8 @@ if [ "${XFERD_SKIP_VM:-0}" = 1 ]; then
 else
   start=$SECONDS
   say "building the VM stages' binaries (opt)"
-  if ! { tests/softroce/run.sh --build-only && bazel build --config=opt //tests/faults:faults_test &&
+  if ! { tests/softroce/run.sh --build-only &&
+    bazel build --config=opt //tests/faults:faults_test &&
     vm_bin=$(bazel info --config=opt bazel-bin 2>/dev/null); } </dev/null; then
     tally "softroce" 1 "$((SECONDS - start))"
     tally "faults" 1 "$((SECONDS - start))"

@@ -219,7 +219,8 @@ void CollectPollers(const EngineStats& s, Families* out) {
       MetricType::Counter);
   MetricFamily sleeps = NewFamily(
       "xferd_poller_sleeps_total",
-      "Times the poller went to sleep after spinning idle (see xferd_poller_spin_seconds).", MetricType::Counter);
+      "Times the poller went to sleep after spinning idle (see xferd_poller_spin_seconds).",
+      MetricType::Counter);
   MetricFamily sleeping =
       NewFamily("xferd_poller_sleeping", "1 while the poller thread sleeps, 0 while it polls.",
                 MetricType::Gauge);
