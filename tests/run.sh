@@ -117,11 +117,12 @@ else
   say "skipping the sanitizer and fuzzing stages (XFERD_SKIP_SANITIZERS=1)"
   stage "opt" layering_and_tests --config=opt
 fi
-# The VM stages wait for much of their time (the Soft-RoCE guest kept 1.2 of
-# the 2 cores busy; the fault tests 0.64: netem delays, partitions outlasting
-# timeouts, drains), so each runs in the background beside stages that only
-# compute, ahead of them for the CPU (nice -5 as root): the VM keeps its
-# timing and the others take the cycles it leaves. Both run the opt build,
+# The VM stages wait for part of their time (the Soft-RoCE guest's C++ suites
+# kept 1.2 of the 2 cores busy; the fault tests 0.64: netem delays,
+# partitions outlasting timeouts, drains), so each runs in the background
+# beside stages that only compute, ahead of them for the CPU (nice -5 as
+# root), and the others take the cycles it leaves (docs/testing.md has the
+# figures). Both run the opt build,
 # named by its physical path and built first (Bazel runs one command at a
 # time).
 vm=1 vm_bin='' prio=()
