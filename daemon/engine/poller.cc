@@ -147,8 +147,10 @@ void Poller::Run() {
       Notes::Batch notes(notes_);  // the ends and landings of this pass: one wake-up
       // Wakes up to here are seen by this pass; later ones stop the next Sleep().
       work += ServiceSources();
-      work += static_cast<uint32_t>(inbox_->Drain(
-          [this](std::shared_ptr<Transfer>& transfer) { active_.push_back(std::move(transfer)); }));
+      work += static_cast<uint32_t>(inbox_->Drain([this](std::shared_ptr<Transfer>& transfer) {
+        transfer->HeldBy(index_);
+        active_.push_back(std::move(transfer));
+      }));
       work += ServiceTransfers();
       work += worker_.Poll(*this);
     }
@@ -181,6 +183,7 @@ uint32_t Poller::ServiceTransfers() {
       i = (i + 1) % active_.size();
     } else {
       // Drop it: swap with the last; the swapped-in entry is visited next.
+      active_[i]->ReleasedBy(index_);
       active_[i] = std::move(active_.back());
       active_.pop_back();
       if (active_.empty()) break;

@@ -134,6 +134,19 @@ class Transfer {
   uint32_t in_flight() const { return in_flight_.load(std::memory_order_acquire); }
   // QUEUED -> RUNNING on the first post.
   void MarkRunning();
+  // Which pollers hold the transfer among those they work on (bit i: poller
+  // i, of at most 64). A poller lets go of an ended transfer on its next
+  // pass, so whoever ends it wakes the holders (one may sleep, its lane
+  // silent): otherwise the transfer, and with it its region's memory,
+  // would stay until that poller's next work. Sequentially consistent with
+  // the end: a poller that takes it after the holders were read sees the
+  // end in that same pass.
+  void HeldBy(uint32_t poller) { holders_.fetch_or(uint64_t{1} << poller); }
+  void ReleasedBy(uint32_t poller) { holders_.fetch_and(~(uint64_t{1} << poller)); }
+  uint64_t holders() const {
+    std::atomic_thread_fence(std::memory_order_seq_cst);  // after the end's store
+    return holders_.load();
+  }
 
   // ---- outcome (any thread) ----
   // Ends the transfer unless it already ended, in one atomic step; returns
@@ -196,6 +209,7 @@ class Transfer {
   std::atomic<uint64_t> bytes_done_{0};
   std::atomic<uint32_t> in_flight_{0};
   std::atomic<bool> explaining_{false};  // a failure is being looked into
+  std::atomic<uint64_t> holders_{0};      // pollers holding it (HeldBy)
 
   // The one atomic step that decides the end. The outcome below is written
   // by that Finish alone, before state_ turns terminal (release), and read

@@ -165,6 +165,16 @@ void TransferRunner::OnTransferEnding(const Transfer& transfer, TransferState st
   }
 }
 
+void TransferRunner::OnTransferEnded(Transfer& transfer) {
+  // Usually none: a poller lets go once it has posted its part, before the
+  // end. Ends decided elsewhere (an explained failure, a cancel, another
+  // poller's failed op) can find one asleep with nothing else to wake it.
+  for (uint64_t held = transfer.holders(); held != 0; held &= held - 1) {
+    pollers_->at(static_cast<uint32_t>(__builtin_ctzll(held))).Wake();
+  }
+  notes_->Ended(transfer);
+}
+
 // The end of a transfer's life in the log, as key=value pairs after the
 // event: done at debug, cancelled at info, failed at warn.
 void TransferRunner::Finished(Transfer& transfer) {

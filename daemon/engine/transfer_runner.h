@@ -94,11 +94,12 @@ class TransferRunner final : public TransferListener {
 
   // TransferListener: counts the end and marks a vanished region's key gone
   // before the end is visible (lock-free, on the deciding thread); then
-  // queues the rest for the notes thread (Finished). A failure the transport
+  // queues the rest for the notes thread (Finished) and wakes the pollers
+  // still holding the transfer, to let go of it. A failure the transport
   // could not explain goes to the explainer first.
   void OnTransferEnding(const Transfer& transfer, TransferState state,
                         absl::StatusCode code) override;
-  void OnTransferEnded(Transfer& transfer) override { notes_->Ended(transfer); }
+  void OnTransferEnded(Transfer& transfer) override;
   bool ExplainFailure(const Transfer& transfer, const absl::Status& error) override;
 
  private:

@@ -1,6 +1,7 @@
 #include "tests/testing/fake_transport.h"
 
 #include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -21,6 +22,7 @@ class FakeLane final : public transport::Lane {
   uint32_t Post(absl::Span<const transport::DataOp> ops) override;
 
   FakeLink& link() const { return link_; }
+  FakeTransport::Worker& worker() const { return worker_; }
   uint32_t in_flight = 0;  // poller thread only
 
  private:
@@ -86,6 +88,7 @@ class FakeLink final : public transport::Link,
 
   void Close(absl::Status reason) override {
     if (!MarkBroken(std::move(reason))) return;
+    WakeWorkers();  // its held ops complete now, failed
     if (std::shared_ptr<FakeLink> other = this->other()) {
       // What a TCP peer sees when the connection ends.
       other->Close(absl::UnavailableError(
@@ -94,6 +97,8 @@ class FakeLink final : public transport::Link,
   }
 
   transport::LinkRejoin* rejoin() override { return this; }
+  // Wakes the pollers of its lanes (defined after Worker).
+  void WakeWorkers();
 
   // The rejoin steps on the one modelled pair (device 0 on both ends).
   bool OfferRejoin(transport::LinkEndpoints* offer) override {
@@ -247,6 +252,8 @@ class FakeTransport::Worker final : public transport::TransportWorker {
   // Delivers and completes posted writes in order; a held write stops the
   // queue unless its link broke, which fails it with the link's status.
   uint32_t Poll(transport::CompletionSink& sink) override {
+    uint64_t woken;
+    (void)!::read(wake_.get(), &woken, sizeof(woken));  // this pass serves the wake
     uint32_t handled = 0;
     while (!pending_.empty()) {
       Pending& next = pending_.front();
@@ -267,7 +274,16 @@ class FakeTransport::Worker final : public transport::TransportWorker {
   }
 
   int wait_fd() const override { return wake_.get(); }
-  bool PrepareToSleep() override { return pending_.empty(); }
+  // Asleep while nothing can complete: nothing pending, or the oldest held
+  // (HoldCompletions and a broken link wake it, as a NIC's event would).
+  bool PrepareToSleep() override {
+    return pending_.empty() || (owner_.held() && !pending_.front().lane->broken());
+  }
+  // Any thread.
+  void Wake() {
+    const uint64_t one = 1;
+    (void)!::write(wake_.get(), &one, sizeof(one));
+  }
 
  private:
   struct Pending {
@@ -285,9 +301,13 @@ class FakeTransport::Worker final : public transport::TransportWorker {
   }
 
   FakeTransport& owner_;
-  UniqueFd wake_;  // never signalled: a poller sleeps only with nothing pending
+  UniqueFd wake_;  // signalled when held ops may complete (Wake)
   std::deque<Pending> pending_;
 };
+
+void FakeLink::WakeWorkers() {
+  for (const auto& lane : lanes_) lane->worker().Wake();
+}
 
 uint32_t FakeLane::Post(absl::Span<const transport::DataOp> ops) {
   return worker_.Enqueue(*this, ops);
@@ -401,6 +421,13 @@ void FakeTransport::Shutdown() {
     links_.clear();
   }
   for (auto& link : links) link->Close(absl::UnavailableError("daemon is shutting down"));
+}
+
+void FakeTransport::HoldCompletions(bool hold) {
+  hold_.store(hold);
+  if (!hold) {
+    for (const auto& worker : workers_) worker->Wake();
+  }
 }
 
 void FakeTransport::CloseLinks(const absl::Status& reason) {

@@ -116,8 +116,8 @@ class FakeTransport final : public transport::Transport {
   void Shutdown() override;
 
   // Test controls, any thread: while held, posted ops neither land nor
-  // complete, unless their link breaks.
-  void HoldCompletions(bool hold) { hold_.store(hold); }
+  // complete, unless their link breaks, and the pollers may sleep.
+  void HoldCompletions(bool hold);
   // Closes every link with `reason`, as a transport that saw it fail.
   void CloseLinks(const absl::Status& reason);
   bool held() const { return hold_.load(); }

@@ -118,7 +118,7 @@ def wait_holds(daemon: Daemon, client: xferd.Client, base: Dict[str, int]) -> No
     try:
         wait_until(f"{daemon.name} to hold what it held before", back_to_base, timeout=5.0)
     except AssertionError as e:
-        raise AssertionError(f"{e}: it holds {held}, before {base}") from None
+        raise AssertionError(f"{e}: it holds {held}, before {base}\n{daemon.log_tail()}") from None
 
 
 def fd_targets(pid: int) -> Dict[str, int]:

@@ -240,6 +240,29 @@ TEST_F(EngineTransfersTest, DeadlineFailsAStalledTransfer) {
   a_->transport->HoldCompletions(false);
 }
 
+// A poller holding a stalled transfer (its lane has no credits left: the
+// ops wait for completions) falls asleep. When the transfer ends elsewhere
+// (here a cancel, on this thread) the poller must still let go of it, or the
+// transfer, its block plan and its region's memory stay until that poller's
+// next work, which a dead link never brings.
+TEST_F(EngineTransfersTest, PollersLetGoOfATransferEndedElsewhere) {
+  a_->transport->HoldCompletions(true);
+  auto t = (*h_.Submit(*a_, {Spec("src", "b", "dst", 1 << 20)}))[0];  // 256 ops of 4 KiB
+  const auto all_asleep = [&] {
+    for (const engine::PollerStats& p : a_->engine->Stats().pollers) {
+      if (!p.sleeping) return false;
+    }
+    return true;
+  };
+  ASSERT_TRUE(WaitUntil([&] { return t->holders() != 0 && all_asleep(); }))
+      << "no poller held the stalled transfer asleep";
+  ASSERT_TRUE(a_->engine->CancelTransfer(t->id()).ok());
+  EXPECT_TRUE(WaitUntil([&] { return t->holders() == 0; }, absl::Seconds(2)))
+      << "pollers still hold the ended transfer: " << t->holders();
+  a_->transport->HoldCompletions(false);
+  EXPECT_EQ(h_.Wait(t).state, TransferState::kCancelled);
+}
+
 // A failure the transport cannot explain alone (verbs: the peer's NIC refused
 // access) is looked into: a peer that still answers as the same process
 // refused (its region went, or our keys); one that no longer answers died or
