@@ -45,10 +45,10 @@ VerbsLane::~VerbsLane() {
   const absl::Status gone = absl::UnavailableError("the lane was torn down before its binds ran");
   FailPendingBinds(gone);
   for (BindJob& job : posted_binds_) job.windows->LaneDone(gone);
-  // Torn down undrained: the QP goes first, then the worker forgets the lane
-  // (its destructor would otherwise destroy the QP again through a dangling
-  // pointer).
-  ReleaseQp();
+  // Torn down undrained (never reaped): the QP goes first, then the worker
+  // forgets the lane, whose slot would otherwise dangle (the worker's
+  // destructor and Poll reach lanes through it).
+  qp_.reset();
   if (in_table_) worker_.ForgetLane(this);
 }
 

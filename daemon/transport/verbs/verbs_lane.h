@@ -108,15 +108,17 @@ class VerbsLane final : public PairLane {
   // Whether the worker lists the lane among those with waiting ops.
   bool listed() const { return listed_; }
   void set_listed(bool listed) { listed_ = listed; }
-  // Destroys the QP (after draining, or at teardown). Idempotent.
-  void ReleaseQp() { qp_.reset(); }
   uint32_t index() const { return index_; }
   // True while the lane has a slot in its worker's table (from Create until
   // the worker reaps it or is destroyed).
   bool in_table() const { return in_table_; }
-  // The worker's side: the lane left its table, so nothing of the lane may
-  // reach the worker any more (the worker may be gone).
-  void LeftTable() { in_table_ = false; }
+  // The worker's side, when it reaps the drained lane or is destroyed: the
+  // QP goes (its CQ is the worker's) and the lane leaves the table, so
+  // nothing of the lane reaches the worker any more (it may be gone).
+  void LeaveTable() {
+    qp_.reset();
+    in_table_ = false;
+  }
 
  private:
   struct SendSlot {

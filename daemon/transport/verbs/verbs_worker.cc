@@ -72,8 +72,7 @@ VerbsWorker::~VerbsWorker() {
   // Links may outlive this worker; their QPs may not outlive its CQ.
   for (auto& slot : table_) {
     if (VerbsLane* lane = slot.load()) {
-      lane->ReleaseQp();
-      lane->LeftTable();
+      lane->LeaveTable();
     }
   }
   if (unacked_events_ > 0) ibv_ack_cq_events(cq_.get(), unacked_events_);
@@ -126,8 +125,7 @@ void VerbsWorker::ReapDrained() {
       ++i;
       continue;
     }
-    lane->ReleaseQp();
-    lane->LeftTable();
+    lane->LeaveTable();
     {
       MutexLock lock(&mu_);
       const uint32_t index = lane->index();
