@@ -8,9 +8,8 @@ connect two different rxe devices inside one VM).
 Checked: a transfer's slices and a many-block transfer's blocks are striped
 over both devices (each carries >= 30% of the bytes); a daemon with two
 devices and one with one exchange data both ways; taking dummy1 down in the
-middle of a transfer, its route taken away first so that no op on rxe1 can
-complete, moves those ops to rxe0 (failovers counted) and the transfer
-completes; a
+middle of two transfers completes them on rxe0 (the ops then in flight on
+rxe1, if any, move there, counted as failovers); a
 transfer running while dummy1 comes back completes, and the same link (no
 reconnect) takes rxe1 back: both devices carry the next write again. Every
 byte is checked by sha256. Without XFERD_MULTI_NIC the module is skipped (no second device)."""
@@ -166,8 +165,7 @@ def rejoins(client: xferd.Client) -> Dict[str, int]:
     return {d.name: d.rejoins for d in client.stats().devices}
 
 
-# rxe1's packets to itself: Soft-RoCE sends them through the local route of
-# its address, so without it they leave by dummy1, which drops them.
+# The local route of rxe1's address, which taking dummy1 down removes.
 RXE1_LOCAL_ROUTE = ["local", "10.9.10.1", "dev", "dummy1", "table", "local", "proto", "kernel",
                     "scope", "host", "src", "10.9.10.1"]
 
@@ -182,10 +180,9 @@ def test_a_device_going_down_mid_transfer(clients: Dict[str, xferd.Client]) -> N
         data = fill(src, seed=202)
         failovers = {d.name: d.failovers for d in a.stats().devices}
         rejoined = {"a": rejoins(a), "b": rejoins(b)}
-        # Small slices: thousands of ops, so the port goes down while many
-        # are in flight on rxe1. However fast one write runs, ops are on rxe1
-        # when daemon a hears of the port error: two of the same write (same
-        # bytes) run until it has.
+        # Small slices: thousands of ops, striped over both devices while
+        # the port goes down; two of the same write (same bytes) run until
+        # daemon a hears of the port error, however fast one runs.
         handles: List[xferd.TransferHandle] = []
 
         def keep_two_running() -> bool:
@@ -199,11 +196,6 @@ def test_a_device_going_down_mid_transfer(clients: Dict[str, xferd.Client]) -> N
         keep_two_running()
         wait_until("the transfer to be under way",
                    lambda: handles[0].snapshot().bytes_done >= 2 * MiB, period=0.005)
-        # From here no op on rxe1 completes (neither its data nor its
-        # acknowledgements get through), while striping keeps giving it
-        # some: each must move to rxe0, when the port goes down or its
-        # retries run out, whichever comes first.
-        subprocess.run(["ip", "route", "del", *RXE1_LOCAL_ROUTE], check=True)
         subprocess.run(["ip", "link", "set", "dummy1", "down"], check=True)
         try:
             wait_until("a to see rxe1 down", keep_two_running, period=0.005)
@@ -216,11 +208,15 @@ def test_a_device_going_down_mid_transfer(clients: Dict[str, xferd.Client]) -> N
             stats = {d.name: d for d in a.stats().devices}
             print(f"after dummy1 down: {[(d.name, d.up, d.failovers) for d in stats.values()]}")
             assert not stats["rxe1"].up
-            # Ops in flight on rxe1 when it broke could not have completed
-            # (its route was gone): they failed and moved to rxe0.
             moved_off = stats["rxe1"].failovers - failovers["rxe1"]
+            # Ops in flight on rxe1 when a heard of the port error failed and
+            # moved to rxe0. Whether any were is chance: Soft-RoCE carries
+            # rxe1's packets to itself inside the kernel, and neither taking
+            # its local route away nor an iptables rule on UDP 4791 stopped
+            # them (rxe1 kept carrying bytes for 30 s), so none can be held
+            # until the port goes down. striped_lane_test proves the moving
+            # and counting with device lanes whose ops do not complete.
             print(f"ops moved off rxe1: {moved_off}")
-            assert moved_off > 0, "no op moved off rxe1, whose ops could not complete"
             assert stats["rxe0"].failovers == failovers["rxe0"]
             # The link to b lives on, on rxe0 alone.
             dst.buffer[:] = bytes(size)
@@ -248,20 +244,32 @@ def test_a_device_going_down_mid_transfer(clients: Dict[str, xferd.Client]) -> N
             wait_until(f"{name} to rejoin rxe1",
                        lambda c=client, n=name: rejoins(c)["rxe1"] > rejoined[n]["rxe1"])
         print(f"rejoins: a {rejoins(a)}, b {rejoins(b)}")
-        # The same link, no reconnect, stripes over both devices again.
+        # The same link, no reconnect, stripes over both devices again. The
+        # rejoin counts as soon as a pair is in service; b's keys for a's
+        # fresh queue pairs come with the region's next resolution, once
+        # the daemons have forgotten the keys of the pairs replaced (after
+        # the commit's round trip): a write or two may still go to rxe0.
         assert peer_link(a, "b").connected_at == link
         assert peer_link(a, "b").state == "connected"
-        dst.buffer[:] = bytes(size)
-        before = device_bytes(a)
-        a.write("fail_src", "b", "fail_dst", size).wait(WAIT_S)
-        assert sha(dst.buffer) == sha(data)
-        moved = split(before, device_bytes(a))
-        print(f"after dummy1 up, on the same link, bytes per device: {moved}")
+        moved: Dict[str, int] = {}
+
+        def striped_again() -> bool:
+            dst.buffer[:] = bytes(size)
+            before = device_bytes(a)
+            a.write("fail_src", "b", "fail_dst", size).wait(WAIT_S)
+            assert sha(dst.buffer) == sha(data)
+            moved.update(split(before, device_bytes(a)))
+            print(f"after dummy1 up, on the same link, bytes per device: {moved}")
+            return all(count >= 0.3 * size for count in moved.values())
+
+        wait_until("a write striped over both devices again", striped_again, period=0)
         assert_striped(moved, size)
         assert peer_link(a, "b").connected_at == link
     finally:
-        a.deregister_region("fail_src")
-        b.deregister_region("fail_dst")
+        # With force: a failure above may leave its writes running, and the
+        # cleanup must not hide that failure behind its own.
+        a.deregister_region("fail_src", force=True)
+        b.deregister_region("fail_dst", force=True)
 
 
 if __name__ == "__main__":
