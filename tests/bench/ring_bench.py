@@ -17,7 +17,9 @@ daemons on loopback over the TCP transport (a connected to b) and prints:
      its regions on its pollers), 4 KiB, one at a time and 64 in flight;
   5. the same from Python: xferd.Client write(wait=True) one at a time
      through the rings (to b and to a itself) and over gRPC (rings=False),
-     and xferd.aio with 64 writes in flight;
+     and xferd.aio with 64 writes in flight, and how often b's pollers fell
+     asleep per ring write (each sleep costs a wake-up; engine.spin and
+     engine.spin_max decide);
 with the client's CPU per request, and ratios to the references. Every run
 writes SHM to SHM and compares the destination with the source after it.
 A benchmark, not a test: it checks the bytes, never the speed.
@@ -29,10 +31,12 @@ import argparse
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from typing import Any, Callable, Dict, List
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -85,8 +89,11 @@ def main() -> int:
         ref_us = qperf_tcp_lat(args.seconds, children)
         benchlib.log(f"qperf tcp_lat 4 KiB: {ref_us:.1f} us")
         extra = ["--pollers", str(args.pollers)] if args.pollers else []
-        a, b = (benchlib.start_daemon(children, bins.xferd, workdir, n, "tcp", extra, args.toml)
-                for n in ("a", "b"))
+        # b's metrics: how often its pollers fall asleep between the writes.
+        metrics_port = free_port()
+        a = benchlib.start_daemon(children, bins.xferd, workdir, "a", "tcp", extra, args.toml)
+        b = benchlib.start_daemon(children, bins.xferd, workdir, "b", "tcp", extra,
+                                  f'{args.toml}\n[metrics]\nlisten = "127.0.0.1:{metrics_port}"\n')
         ca, cb = xferd.Client(a.target), xferd.Client(b.target)
         peer = ca.connect_peer(b.address).node_id
         span = max(SIZES) * SLOTS
@@ -119,6 +126,7 @@ def main() -> int:
         own_lat = run("lat", 4 * KiB, to_self=True)
         own_rate = run("rate", 4 * KiB, "--depth", str(DEPTH), to_self=True)
         python = python_figures(a.target, peer, own_node, args.seconds,
+                                lambda: poller_sleeps(metrics_port),
                                 np.frombuffer(src.buffer, dtype=np.uint8),
                                 np.frombuffer(dst.buffer, dtype=np.uint8),
                                 np.frombuffer(own.buffer, dtype=np.uint8))
@@ -132,12 +140,29 @@ def main() -> int:
     return 0
 
 
-def python_figures(target: str, peer: str, own_node: str, seconds: float, src: Any, dst: Any,
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that is free now (for b's metrics)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def poller_sleeps(port: int) -> float:
+    """xferd_poller_sleeps_total of the daemon whose metrics are on `port`,
+    summed over its pollers."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    return sum(float(v) for v in
+               re.findall(r"^xferd_poller_sleeps_total\{[^}]*\} (\S+)$", text, re.M))
+
+
+def python_figures(target: str, peer: str, own_node: str, seconds: float,
+                   b_sleeps: Callable[[], float], src: Any, dst: Any,
                    own: Any) -> Dict[str, Dict[str, float]]:
     """The Python client's 4 KiB rows: write(wait=True) one at a time through
     the rings to b and to a itself and over gRPC, and xferd.aio with DEPTH
     in flight; each with its client CPU per request (this process's CPU
-    time: the daemons run in others), each destination compared after."""
+    time: the daemons run in others) and how often b's pollers fell asleep
+    per request, each destination compared after."""
     import asyncio
     import numpy as np
     import xferd
@@ -168,8 +193,11 @@ def python_figures(target: str, peer: str, own_node: str, seconds: float, src: A
 
         for _ in range(SLOTS):  # warm: rings, names, and every slot written once
             write()
+        sleeps = b_sleeps()  # before the CPU count starts: not the client's cost
         cpu = time.process_time()
-        return with_cpu(benchlib.timed_loop(write, seconds), cpu)
+        figures = with_cpu(benchlib.timed_loop(write, seconds), cpu)
+        figures["b_poller_sleeps_per_req"] = (b_sleeps() - sleeps) / figures["ops"]
+        return figures
 
     with xferd.Client(target) as ring, xferd.Client(target, rings=False) as plain:
         measured("ring", lambda: one_at_a_time(ring, peer, "ring_dst"), dst)
@@ -242,6 +270,9 @@ def report(ref_us: float, unary: Dict[str, Any], grpc: Dict[str, Any],
     py = python["ring"]["p50_us"] / ref_us
     print(f"Python ring 4 KiB p50 = {py:.1f}x qperf tcp_lat (target <= {LATENCY_TARGET:.0f}x): "
           f"{benchlib.verdict(py, LATENCY_TARGET, False)}")
+    print(f"Python ring 4 KiB: b's pollers fell asleep "
+          f"{python['ring']['b_poller_sleeps_per_req']:.2f} times per write "
+          f"(a wake-up each; engine.spin and spin_max decide)")
     print(f"Python xferd.aio 4 KiB rate = {python['aio']['rate']:.0f}/s, {DEPTH} in flight "
           f"(target >= {PYTHON_RATE_TARGET}/s): "
           f"{benchlib.verdict(python['aio']['rate'], PYTHON_RATE_TARGET)}")
