@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <deque>
 
@@ -252,8 +253,10 @@ class FakeTransport::Worker final : public transport::TransportWorker {
   // Delivers and completes posted writes in order; a held write stops the
   // queue unless its link broke, which fails it with the link's status.
   uint32_t Poll(transport::CompletionSink& sink) override {
-    uint64_t woken;
-    (void)!::read(wake_.get(), &woken, sizeof(woken));  // this pass serves the wake
+    if (woken_.exchange(false)) {  // this pass serves the wake; no syscall otherwise
+      uint64_t count;
+      (void)!::read(wake_.get(), &count, sizeof(count));
+    }
     uint32_t handled = 0;
     while (!pending_.empty()) {
       Pending& next = pending_.front();
@@ -283,6 +286,7 @@ class FakeTransport::Worker final : public transport::TransportWorker {
   void Wake() {
     const uint64_t one = 1;
     (void)!::write(wake_.get(), &one, sizeof(one));
+    woken_.store(true);  // after the write: a pass that sees it can drain it
   }
 
  private:
@@ -302,6 +306,7 @@ class FakeTransport::Worker final : public transport::TransportWorker {
 
   FakeTransport& owner_;
   UniqueFd wake_;  // signalled when held ops may complete (Wake)
+  std::atomic<bool> woken_{false};  // wake_ may be readable
   std::deque<Pending> pending_;
 };
 
