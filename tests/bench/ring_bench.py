@@ -31,7 +31,6 @@ import argparse
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import tempfile
@@ -89,11 +88,11 @@ def main() -> int:
         ref_us = qperf_tcp_lat(args.seconds, children)
         benchlib.log(f"qperf tcp_lat 4 KiB: {ref_us:.1f} us")
         extra = ["--pollers", str(args.pollers)] if args.pollers else []
-        # b's metrics: how often its pollers fall asleep between the writes.
-        metrics_port = free_port()
         a = benchlib.start_daemon(children, bins.xferd, workdir, "a", "tcp", extra, args.toml)
-        b = benchlib.start_daemon(children, bins.xferd, workdir, "b", "tcp", extra,
-                                  f'{args.toml}\n[metrics]\nlisten = "127.0.0.1:{metrics_port}"\n')
+        # b's metrics (on a port it picks): how often its pollers fall asleep
+        # between the writes.
+        b = benchlib.start_daemon(children, bins.xferd, workdir, "b", "tcp",
+                                  ["--metrics-listen", "127.0.0.1:0", *extra], args.toml)
         ca, cb = xferd.Client(a.target), xferd.Client(b.target)
         peer = ca.connect_peer(b.address).node_id
         span = max(SIZES) * SLOTS
@@ -126,7 +125,7 @@ def main() -> int:
         own_lat = run("lat", 4 * KiB, to_self=True)
         own_rate = run("rate", 4 * KiB, "--depth", str(DEPTH), to_self=True)
         python = python_figures(a.target, peer, own_node, args.seconds,
-                                lambda: poller_sleeps(metrics_port),
+                                lambda: poller_sleeps(b.info["metrics_address"]),
                                 np.frombuffer(src.buffer, dtype=np.uint8),
                                 np.frombuffer(dst.buffer, dtype=np.uint8),
                                 np.frombuffer(own.buffer, dtype=np.uint8))
@@ -140,17 +139,11 @@ def main() -> int:
     return 0
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that is free now (for b's metrics)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def poller_sleeps(port: int) -> float:
-    """xferd_poller_sleeps_total of the daemon whose metrics are on `port`,
-    summed over its pollers."""
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+def poller_sleeps(metrics_address: str) -> float:
+    """xferd_poller_sleeps_total of the daemon whose metrics are at
+    `metrics_address` (host:port), summed over its pollers."""
+    with urllib.request.urlopen(f"http://{metrics_address}/metrics", timeout=10) as reply:
+        text = reply.read().decode()
     return sum(float(v) for v in
                re.findall(r"^xferd_poller_sleeps_total\{[^}]*\} (\S+)$", text, re.M))
 
