@@ -97,14 +97,20 @@ TEST_F(NotesTest, QuietNotesWaitForAFlush) {
   EXPECT_TRUE(WaitUntil([&] { return published() == 2; }, absl::Seconds(10)));
 }
 
+// Whichever comes first wakes the thread for the quiet notes: kQuietNotes
+// passes, or a pass kQuietDelayNs after the first of them (under TSan 32
+// passes can outlast that delay, and the passes after such a wake start a
+// new count). So within any kQuietNotes passes one wake comes, and after
+// twice as many at least kQuietNotes notes are out, none flushed.
 TEST_F(NotesTest, QuietNotesOfManyPassesWakeTheThread) {
   LetItSleep();
-  for (uint32_t i = 0; i < engine::Notes::kQuietNotes; ++i) {
+  for (uint32_t i = 0; i < 2 * engine::Notes::kQuietNotes; ++i) {
     engine::Notes::Batch pass(*notes_);
     notes_->Landed(Landing(i));
   }
-  EXPECT_TRUE(WaitUntil([&] { return published() == engine::Notes::kQuietNotes; },
-                        absl::Seconds(10)));
+  EXPECT_TRUE(WaitUntil([&] { return published() >= engine::Notes::kQuietNotes; },
+                        absl::Seconds(10)))
+      << published() << " of " << 2 * engine::Notes::kQuietNotes << " published";
 }
 
 TEST_F(NotesTest, AQuietNoteWakesTheThreadAPassAfterItsDelay) {
