@@ -22,14 +22,15 @@ BUILD_PACKAGES=(
 # prometheus-client (an independent parser of the /metrics exposition), numpy
 # (the Python client's many-block tests and README example), etcd and etcdctl
 # (the cluster directory's tests run a real etcd), venv (the wheel is tested
-# in a fresh one) and mypy (the client is checked with --strict);
+# in a fresh one) and mypy (the client is checked with --strict); jq (the
+# xferctl test reads its JSON output);
 # clang and its sanitizer/libFuzzer runtimes (libclang-rt-14-dev, which clang
 # does not depend on) for the fuzz targets. gcc's ASan, TSan and UBSan
 # runtimes come with g++ (libgcc-12-dev).
 TEST_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev python3-pytest iperf3 openssl
   systemd binutils python3-prometheus-client python3-numpy clang libclang-rt-14-dev
-  etcd-server etcd-client python3-venv python3-mypy
+  etcd-server etcd-client python3-venv python3-mypy jq
 )
 # The container image (deploy/build-image.sh): mmdebstrap builds its root file
 # system, podman imports and runs it, with runc (crun cannot run on hosts
