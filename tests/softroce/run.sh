@@ -30,16 +30,7 @@ TARGETS=(
   //tests/integration/cpp:blocks_integration_test
   //tests/integration/cpp:ring_integration_test
   //tests/integration/cpp:xferctl_test
-  //tests/integration/python:transfers_test
-  //tests/integration/python:blocks_test
-  //tests/integration/python:blocks_failure_test
-  //tests/integration/python:bad_input_test
-  //tests/integration/python:peer_failure_test
-  //tests/integration/python:kill_restart_test
-  //tests/integration/python:security_test
-  //tests/integration/python:rings_test
-  //tests/integration/python:shm_seals_test
-  //tests/integration/python:same_host_test
+  //tests/integration/python:verbs_suites
   //tests/integration/python:multi_nic_test
   //tests/load:load_test
 )
