@@ -13,8 +13,8 @@ import dataclasses
 import datetime
 import functools
 import types
-from typing import (Any, Literal, Mapping, Optional, Sequence, Tuple, Type, TypeVar, Union, cast,
-                    get_args)
+from typing import (Any, Dict, Literal, Mapping, Optional, Sequence, Tuple, Type, TypeVar, Union,
+                    cast, get_args)
 
 import grpc
 
@@ -370,6 +370,16 @@ class Transfer:
             error = self.error or Status(grpc.StatusCode.UNKNOWN, f"transfer {self.state}")
             raise error_for(error.code, error.message, transfer=self)
         return self
+
+    @classmethod
+    def _of(cls, fields: Dict[str, Any]) -> "Transfer":
+        """Internal: the snapshot of `fields`, every field by name. A frozen
+        dataclass's __init__ sets each field through object.__setattr__:
+        3 µs for these 19, a tenth of a ring write's client side; this
+        fills the instance's dict at once (the class is not slotted)."""
+        snapshot = object.__new__(cls)
+        snapshot.__dict__.update(fields)
+        return snapshot
 
     @classmethod
     def from_proto(cls, t: Any) -> "Transfer":

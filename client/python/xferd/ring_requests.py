@@ -150,8 +150,8 @@ def transfer_of(r: RingRequest, c: RingCompletion, transport: Transport,
     submitted = now if queued else now - c.duration_ns
     rng = r.form == L.FORM_RANGE
     named = r.form != L.FORM_LAYOUT
-    return Transfer(
-        id=c.transfer_id, state=_STATES.get(c.state, "failed"),  # type: ignore[arg-type]
+    return Transfer._of(dict(
+        id=c.transfer_id, state=_STATES.get(c.state, "failed"),
         src_region=r.src if named else "", src_offset=r.a if rng else 0, peer=r.peer,
         dst_region=r.dst if named else "", dst_offset=r.b if rng else 0, length=c.length,
         bytes_done=c.bytes_done,
@@ -160,7 +160,7 @@ def transfer_of(r: RingRequest, c: RingCompletion, transport: Transport,
         error=Status(code_from_number(c.code), c.message) if c.code != 0 else None,
         submitted_at=_datetime(submitted), finished_at=None if queued else _datetime(now),
         batch_id=0, label=r.label, direction="read" if r.opcode == L.OP_READ else "write",
-        blocks=c.blocks)
+        blocks=c.blocks))
 
 
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
