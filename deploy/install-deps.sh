@@ -17,7 +17,7 @@ BUILD_PACKAGES=(
   prometheus-cpp-dev libmicrohttpd-dev libgnutls28-dev zlib1g-dev
   python3-grpcio python3-protobuf python3-pip
 )
-# Tests and benchmarks: gtest, pytest, iperf3 (the benchmark's reference),
+# Tests and benchmarks: gtest, pytest, iperf3 and qperf (the benchmarks' references),
 # systemd-analyze (the unit is verified), dpkg-deb/objdump (the package) and
 # prometheus-client (an independent parser of the /metrics exposition), numpy
 # (the Python client's many-block tests and README example), etcd and etcdctl
@@ -28,7 +28,7 @@ BUILD_PACKAGES=(
 # does not depend on) for the fuzz targets. gcc's ASan, TSan and UBSan
 # runtimes come with g++ (libgcc-12-dev).
 TEST_PACKAGES=(
-  libgtest-dev libgmock-dev libbenchmark-dev python3-pytest iperf3 openssl
+  libgtest-dev libgmock-dev libbenchmark-dev python3-pytest iperf3 qperf openssl
   systemd binutils python3-prometheus-client python3-numpy clang libclang-rt-14-dev
   etcd-server etcd-client python3-venv python3-mypy jq
 )
