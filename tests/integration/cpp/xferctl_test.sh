@@ -34,8 +34,8 @@ fail() {
 }
 
 # json FILE FILTER: the jq filter's value over the JSON document in FILE
-# (strings bare). jq, not Python: in the Soft-RoCE VM's software emulation a
-# Python start costs over a second, and this runs some 20 times.
+# (strings bare). jq, not a Python start per check: this runs some 20 times,
+# and in the Soft-RoCE VM's software emulation every process start is slow.
 json() { jq -r "$2" "$1"; }
 
 # shm OP DAEMON REGION: an SHM region's memory, from DAEMON's local socket
