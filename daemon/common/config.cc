@@ -213,6 +213,14 @@ void DefineEngine(TableReader& r, EngineConfig& c) {
   r.On("drain_timeout", Duration(&c.drain_timeout));
 }
 
+void DefinePriorities(TableReader& r, PriorityConfig& c) {
+  r.On("normal_weight", Integer(&c.normal_weight));
+  r.On("bulk_weight", Integer(&c.bulk_weight));
+  r.On("background_weight", Integer(&c.background_weight));
+  r.On("lane_bytes", Size(&c.lane_bytes));
+  r.On("critical_reserve", Integer(&c.critical_reserve));
+}
+
 void DefineRegions(TableReader& r, RegionConfig& c) {
   r.On("max_registered_bytes", Size(&c.max_registered_bytes));
   r.On("file_dirs", StringList(&c.file_dirs));
@@ -296,6 +304,8 @@ absl::StatusOr<Config> ParseConfig(absl::string_view toml_text, absl::string_vie
   top.On("transport",
          Table([&](TableReader& r) { DefineTransport(r, config.transport); }, "transport"));
   top.On("engine", Table([&](TableReader& r) { DefineEngine(r, config.engine); }, "engine"));
+  top.On("priorities", Table([&](TableReader& r) { DefinePriorities(r, config.engine.priorities); },
+                             "priorities"));
   top.On("regions", Table([&](TableReader& r) { DefineRegions(r, config.regions); }, "regions"));
   top.On("log", Table([&](TableReader& r) { DefineLog(r, config.log); }, "log"));
   top.On("tls", Table([&](TableReader& r) { DefineTls(r, config.tls); }, "tls"));

@@ -93,6 +93,21 @@ struct TransportConfig {
   bool verbs_memory_windows = true;
 };
 
+// [priorities]: how the transfer classes share lanes and admission
+// (docs/priorities.md). Critical always goes first; the others share what
+// it leaves by these weights.
+struct PriorityConfig {
+  uint32_t normal_weight = 8;
+  uint32_t bulk_weight = 2;
+  uint32_t background_weight = 1;
+  // Bytes a lane may hold (posted, not yet completed) before an op below
+  // critical may join them: what a critical op waits behind on its lane.
+  uint64_t lane_bytes = 4 << 20;
+  // Of engine.max_inflight_transfers, this many only critical transfers
+  // may take.
+  uint32_t critical_reserve = 64;
+};
+
 struct EngineConfig {
   // Poller threads; each owns one lane to every peer.
   uint32_t pollers = 2;
@@ -110,6 +125,7 @@ struct EngineConfig {
   absl::Duration spin_max = absl::Microseconds(200);
   // On SIGTERM: how long in-flight transfers may take before they are failed.
   absl::Duration drain_timeout = absl::Seconds(10);
+  PriorityConfig priorities;
 };
 
 struct RegionConfig {

@@ -51,6 +51,27 @@ absl::Status ValidateServer(const ServerConfig& server) {
   return absl::OkStatus();
 }
 
+absl::Status ValidatePriorities(const PriorityConfig& p, uint32_t max_inflight_transfers) {
+  for (const auto& [key, weight] : {std::pair<const char*, uint32_t>{"normal_weight", p.normal_weight},
+                                    {"bulk_weight", p.bulk_weight},
+                                    {"background_weight", p.background_weight}}) {
+    if (weight < 1 || weight > 1000) {
+      return InvalidKey(absl::StrCat("priorities.", key),
+                        "must be between 1 and 1000 (a weight of 0 would starve the class)");
+    }
+  }
+  if (p.lane_bytes < 4096 || p.lane_bytes > (1ull << 30)) {
+    return InvalidKey("priorities.lane_bytes", "must be between 4KiB and 1GiB");
+  }
+  if (p.critical_reserve >= max_inflight_transfers) {
+    return InvalidKey("priorities.critical_reserve",
+                      absl::StrCat("is ", p.critical_reserve,
+                                   " (default 64): it must be below engine.max_inflight_transfers (",
+                                   max_inflight_transfers, "), whose rest the other classes use"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateEngine(const EngineConfig& engine) {
   if (engine.pollers < 1 || engine.pollers > 64) {
     return InvalidKey("engine.pollers", "must be between 1 and 64");
@@ -67,7 +88,7 @@ absl::Status ValidateEngine(const EngineConfig& engine) {
   if (engine.history > (1u << 22)) return InvalidKey("engine.history", "must be <= 4194304");
   if (engine.spin > absl::Seconds(1)) return InvalidKey("engine.spin", "must be <= 1s");
   if (engine.spin_max > absl::Seconds(1)) return InvalidKey("engine.spin_max", "must be <= 1s");
-  return absl::OkStatus();
+  return ValidatePriorities(engine.priorities, engine.max_inflight_transfers);
 }
 
 absl::Status ValidateTcp(const TransportConfig& transport) {

@@ -36,10 +36,12 @@ void Admission::Submit(std::vector<TransferSpec> specs, bool batch,
                        Callback<std::vector<std::shared_ptr<Transfer>>> reply) {
   // Timeouts run from here: time spent reconnecting or resolving counts.
   const absl::Time submitted_at = absl::Now();
-  // Every refusal, whichever path reports it, is counted once.
-  auto done = [this, reply = std::move(reply)](
+  // Every refusal, whichever path reports it, is counted once, under the
+  // class of its first request.
+  const Priority priority = specs.empty() ? Priority::kNormal : specs.front().priority;
+  auto done = [this, priority, reply = std::move(reply)](
                   absl::StatusOr<std::vector<std::shared_ptr<Transfer>>> result) {
-    if (!result.ok()) runner_.CountRefused(result.status());
+    if (!result.ok()) runner_.CountRefused(result.status(), priority);
     reply(std::move(result));
   };
   if (life_.draining()) {

@@ -40,8 +40,10 @@ Poller::Poller(uint32_t index, transport::TransportWorker& worker, const PollerO
       source_inbox_(std::move(sources)),
       sources_epoll_(std::move(sources_epoll)) {
   // Sized once, like the inbox: a transfer is in at most one of them at a
-  // time per poller, and the engine admits at most max_transfers.
-  active_.reserve(options_.max_transfers);
+  // time per poller, and the engine admits at most max_transfers. The lane
+  // map grows only past this many lanes holding ops at once.
+  for (auto& transfers : active_) transfers.reserve(options_.max_transfers);
+  lane_bytes_.reserve(1024);
 }
 
 Poller::~Poller() { Stop(); }
@@ -81,7 +83,7 @@ void Poller::Stop() {
   stop_.store(true);
   inbox_->Wake();
   thread_.join();
-  active_.clear();
+  for (auto& transfers : active_) transfers.clear();
   sources_.clear();
   // The thread is gone: drop what it left.
   inbox_->Drain([](std::shared_ptr<Transfer>&) {});
@@ -147,10 +149,8 @@ void Poller::Run() {
       Notes::Batch notes(notes_);  // the ends and landings of this pass: one wake-up
       // Wakes up to here are seen by this pass; later ones stop the next Sleep().
       work += ServiceSources();
-      work += static_cast<uint32_t>(inbox_->Drain([this](std::shared_ptr<Transfer>& transfer) {
-        transfer->HeldBy(index_);
-        active_.push_back(std::move(transfer));
-      }));
+      work += static_cast<uint32_t>(inbox_->Drain(
+          [this](std::shared_ptr<Transfer>& transfer) { Take(std::move(transfer)); }));
       work += ServiceTransfers();
       work += worker_.Poll(*this);
     }
@@ -172,30 +172,70 @@ void Poller::Run() {
   }
 }
 
-uint32_t Poller::ServiceTransfers() {
-  if (active_.empty()) return 0;
-  uint32_t posted = 0;
-  const size_t n = active_.size();
-  // Start where the last pass stopped so no transfer always goes first.
-  size_t i = next_start_ % n;
-  for (size_t visited = 0; visited < n; ++visited) {
-    if (ServiceOne(*active_[i], &posted)) {
-      i = (i + 1) % active_.size();
-    } else {
-      // Drop it: swap with the last; the swapped-in entry is visited next.
-      active_[i]->ReleasedBy(index_);
-      active_[i] = std::move(active_.back());
-      active_.pop_back();
-      if (active_.empty()) break;
-      i %= active_.size();
+void Poller::Take(std::shared_ptr<Transfer> transfer) {
+  transfer->HeldBy(index_);
+  const size_t c = PriorityIndex(transfer->plan().spec.priority);
+  if (active_[c].empty() && c != PriorityIndex(Priority::kCritical)) {
+    // Back from idle: no credit for the time it had nothing to send.
+    uint64_t least = UINT64_MAX;
+    for (size_t k = PriorityIndex(Priority::kNormal); k < kPriorities; ++k) {
+      if (k != c && !active_[k].empty()) least = std::min(least, vtime_[k]);
     }
+    if (least != UINT64_MAX) vtime_[c] = std::max(vtime_[c], least);
   }
-  next_start_ = active_.empty() ? 0 : i;
-  active_count_.store(static_cast<uint32_t>(active_.size()), std::memory_order_relaxed);
+  active_[c].push_back(std::move(transfer));
+}
+
+uint32_t Poller::ServiceTransfers() {
+  uint64_t bytes = 0;
+  uint32_t posted = ServiceClass(Priority::kCritical, &bytes);
+  // The other classes, the least served per unit of weight first: when
+  // their lanes have room for all, order does not matter; when not, the
+  // bytes are shared by weight.
+  std::array<Priority, kPriorities - 1> order = {Priority::kNormal, Priority::kBulk,
+                                                 Priority::kBackground};
+  std::sort(order.begin(), order.end(), [this](Priority a, Priority b) {
+    const size_t i = PriorityIndex(a), j = PriorityIndex(b);
+    return vtime_[i] != vtime_[j] ? vtime_[i] < vtime_[j] : i < j;
+  });
+  for (Priority p : order) {
+    const size_t c = PriorityIndex(p);
+    if (active_[c].empty()) continue;
+    bytes = 0;
+    posted += ServiceClass(p, &bytes);
+    vtime_[c] += bytes / options_.weights[c];
+  }
+  uint32_t active = 0;
+  for (const auto& transfers : active_) active += static_cast<uint32_t>(transfers.size());
+  active_count_.store(active, std::memory_order_relaxed);
   return posted;
 }
 
-bool Poller::ServiceOne(Transfer& t, uint32_t* posted) {
+uint32_t Poller::ServiceClass(Priority priority, uint64_t* bytes) {
+  std::vector<std::shared_ptr<Transfer>>& active = active_[PriorityIndex(priority)];
+  size_t& next_start = next_start_[PriorityIndex(priority)];
+  if (active.empty()) return 0;
+  uint32_t posted = 0;
+  const size_t n = active.size();
+  // Start where the last pass stopped so no transfer always goes first.
+  size_t i = next_start % n;
+  for (size_t visited = 0; visited < n; ++visited) {
+    if (ServiceOne(*active[i], &posted, bytes)) {
+      i = (i + 1) % active.size();
+    } else {
+      // Drop it: swap with the last; the swapped-in entry is visited next.
+      active[i]->ReleasedBy(index_);
+      active[i] = std::move(active.back());
+      active.pop_back();
+      if (active.empty()) break;
+      i %= active.size();
+    }
+  }
+  next_start = active.empty() ? 0 : i;
+  return posted;
+}
+
+bool Poller::ServiceOne(Transfer& t, uint32_t* posted, uint64_t* bytes) {
   if (IsTerminal(t.state())) return false;
   transport::Link& link = *t.plan().link;
   if (index_ >= link.lane_count()) return false;
@@ -204,12 +244,22 @@ bool Poller::ServiceOne(Transfer& t, uint32_t* posted) {
     t.Finish(TransferState::kFailed, link.status());
     return false;
   }
-  const uint32_t credits = std::min(lane.credits(), kMaxPostBatch);
+  // Critical ops go first but never take a lane's last credit, which the
+  // other classes keep so that they progress under any critical load. The
+  // others join a lane only while it holds less than lane_bytes of theirs:
+  // a critical op waits behind that much at most.
+  const bool critical = t.plan().spec.priority == Priority::kCritical;
+  const uint32_t lane_credits = lane.credits();
+  const uint32_t credits =
+      std::min(critical ? (lane_credits > 0 ? lane_credits - 1 : 0) : lane_credits, kMaxPostBatch);
   if (credits == 0) return true;
+  const auto held_at = critical ? lane_bytes_.end() : lane_bytes_.find(&lane);
+  uint64_t held = held_at == lane_bytes_.end() ? 0 : held_at->second;
+  auto room = [&] { return critical || held < options_.lane_bytes; };
   transport::DataOp ops[kMaxPostBatch];
   uint32_t n = 0;
   bool bulk_claimed_out = false;
-  while (n < credits) {
+  while (n < credits && room()) {
     if (t.BulkClaimedOut()) {
       bulk_claimed_out = true;
       break;
@@ -219,11 +269,12 @@ bool Poller::ServiceOne(Transfer& t, uint32_t* posted) {
       bulk_claimed_out = true;
       break;
     }
-    t.MakeOp(index, /*final=*/false, &ops[n++]);
+    t.MakeOp(index, /*final=*/false, &ops[n]);
+    held += ops[n++].length;
   }
   const bool home = t.plan().home_poller == index_;
   bool final_claimed = false;
-  if (t.has_final() && bulk_claimed_out && home && n < credits && t.BulkComplete() &&
+  if (t.has_final() && bulk_claimed_out && home && n < credits && room() && t.BulkComplete() &&
       t.TryClaimFinal()) {
     t.MakeOp(t.ops() - 1, /*final=*/true, &ops[n++]);
     final_claimed = true;
@@ -231,7 +282,16 @@ bool Poller::ServiceOne(Transfer& t, uint32_t* posted) {
   if (n > 0) {
     t.AddInFlight(n);
     t.MarkRunning();
+    uint64_t batch_bytes = 0;
+    for (uint32_t k = 0; k < n; ++k) batch_bytes += ops[k].length;
+    // Held before the post: a lane may complete ops inside it (a same-host
+    // copy does), and their completions release what they held.
+    if (!critical) lane_bytes_[&lane] += batch_bytes;
     const uint32_t taken = lane.Post(absl::MakeConstSpan(ops, n));
+    uint64_t untaken_bytes = 0;
+    for (uint32_t k = taken; k < n; ++k) untaken_bytes += ops[k].length;
+    if (!critical && untaken_bytes > 0) Release(lane, untaken_bytes);
+    *bytes += batch_bytes - untaken_bytes;
     if (taken < n) {
       // Only a lane that broke during the post refuses ops; the ones it did
       // not take are lost, so the transfer fails.
@@ -250,6 +310,11 @@ bool Poller::ServiceOne(Transfer& t, uint32_t* posted) {
 
 void Poller::OnOpDone(const transport::OpCompletion& c) {
   Transfer* t = CookieTransfer(c.cookie);
+  // Its lane holds this op's bytes no more (completions come to the poller
+  // that posted, with the op's length even when it failed).
+  if (t->plan().spec.priority != Priority::kCritical) {
+    Release(t->plan().link->lane(index_), c.length);
+  }
   if (c.error != nullptr) {
     t->Finish(TransferState::kFailed, *c.error);
   } else if (CookieIsFinal(c.cookie)) {
@@ -262,6 +327,16 @@ void Poller::OnOpDone(const transport::OpCompletion& c) {
     }
   }
   t->RemoveInFlight();  // last touch: the transfer may be freed after this
+}
+
+void Poller::Release(const transport::Lane& lane, uint64_t bytes) {
+  const auto held = lane_bytes_.find(&lane);
+  if (held == lane_bytes_.end()) return;
+  if (held->second <= bytes) {
+    lane_bytes_.erase(held);
+  } else {
+    held->second -= bytes;
+  }
 }
 
 std::optional<std::chrono::nanoseconds> Poller::Sleep() {

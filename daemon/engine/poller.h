@@ -1,10 +1,16 @@
 // A poller thread: drives one TransportWorker (its lanes to every peer) and
 // the transfers handed to it. It claims ops, posts them in batches while
 // its lanes have credits, and turns completions into transfer progress.
+// It is where priorities apply (docs/priorities.md): critical transfers are
+// served first on every pass (short of a lane's last credit); the other
+// classes take turns by how many bytes they have posted per unit of weight,
+// and post to a lane only while it holds less than PollerOptions::lane_bytes
+// of theirs.
 // Idle pollers spin for a short while, then sleep on the worker's fd and their
 // inbox's, so an idle daemon uses no CPU.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -13,11 +19,13 @@
 #include <thread>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/time/time.h"
 #include "daemon/common/wake_inbox.h"
 #include "daemon/common/unique_fd.h"
 #include "daemon/engine/notes.h"
 #include "daemon/engine/poll_source.h"
+#include "daemon/engine/priority.h"
 #include "daemon/engine/transfer.h"
 #include "daemon/transport/transport.h"
 
@@ -33,6 +41,11 @@ struct PollerOptions {
   // Upper bound on transfers a poller holds (the engine's in-flight limit):
   // its queues are sized once so the data path never allocates.
   uint32_t max_transfers = 4096;
+  // By PriorityIndex; the critical class's is unused (it goes first).
+  std::array<uint32_t, kPriorities> weights = {1, 8, 2, 1};
+  // Below critical, an op is posted only to a lane holding less than this
+  // of such ops.
+  uint64_t lane_bytes = 4 << 20;
 };
 
 struct PollerStats {
@@ -95,10 +108,17 @@ class Poller final : public transport::CompletionSink {
  private:
   void Run();
   uint32_t ServiceTransfers();
+  // One class's transfers, round robin; adds the bytes posted to `*bytes`.
+  uint32_t ServiceClass(Priority priority, uint64_t* bytes);
+  // Takes a transfer from the inbox into its class.
+  void Take(std::shared_ptr<Transfer> transfer);
   // Takes attach / detach commands, then polls every source.
   uint32_t ServiceSources();
-  // Posts what it can for `transfer`; false once this poller is done with it.
-  bool ServiceOne(Transfer& transfer, uint32_t* posted);
+  // Posts what it can for `transfer` (see the top); false once this poller
+  // is done with it.
+  bool ServiceOne(Transfer& transfer, uint32_t* posted, uint64_t* bytes);
+  // `lane` holds `bytes` of ops below critical no more.
+  void Release(const transport::Lane& lane, uint64_t bytes);
   // Sleeps until there is work; how long it slept, or nullopt when work
   // came before it could fall asleep.
   std::optional<std::chrono::nanoseconds> Sleep();
@@ -115,10 +135,19 @@ class Poller final : public transport::CompletionSink {
   const UniqueFd sources_epoll_;  // every source's wake_fd
   std::atomic<bool> stop_{false};
 
-  // Poller thread only.
-  std::vector<std::shared_ptr<Transfer>> active_;
+  // Poller thread only. The transfers served, by class (PriorityIndex), each
+  // with its round-robin start.
+  std::array<std::vector<std::shared_ptr<Transfer>>, kPriorities> active_;
+  std::array<size_t, kPriorities> next_start_{};
+  // Below critical: bytes posted per unit of weight. The class with the
+  // least goes first (virtual time, as in weighted fair queueing); a class
+  // that comes back from idle starts at the least of the busy ones, so it
+  // cannot bank the time it was idle.
+  std::array<uint64_t, kPriorities> vtime_{};
+  // Bytes of ops below critical each lane holds: posted by this poller, not
+  // yet completed. Only lanes holding some are in it.
+  absl::flat_hash_map<const transport::Lane*, uint64_t> lane_bytes_;
   std::vector<std::shared_ptr<PollSource>> sources_;
-  size_t next_start_ = 0;  // round-robin start in active_
 
   std::atomic<uint64_t> sleeps_{0};
   std::atomic<int64_t> asleep_ns_{0};

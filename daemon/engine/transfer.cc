@@ -116,8 +116,17 @@ void Transfer::MakeOp(uint32_t index, bool final, transport::DataOp* op) const {
 }
 
 void Transfer::MarkRunning() {
+  if (state_.load(std::memory_order_relaxed) != TransferState::kQueued) return;
   TransferState expected = TransferState::kQueued;
-  state_.compare_exchange_strong(expected, TransferState::kRunning, std::memory_order_acq_rel);
+  if (state_.compare_exchange_strong(expected, TransferState::kRunning,
+                                     std::memory_order_acq_rel)) {
+    started_ns_.store(absl::ToUnixNanos(absl::Now()), std::memory_order_relaxed);
+  }
+}
+
+absl::Time Transfer::started_at() const {
+  const int64_t ns = started_ns_.load(std::memory_order_relaxed);
+  return ns == 0 ? absl::InfinitePast() : absl::FromUnixNanos(ns);
 }
 
 bool Transfer::Finish(TransferState terminal, absl::Status error) {
@@ -212,6 +221,7 @@ TransferInfo Transfer::Describe() const {
   info.slice_size = plan_.slice_size;
   info.slices = ops();
   info.submitted_at = submitted_at_;
+  info.started_at = started_at();
   return info;
 }
 

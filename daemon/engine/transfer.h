@@ -132,7 +132,7 @@ class Transfer {
   void AddInFlight(uint32_t n) { in_flight_.fetch_add(n, std::memory_order_relaxed); }
   void RemoveInFlight() { in_flight_.fetch_sub(1, std::memory_order_release); }
   uint32_t in_flight() const { return in_flight_.load(std::memory_order_acquire); }
-  // QUEUED -> RUNNING on the first post.
+  // QUEUED -> RUNNING on the first post, which it times (started_at).
   void MarkRunning();
   // Which pollers hold the transfer among those they work on (bit i: poller
   // i, of at most 64). A poller lets go of an ended transfer on its next
@@ -169,6 +169,8 @@ class Transfer {
   uint64_t end_bytes() const { return final_bytes_; }
   absl::Time finished_at() const { return finished_at_; }
   absl::Time submitted_at() const { return submitted_at_; }
+  // When its first op was posted; InfinitePast before. Any thread.
+  absl::Time started_at() const;
   // The engine's notes thread, once per transfer after the end is visible:
   // a read done raises its landed event on its local region, then the
   // observers hear of `outcome` (its Info()).
@@ -210,6 +212,7 @@ class Transfer {
   std::atomic<uint32_t> in_flight_{0};
   std::atomic<bool> explaining_{false};  // a failure is being looked into
   std::atomic<uint64_t> holders_{0};      // pollers holding it (HeldBy)
+  std::atomic<int64_t> started_ns_{0};    // unix ns of the first post; 0: none
 
   // The one atomic step that decides the end. The outcome below is written
   // by that Finish alone, before state_ turns terminal (release), and read

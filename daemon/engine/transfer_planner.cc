@@ -27,6 +27,7 @@ TransferSpec Summarize(const TransferSpec& w) {
   s.slice_size = w.slice_size;
   s.timeout = w.timeout;
   s.label = w.label;
+  s.priority = w.priority;
   s.blocks.form = w.blocks.form;
   s.blocks.src_layout = w.blocks.src_layout;
   s.blocks.dst_layout = w.blocks.dst_layout;

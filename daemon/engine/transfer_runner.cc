@@ -18,7 +18,7 @@ constexpr size_t kNotesSlack = 4096;
 }  // namespace
 
 TransferRunner::TransferRunner(const EngineConfig& config, DeadlineTimer& timer)
-    : config_(config), table_(config.max_inflight_transfers, config.history), timer_(timer) {}
+    : config_(config), table_(config.max_inflight_transfers, config.priorities.critical_reserve, config.history), timer_(timer) {}
 
 absl::Status TransferRunner::StartPollers(transport::Transport& transport) {
   // Room for every transfer in flight to end at once, and as many landings.
@@ -28,6 +28,11 @@ absl::Status TransferRunner::StartPollers(transport::Transport& transport) {
   options.spin = config_.spin;
   options.spin_max = config_.spin_max;
   options.max_transfers = config_.max_inflight_transfers;
+  const PriorityConfig& priorities = config_.priorities;
+  options.weights[PriorityIndex(Priority::kNormal)] = priorities.normal_weight;
+  options.weights[PriorityIndex(Priority::kBulk)] = priorities.bulk_weight;
+  options.weights[PriorityIndex(Priority::kBackground)] = priorities.background_weight;
+  options.lane_bytes = priorities.lane_bytes;
   ASSIGN_OR_RETURN(pollers_, PollerPool::Create(transport, config_.pollers, options, *notes_));
   pollers_->Start();
   return absl::OkStatus();
@@ -42,7 +47,7 @@ TransferRunner::~TransferRunner() {
 
 absl::StatusOr<std::vector<std::shared_ptr<Transfer>>> TransferRunner::Admit(
     std::vector<Transfer::Plan> plans, bool batch, absl::Time submitted_at) {
-  RETURN_IF_ERROR(table_.Admit(static_cast<uint32_t>(plans.size())));
+  RETURN_IF_ERROR(table_.Admit(plans));
   const uint64_t batch_id = batch ? table_.NextBatchId() : 0;
   std::vector<std::shared_ptr<Transfer>> transfers;
   transfers.reserve(plans.size());
@@ -158,7 +163,7 @@ void TransferRunner::SetRecorder(TransferRecorder* recorder) {
 
 void TransferRunner::OnTransferEnding(const Transfer& transfer, TransferState state,
                                       absl::StatusCode code) {
-  table_.Count(state, code);
+  table_.Count(transfer, state, code);
   // The peer no longer knows the region: its key goes before the next write.
   if (code == absl::StatusCode::kNotFound && transfer.plan().remote_key != nullptr) {
     transfer.plan().remote_key->gone.store(true, std::memory_order_release);

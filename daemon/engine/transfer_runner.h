@@ -43,8 +43,11 @@ class TransferRunner final : public TransferListener {
                                                                absl::Time submitted_at);
   // Hands an admitted transfer to its pollers.
   void Start(const std::shared_ptr<Transfer>& transfer);
-  // A submission refused before any transfer started, counted by code.
-  void CountRefused(const absl::Status& error) { table_.CountRefused(error); }
+  // A submission refused before any transfer started, counted by code and
+  // class.
+  void CountRefused(const absl::Status& error, Priority priority) {
+    table_.CountRefused(error, priority);
+  }
 
   // The pollers, poller i at [i], as what hears of ops (the lanes of the
   // engine's SelfLink). After StartPollers.

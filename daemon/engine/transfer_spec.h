@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "daemon/engine/block_spec.h"
+#include "daemon/engine/priority.h"
 #include "daemon/transport/transport_types.h"
 
 namespace xferd::engine {
@@ -52,6 +53,7 @@ struct TransferSpec {
   uint64_t slice_size = 0;                            // 0: the daemon's default
   absl::Duration timeout = absl::InfiniteDuration();  // from submission
   std::string label;  // at most kMaxLabelBytes
+  Priority priority = Priority::kNormal;
   // Where the end is told at once (a local client's ring; null: nowhere),
   // with the client's tag. Not kept in history.
   std::shared_ptr<CompletionPort> completion;
@@ -90,6 +92,8 @@ struct TransferInfo {
   uint32_t slices = 0;
   absl::Status error;
   absl::Time submitted_at;
+  // Its first op posted to a lane (InfinitePast: none yet).
+  absl::Time started_at = absl::InfinitePast();
   absl::Time finished_at = absl::InfinitePast();
 };
 

@@ -7,8 +7,12 @@
 
 namespace xferd::engine {
 
-TransferTable::TransferTable(uint32_t max_in_flight, uint32_t history)
-    : max_in_flight_(max_in_flight), history_(history) {}
+TransferTable::TransferTable(uint32_t max_in_flight, uint32_t critical_reserve, uint32_t history)
+    : max_in_flight_(max_in_flight),
+      // Validate() keeps the reserve below the limit; so does an engine
+      // configured in code.
+      critical_reserve_(std::min(critical_reserve, max_in_flight > 0 ? max_in_flight - 1 : 0)),
+      history_(history) {}
 
 uint64_t TransferTable::NextId() { return next_id_.fetch_add(1, std::memory_order_relaxed); }
 
@@ -16,39 +20,54 @@ uint64_t TransferTable::NextBatchId() {
   return next_batch_id_.fetch_add(1, std::memory_order_relaxed);
 }
 
-absl::Status TransferTable::Admit(uint32_t n) {
+absl::Status TransferTable::Admit(const std::vector<Transfer::Plan>& plans) {
+  const uint32_t n = static_cast<uint32_t>(plans.size());
+  const bool all_critical = std::all_of(plans.begin(), plans.end(), [](const Transfer::Plan& p) {
+    return p.spec.priority == Priority::kCritical;
+  });
+  const uint32_t limit = all_critical ? max_in_flight_ : max_in_flight_ - critical_reserve_;
   uint32_t admitted = admitted_.load(std::memory_order_relaxed);
   do {
-    if (admitted + n > max_in_flight_) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "too many transfers in flight (", admitted, " of engine.max_inflight_transfers=",
-          max_in_flight_, "; this request adds ", n, "): wait for some to finish and retry"));
+    if (admitted + n > limit) {
+      return absl::ResourceExhaustedError(
+          all_critical
+              ? absl::StrCat("too many transfers in flight (", admitted,
+                             " of engine.max_inflight_transfers=", max_in_flight_,
+                             "; this request adds ", n, "): wait for some to finish and retry")
+              : absl::StrCat("too many transfers in flight (", admitted, " of ", limit,
+                             " below critical priority: engine.max_inflight_transfers=",
+                             max_in_flight_, " less priorities.critical_reserve=",
+                             critical_reserve_, "; this request adds ", n,
+                             "): wait for some to finish and retry"));
     }
   } while (!admitted_.compare_exchange_weak(admitted, admitted + n, std::memory_order_relaxed));
+  for (const Transfer::Plan& p : plans) {
+    by_priority_[PriorityIndex(p.spec.priority)].in_flight.fetch_add(1, std::memory_order_relaxed);
+  }
   return absl::OkStatus();
 }
 
-void TransferTable::Unadmit(uint32_t n) { admitted_.fetch_sub(n, std::memory_order_relaxed); }
-
 void TransferTable::Insert(std::shared_ptr<Transfer> transfer) {
-  submitted_.fetch_add(1, std::memory_order_relaxed);
+  by_priority_[PriorityIndex(transfer->plan().spec.priority)].submitted.fetch_add(
+      1, std::memory_order_relaxed);
   const uint64_t id = transfer->id();
   MutexLock lock(&mu_);
   by_id_[id] = Entry{std::move(transfer), {}};
 }
 
-void TransferTable::Count(TransferState state, absl::StatusCode code) {
-  switch (state) {
-    case TransferState::kDone:
-      done_.fetch_add(1, std::memory_order_relaxed);
-      break;
-    case TransferState::kCancelled:
-      cancelled_.fetch_add(1, std::memory_order_relaxed);
-      break;
-    default:
-      failed_.fetch_add(1, std::memory_order_relaxed);
-      break;
+void TransferTable::Count(const Transfer& transfer, TransferState state, absl::StatusCode code) {
+  PriorityAtomics& p = by_priority_[PriorityIndex(transfer.plan().spec.priority)];
+  (state == TransferState::kDone        ? p.done
+   : state == TransferState::kCancelled ? p.cancelled
+                                        : p.failed)
+      .fetch_add(1, std::memory_order_relaxed);
+  p.bytes.fetch_add(transfer.end_bytes(), std::memory_order_relaxed);
+  if (const absl::Time started = transfer.started_at(); started != absl::InfinitePast()) {
+    p.started.fetch_add(1, std::memory_order_relaxed);
+    p.queue_wait_ns.fetch_add(absl::ToInt64Nanoseconds(started - transfer.submitted_at()),
+                              std::memory_order_relaxed);
   }
+  p.in_flight.fetch_sub(1, std::memory_order_relaxed);
   const size_t index = static_cast<size_t>(code);
   if (code != absl::StatusCode::kOk && index < errors_.size()) {
     errors_[index].fetch_add(1, std::memory_order_relaxed);
@@ -57,7 +76,8 @@ void TransferTable::Count(TransferState state, absl::StatusCode code) {
   admitted_.fetch_sub(1, std::memory_order_release);
 }
 
-void TransferTable::CountRefused(const absl::Status& error) {
+void TransferTable::CountRefused(const absl::Status& error, Priority priority) {
+  by_priority_[PriorityIndex(priority)].refused.fetch_add(1, std::memory_order_relaxed);
   const size_t index = static_cast<size_t>(error.code());
   if (index < refused_.size()) refused_[index].fetch_add(1, std::memory_order_relaxed);
 }
@@ -175,12 +195,25 @@ std::vector<std::shared_ptr<Transfer>> TransferTable::InFlight() const {
 TransferCounters TransferTable::counters() const {
   TransferCounters c;
   c.in_flight = admitted_.load(std::memory_order_acquire);
-  c.submitted = submitted_.load(std::memory_order_relaxed);
-  c.done = done_.load(std::memory_order_relaxed);
-  c.failed = failed_.load(std::memory_order_relaxed);
-  c.cancelled = cancelled_.load(std::memory_order_relaxed);
   c.errors = ByName(errors_);
   c.refused = ByName(refused_);
+  for (size_t i = 0; i < kPriorities; ++i) {
+    const PriorityAtomics& a = by_priority_[i];
+    PriorityCounters& p = c.by_priority[i];
+    p.submitted = a.submitted.load(std::memory_order_relaxed);
+    p.done = a.done.load(std::memory_order_relaxed);
+    p.failed = a.failed.load(std::memory_order_relaxed);
+    p.cancelled = a.cancelled.load(std::memory_order_relaxed);
+    p.refused = a.refused.load(std::memory_order_relaxed);
+    p.bytes = a.bytes.load(std::memory_order_relaxed);
+    p.in_flight = a.in_flight.load(std::memory_order_relaxed);
+    p.started = a.started.load(std::memory_order_relaxed);
+    p.queue_wait = absl::Nanoseconds(a.queue_wait_ns.load(std::memory_order_relaxed));
+    c.submitted += p.submitted;
+    c.done += p.done;
+    c.failed += p.failed;
+    c.cancelled += p.cancelled;
+  }
   return c;
 }
 

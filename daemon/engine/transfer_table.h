@@ -21,10 +21,27 @@
 #include "absl/container/node_hash_map.h"
 #include "absl/status/status.h"
 #include "daemon/base/mutex.h"
+#include "daemon/engine/priority.h"
 #include "daemon/engine/transfer.h"
 
 namespace xferd::engine {
 
+// One priority class's share of the counters below.
+struct PriorityCounters {
+  uint64_t submitted = 0;
+  uint64_t done = 0;
+  uint64_t failed = 0;
+  uint64_t cancelled = 0;
+  uint64_t refused = 0;
+  uint64_t bytes = 0;  // payload bytes of ended transfers
+  uint32_t in_flight = 0;
+  // Transfers that were posted, and their summed wait from submission to
+  // their first op on a lane.
+  uint64_t started = 0;
+  absl::Duration queue_wait;
+};
+
+// The totals are the sums of the classes' (by_priority).
 struct TransferCounters {
   uint64_t submitted = 0;
   uint64_t done = 0;
@@ -34,6 +51,7 @@ struct TransferCounters {
   std::map<std::string, uint64_t> errors;  // by status code name
   // Submissions refused before any transfer started, by status code name.
   std::map<std::string, uint64_t> refused;
+  std::array<PriorityCounters, kPriorities> by_priority;  // by PriorityIndex
 };
 
 struct TransferFilter {
@@ -45,22 +63,24 @@ struct TransferFilter {
 
 class TransferTable {
  public:
-  TransferTable(uint32_t max_in_flight, uint32_t history);
+  // `critical_reserve` of the `max_in_flight` admit only critical transfers.
+  TransferTable(uint32_t max_in_flight, uint32_t critical_reserve, uint32_t history);
 
   uint64_t NextId();
   uint64_t NextBatchId();
 
-  // Reserves room for n transfers. RESOURCE_EXHAUSTED names the limit.
-  absl::Status Admit(uint32_t n);
-  void Unadmit(uint32_t n);
+  // Reserves room for `plans`' transfers: below critical, up to the limit
+  // less the critical reserve. RESOURCE_EXHAUSTED names the limit.
+  absl::Status Admit(const std::vector<Transfer::Plan>& plans);
   // Adds an admitted transfer.
   void Insert(std::shared_ptr<Transfer> transfer);
-  // A transfer ended in `state` with `code`: counts it and frees its
+  // `transfer` ended in `state` with `code`: counts it and frees its
   // admission. Called before the end is visible (OnTransferEnding), often
   // on a poller: lock-free.
-  void Count(TransferState state, absl::StatusCode code);
-  // A submission was refused with `error` (not OK): counts it by code.
-  void CountRefused(const absl::Status& error);
+  void Count(const Transfer& transfer, TransferState state, absl::StatusCode code);
+  // A submission of class `priority` was refused with `error` (not OK):
+  // counts it by code.
+  void CountRefused(const absl::Status& error, Priority priority);
   // Moves an ended transfer into the history. Called once its end is
   // visible (by the notes thread): its snapshot may be taken from then on.
   // Returns how many finished transfers are still held whole (see Sweep).
@@ -92,18 +112,29 @@ class TransferTable {
   using CodeCounts = std::array<std::atomic<uint64_t>, 17>;
   static std::map<std::string, uint64_t> ByName(const CodeCounts& counts);
 
+  // Per class, lock-free; the totals are their sums.
+  struct PriorityAtomics {
+    std::atomic<uint64_t> submitted{0};
+    std::atomic<uint64_t> done{0};
+    std::atomic<uint64_t> failed{0};
+    std::atomic<uint64_t> cancelled{0};
+    std::atomic<uint64_t> refused{0};
+    std::atomic<uint64_t> bytes{0};
+    std::atomic<uint32_t> in_flight{0};
+    std::atomic<uint64_t> started{0};
+    std::atomic<int64_t> queue_wait_ns{0};
+  };
+
   const uint32_t max_in_flight_;
+  const uint32_t critical_reserve_;
   const uint32_t history_;
 
   std::atomic<uint64_t> next_id_{1};
   std::atomic<uint64_t> next_batch_id_{1};
   std::atomic<uint32_t> admitted_{0};
-  std::atomic<uint64_t> submitted_{0};
-  std::atomic<uint64_t> done_{0};
-  std::atomic<uint64_t> failed_{0};
-  std::atomic<uint64_t> cancelled_{0};
   CodeCounts errors_{};
   CodeCounts refused_{};
+  std::array<PriorityAtomics, kPriorities> by_priority_;
 
   mutable Mutex mu_;
   // Node-based: an Entry holds a whole TransferInfo, and ids come and go

@@ -197,7 +197,7 @@ struct DataOp {
 // the lane's first error or the peer's refusal (valid during the callback).
 struct OpCompletion {
   uint64_t cookie = 0;
-  uint32_t length = 0;
+  uint32_t length = 0;  // the op's DataOp::length, also when it failed
   const absl::Status* error = nullptr;
 };
 

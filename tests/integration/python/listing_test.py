@@ -26,7 +26,10 @@ REGIONS = 2_500
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
-    with Cluster(("a", "b"), config_extra="[engine]\nhistory = 60000\n") as c:
+    # Batches of 4096 normal writes take the whole in-flight limit: no
+    # transfers are kept for critical ones.
+    with Cluster(("a", "b"), config_extra="[engine]\nhistory = 60000\n"
+                 "[priorities]\ncritical_reserve = 0\n") as c:
         c["a"].client().connect_peer(c["b"].address)
         yield c
 

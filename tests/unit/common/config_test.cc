@@ -197,6 +197,39 @@ TEST(ConfigTest, ValidateRejectsOutOfRangeValues) {
   EXPECT_NE(Validate(config).message().find("engine.spin_max"), absl::string_view::npos);
 }
 
+TEST(ConfigTest, ParsesAndChecksPriorities) {
+  absl::StatusOr<Config> c = ParseConfig(R"(
+[priorities]
+normal_weight = 6
+bulk_weight = 3
+background_weight = 2
+lane_bytes = "1MiB"
+critical_reserve = 16
+)",
+                                         "test");
+  ASSERT_TRUE(c.ok()) << c.status();
+  const PriorityConfig& p = c->engine.priorities;
+  EXPECT_EQ(p.normal_weight, 6u);
+  EXPECT_EQ(p.bulk_weight, 3u);
+  EXPECT_EQ(p.background_weight, 2u);
+  EXPECT_EQ(p.lane_bytes, 1u << 20);
+  EXPECT_EQ(p.critical_reserve, 16u);
+  EXPECT_TRUE(Validate(*c).ok());
+  Config config;
+  config.engine.priorities.bulk_weight = 0;
+  EXPECT_EQ(Validate(config).message(),
+            "config key 'priorities.bulk_weight' must be between 1 and 1000 (a weight of 0 would "
+            "starve the class)");
+  config = Config();
+  config.engine.priorities.lane_bytes = 100;
+  EXPECT_NE(Validate(config).message().find("priorities.lane_bytes"), absl::string_view::npos);
+  config = Config();
+  config.engine.max_inflight_transfers = 32;
+  EXPECT_EQ(Validate(config).message(),
+            "config key 'priorities.critical_reserve' is 64 (default 64): it must be below "
+            "engine.max_inflight_transfers (32), whose rest the other classes use");
+}
+
 TEST(ConfigTest, ParsesTls) {
   absl::StatusOr<Config> config = ParseConfig(R"(
 [tls]

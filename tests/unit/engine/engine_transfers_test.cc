@@ -17,6 +17,7 @@ EngineConfig SmallSlices() {
   config.slice_size = 4096;
   config.lane_depth = 4;
   config.max_inflight_transfers = 8;
+  config.priorities.critical_reserve = 0;  // all 8 for the normal writes here
   return config;
 }
 

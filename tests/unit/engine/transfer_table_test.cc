@@ -12,13 +12,20 @@ using xferd::testing::NullLink;
 
 class TransferTableTest : public ::testing::Test, public TransferListener {
  protected:
-  void OnTransferEnding(const Transfer&, TransferState state, absl::StatusCode code) override {
-    table_.Count(state, code);
+  void OnTransferEnding(const Transfer& t, TransferState state, absl::StatusCode code) override {
+    table_.Count(t, state, code);
   }
   void OnTransferEnded(Transfer& t) override { table_.Retire(t.id()); }
 
+  // One transfer of class `priority` (of none: not admitted).
+  static std::vector<Transfer::Plan> One(Priority priority = Priority::kNormal) {
+    std::vector<Transfer::Plan> plans(1);
+    plans[0].spec.priority = priority;
+    return plans;
+  }
+
   std::shared_ptr<Transfer> Add(uint64_t batch = 0) {
-    EXPECT_TRUE(table_.Admit(1).ok());
+    EXPECT_TRUE(table_.Admit(One()).ok());
     Transfer::Plan plan;
     plan.submitted_at = absl::Now();
     plan.id = table_.NextId();
@@ -34,7 +41,7 @@ class TransferTableTest : public ::testing::Test, public TransferListener {
     return t;
   }
 
-  TransferTable table_{3, 2};
+  TransferTable table_{3, 0, 2};
   std::shared_ptr<memory::Region> region_ = std::make_shared<memory::Region>(
       1, memory::RegionSpec{"r", 4096},
       *memory::MemoryBacking::Create({memory::Backing::kAnonymous, 4096}));
@@ -47,12 +54,32 @@ TEST_F(TransferTableTest, AdmissionCountsInFlightOnly) {
   auto a = Add();
   auto b = Add();
   auto c = Add();
-  absl::Status full = table_.Admit(1);
+  absl::Status full = table_.Admit(One());
   EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted);
   a->Finish(TransferState::kDone, absl::OkStatus());
-  EXPECT_TRUE(table_.Admit(1).ok());
-  table_.Unadmit(1);
   EXPECT_EQ(table_.counters().in_flight, 2u);
+  EXPECT_TRUE(table_.Admit(One()).ok());
+  EXPECT_EQ(table_.counters().in_flight, 3u);
+}
+
+TEST(TransferTableReserveTest, TheReserveAdmitsOnlyWhollyCriticalRequests) {
+  TransferTable table(4, 2, 10);
+  std::vector<Transfer::Plan> two(2);
+  ASSERT_TRUE(table.Admit(two).ok());
+  std::vector<Transfer::Plan> mixed(2);
+  mixed[0].spec.priority = Priority::kCritical;
+  const absl::Status refused = table.Admit(mixed);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(refused.message(),
+            "too many transfers in flight (2 of 2 below critical priority: "
+            "engine.max_inflight_transfers=4 less priorities.critical_reserve=2; this request "
+            "adds 2): wait for some to finish and retry");
+  mixed[1].spec.priority = Priority::kCritical;
+  EXPECT_TRUE(table.Admit(mixed).ok());
+  const TransferCounters c = table.counters();
+  EXPECT_EQ(c.in_flight, 4u);
+  EXPECT_EQ(c.by_priority[PriorityIndex(Priority::kCritical)].in_flight, 2u);
+  EXPECT_EQ(c.by_priority[PriorityIndex(Priority::kNormal)].in_flight, 2u);
 }
 
 TEST_F(TransferTableTest, HistoryIsBoundedNewestFirst) {

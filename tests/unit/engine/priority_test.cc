@@ -1,0 +1,209 @@
+// Priority classes where bytes wait (docs/priorities.md): the order ops
+// reach a lane, the bytes a lane holds below critical, the share by weight,
+// the critical reserve of admission, and the per-class counters.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "daemon/engine/priority.h"
+#include "tests/testing/wait_until.h"
+#include "tests/unit/engine/engine_harness.h"
+
+namespace xferd::testing {
+namespace {
+
+using engine::Priority;
+using engine::TransferState;
+
+constexpr uint64_t kSlice = 4096;
+
+EngineConfig Config(uint32_t lane_depth, uint64_t lane_bytes) {
+  EngineConfig config;
+  config.slice_size = kSlice;
+  config.lane_depth = lane_depth;
+  config.priorities.lane_bytes = lane_bytes;
+  return config;
+}
+
+engine::TransferSpec Classed(engine::TransferSpec spec, Priority priority) {
+  spec.priority = priority;
+  return spec;
+}
+
+// Ops of the posted log whose destination starts inside [from, to).
+bool Into(const PostedOp& op, uint64_t from, uint64_t to) {
+  return !op.blocks.empty() && op.blocks[0].remote_offset >= from &&
+         op.blocks[0].remote_offset < to;
+}
+
+class LaneBytesTest : public TwoEngineTest {
+ protected:
+  LaneBytesTest() : TwoEngineTest(Config(64, 2 * kSlice)) {}
+};
+
+// A bulk transfer queued first holds at most lane_bytes on each lane when a
+// critical one arrives: the critical one's ops go next and it ends first.
+TEST_F(LaneBytesTest, ACriticalTransferOvertakesAQueuedBulkOne) {
+  Fill(*src_, 5);
+  FakeTransport& fake = *a_->transport;
+  fake.HoldCompletions(true);
+  constexpr uint64_t kBulk = 512 << 10, kCritical = 64 << 10;
+  auto bulk = h_.Submit(*a_, {Classed(Spec("src", "b", "dst", kBulk), Priority::kBulk)});
+  ASSERT_TRUE(bulk.ok()) << bulk.status();
+  ASSERT_TRUE(WaitUntil([&] { return fake.posted().size() >= 2; }));
+  auto critical = h_.Submit(
+      *a_, {Classed(Spec("src", "b", "dst", kCritical, kBulk, kBulk), Priority::kCritical)});
+  ASSERT_TRUE(critical.ok()) << critical.status();
+  const uint64_t critical_ops = kCritical / kSlice;
+  ASSERT_TRUE(WaitUntil([&] {
+    uint64_t n = 0;
+    for (const PostedOp& op : fake.posted()) n += Into(op, kBulk, kBulk + kCritical) ? 1 : 0;
+    return n + 1 >= critical_ops;  // every bulk op of it (the final waits for them)
+  })) << "the critical transfer's ops did not reach the lanes past the held bulk ones";
+  // Meanwhile the bulk transfer stayed within lane_bytes on each of 2 lanes.
+  uint64_t bulk_posted = 0;
+  for (const PostedOp& op : fake.posted()) bulk_posted += Into(op, 0, kBulk) ? 1 : 0;
+  EXPECT_LE(bulk_posted, 2 * 2u) << "bulk ops went past lane_bytes";
+
+  fake.HoldCompletions(false);
+  const engine::TransferInfo c = h_.Wait((*critical)[0]);
+  const engine::TransferInfo b = h_.Wait((*bulk)[0]);
+  ASSERT_EQ(c.state, TransferState::kDone);
+  ASSERT_EQ(b.state, TransferState::kDone);
+  EXPECT_LT(c.finished_at, b.finished_at);
+  EXPECT_EQ(c.spec.priority, Priority::kCritical);
+  EXPECT_NE(c.started_at, absl::InfinitePast());
+  EXPECT_EQ(std::memcmp(src_->data(), dst_->data(), kBulk), 0);
+  EXPECT_EQ(std::memcmp(src_->data(), dst_->data() + kBulk, kCritical), 0);
+
+  const engine::TransferCounters counters = a_->engine->Stats().transfers;
+  const engine::PriorityCounters& cc = counters.by_priority[PriorityIndex(Priority::kCritical)];
+  const engine::PriorityCounters& bc = counters.by_priority[PriorityIndex(Priority::kBulk)];
+  EXPECT_EQ(cc.submitted, 1u);
+  EXPECT_EQ(cc.done, 1u);
+  EXPECT_EQ(cc.bytes, kCritical);
+  EXPECT_EQ(cc.started, 1u);
+  EXPECT_EQ(bc.done, 1u);
+  EXPECT_EQ(bc.bytes, kBulk);
+  EXPECT_EQ(counters.by_priority[PriorityIndex(Priority::kNormal)].submitted, 0u);
+}
+
+class ShallowLanesTest : public TwoEngineTest {
+ protected:
+  ShallowLanesTest() : TwoEngineTest(Config(4, 2 * kSlice)) {}
+};
+
+// Critical ops never take a lane's last credit: a background transfer moves
+// on while critical ones keep every other credit busy, and ends long before
+// them.
+TEST_F(ShallowLanesTest, BackgroundProgressesUnderContinuousCriticalLoad) {
+  Fill(*src_, 6);
+  FakeTransport& fake = *a_->transport;
+  constexpr uint64_t kBackground = 256 << 10, kCritical = 64 << 10;
+  fake.HoldCompletions(true);  // all of it queued before anything moves
+  std::vector<engine::TransferSpec> criticals;
+  for (int i = 0; i < 150; ++i) {
+    criticals.push_back(
+        Classed(Spec("src", "b", "dst", kCritical, 0, 512 << 10), Priority::kCritical));
+  }
+  auto critical = h_.Submit(*a_, criticals, /*batch=*/true);
+  ASSERT_TRUE(critical.ok()) << critical.status();
+  auto background =
+      h_.Submit(*a_, {Classed(Spec("src", "b", "dst", kBackground), Priority::kBackground)});
+  ASSERT_TRUE(background.ok()) << background.status();
+  fake.HoldCompletions(false);
+
+  const engine::TransferInfo bg = h_.Wait((*background)[0]);
+  ASSERT_EQ(bg.state, TransferState::kDone);
+  uint32_t critical_ended = 0;
+  for (const auto& t : *critical) critical_ended += IsTerminal(t->state()) ? 1 : 0;
+  EXPECT_LT(critical_ended, criticals.size())
+      << "the background transfer waited for every critical one";
+  for (const auto& t : *critical) ASSERT_EQ(h_.Wait(t).state, TransferState::kDone);
+  EXPECT_EQ(std::memcmp(src_->data(), dst_->data(), kBackground), 0);
+  EXPECT_EQ(std::memcmp(src_->data(), dst_->data() + (512 << 10), kCritical), 0);
+}
+
+class OneSliceLanesTest : public TwoEngineTest {
+ protected:
+  OneSliceLanesTest() : TwoEngineTest(Config(64, kSlice)) {}
+};
+
+// Normal (weight 8) and background (weight 1) both waiting on the same
+// lanes: while both have ops left, a lane takes 8 of normal's per one of
+// background's.
+TEST_F(OneSliceLanesTest, ClassesShareALaneByWeight) {
+  Fill(*src_, 7);
+  FakeTransport& fake = *a_->transport;
+  constexpr uint64_t kEach = 512 << 10;
+  fake.HoldCompletions(true);
+  auto ts = h_.Submit(*a_, {Classed(Spec("src", "b", "dst", kEach, 0, 0), Priority::kBackground),
+                            Classed(Spec("src", "b", "dst", kEach, 0, kEach), Priority::kNormal)},
+                      /*batch=*/true);
+  ASSERT_TRUE(ts.ok()) << ts.status();
+  fake.HoldCompletions(false);
+  for (const auto& t : *ts) ASSERT_EQ(h_.Wait(t).state, TransferState::kDone);
+  EXPECT_EQ(std::memcmp(src_->data(), dst_->data(), kEach), 0);
+  EXPECT_EQ(std::memcmp(src_->data(), dst_->data() + kEach, kEach), 0);
+
+  // While normal had many ops left (its final one waits for the others to
+  // complete), both were waiting.
+  const std::vector<PostedOp> posted = fake.posted();
+  uint64_t normal = 0, background = 0;
+  for (size_t i = 0; i < posted.size() && normal < 100; ++i) {
+    normal += Into(posted[i], kEach, 2 * kEach) ? 1 : 0;
+    background += Into(posted[i], 0, kEach) ? 1 : 0;
+  }
+  ASSERT_GT(background, 0u) << "background starved";
+  const double ratio = static_cast<double>(normal) / static_cast<double>(background);
+  EXPECT_GT(ratio, 8 * 0.75) << normal << " normal ops to " << background << " background";
+  EXPECT_LT(ratio, 8 * 1.25) << normal << " normal ops to " << background << " background";
+}
+
+EngineConfig FourInFlight() {
+  EngineConfig config;
+  config.max_inflight_transfers = 4;
+  config.priorities.critical_reserve = 2;
+  return config;
+}
+
+class CriticalReserveTest : public TwoEngineTest {
+ protected:
+  CriticalReserveTest() : TwoEngineTest(FourInFlight()) {}
+};
+
+TEST_F(CriticalReserveTest, OnlyCriticalTransfersTakeTheReserve) {
+  Fill(*src_, 8);
+  FakeTransport& fake = *a_->transport;
+  fake.HoldCompletions(true);
+  std::vector<std::shared_ptr<engine::Transfer>> admitted;
+  auto submit = [&](Priority p) {
+    auto t = h_.Submit(*a_, {Classed(Spec("src", "b", "dst", 4096), p)});
+    if (t.ok()) admitted.push_back((*t)[0]);
+    return t.status();
+  };
+  EXPECT_TRUE(submit(Priority::kBulk).ok());
+  EXPECT_TRUE(submit(Priority::kNormal).ok());
+  const absl::Status refused = submit(Priority::kBackground);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted) << refused;
+  EXPECT_NE(refused.message().find("2 of 2 below critical priority"), std::string::npos)
+      << refused;
+  EXPECT_NE(refused.message().find("priorities.critical_reserve=2"), std::string::npos)
+      << refused;
+  EXPECT_TRUE(submit(Priority::kCritical).ok());
+  EXPECT_TRUE(submit(Priority::kCritical).ok());
+  const absl::Status full = submit(Priority::kCritical);
+  EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted) << full;
+  EXPECT_NE(full.message().find("engine.max_inflight_transfers=4"), std::string::npos) << full;
+
+  const engine::TransferCounters counters = a_->engine->Stats().transfers;
+  EXPECT_EQ(counters.by_priority[PriorityIndex(Priority::kBackground)].refused, 1u);
+  EXPECT_EQ(counters.by_priority[PriorityIndex(Priority::kCritical)].refused, 1u);
+  EXPECT_EQ(counters.by_priority[PriorityIndex(Priority::kCritical)].in_flight, 2u);
+  fake.HoldCompletions(false);
+  for (const auto& t : admitted) EXPECT_EQ(h_.Wait(t).state, TransferState::kDone);
+  EXPECT_EQ(std::memcmp(src_->data(), dst_->data(), 4096), 0);
+}
+
+}  // namespace
+}  // namespace xferd::testing
