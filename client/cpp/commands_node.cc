@@ -71,6 +71,18 @@ std::string StatsText(const v1::Stats& s) {
     std::sort(sorted.begin(), sorted.end());
     for (const auto& [code, count] : sorted) rows.push_back({label + code, absl::StrCat(count)});
   }
+  // By class, those that ran any (docs/priorities.md).
+  for (const v1::PriorityStats& p : s.priorities()) {
+    if (p.submitted() == 0 && p.refused() == 0) continue;
+    const absl::Duration wait = absl::Seconds(p.mean_queue_wait().seconds()) +
+                                absl::Nanoseconds(p.mean_queue_wait().nanos());
+    rows.push_back({"priority " + PriorityName(p.priority()),
+                    absl::StrCat(p.submitted(), " submitted, ", p.done(), " done, ", p.failed(),
+                                 " failed, ", p.cancelled(), " cancelled, ", p.refused(),
+                                 " refused, ", p.in_flight(),
+                                 " in flight, ", FormatBytes(p.bytes()), ", mean queue wait ",
+                                 FormatElapsed(wait))});
+  }
   rows.push_back({"open lanes", absl::StrCat(s.open_lanes())});
   rows.push_back({"memory registrations", absl::StrCat(s.memory_registrations())});
   // Verbs striping: what each device carried.

@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -27,6 +28,7 @@ struct MoveOptions {
   uint64_t src_offset = 0, dst_offset = 0, slice = 0;
   int64_t timeout_ns = 0;  // 0: no deadline
   bool no_wait = false;
+  v1::Priority priority = v1::PRIORITY_UNSPECIFIED;
   BlockArgs blocks;
 };
 
@@ -80,6 +82,7 @@ std::string TransferText(const v1::Transfer& t) {
       {"slices", absl::StrCat(t.slices(), " x ", FormatBytes(t.slice_size()))},
       {"batch", t.batch_id() == 0 ? "-" : absl::StrCat(t.batch_id())},
       {"label", t.label().empty() ? "-" : t.label()},
+      {"priority", PriorityName(t.priority())},
       {"submitted", FormatTimestamp(t.submitted_at())},
       {"finished", FormatTimestamp(t.finished_at())},
       {"elapsed", elapsed},
@@ -117,6 +120,7 @@ absl::Status FillRequest(Client& client, const MoveOptions& o, Request* request)
   request->set_peer(o.peer);
   request->set_dst_region(o.dst);
   request->set_slice_size(o.slice);
+  request->set_priority(o.priority);
   if (o.timeout_ns > 0) {
     request->mutable_timeout()->set_seconds(o.timeout_ns / 1000000000);
     request->mutable_timeout()->set_nanos(static_cast<int32_t>(o.timeout_ns % 1000000000));
@@ -201,6 +205,15 @@ void AddMoveOptions(CLI::App* command, MoveOptions* o) {
   command->add_option("--timeout", o->timeout_ns, "fail the transfer if not done in time, e.g. 10s")
       ->transform(DurationArg());
   command->add_flag("--no-wait", o->no_wait, "return once queued; print the transfer id");
+  command
+      ->add_option("--priority", o->priority,
+                   "the transfer's class: critical, normal (default), bulk or background")
+      ->transform(CLI::CheckedTransformer(
+          std::map<std::string, v1::Priority>{{"critical", v1::PRIORITY_CRITICAL},
+                                              {"normal", v1::PRIORITY_NORMAL},
+                                              {"bulk", v1::PRIORITY_BULK},
+                                              {"background", v1::PRIORITY_BACKGROUND}},
+          CLI::ignore_case));
 }
 
 void AddMoveCommands(CLI::App& app, Action* action) {

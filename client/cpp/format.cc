@@ -70,6 +70,22 @@ std::string FormatElapsed(absl::Duration elapsed) {
   return absl::StrFormat("%dh%02dm", seconds / 3600, seconds % 3600 / 60);
 }
 
+std::string PriorityName(v1::Priority priority) {
+  switch (priority) {
+    case v1::PRIORITY_CRITICAL:
+      return "critical";
+    case v1::PRIORITY_UNSPECIFIED:
+    case v1::PRIORITY_NORMAL:
+      return "normal";
+    case v1::PRIORITY_BULK:
+      return "bulk";
+    case v1::PRIORITY_BACKGROUND:
+      return "background";
+    default:
+      return absl::StrCat("unknown (", static_cast<int>(priority), ")");
+  }
+}
+
 std::string ErrorLabel(const v1::Error& error) {
   if (error.code() == 0) return "";
   return absl::StrCat(absl::StatusCodeToString(static_cast<absl::StatusCode>(error.code())), ": ",

@@ -172,6 +172,7 @@ absl::StatusOr<uint64_t> LocalRings::Submit(const RingRequest& r) {
   e.flags = (r.queued_notice ? rings::kFlagQueuedNotice : 0) |
             (r.detached ? rings::kFlagDetached : 0);
   e.slice_kib = static_cast<uint16_t>(r.slice_kib);
+  e.priority = r.priority;
   e.peer = handles[0];
   e.src = handles[1];
   e.dst = handles[2];

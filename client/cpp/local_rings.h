@@ -47,6 +47,7 @@ struct RingRequest {
   std::string arrays;
   uint32_t slice_kib = 0;
   uint32_t timeout_ms = 0;
+  uint8_t priority = 0;  // the v1::Priority number; 0: the daemon's default
   bool queued_notice = false;
   // Runs on if this client goes first (kFlagDetached).
   bool detached = false;

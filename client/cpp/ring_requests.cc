@@ -36,6 +36,9 @@ std::optional<RingRequest> Convert(const Request& r, uint8_t opcode) {
   // The daemon lingers only for small transfers (its gRPC rule): gRPC keeps it.
   if (r.has_linger()) return std::nullopt;
   out.slice_kib = static_cast<uint32_t>(r.slice_size() / 1024);
+  // A number the daemon does not know goes over gRPC, whose error says so.
+  if (!v1::Priority_IsValid(r.priority())) return std::nullopt;
+  out.priority = static_cast<uint8_t>(r.priority());
   if (r.has_timeout()) {
     const int64_t ms = r.timeout().seconds() * 1000 + (r.timeout().nanos() + 999999) / 1000000;
     if (ms <= 0 || ms > 0xffffffffLL) return std::nullopt;  // the daemon's errors say it best
@@ -132,6 +135,7 @@ absl::StatusOr<v1::Transfer> TransferOf(const RingRequest& r, const RingCompleti
                                              : v1::Transfer::DIRECTION_WRITE);
   t.set_peer(r.peer);
   t.set_label(r.label);
+  t.set_priority(r.priority == 0 ? v1::PRIORITY_NORMAL : static_cast<v1::Priority>(r.priority));
   t.set_transport(transport);
   t.set_blocks(c.blocks);
   t.set_length(c.length);

@@ -83,7 +83,7 @@ struct Sqe {
   uint8_t ext;  // SQ slots after this one holding its arrays (<= kMaxExt)
   uint8_t flags;
   uint16_t slice_kib;  // slice size in KiB; 0: the daemon's default
-  uint8_t priority;    // 0: the default class (no class beyond it exists yet)
+  uint8_t priority;    // 0: default (normal); 1 critical, 2 normal, 3 bulk, 4 background
   uint8_t reserved0;   // 0
   uint32_t peer;       // name handle: node id or address
   uint32_t src;        // name handle: region (layout for kFormLayout)

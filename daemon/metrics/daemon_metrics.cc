@@ -130,6 +130,51 @@ void CollectTransferCounts(const EngineStats& s, uint32_t max_in_flight, Familie
          MetricType::Counter, static_cast<double>(s.landed_events));
 }
 
+// The transfer counts of each priority class (docs/priorities.md).
+void CollectPriorities(const EngineStats& s, Families* out) {
+  MetricFamily submitted = NewFamily("xferd_priority_submitted_total",
+                                     "Transfers accepted, by priority class.", MetricType::Counter);
+  MetricFamily ended = NewFamily(
+      "xferd_priority_transfers_total",
+      "Transfers that ended, by priority class and outcome (done, failed, cancelled).",
+      MetricType::Counter);
+  MetricFamily refused = NewFamily(
+      "xferd_priority_refused_total",
+      "Submissions refused before any transfer started, by the priority class of their first "
+      "request (RESOURCE_EXHAUSTED below critical: priorities.critical_reserve).",
+      MetricType::Counter);
+  MetricFamily in_flight = NewFamily("xferd_priority_in_flight",
+                                     "Transfers queued or running now, by priority class.",
+                                     MetricType::Gauge);
+  MetricFamily bytes = NewFamily("xferd_priority_bytes_total",
+                                 "Payload bytes of the transfers that ended, by priority class.",
+                                 MetricType::Counter);
+  MetricFamily wait = NewFamily(
+      "xferd_priority_queue_wait_seconds_total",
+      "Summed wait from submission to the first op on a lane, of the transfers that ended having "
+      "posted one (xferd_priority_started_total): their ratio is the mean wait.",
+      MetricType::Counter);
+  MetricFamily started = NewFamily(
+      "xferd_priority_started_total",
+      "Transfers that ended having posted an op, by priority class.", MetricType::Counter);
+  for (engine::Priority priority : engine::kAllPriorities) {
+    const engine::PriorityCounters& c = s.transfers.by_priority[engine::PriorityIndex(priority)];
+    const std::string name = engine::PriorityName(priority);
+    Add(submitted, {{"priority", name}}, static_cast<double>(c.submitted));
+    Add(ended, {{"priority", name}, {"outcome", "done"}}, static_cast<double>(c.done));
+    Add(ended, {{"priority", name}, {"outcome", "failed"}}, static_cast<double>(c.failed));
+    Add(ended, {{"priority", name}, {"outcome", "cancelled"}}, static_cast<double>(c.cancelled));
+    Add(refused, {{"priority", name}}, static_cast<double>(c.refused));
+    Add(in_flight, {{"priority", name}}, c.in_flight);
+    Add(bytes, {{"priority", name}}, static_cast<double>(c.bytes));
+    Add(wait, {{"priority", name}}, absl::ToDoubleSeconds(c.queue_wait));
+    Add(started, {{"priority", name}}, static_cast<double>(c.started));
+  }
+  for (MetricFamily* f : {&submitted, &ended, &refused, &in_flight, &bytes, &wait, &started}) {
+    out->push_back(std::move(*f));
+  }
+}
+
 void CollectResources(const EngineStats& s, uint64_t max_registered_bytes,
                       const std::string& transport, Families* out) {
   AddOne(out, "xferd_memory_registered_bytes",
@@ -343,6 +388,7 @@ void DaemonMetrics::CollectEngine(Families* out) const {
   }
   CollectTraffic(stats, KindLabel(kind), out);
   CollectTransferCounts(stats, engine_.config().max_inflight_transfers, out);
+  CollectPriorities(stats, out);
   CollectResources(stats, max_registered_bytes_, KindLabel(kind), out);
   CollectPeers(engine_.ListPeers(), out);
   CollectPollers(stats, out);

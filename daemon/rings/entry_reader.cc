@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/base/status_macros.h"
 #include "daemon/engine/block_spec.h"
+#include "daemon/engine/priority.h"
 
 namespace xferd::rings {
 namespace {
@@ -107,9 +108,10 @@ absl::Status CheckHeader(const Sqe& e) {
   if (e.reserved0 != 0 || e.reserved1 != 0) {
     return absl::InvalidArgumentError("reserved fields must be 0");
   }
-  if (e.priority != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("priority ", int{e.priority}, " is unknown: this daemon has only 0"));
+  if (engine::Priority p; !engine::PriorityFromWire(e.priority, &p)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "priority ", int{e.priority},
+        " is unknown: 0 default (normal), 1 critical, 2 normal, 3 bulk, 4 background"));
   }
   if (e.ext > kMaxExt) {
     return absl::InvalidArgumentError(
@@ -137,6 +139,7 @@ absl::StatusOr<RingRequest> ReadEntry(const Sqe& e, const EntryArrays& arrays,
     ASSIGN_OR_RETURN(s.label, names.Lookup(e.label, "label"));
   }
   s.slice_size = uint64_t{e.slice_kib} << 10;
+  engine::PriorityFromWire(e.priority, &s.priority);  // checked by CheckHeader
   if (e.timeout_ms != 0) s.timeout = absl::Milliseconds(e.timeout_ms);
   if (e.form == kFormLayout) {
     // The layouts name their regions (the engine binds them).

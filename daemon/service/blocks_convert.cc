@@ -67,6 +67,12 @@ absl::StatusOr<engine::TransferSpec> TransferFromProto(const Request& r, transpo
   spec.length = r.length();
   spec.slice_size = r.slice_size();
   spec.label = r.label();
+  if (!engine::PriorityFromWire(static_cast<uint32_t>(r.priority()), &spec.priority)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "priority ", static_cast<int>(r.priority()),
+        " is unknown: use PRIORITY_CRITICAL, PRIORITY_NORMAL (the default), PRIORITY_BULK or "
+        "PRIORITY_BACKGROUND"));
+  }
   if (r.has_timeout()) {
     absl::StatusOr<absl::Duration> timeout = service::FromProto(r.timeout(), "timeout");
     if (!timeout.ok()) return timeout.status();

@@ -187,6 +187,12 @@ void ToProto(const engine::TransferInfo& info, v1::Transfer* out) {
   out->set_direction(engine::IsRead(info.spec) ? v1::Transfer::DIRECTION_READ
                                                : v1::Transfer::DIRECTION_WRITE);
   out->set_blocks(info.spec.request_blocks);
+  out->set_priority(ToProto(info.spec.priority));
+  if (info.started_at != absl::InfinitePast()) ToProto(info.started_at, out->mutable_started_at());
+}
+
+v1::Priority ToProto(engine::Priority priority) {
+  return static_cast<v1::Priority>(engine::PriorityToWire(priority));
 }
 
 void ToProto(const engine::PeerInfo& info, v1::Peer* out) {
@@ -229,6 +235,20 @@ void ToProto(const engine::EngineStats& s, const ProcessStats& process, absl::Du
   out->set_open_lanes(s.transport.lanes);
   out->set_memory_registrations(s.transport.memory_registrations);
   for (const transport::DeviceStats& d : s.transport.devices) ToProto(d, out->add_devices());
+  for (engine::Priority priority : engine::kAllPriorities) {
+    const engine::PriorityCounters& c = s.transfers.by_priority[engine::PriorityIndex(priority)];
+    v1::PriorityStats* p = out->add_priorities();
+    p->set_priority(ToProto(priority));
+    p->set_submitted(c.submitted);
+    p->set_done(c.done);
+    p->set_failed(c.failed);
+    p->set_cancelled(c.cancelled);
+    p->set_refused(c.refused);
+    p->set_in_flight(c.in_flight);
+    p->set_bytes(c.bytes);
+    p->set_started(c.started);
+    if (c.started > 0) ToProto(c.queue_wait / c.started, p->mutable_mean_queue_wait());
+  }
 }
 
 void ToProto(const transport::DeviceStats& d, v1::DeviceStats* out) {

@@ -31,6 +31,7 @@ void ToProto(const memory::LandedEvent& event, const std::string& region, bool r
              v1::RegionEvent* out);
 
 void ToProto(const engine::TransferInfo& info, v1::Transfer* out);
+v1::Priority ToProto(engine::Priority priority);
 void ToProto(const engine::PeerInfo& info, v1::Peer* out);
 // `in_use`: the port and GID the daemon's transport uses, if verbs.
 void ToProto(const std::vector<transport::DeviceInfo>& devices,

@@ -52,7 +52,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const xferd::engine::TransferSpec& s = r->spec;
   FUZZ_CHECK(e.opcode == kOpWrite || e.opcode == kOpRead);
   FUZZ_CHECK((s.direction == xferd::transport::OpKind::kRead) == (e.opcode == kOpRead));
-  FUZZ_CHECK(e.priority == 0 && e.reserved0 == 0 && e.reserved1 == 0);
+  FUZZ_CHECK(e.priority <= 4 && e.reserved0 == 0 && e.reserved1 == 0);
+  FUZZ_CHECK(xferd::engine::PriorityToWire(s.priority) == (e.priority == 0 ? 2u : e.priority));
   FUZZ_CHECK((e.flags & ~(kFlagQueuedNotice | kFlagDetached)) == 0);
   FUZZ_CHECK(r->queued_notice == ((e.flags & kFlagQueuedNotice) != 0));
   FUZZ_CHECK(s.user_data == e.user_data);

@@ -29,7 +29,7 @@ from xferd.handles import RegionWatch, TransferHandle
 from xferd.tls import TlsConfig
 from xferd.models import (TERMINAL_STATES, Backing, ClusterNode, DeviceStats, Direction,
                           DirectoryRegion, EventKind, Layout, NodeInfo, NodeState, Peer, PeerState,
-                          RdmaDevice, RdmaGid, RdmaPort, Region, RegionEvent, Stats, Status,
+                          Priority, PriorityStats, RdmaDevice, RdmaGid, RdmaPort, Region, RegionEvent, Stats, Status,
                           Transfer, TransferState, Transport, Unset, WriteSpec)
 
 __all__ = [
@@ -58,6 +58,8 @@ __all__ = [
     "RdmaPort",
     "NotFound",
     "OutOfRange",
+    "Priority",
+    "PriorityStats",
     "Peer",
     "PeerState",
     "PermissionDenied",

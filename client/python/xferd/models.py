@@ -29,6 +29,8 @@ __all__ = [
     "EventKind",
     "NodeState",
     "PeerState",
+    "Priority",
+    "PriorityStats",
     "TransferState",
     "Transport",
     "Unset",
@@ -56,6 +58,10 @@ Backing = Literal["anonymous", "shm", "file", Unset]
 TransferState = Literal["queued", "running", "done", "failed", "cancelled", Unset]
 #: "write": src here, dst on the peer; "read": src on the peer, dst here.
 Direction = Literal["write", "read", Unset]
+
+#: A transfer's class (docs/priorities.md): critical goes before everything;
+#: normal (the default), bulk and background share the rest by weight.
+Priority = Literal["critical", "normal", "bulk", "background", Unset]
 #: A peer's lanes: being set up, usable, or broken (Peer.last_error says why).
 PeerState = Literal["connecting", "connected", "broken", Unset]
 #: A watched region's event.
@@ -78,6 +84,11 @@ def _enum_name(enum_type: Any, value: int, prefix: str, names: Any) -> Any:
         return "unknown"
     name = name[len(prefix):].lower() if name.startswith(prefix) else name.lower()
     return name if name in get_args(names) else "unknown"
+
+
+def priority_name(value: int) -> Priority:
+    """The readable name of a Priority number ("critical", "normal", ...)."""
+    return cast(Priority, _enum_name(xferd_pb2.Priority, value, "PRIORITY_", Priority))
 
 
 def transport_name(value: int) -> Transport:
@@ -353,6 +364,7 @@ class Transfer:
     label: str
     direction: Direction
     blocks: int
+    priority: Priority
 
     @property
     def terminal(self) -> bool:
@@ -391,6 +403,7 @@ class Transfer:
                       error=Status.from_proto(t.error),
                       direction=_enum_name(xferd_pb2.Transfer.Direction, t.direction,
                                            "DIRECTION_", Direction),
+                      priority=priority_name(t.priority),
                       submitted_at=_time(t.submitted_at),
                       finished_at=_time(t.finished_at))
 
@@ -400,7 +413,7 @@ class WriteSpec:
     """One write of a batch: `length` bytes of local `src_region` from
     `src_offset` into `dst_region` of `peer` (node id or address) at
     `dst_offset`. `timeout` (seconds) bounds the transfer; `slice_size` 0 is
-    the daemon's default."""
+    the daemon's default; `priority` its class (Priority)."""
 
     src_region: str
     peer: str
@@ -411,6 +424,7 @@ class WriteSpec:
     slice_size: int = 0
     timeout: Optional[float] = None
     label: str = ""
+    priority: str = "normal"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -578,6 +592,8 @@ class Stats:
     refused: Mapping[str, int]
     # Verbs: each RDMA device the daemon drives; empty on TCP.
     devices: Tuple[DeviceStats, ...] = ()
+    # Transfers by class, critical first.
+    priorities: Tuple["PriorityStats", ...] = ()
 
     @classmethod
     def from_proto(cls, s: Any) -> "Stats":
@@ -585,7 +601,33 @@ class Stats:
         return _build(cls, s, uptime=_duration(s.uptime), transport=transport_name(s.transport),
                       errors=types.MappingProxyType(dict(s.errors)),
                       refused=types.MappingProxyType(dict(s.refused)),
-                      devices=tuple(DeviceStats.from_proto(d) for d in s.devices))
+                      devices=tuple(DeviceStats.from_proto(d) for d in s.devices),
+                      priorities=tuple(PriorityStats.from_proto(p) for p in s.priorities))
+
+
+@dataclasses.dataclass(frozen=True)
+class PriorityStats:
+    """One priority class's transfers since the daemon started: submitted,
+    ended (done, failed, cancelled), refused before they started, in flight
+    now, the payload bytes of those that ended, and of those that had
+    posted an op (`started`) their mean wait from submission to it."""
+
+    priority: Priority
+    submitted: int
+    done: int
+    failed: int
+    cancelled: int
+    refused: int
+    in_flight: int
+    bytes: int
+    started: int
+    mean_queue_wait: datetime.timedelta
+
+    @classmethod
+    def from_proto(cls, p: Any) -> "PriorityStats":
+        """Internal: converts an xferd.v1.PriorityStats."""
+        return _build(cls, p, priority=priority_name(p.priority),
+                      mean_queue_wait=_duration(p.mean_queue_wait))
 
 
 @dataclasses.dataclass(frozen=True)

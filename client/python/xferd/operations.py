@@ -175,7 +175,7 @@ class ClientBase(Generic[W]):
         r = range_request(opcode, values["peer"], values["src_region"], values["dst_region"],
                           values["length"], values["src_offset"], values["dst_offset"],
                           values["slice_size"], values["timeout"], values["label"],
-                          values["wait"])
+                          values["wait"], values["priority"])
         if r is None:
             return None
         wait = values["wait"]
@@ -376,7 +376,7 @@ class Operations:
     def write(self, src_region: str, peer: str, dst_region: str, length: int,
               src_offset: int = 0, dst_offset: int = 0, slice_size: int = 0,
               timeout: Optional[float] = None, label: str = "",
-              wait: bool = False) -> Op[Transfer]:
+              wait: bool = False, priority: str = "normal") -> Op[Transfer]:
         """Starts writing `length` bytes of local `src_region` (from
         `src_offset`) into `dst_region` of `peer` (at `dst_offset`).
 
@@ -388,6 +388,9 @@ class Operations:
         the handle's wait() then returns (or raises) at once. `timeout`
         (seconds) is the transfer's own deadline: past it the transfer fails
         with DEADLINE_EXCEEDED. `slice_size` 0 is the daemon's default.
+        `priority` is its class: "critical" (goes before everything),
+        "normal", "bulk" or "background" (these share what critical leaves
+        by the daemon's weights); see docs/priorities.md.
 
         Raises:
             NotFound, InvalidArgument, OutOfRange, PermissionDenied,
@@ -396,12 +399,12 @@ class Operations:
         return (yield from self._start(requests.transfer_request(
             "write", peer, src_region, dst_region, length=length, src_offset=src_offset,
             dst_offset=dst_offset, slice_size=slice_size, timeout=timeout, label=label,
-            wait=wait)))
+            wait=wait, priority=priority)))
 
     def read(self, peer: str, src_region: str, dst_region: str, length: int,
              src_offset: int = 0, dst_offset: int = 0, slice_size: int = 0,
              timeout: Optional[float] = None, label: str = "",
-             wait: bool = False) -> Op[Transfer]:
+             wait: bool = False, priority: str = "normal") -> Op[Transfer]:
         """Starts reading (pulling) `length` bytes of `src_region` on `peer`
         (from `src_offset`) into local `dst_region` (at `dst_offset`).
 
@@ -418,7 +421,7 @@ class Operations:
         return (yield from self._start(requests.transfer_request(
             "read", peer, src_region, dst_region, length=length, src_offset=src_offset,
             dst_offset=dst_offset, slice_size=slice_size, timeout=timeout, label=label,
-            wait=wait)))
+            wait=wait, priority=priority)))
 
     # -------------------------------------------------- many-block transfers --
     #
@@ -428,13 +431,13 @@ class Operations:
     # and the error names it ("block #731512: destination range ..."). Requests
     # whose arrays exceed about 1 MiB (xferd.blocks.STREAM_CHUNK_BYTES) go
     # through SubmitStream in chunks: the caller still sees one transfer.
-    # Options (slice_size, timeout, label, wait) are those of write().
+    # Options (slice_size, timeout, label, wait, priority) are those of write().
 
     def write_blocks(self, src_region: str, peer: str, dst_region: str,
                      src_offsets: Integers, dst_offsets: Integers,
                      lengths: Optional[Integers] = None, *, block_length: Optional[int] = None,
                      slice_size: int = 0, timeout: Optional[float] = None, label: str = "",
-                     wait: bool = False) -> Op[Transfer]:
+                     wait: bool = False, priority: str = "normal") -> Op[Transfer]:
         """Writes block i of local `src_region` at src_offsets[i] into
         `dst_region` of `peer` at dst_offsets[i], lengths[i] bytes (or
         `block_length` bytes for every block).
@@ -454,13 +457,13 @@ class Operations:
         chunks = requests.block_list(src_offsets, dst_offsets, lengths, block_length)
         return (yield from self._start(requests.transfer_request(
             "write", peer, src_region, dst_region, slice_size=slice_size, timeout=timeout,
-            label=label, wait=wait), chunks))
+            label=label, wait=wait, priority=priority), chunks))
 
     def read_blocks(self, peer: str, src_region: str, dst_region: str,
                     src_offsets: Integers, dst_offsets: Integers,
                     lengths: Optional[Integers] = None, *, block_length: Optional[int] = None,
                     slice_size: int = 0, timeout: Optional[float] = None, label: str = "",
-                    wait: bool = False) -> Op[Transfer]:
+                    wait: bool = False, priority: str = "normal") -> Op[Transfer]:
         """Reads block i of `src_region` on `peer` at src_offsets[i] into
         local `dst_region` at dst_offsets[i]; arrays as for write_blocks().
 
@@ -474,12 +477,12 @@ class Operations:
         chunks = requests.block_list(src_offsets, dst_offsets, lengths, block_length)
         return (yield from self._start(requests.transfer_request(
             "read", peer, src_region, dst_region, slice_size=slice_size, timeout=timeout,
-            label=label, wait=wait), chunks))
+            label=label, wait=wait, priority=priority), chunks))
 
     def write_strided(self, src_region: str, peer: str, dst_region: str,
                       runs: Union[Strided, Sequence[Strided]], *, slice_size: int = 0,
                       timeout: Optional[float] = None, label: str = "",
-                      wait: bool = False) -> Op[Transfer]:
+                      wait: bool = False, priority: str = "normal") -> Op[Transfer]:
         """Writes the blocks of one or more `xferd.Strided` runs (taken one
         after the other as one list) from local `src_region` into
         `dst_region` of `peer`.
@@ -490,12 +493,12 @@ class Operations:
         """
         return (yield from self._start(requests.transfer_request(
             "write", peer, src_region, dst_region, slice_size=slice_size, timeout=timeout,
-            label=label, wait=wait), requests.strided_blocks(runs)))
+            label=label, wait=wait, priority=priority), requests.strided_blocks(runs)))
 
     def read_strided(self, peer: str, src_region: str, dst_region: str,
                      runs: Union[Strided, Sequence[Strided]], *, slice_size: int = 0,
                      timeout: Optional[float] = None, label: str = "",
-                     wait: bool = False) -> Op[Transfer]:
+                     wait: bool = False, priority: str = "normal") -> Op[Transfer]:
         """Reads the blocks of `runs` from `src_region` on `peer` into local
         `dst_region` (src_start/src_stride are on the peer's side).
 
@@ -504,13 +507,13 @@ class Operations:
         """
         return (yield from self._start(requests.transfer_request(
             "read", peer, src_region, dst_region, slice_size=slice_size, timeout=timeout,
-            label=label, wait=wait), requests.strided_blocks(runs)))
+            label=label, wait=wait, priority=priority), requests.strided_blocks(runs)))
 
     def write_indexed(self, src_layout: Union[str, Layout], peer: str,
                       dst_layout: Union[str, Layout], src_indices: Integers,
                       dst_indices: Integers, *, slice_size: int = 0,
                       timeout: Optional[float] = None, label: str = "",
-                      wait: bool = False) -> Op[Transfer]:
+                      wait: bool = False, priority: str = "normal") -> Op[Transfer]:
         """Writes block src_indices[i] of local layout `src_layout` into
         block dst_indices[i] of `dst_layout`, a layout of a region on `peer`
         (see prepare_layout()); both layouts have the same block length.
@@ -528,13 +531,13 @@ class Operations:
         """
         return (yield from self._start(requests.transfer_request(
             "write", peer, "", "", slice_size=slice_size, timeout=timeout, label=label,
-            wait=wait), requests.layout_blocks(src_layout, dst_layout, src_indices, dst_indices)))
+            wait=wait, priority=priority), requests.layout_blocks(src_layout, dst_layout, src_indices, dst_indices)))
 
     def read_indexed(self, peer: str, src_layout: Union[str, Layout],
                      dst_layout: Union[str, Layout], src_indices: Integers,
                      dst_indices: Integers, *, slice_size: int = 0,
                      timeout: Optional[float] = None, label: str = "",
-                     wait: bool = False) -> Op[Transfer]:
+                     wait: bool = False, priority: str = "normal") -> Op[Transfer]:
         """Reads block src_indices[i] of `src_layout`, a layout of a region on
         `peer`, into block dst_indices[i] of local layout `dst_layout`.
 
@@ -543,7 +546,7 @@ class Operations:
         """
         return (yield from self._start(requests.transfer_request(
             "read", peer, "", "", slice_size=slice_size, timeout=timeout, label=label,
-            wait=wait), requests.layout_blocks(src_layout, dst_layout, src_indices, dst_indices)))
+            wait=wait, priority=priority), requests.layout_blocks(src_layout, dst_layout, src_indices, dst_indices)))
 
     # ------------------------------------------------------------ layouts --
 

@@ -19,6 +19,7 @@ from xferd.v1 import common_pb2, xferd_pb2
 
 __all__ = [
     "BACKINGS",
+    "PRIORITIES",
     "DEFAULT_LINGER",
     "TransferRequest",
     "batch_request",
@@ -41,6 +42,14 @@ BACKINGS = {
     "anonymous": common_pb2.REGION_BACKING_ANONYMOUS,
     "shm": common_pb2.REGION_BACKING_SHM,
     "file": common_pb2.REGION_BACKING_FILE,
+}
+
+#: A transfer's class by name (docs/priorities.md).
+PRIORITIES = {
+    "critical": xferd_pb2.PRIORITY_CRITICAL,
+    "normal": xferd_pb2.PRIORITY_NORMAL,
+    "bulk": xferd_pb2.PRIORITY_BULK,
+    "background": xferd_pb2.PRIORITY_BACKGROUND,
 }
 
 # The daemon's own bound on a handshake when ConnectPeer gives none.
@@ -104,12 +113,15 @@ def connect_peer_request(address: str, timeout: Optional[float]
 def transfer_request(direction: str, peer: str, src_region: str, dst_region: str,
                      length: int = 0, src_offset: int = 0, dst_offset: int = 0,
                      slice_size: int = 0, timeout: Optional[float] = None, label: str = "",
-                     wait: bool = False) -> TransferRequest:
-    """A WriteRequest ("write") or ReadRequest ("read"): both have these fields."""
+                     wait: bool = False, priority: str = "normal") -> TransferRequest:
+    """A WriteRequest ("write") or ReadRequest ("read"): both have these
+    fields. ValueError for an unknown priority."""
+    if priority not in PRIORITIES:
+        raise ValueError(f"priority must be one of {list(PRIORITIES)}, not {priority!r}")
     message = xferd_pb2.WriteRequest if direction == "write" else xferd_pb2.ReadRequest
     request = message(peer=peer, src_region=src_region, dst_region=dst_region, length=length,
                       src_offset=src_offset, dst_offset=dst_offset, slice_size=slice_size,
-                      label=label, wait=wait)
+                      label=label, wait=wait, priority=PRIORITIES[priority])
     if timeout is not None:
         request.timeout.CopyFrom(duration(timeout))
     return request
@@ -119,7 +131,7 @@ def _write_request(spec: WriteSpec) -> TransferRequest:
     return transfer_request("write", spec.peer, spec.src_region, spec.dst_region,
                             length=spec.length, src_offset=spec.src_offset,
                             dst_offset=spec.dst_offset, slice_size=spec.slice_size,
-                            timeout=spec.timeout, label=spec.label)
+                            timeout=spec.timeout, label=spec.label, priority=spec.priority)
 
 
 def batch_request(writes: Iterable[Union[WriteSpec, Mapping[str, Any]]]

@@ -15,6 +15,7 @@ from typing import Any, Optional, Tuple, Union
 from xferd import ring_layout as L
 from xferd.errors import code_from_number, error_for
 from xferd.models import Status, Transfer, Transport
+from xferd.requests import PRIORITIES
 from xferd.rings import RingCompletion, RingRequest
 from xferd.v1 import xferd_pb2
 
@@ -41,8 +42,9 @@ def ring_request(r: Union[xferd_pb2.WriteRequest, xferd_pb2.ReadRequest]
     out = _entry(L.OP_WRITE if isinstance(r, xferd_pb2.WriteRequest) else L.OP_READ, r.peer,
                  r.src_region, r.dst_region, r.label, r.wait, r.slice_size,
                  r.timeout.ToNanoseconds() if r.HasField("timeout") else None)
-    if out is None:
+    if out is None or r.priority not in _PRIORITY_NAMES:
         return None
+    out.priority = r.priority
     if not r.HasField("blocks"):
         out.a, out.b, out.length = r.src_offset, r.dst_offset, r.length
         return out if _internable(out) else None
@@ -74,7 +76,7 @@ def ring_request(r: Union[xferd_pb2.WriteRequest, xferd_pb2.ReadRequest]
 
 def range_request(opcode: int, peer: Any, src_region: Any, dst_region: Any, length: Any,
                   src_offset: Any, dst_offset: Any, slice_size: Any, timeout: Any, label: Any,
-                  wait: Any) -> Optional[RingRequest]:
+                  wait: Any, priority: Any = "normal") -> Optional[RingRequest]:
     """The ring entry of a write() or read() of one range, from its
     arguments as the caller gave them: what ring_request() makes of the
     message they would become, without building it (a small request's
@@ -87,10 +89,12 @@ def range_request(opcode: int, peer: Any, src_region: Any, dst_region: Any, leng
             or type(wait) is not bool
             or not (timeout is None or (type(timeout) in (int, float) and math.isfinite(timeout)))):
         return None
+    number = PRIORITIES.get(priority) if type(priority) is str else None
     out = _entry(opcode, peer, src_region, dst_region, label, wait, slice_size,
                  None if timeout is None else round(timeout * 1e9))
-    if out is None:
+    if out is None or number is None:
         return None
+    out.priority = number
     out.a, out.b, out.length = src_offset, dst_offset, length
     return out if _internable(out) else None
 
@@ -123,6 +127,9 @@ def _internable(r: RingRequest) -> bool:
         sizes = tuple(len(n.encode()) for n in (r.peer, r.src, r.dst, r.label))
     return min(sizes[:3]) > 0 and max(sizes) <= _MAX_NAME_BYTES
 
+
+# Priority numbers to the snapshot's names (0, unset: the default, normal).
+_PRIORITY_NAMES = {0: "normal", **{number: name for name, number in PRIORITIES.items()}}
 
 _STATES = {
     L.STATE_QUEUED: "queued",
@@ -160,7 +167,7 @@ def transfer_of(r: RingRequest, c: RingCompletion, transport: Transport,
         error=Status(code_from_number(c.code), c.message) if c.code != 0 else None,
         submitted_at=_datetime(submitted), finished_at=None if queued else _datetime(now),
         batch_id=0, label=r.label, direction="read" if r.opcode == L.OP_READ else "write",
-        blocks=c.blocks))
+        blocks=c.blocks, priority=_PRIORITY_NAMES[r.priority]))
 
 
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)

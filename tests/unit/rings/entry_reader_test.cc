@@ -70,6 +70,19 @@ TEST_F(EntryReaderTest, ARangeIsItsFields) {
   EXPECT_EQ(r->spec.slice_size, 64u << 10);
   EXPECT_EQ(r->spec.timeout, absl::Milliseconds(1500));
   EXPECT_EQ(r->spec.user_data, 42u);
+  EXPECT_EQ(r->spec.priority, engine::Priority::kNormal);  // 0: the default
+}
+
+TEST_F(EntryReaderTest, APriorityByteNamesItsClass) {
+  Sqe e = Entry();
+  e.priority = 1;
+  absl::StatusOr<RingRequest> r = Read(e, {}, {});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->spec.priority, engine::Priority::kCritical);
+  e.priority = 4;
+  r = Read(e, {}, {});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->spec.priority, engine::Priority::kBackground);
 }
 
 TEST_F(EntryReaderTest, ListsComeInlineOrFromTheBuffer) {
@@ -101,8 +114,8 @@ TEST_F(EntryReaderTest, RefusalsNameWhatIsWrong) {
   e.flags = 0x80;
   ExpectRefused(Read(e, {}, {}), "flags");
   e = Entry();
-  e.priority = 1;
-  ExpectRefused(Read(e, {}, {}), "priority");
+  e.priority = 5;
+  ExpectRefused(Read(e, {}, {}), "priority 5 is unknown");
   e = Entry();
   e.dst = 77;
   ExpectRefused(Read(e, {}, {}), "dst");
