@@ -217,11 +217,16 @@ uint32_t Poller::ServiceClass(Priority priority, uint64_t* bytes) {
   if (active.empty()) return 0;
   uint32_t posted = 0;
   const size_t n = active.size();
-  // Start where the last pass stopped so no transfer always goes first.
+  // The next pass starts after the last transfer that posted in this one:
+  // when the lanes take less than everyone has (credits, lane_bytes), each
+  // transfer gets its turn to go first, and none is passed over for good.
   size_t i = next_start % n;
+  size_t resume = i;
   for (size_t visited = 0; visited < n; ++visited) {
+    const uint32_t before = posted;
     if (ServiceOne(*active[i], &posted, bytes)) {
       i = (i + 1) % active.size();
+      if (posted != before) resume = i;
     } else {
       // Drop it: swap with the last; the swapped-in entry is visited next.
       active[i]->ReleasedBy(index_);
@@ -231,7 +236,7 @@ uint32_t Poller::ServiceClass(Priority priority, uint64_t* bytes) {
       i %= active.size();
     }
   }
-  next_start = active.empty() ? 0 : i;
+  next_start = active.empty() ? 0 : resume % active.size();
   return posted;
 }
 

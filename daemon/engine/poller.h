@@ -45,7 +45,7 @@ struct PollerOptions {
   std::array<uint32_t, kPriorities> weights = {1, 8, 2, 1};
   // Below critical, an op is posted only to a lane holding less than this
   // of such ops.
-  uint64_t lane_bytes = 4 << 20;
+  uint64_t lane_bytes = 2 << 20;
 };
 
 struct PollerStats {

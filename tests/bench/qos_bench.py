@@ -1,0 +1,278 @@
+#!/usr/bin/python3
+"""qos_bench: a critical client's latency beside bulk writes, by priority,
+over xferd's TCP transport on loopback.
+
+  tests/bench/qos_bench.py [--quick] [--no-build] [--bazel-bin DIR] [--json FILE]
+
+Builds the daemon and the Python client with --config=opt (unless
+--no-build), starts two daemons (a connected to b) and runs, on a:
+  - four background clients, each writing a 1 GiB SHM region (256 MiB with
+    --quick) into its own region on b, in a loop;
+  - a critical client that every 10 ms writes 64 blocks of 16 KiB (in a
+    random order) to b and reads them back.
+Phases, one after the other:
+  1. the critical client alone;
+  2. the background alone, every write normal (its reference throughput);
+  3. both, everyone normal;
+  4. the background alone, its writes bulk (the reference for 5);
+  5. both, the critical client critical, the background bulk.
+Prints the critical writes' and reads' p50/p99 in phases 1, 3 and 5, their
+p99 against phase 1's (target with priorities: <= 2), and the background's
+throughput in 3 and 5 against 2 and 4 (target: >= 0.9). The background's
+throughput is a's payload bytes sent (Stats.bytes_sent) less the critical
+writes'. A benchmark, not a test: it checks every byte moved (the critical
+blocks after each read, the background regions at the end), never the speed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import random
+import sys
+import tempfile
+import threading
+import time
+from typing import Any, Dict, List, Tuple
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib  # noqa: E402
+from benchlib import GiB, KiB, MiB, table  # noqa: E402
+
+BACKGROUND_CLIENTS = 4
+BLOCKS = 64
+BLOCK = 16 * KiB
+PERIOD_S = 0.010
+TARGET_P99_RATIO = 2.0
+TARGET_THROUGHPUT_RATIO = 0.9
+
+
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="256 MiB writes, shorter phases")
+    p.add_argument("--no-build", action="store_true", help="use the existing --config=opt build")
+    p.add_argument("--bazel-bin", help="bazel-bin of an optimized build (default: bazel info)")
+    p.add_argument("--json", help="also write the summary line to this file")
+    p.add_argument("--toml", default="",
+                   help="extra configuration for both daemons, e.g. "
+                        "'[priorities]\\nlane_bytes = \"1MiB\"'")
+    return p.parse_args()
+
+
+class Background:
+    """Four clients writing their region in a loop, in the class `priority`
+    names; counts the writes started in each class."""
+
+    def __init__(self, xferd: Any, target: str, size: int) -> None:
+        self.size = size
+        self.priority = "normal"
+        self.stop = threading.Event()
+        self.error: List[BaseException] = []
+        self.started: Dict[Tuple[int, str], int] = {}
+        self.lock = threading.Lock()
+        self.clients = [xferd.Client(target) for _ in range(BACKGROUND_CLIENTS)]
+        self.threads = [threading.Thread(target=self._run, args=(i,), daemon=True)
+                        for i in range(BACKGROUND_CLIENTS)]
+
+    def start(self) -> None:
+        for t in self.threads:
+            t.start()
+
+    def _run(self, i: int) -> None:
+        try:
+            while not self.stop.is_set():
+                priority = self.priority
+                with self.lock:
+                    self.started[(i, priority)] = self.started.get((i, priority), 0) + 1
+                self.clients[i].write("bg_src", "b", f"bg_dst{i}", self.size,
+                                      priority=priority).wait(600).raise_for_state()
+        except BaseException as e:  # reported by the main thread
+            self.error.append(e)
+
+    def switch(self, priority: str) -> None:
+        """From now on, writes of `priority`; returns once every client has
+        started one (the last of the old class still finishes meanwhile)."""
+        with self.lock:
+            seen = {i: self.started.get((i, priority), 0) for i in range(BACKGROUND_CLIENTS)}
+        self.priority = priority
+        while any(self.started.get((i, priority), 0) == seen[i]
+                  for i in range(BACKGROUND_CLIENTS)):
+            self.check()
+            time.sleep(0.05)
+
+    def check(self) -> None:
+        if self.error:
+            raise SystemExit(f"a background write failed: {self.error[0]!r}")
+
+    def close(self) -> None:
+        self.stop.set()
+        for t in self.threads:
+            t.join(timeout=600)
+        for c in self.clients:
+            c.close()
+
+
+class Critical:
+    """Every PERIOD_S: 64 blocks of 16 KiB written to b, then read back into
+    another region, each checked."""
+
+    def __init__(self, client: Any, src: Any, back: Any, seed: int) -> None:
+        self.client, self.src, self.back = client, src, back
+        rng = random.Random(seed)
+        slots = list(range(BLOCKS * 4))
+        rng.shuffle(slots)
+        self.src_offsets = [s * BLOCK for s in slots[:BLOCKS]]
+        self.dst_offsets = [k * BLOCK for k in range(BLOCKS)]
+
+    def run(self, seconds: float, priority: str) -> Dict[str, List[float]]:
+        writes: List[float] = []
+        reads: List[float] = []
+        end = time.monotonic() + seconds
+        next_at = time.monotonic()
+        while time.monotonic() < end:
+            now = time.monotonic()
+            if now < next_at:
+                time.sleep(next_at - now)
+            next_at += PERIOD_S
+            start = time.perf_counter()
+            self.client.write_blocks("crit_src", "b", "crit_dst", self.src_offsets,
+                                     self.dst_offsets, block_length=BLOCK,
+                                     priority=priority).wait(60).raise_for_state()
+            middle = time.perf_counter()
+            self.client.read_blocks("b", "crit_dst", "crit_back", self.dst_offsets,
+                                    self.dst_offsets, block_length=BLOCK,
+                                    priority=priority).wait(60).raise_for_state()
+            done = time.perf_counter()
+            writes.append((middle - start) * 1e6)
+            reads.append((done - middle) * 1e6)
+            self.check()
+        return {"write": writes, "read": reads}
+
+    def check(self) -> None:
+        src, back = self.src.buffer, self.back.buffer
+        for k, at in enumerate(self.src_offsets):
+            if src[at:at + BLOCK] != back[k * BLOCK:(k + 1) * BLOCK]:
+                raise SystemExit(f"critical block {k}: read back differs from what was written")
+
+
+def percentiles(samples: List[float]) -> Dict[str, float]:
+    ordered = sorted(samples)
+    return {"n": len(ordered), "p50_us": benchlib.percentile(ordered, 50),
+            "p99_us": benchlib.percentile(ordered, 99)}
+
+
+def background_gbps(ca: Any, seconds: float, critical: Any = None,
+                    priority: str = "normal") -> Tuple[float, Dict[str, Any]]:
+    """a's payload bytes sent per second over `seconds`, less the critical
+    client's writes when it runs (then also its latencies)."""
+    before = ca.stats().bytes_sent
+    start = time.monotonic()
+    lat: Dict[str, Any] = {}
+    if critical is None:
+        time.sleep(seconds)
+    else:
+        lat = critical.run(seconds, priority)
+    elapsed = time.monotonic() - start
+    sent = ca.stats().bytes_sent - before - len(lat.get("write", [])) * BLOCKS * BLOCK
+    return sent / elapsed / 1e9, lat
+
+
+def sha(view: Any) -> str:
+    return hashlib.sha256(view).hexdigest()
+
+
+def main() -> None:
+    args = parse_args()
+    bins = benchlib.build(args.no_build, args.bazel_bin)
+    bins.import_client()
+    import numpy as np
+    import xferd
+    size = 256 * MiB if args.quick else GiB
+    phase_s = 4.0 if args.quick else 10.0
+    children = benchlib.Children()
+    workdir = tempfile.mkdtemp(prefix="qos-bench-")
+    children.dirs.append(workdir)
+    background = None
+    try:
+        toml = args.toml.replace("\\n", "\n")
+        a = benchlib.start_daemon(children, bins.xferd, workdir, "a", "tcp", toml=toml)
+        b = benchlib.start_daemon(children, bins.xferd, workdir, "b", "tcp", toml=toml)
+        ca, cb = xferd.Client(a.target), xferd.Client(b.target)
+        ca.connect_peer(b.address)
+        src = ca.register_region("bg_src", size, backing="shm")
+        np.frombuffer(src.buffer, dtype=np.uint8)[:] = np.random.default_rng(1).integers(
+            0, 256, size, dtype=np.uint8)
+        dsts = [cb.register_region(f"bg_dst{i}", size, backing="shm", remote_write=True)
+                for i in range(BACKGROUND_CLIENTS)]
+        crit_src = ca.register_region("crit_src", 4 * BLOCKS * BLOCK, backing="shm")
+        crit_src.buffer[:] = random.Random(2).randbytes(4 * BLOCKS * BLOCK)
+        cb.register_region("crit_dst", BLOCKS * BLOCK, backing="shm", remote_write=True,
+                           remote_read=True)
+        crit_back = ca.register_region("crit_back", BLOCKS * BLOCK, backing="shm")
+        critical = Critical(ca, crit_src, crit_back, 3)
+        critical.run(1.0, "normal")  # warm: connections, keys, page faults
+        benchlib.log(f"phase 1: the critical client alone, {phase_s:.0f} s")
+        alone = critical.run(phase_s, "critical")
+
+        background = Background(xferd, a.target, size)
+        background.start()
+        background.switch("normal")
+        benchlib.log(f"phase 2: the background alone (normal), {phase_s:.0f} s")
+        ref_normal, _ = background_gbps(ca, phase_s)
+        benchlib.log(f"phase 3: both, everyone normal, {phase_s:.0f} s")
+        mixed_normal, lat_normal = background_gbps(ca, phase_s, critical, "normal")
+        background.switch("bulk")
+        benchlib.log(f"phase 4: the background alone (bulk), {phase_s:.0f} s")
+        ref_bulk, _ = background_gbps(ca, phase_s)
+        benchlib.log(f"phase 5: both, critical over bulk, {phase_s:.0f} s")
+        mixed_bulk, lat_prio = background_gbps(ca, phase_s, critical, "critical")
+        background.check()
+        background.close()
+        background = None
+        want = sha(src.buffer)
+        for i, d in enumerate(dsts):
+            if sha(d.buffer) != want:
+                raise SystemExit(f"bg_dst{i} differs from bg_src after the run")
+
+        figures: Dict[str, Any] = {"bytes_per_background_write": size, "phase_s": phase_s,
+                                   "toml": toml}
+        rows = []
+        for op in ("write", "read"):
+            base = percentiles(alone[op])
+            for name, lat in (("alone", alone), ("under load, all normal", lat_normal),
+                              ("under load, critical over bulk", lat_prio)):
+                p = percentiles(lat[op])
+                ratio = p["p99_us"] / base["p99_us"]
+                figures[f"{op}_{name.split(',')[-1].strip().replace(' ', '_')}"] = dict(
+                    p, p99_ratio=ratio)
+                verdict = (benchlib.verdict(ratio, TARGET_P99_RATIO, higher_is_better=False)
+                           if "critical over" in name else "")
+                rows.append([f"critical {op}, {name}", p["n"], f"{p['p50_us']:.0f}",
+                             f"{p['p99_us']:.0f}", f"{ratio:.2f}", verdict])
+        print(table(["64 x 16 KiB", "requests", "p50 us", "p99 us", "p99 / alone", "target <= 2"],
+                    rows))
+        print()
+        t_rows = []
+        for name, ref, mixed in (("all normal", ref_normal, mixed_normal),
+                                 ("bulk, critical beside", ref_bulk, mixed_bulk)):
+            ratio = mixed / ref
+            figures[f"background_{name.split(',')[0].replace(' ', '_')}"] = {
+                "alone_gbps": ref, "beside_critical_gbps": mixed, "ratio": ratio}
+            t_rows.append([f"background, {name}", f"{ref:.2f}", f"{mixed:.2f}", f"{ratio:.2f}",
+                           benchlib.verdict(ratio, TARGET_THROUGHPUT_RATIO)
+                           if "critical" in name else ""])
+        print(table(["", "alone GB/s", "beside the critical client GB/s", "ratio",
+                     "target >= 0.9"], t_rows))
+        print(f"load average: {benchlib.load_average()}")
+        benchlib.emit_summary(figures, args.json)
+        ca.close()
+        cb.close()
+    finally:
+        if background is not None:
+            background.close()
+        children.stop_all()
+
+
+if __name__ == "__main__":
+    main()
