@@ -83,6 +83,28 @@ std::string ErrorsText(const v1::Stats& now, const v1::Stats* before) {
   return absl::StrJoin(parts, ", ");
 }
 
+// The classes that ran anything: "critical 2 in flight, 40 done (+5), wait
+// 310us; bulk ...", the wait being the mean from submission to a lane.
+std::string ClassesText(const v1::Stats& now, const v1::Stats* before) {
+  std::vector<std::string> parts;
+  for (const v1::PriorityStats& p : now.priorities()) {
+    if (p.submitted() == 0 && p.refused() == 0) continue;
+    uint64_t done_before = 0;
+    if (before != nullptr) {
+      for (const v1::PriorityStats& q : before->priorities()) {
+        if (q.priority() == p.priority()) done_before = q.done();
+      }
+    }
+    const absl::Duration wait = absl::Seconds(p.mean_queue_wait().seconds()) +
+                                absl::Nanoseconds(p.mean_queue_wait().nanos());
+    parts.push_back(absl::StrCat(PriorityName(p.priority()), " ", p.in_flight(), " in flight, ",
+                                 p.done(), " done", Delta(p.done(), done_before, before != nullptr),
+                                 p.refused() > 0 ? absl::StrCat(", ", p.refused(), " refused") : "",
+                                 ", wait ", FormatElapsed(wait)));
+  }
+  return parts.empty() ? "none" : absl::StrJoin(parts, "; ");
+}
+
 std::string Summary(const TopSample& now, const TopSample* previous, const TopRates& rates) {
   const v1::Stats& s = now.stats;
   const v1::Stats* b = previous != nullptr ? &previous->stats : nullptr;
@@ -97,6 +119,7 @@ std::string Summary(const TopSample& now, const TopSample* previous, const TopRa
                     Delta(s.transfers_failed(), known ? b->transfers_failed() : 0, known), ", ",
                     s.transfers_cancelled(), " cancelled",
                     Delta(s.transfers_cancelled(), known ? b->transfers_cancelled() : 0, known))},
+      {"classes", ClassesText(s, known ? b : nullptr)},
       {"errors", ErrorsText(s, known ? b : nullptr)},
       {"peers", absl::StrCat(s.peers(), " (", s.open_lanes(), " lanes open)")},
       {"memory", absl::StrCat(s.regions(), " regions, ", FormatBytes(s.registered_bytes()),
@@ -132,13 +155,14 @@ std::string TransfersTable(const TopSample& now, const TopSample* previous, doub
   const auto& transfers = now.transfers.transfers();
   if (transfers.empty()) return "no transfers in flight\n";
   Table table(
-      {{"TRANSFER", true}, {"PEER"}, {"DESTINATION"}, {"STATE"}, {"AGE", true}, {"PROGRESS"}});
+      {{"TRANSFER", true}, {"PEER"}, {"DESTINATION"}, {"CLASS"}, {"STATE"}, {"AGE", true},
+       {"PROGRESS"}});
   const int rows = std::min<int>(transfers.size(), max_rows);
   for (int i = 0; i < rows; ++i) {
     const v1::Transfer& t = transfers[i];
     const absl::Duration age = std::max(absl::ZeroDuration(), now.at - ToTime(t.submitted_at()));
     table.AddRow({absl::StrCat(t.id()), t.peer(), absl::StrCat(t.dst_region(), "+", t.dst_offset()),
-                  StateLabel(t.state()), FormatElapsed(age),
+                  PriorityName(t.priority()), StateLabel(t.state()), FormatElapsed(age),
                   RenderProgress(t.bytes_done(), t.length(), TransferRate(t, previous, seconds),
                                  kBarWidth)});
   }

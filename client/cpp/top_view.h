@@ -1,5 +1,6 @@
 // What `xferctl top` shows of a daemon at each refresh: throughput in and out
-// over the last interval, transfers in flight with their progress, peers with
+// over the last interval, each priority class's transfers, transfers in
+// flight with their class and progress, peers with
 // their state, transport, bytes and rates, errors and resources. Rendered as
 // text (a screen for a terminal, or plain frames for a pipe) or as one JSON
 // document. Pure functions over samples the command takes: no I/O, any thread.

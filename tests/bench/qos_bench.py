@@ -1,8 +1,10 @@
 #!/usr/bin/python3
 """qos_bench: a critical client's latency beside bulk writes, by priority,
-over xferd's TCP transport on loopback.
+over xferd's TCP transport on loopback (or verbs, in the Soft-RoCE VM:
+tests/bench/softroce_bench.py --qos).
 
-  tests/bench/qos_bench.py [--quick] [--no-build] [--bazel-bin DIR] [--json FILE]
+  tests/bench/qos_bench.py [--quick] [--no-build] [--bazel-bin DIR] [--json-out FILE]
+                           [--toml TEXT] [--transport tcp|verbs] [--size BYTES]
 
 Builds the daemon and the Python client with --config=opt (unless
 --no-build), starts two daemons (a connected to b) and runs, on a:
@@ -53,7 +55,11 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="256 MiB writes, shorter phases")
     p.add_argument("--no-build", action="store_true", help="use the existing --config=opt build")
     p.add_argument("--bazel-bin", help="bazel-bin of an optimized build (default: bazel info)")
-    p.add_argument("--json", help="also write the summary line to this file")
+    p.add_argument("--json-out", help="also write the summary line to this file")
+    p.add_argument("--transport", choices=("tcp", "verbs"), default="tcp",
+                   help="the daemons' transport (verbs: where an RDMA device is, the VM)")
+    p.add_argument("--size", type=int, help="bytes of each background write (default 1 GiB, "
+                                            "--quick 256 MiB)")
     p.add_argument("--toml", default="",
                    help="extra configuration for both daemons, e.g. "
                         "'[priorities]\\nlane_bytes = \"1MiB\"'")
@@ -188,7 +194,7 @@ def main() -> None:
     bins.import_client()
     import numpy as np
     import xferd
-    size = 256 * MiB if args.quick else GiB
+    size = args.size or (256 * MiB if args.quick else GiB)
     phase_s = 4.0 if args.quick else 10.0
     children = benchlib.Children()
     workdir = tempfile.mkdtemp(prefix="qos-bench-")
@@ -196,8 +202,8 @@ def main() -> None:
     background = None
     try:
         toml = args.toml.replace("\\n", "\n")
-        a = benchlib.start_daemon(children, bins.xferd, workdir, "a", "tcp", toml=toml)
-        b = benchlib.start_daemon(children, bins.xferd, workdir, "b", "tcp", toml=toml)
+        a = benchlib.start_daemon(children, bins.xferd, workdir, "a", args.transport, toml=toml)
+        b = benchlib.start_daemon(children, bins.xferd, workdir, "b", args.transport, toml=toml)
         ca, cb = xferd.Client(a.target), xferd.Client(b.target)
         ca.connect_peer(b.address)
         src = ca.register_region("bg_src", size, backing="shm")
@@ -236,7 +242,7 @@ def main() -> None:
                 raise SystemExit(f"bg_dst{i} differs from bg_src after the run")
 
         figures: Dict[str, Any] = {"bytes_per_background_write": size, "phase_s": phase_s,
-                                   "toml": toml}
+                                   "toml": toml, "transport": args.transport}
         rows = []
         for op in ("write", "read"):
             base = percentiles(alone[op])
@@ -265,7 +271,7 @@ def main() -> None:
         print(table(["", "alone GB/s", "beside the critical client GB/s", "ratio",
                      "target >= 0.9"], t_rows))
         print(f"load average: {benchlib.load_average()}")
-        benchlib.emit_summary(figures, args.json)
+        benchlib.emit_summary(figures, args.json_out)
         ca.close()
         cb.close()
     finally:

@@ -2,7 +2,8 @@
 """softroce_bench.py: xferd's verbs transport on Soft-RoCE beside perftest, all in
 ONE VM boot.
 
-  tests/bench/softroce_bench.py [--quick] [--no-build] [-t SECONDS] [--blocks | --multi-nic | --tls]
+  tests/bench/softroce_bench.py [--quick] [--no-build] [-t SECONDS]
+                                [--blocks | --multi-nic | --tls | --qos]
 
 Builds the daemon, the Python client zip and bench_client with --config=opt,
 then boots the Soft-RoCE VM once (tests/softroce/vm_run.sh) and runs
@@ -18,8 +19,9 @@ one vs two rxe devices per daemon and the bytes each device carried
 the guest's loopback with TLS in user space, with kernel send, and with
 kernel send and receive, beside plain (tcp_bench.py --encryption
 --kernel-tls, 64 MiB writes: the guest's kernel has the tls module, this
-host's may not; under TCG the figures are functional, not a speed). The
-guest's report (a
+host's may not; under TCG the figures are functional, not a speed); with
+--qos, qos_bench.py over verbs (a critical client beside four writers of
+64 MiB each, which the VM's 2 GiB holds). The guest's report (a
 table, then one JSON line) streams to stdout; the JSON line is also left in
 the file --json-out names. Exit status: the guest's (125: the VM failed).
 """
@@ -52,8 +54,16 @@ def main() -> int:
     p.add_argument("--tls", action="store_true",
                    help="instead: plain vs TLS TCP lanes in user space, with kernel send, and "
                         "with kernel send and receive (tcp_bench.py --encryption --kernel-tls)")
+    p.add_argument("--qos", action="store_true",
+                   help="instead: qos_bench over verbs, a critical client beside four bulk "
+                        "writers (64 MiB each, 4 s phases: the VM's 2 GiB)")
     args = p.parse_args()
     bins = benchlib.build(args.no_build, args.bazel_bin)
+    if args.qos:
+        return benchlib.run_guest_in_vm(
+            os.path.join("tests", "bench", "qos_bench.py"), bins,
+            ["--transport", "verbs", "--no-build", "--quick", "--size", str(64 * benchlib.MiB)],
+            args.timeout, args.json_out)
     if args.tls:
         reps = args.reps or (2 if args.quick else 3)
         return benchlib.run_guest_in_vm(

@@ -141,6 +141,7 @@ expect_exit 0 "$O" "$E" -- "${A[@]}" write src b dst --length "$LEN" --src-offse
 [ "$(json "$O" '.transport')" = $T_KIND ] || fail "write transport: $(cat "$O")"
 [ "$(json "$O" '.bytes_done | tonumber')" = "$LEN" ] || fail "write bytes: $(cat "$O")"
 [ "$(json "$O" '.slices')" = 16 ] || fail "write slices: $(cat "$O")"
+[ "$(json "$O" '.priority')" = PRIORITY_NORMAL ] || fail "write class: $(cat "$O")"
 cmp -n "$LEN" <(shm dump $SRC_SHM) <(shm dump $DST_SHM) 5 4099 || fail "destination bytes differ"
 FIRST_ID=$(json "$O" '.id')
 
@@ -243,8 +244,9 @@ check_blocks "$DIR/bin.list" $SRC_SHM $DST_SHM >/dev/null || fail "binary blocks
 # Strided runs, two of them, one after the other.
 shm zero $DST_SHM
 expect_exit 0 "$O" "$E" -- "${A[@]}" write src b dst --strided 0,0,4KiB,8KiB,4KiB,16 \
-  --strided 131072,1MiB,100,1000,200,50 --json
+  --strided 131072,1MiB,100,1000,200,50 --priority critical --json
 [ "$(json "$O" '.blocks | tonumber')" = 66 ] || fail "strided write: $(cat "$O")"
+[ "$(json "$O" '.priority')" = PRIORITY_CRITICAL ] || fail "strided write class: $(cat "$O")"
 { for k in $(seq 0 15); do echo "$((k * 8192)) $((k * 4096)) 4096"; done
   for k in $(seq 0 49); do echo "$((131072 + k * 1000)) $((1048576 + k * 200)) 100"; done
 } >"$DIR/strided.list"
@@ -397,6 +399,8 @@ done
 expect_exit 2 "$O" "$E" -- "${A[@]}" write src b
 expect_exit 2 "$O" "$E" -- "${A[@]}" write src b dst --length 12xyz
 expect_exit 2 "$O" "$E" -- "${A[@]}" regions register r 1MiB --backing tape
+expect_exit 2 "$O" "$E" -- "${A[@]}" write src b dst --priority urgent
+grep -q 'priority' "$E" || fail "an unknown class: $(cat "$E")"
 expect_exit 2 "$O" "$E" -- "${A[@]}" frobnicate
 expect_exit 2 "$O" "$E" -- --target unix:/nonexistent.sock
 expect_exit 0 "$O" "$E" -- --help

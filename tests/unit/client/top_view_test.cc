@@ -40,6 +40,14 @@ TopSample Sample(double uptime_s, uint64_t sent, uint64_t received, uint64_t don
   t->set_length(64 * kMiB);
   t->set_bytes_done(done_bytes);
   t->mutable_submitted_at()->set_seconds(1700000000);
+  t->set_priority(v1::PRIORITY_BULK);
+  v1::PriorityStats* bulk = s.stats.add_priorities();
+  bulk->set_priority(v1::PRIORITY_BULK);
+  bulk->set_submitted(13);
+  bulk->set_in_flight(3);
+  bulk->set_done(done_bytes / (4 * kMiB));
+  bulk->mutable_mean_queue_wait()->set_nanos(310000);
+  s.stats.add_priorities()->set_priority(v1::PRIORITY_CRITICAL);  // ran nothing: not shown
   return s;
 }
 
@@ -80,7 +88,9 @@ TEST(TopViewTest, FirstRefreshHasNoRatesLaterOnesDo) {
   // The peer's row with its own rates, and the transfer's progress and rate.
   EXPECT_TRUE(absl::StrContains(next, "connected  tcp")) << next;
   EXPECT_TRUE(absl::StrContains(next, "104.9 MB/s  0 B/s")) << next;
-  EXPECT_TRUE(absl::StrContains(next, "42  b     dst+0        running")) << next;
+  EXPECT_TRUE(absl::StrContains(next, "42  b     dst+0        bulk   running")) << next;
+  EXPECT_TRUE(absl::StrContains(next, "classes     bulk 3 in flight, 12 done (+8), wait 310us\n"))
+      << next;
   EXPECT_TRUE(absl::StrContains(next, "75.0%  48.00 MiB / 64.00 MiB  16.8 MB/s")) << next;
   // One row shown of three in flight.
   EXPECT_TRUE(absl::StrContains(next, "... and 2 more in flight\n")) << next;
