@@ -123,6 +123,19 @@ TEST_F(DaemonMetricsTest, TransfersByOutcomeLatencyAndErrors) {
   EXPECT_LE(s.at(tx), kDoneBytes + 2 * 4096);
   EXPECT_EQ(s.at("xferd_transfers_submitted_total"), 4);
   EXPECT_EQ(s.at("xferd_transfers_in_flight"), 0);
+  // All four were normal: the class's series say the same, the others 0.
+  const std::string normal = "priority=\"normal\"";
+  EXPECT_EQ(s.at(Series("xferd_priority_submitted_total", {normal})), 4);
+  EXPECT_EQ(s.at(Series("xferd_priority_transfers_total", {"outcome=\"done\"", normal})), 2);
+  EXPECT_EQ(s.at(Series("xferd_priority_transfers_total", {"outcome=\"failed\"", normal})), 1);
+  EXPECT_EQ(
+      s.at(Series("xferd_priority_transfers_total", {"outcome=\"cancelled\"", normal})), 1);
+  EXPECT_EQ(s.at(Series("xferd_priority_in_flight", {normal})), 0);
+  EXPECT_EQ(s.at(Series("xferd_priority_bytes_total", {normal})), kDoneBytes);
+  // The two done were posted; the held ones may have been before they ended.
+  EXPECT_GE(s.at(Series("xferd_priority_started_total", {normal})), 2);
+  EXPECT_GT(s.at(Series("xferd_priority_queue_wait_seconds_total", {normal})), 0);
+  EXPECT_EQ(s.at(Series("xferd_priority_submitted_total", {"priority=\"critical\""})), 0);
   EXPECT_EQ(s.at("xferd_memory_registered_bytes"), 1 << 20);
   EXPECT_EQ(s.at("xferd_memory_regions"), 1);
   EXPECT_EQ(s.at(Series("xferd_peers", {"state=\"connected\""})), 1);
