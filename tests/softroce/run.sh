@@ -24,7 +24,6 @@ TARGETS=(
   //client/cpp:xferctl
   //tests/unit/transport:device_test
   //tests/transport:transport_conformance_test
-  //tests/transport:engine_priority_test
   //tests/transport:verbs_windows_test
   //tests/transport:tcp_tls_test
   //tests/integration/cpp:client_integration_test

@@ -40,7 +40,6 @@ xferctl_test() {
 echo "soft-roce: $(rdma link show 2>/dev/null | head -n 1)"
 run device_discovery bazel_test tests/unit/transport/device_test
 run transport_conformance bazel_test tests/transport/transport_conformance_test
-run engine_priority bazel_test tests/transport/engine_priority_test
 run memory_windows bazel_test tests/transport/verbs_windows_test
 run cpp_client_integration bazel_test tests/integration/cpp/client_integration_test
 run cpp_blocks_integration bazel_test tests/integration/cpp/blocks_integration_test
