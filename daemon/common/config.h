@@ -102,6 +102,7 @@ struct PriorityConfig {
   uint32_t background_weight = 1;
   // Bytes a lane may hold (posted, not yet completed) before an op below
   // critical may join them: what a critical op waits behind on its lane.
+  // A transfer whose slices are larger still keeps two of them in flight.
   uint64_t lane_bytes = 2 << 20;
   // Of engine.max_inflight_transfers, this many only critical transfers
   // may take.

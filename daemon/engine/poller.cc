@@ -251,8 +251,10 @@ bool Poller::ServiceOne(Transfer& t, uint32_t* posted, uint64_t* bytes) {
   }
   // Critical ops go first but never take a lane's last credit, which the
   // other classes keep so that they progress under any critical load. The
-  // others join a lane only while it holds less than lane_bytes of theirs:
-  // a critical op waits behind that much at most.
+  // others join a lane only while it holds less than lane_bytes of theirs
+  // (a critical op waits behind that much at most), or than two of this
+  // transfer's slices if they are larger: with one, the lane would idle
+  // while each slice's acknowledgement comes back.
   const bool critical = t.plan().spec.priority == Priority::kCritical;
   const uint32_t lane_credits = lane.credits();
   const uint32_t credits =
@@ -260,7 +262,8 @@ bool Poller::ServiceOne(Transfer& t, uint32_t* posted, uint64_t* bytes) {
   if (credits == 0) return true;
   const auto held_at = critical ? lane_bytes_.end() : lane_bytes_.find(&lane);
   uint64_t held = held_at == lane_bytes_.end() ? 0 : held_at->second;
-  auto room = [&] { return critical || held < options_.lane_bytes; };
+  const uint64_t limit = std::max<uint64_t>(options_.lane_bytes, 2 * uint64_t{t.plan().slice_size});
+  auto room = [&] { return critical || held < limit; };
   transport::DataOp ops[kMaxPostBatch];
   uint32_t n = 0;
   bool bulk_claimed_out = false;

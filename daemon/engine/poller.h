@@ -44,7 +44,7 @@ struct PollerOptions {
   // By PriorityIndex; the critical class's is unused (it goes first).
   std::array<uint32_t, kPriorities> weights = {1, 8, 2, 1};
   // Below critical, an op is posted only to a lane holding less than this
-  // of such ops.
+  // of such ops (or than two of its transfer's slices, if larger).
   uint64_t lane_bytes = 2 << 20;
 };
 
