@@ -76,12 +76,12 @@ std::string StatsText(const v1::Stats& s) {
     if (p.submitted() == 0 && p.refused() == 0) continue;
     const absl::Duration wait = absl::Seconds(p.mean_queue_wait().seconds()) +
                                 absl::Nanoseconds(p.mean_queue_wait().nanos());
-    rows.push_back({"priority " + PriorityName(p.priority()),
-                    absl::StrCat(p.submitted(), " submitted, ", p.done(), " done, ", p.failed(),
-                                 " failed, ", p.cancelled(), " cancelled, ", p.refused(),
-                                 " refused, ", p.in_flight(),
-                                 " in flight, ", FormatBytes(p.bytes()), ", mean queue wait ",
-                                 FormatElapsed(wait))});
+    rows.push_back(
+        {"priority " + PriorityName(p.priority()),
+         absl::StrCat(p.submitted(), " submitted, ", p.done(), " done, ", p.failed(), " failed, ",
+                      p.cancelled(), " cancelled, ", p.refused(), " refused, ", p.in_flight(),
+                      " in flight, ", FormatBytes(p.bytes()), ", mean queue wait ",
+                      FormatElapsed(wait))});
   }
   rows.push_back({"open lanes", absl::StrCat(s.open_lanes())});
   rows.push_back({"memory registrations", absl::StrCat(s.memory_registrations())});

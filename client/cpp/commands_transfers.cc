@@ -9,12 +9,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "daemon/base/status_macros.h"
-#include "daemon/base/units.h"
 #include "client/cpp/block_args.h"
 #include "client/cpp/commands.h"
 #include "client/cpp/format.h"
 #include "client/cpp/progress_bar.h"
+#include "daemon/base/status_macros.h"
+#include "daemon/base/units.h"
 
 namespace xferd::client {
 namespace {

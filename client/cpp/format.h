@@ -28,7 +28,7 @@ std::string StateLabel(v1::TransferState state);         // "running", "done"
 std::string PeerStateLabel(v1::Peer::State state);       // "connected"
 std::string BackingLabel(v1::RegionBacking backing);     // "shm"
 std::string EventKindLabel(v1::RegionEvent::Kind kind);  // "landed"
-std::string PriorityName(v1::Priority priority);          // "critical"; "normal" if unset
+std::string PriorityName(v1::Priority priority);         // "critical"; "normal" if unset
 // Remote access as "rw", "w", "r" or "-".
 std::string AccessLabel(const v1::RegionAccess& access);
 

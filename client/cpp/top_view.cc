@@ -154,9 +154,13 @@ std::string TransfersTable(const TopSample& now, const TopSample* previous, doub
                            uint32_t max_rows) {
   const auto& transfers = now.transfers.transfers();
   if (transfers.empty()) return "no transfers in flight\n";
-  Table table(
-      {{"TRANSFER", true}, {"PEER"}, {"DESTINATION"}, {"CLASS"}, {"STATE"}, {"AGE", true},
-       {"PROGRESS"}});
+  Table table({{"TRANSFER", true},
+               {"PEER"},
+               {"DESTINATION"},
+               {"CLASS"},
+               {"STATE"},
+               {"AGE", true},
+               {"PROGRESS"}});
   const int rows = std::min<int>(transfers.size(), max_rows);
   for (int i = 0; i < rows; ++i) {
     const v1::Transfer& t = transfers[i];

@@ -52,9 +52,10 @@ absl::Status ValidateServer(const ServerConfig& server) {
 }
 
 absl::Status ValidatePriorities(const PriorityConfig& p, uint32_t max_inflight_transfers) {
-  for (const auto& [key, weight] : {std::pair<const char*, uint32_t>{"normal_weight", p.normal_weight},
-                                    {"bulk_weight", p.bulk_weight},
-                                    {"background_weight", p.background_weight}}) {
+  for (const auto& [key, weight] :
+       {std::pair<const char*, uint32_t>{"normal_weight", p.normal_weight},
+        {"bulk_weight", p.bulk_weight},
+        {"background_weight", p.background_weight}}) {
     if (weight < 1 || weight > 1000) {
       return InvalidKey(absl::StrCat("priorities.", key),
                         "must be between 1 and 1000 (a weight of 0 would starve the class)");
@@ -64,10 +65,11 @@ absl::Status ValidatePriorities(const PriorityConfig& p, uint32_t max_inflight_t
     return InvalidKey("priorities.lane_bytes", "must be between 4KiB and 1GiB");
   }
   if (p.critical_reserve >= max_inflight_transfers) {
-    return InvalidKey("priorities.critical_reserve",
-                      absl::StrCat("is ", p.critical_reserve,
-                                   " (default 64): it must be below engine.max_inflight_transfers (",
-                                   max_inflight_transfers, "), whose rest the other classes use"));
+    return InvalidKey(
+        "priorities.critical_reserve",
+        absl::StrCat("is ", p.critical_reserve,
+                     " (default 64): it must be below engine.max_inflight_transfers (",
+                     max_inflight_transfers, "), whose rest the other classes use"));
   }
   return absl::OkStatus();
 }

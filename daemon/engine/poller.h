@@ -21,8 +21,8 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/time/time.h"
-#include "daemon/common/wake_inbox.h"
 #include "daemon/common/unique_fd.h"
+#include "daemon/common/wake_inbox.h"
 #include "daemon/engine/notes.h"
 #include "daemon/engine/poll_source.h"
 #include "daemon/engine/priority.h"

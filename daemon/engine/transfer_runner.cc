@@ -18,7 +18,9 @@ constexpr size_t kNotesSlack = 4096;
 }  // namespace
 
 TransferRunner::TransferRunner(const EngineConfig& config, DeadlineTimer& timer)
-    : config_(config), table_(config.max_inflight_transfers, config.priorities.critical_reserve, config.history), timer_(timer) {}
+    : config_(config),
+      table_(config.max_inflight_transfers, config.priorities.critical_reserve, config.history),
+      timer_(timer) {}
 
 absl::Status TransferRunner::StartPollers(transport::Transport& transport) {
   // Room for every transfer in flight to end at once, and as many landings.

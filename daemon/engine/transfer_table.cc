@@ -34,11 +34,11 @@ absl::Status TransferTable::Admit(const std::vector<Transfer::Plan>& plans) {
               ? absl::StrCat("too many transfers in flight (", admitted,
                              " of engine.max_inflight_transfers=", max_in_flight_,
                              "; this request adds ", n, "): wait for some to finish and retry")
-              : absl::StrCat("too many transfers in flight (", admitted, " of ", limit,
-                             " below critical priority: engine.max_inflight_transfers=",
-                             max_in_flight_, " less priorities.critical_reserve=",
-                             critical_reserve_, "; this request adds ", n,
-                             "): wait for some to finish and retry"));
+              : absl::StrCat(
+                    "too many transfers in flight (", admitted, " of ", limit,
+                    " below critical priority: engine.max_inflight_transfers=", max_in_flight_,
+                    " less priorities.critical_reserve=", critical_reserve_, "; this request adds ",
+                    n, "): wait for some to finish and retry"));
     }
   } while (!admitted_.compare_exchange_weak(admitted, admitted + n, std::memory_order_relaxed));
   for (const Transfer::Plan& p : plans) {

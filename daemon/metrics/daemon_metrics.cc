@@ -134,18 +134,18 @@ void CollectTransferCounts(const EngineStats& s, uint32_t max_in_flight, Familie
 void CollectPriorities(const EngineStats& s, Families* out) {
   MetricFamily submitted = NewFamily("xferd_priority_submitted_total",
                                      "Transfers accepted, by priority class.", MetricType::Counter);
-  MetricFamily ended = NewFamily(
-      "xferd_priority_transfers_total",
-      "Transfers that ended, by priority class and outcome (done, failed, cancelled).",
-      MetricType::Counter);
+  MetricFamily ended =
+      NewFamily("xferd_priority_transfers_total",
+                "Transfers that ended, by priority class and outcome (done, failed, cancelled).",
+                MetricType::Counter);
   MetricFamily refused = NewFamily(
       "xferd_priority_refused_total",
       "Submissions refused before any transfer started, by the priority class of their first "
       "request (RESOURCE_EXHAUSTED below critical: priorities.critical_reserve).",
       MetricType::Counter);
-  MetricFamily in_flight = NewFamily("xferd_priority_in_flight",
-                                     "Transfers queued or running now, by priority class.",
-                                     MetricType::Gauge);
+  MetricFamily in_flight =
+      NewFamily("xferd_priority_in_flight", "Transfers queued or running now, by priority class.",
+                MetricType::Gauge);
   MetricFamily bytes = NewFamily("xferd_priority_bytes_total",
                                  "Payload bytes of the transfers that ended, by priority class.",
                                  MetricType::Counter);
@@ -154,9 +154,9 @@ void CollectPriorities(const EngineStats& s, Families* out) {
       "Summed wait from submission to the first op on a lane, of the transfers that ended having "
       "posted one (xferd_priority_started_total): their ratio is the mean wait.",
       MetricType::Counter);
-  MetricFamily started = NewFamily(
-      "xferd_priority_started_total",
-      "Transfers that ended having posted an op, by priority class.", MetricType::Counter);
+  MetricFamily started = NewFamily("xferd_priority_started_total",
+                                   "Transfers that ended having posted an op, by priority class.",
+                                   MetricType::Counter);
   for (engine::Priority priority : engine::kAllPriorities) {
     const engine::PriorityCounters& c = s.transfers.by_priority[engine::PriorityIndex(priority)];
     const std::string name = engine::PriorityName(priority);

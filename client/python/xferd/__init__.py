@@ -29,8 +29,9 @@ from xferd.handles import RegionWatch, TransferHandle
 from xferd.tls import TlsConfig
 from xferd.models import (TERMINAL_STATES, Backing, ClusterNode, DeviceStats, Direction,
                           DirectoryRegion, EventKind, Layout, NodeInfo, NodeState, Peer, PeerState,
-                          Priority, PriorityStats, RdmaDevice, RdmaGid, RdmaPort, Region, RegionEvent, Stats, Status,
-                          Transfer, TransferState, Transport, Unset, WriteSpec)
+                          Priority, PriorityStats, RdmaDevice, RdmaGid, RdmaPort, Region,
+                          RegionEvent, Stats, Status, Transfer, TransferState, Transport, Unset,
+                          WriteSpec)
 
 __all__ = [
     "DEFAULT_RPC_TIMEOUT",

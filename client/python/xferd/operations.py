@@ -531,7 +531,8 @@ class Operations:
         """
         return (yield from self._start(requests.transfer_request(
             "write", peer, "", "", slice_size=slice_size, timeout=timeout, label=label,
-            wait=wait, priority=priority), requests.layout_blocks(src_layout, dst_layout, src_indices, dst_indices)))
+            wait=wait, priority=priority),
+            requests.layout_blocks(src_layout, dst_layout, src_indices, dst_indices)))
 
     def read_indexed(self, peer: str, src_layout: Union[str, Layout],
                      dst_layout: Union[str, Layout], src_indices: Integers,
@@ -546,7 +547,8 @@ class Operations:
         """
         return (yield from self._start(requests.transfer_request(
             "read", peer, "", "", slice_size=slice_size, timeout=timeout, label=label,
-            wait=wait, priority=priority), requests.layout_blocks(src_layout, dst_layout, src_indices, dst_indices)))
+            wait=wait, priority=priority),
+            requests.layout_blocks(src_layout, dst_layout, src_indices, dst_indices)))
 
     # ------------------------------------------------------------ layouts --
 

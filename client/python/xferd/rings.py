@@ -273,8 +273,8 @@ class LocalRings:
             c = r.length if r.form == L.FORM_RANGE else 0
             mask = g.sq_entries - 1
             L.SQE.pack_into(self._view, g.sq_offset + (tail & mask) * L.SQE.size, r.opcode,
-                            r.form, ext, flags, r.slice_kib, r.priority, 0, *handles, user_data, r.a,
-                            r.b, c, r.timeout_ms, 0)
+                            r.form, ext, flags, r.slice_kib, r.priority, 0, *handles, user_data,
+                            r.a, r.b, c, r.timeout_ms, 0)
             for i in range(ext):  # at most MAX_EXT slots, whatever the block count
                 chunk = r.arrays[i * L.SQE.size:(i + 1) * L.SQE.size]
                 at = g.sq_offset + ((tail + 1 + i) & mask) * L.SQE.size

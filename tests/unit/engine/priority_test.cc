@@ -1,12 +1,13 @@
 // Priority classes where bytes wait (docs/priorities.md): the order ops
 // reach a lane, the bytes a lane holds below critical, the share by weight,
 // the critical reserve of admission, and the per-class counters.
+#include "daemon/engine/priority.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstring>
 
-#include "daemon/engine/priority.h"
 #include "tests/testing/wait_until.h"
 #include "tests/unit/engine/engine_harness.h"
 
@@ -109,7 +110,7 @@ TEST_F(ShallowLanesTest, BackgroundProgressesUnderContinuousCriticalLoad) {
   FakeTransport& fake = *a_->transport;
   constexpr uint64_t kEach = 64 << 10;  // 16 slices
   constexpr int kCriticals = 15;        // 240 slices, behind which 16 would starve
-  fake.HoldCompletions(true);  // all of it queued before anything moves
+  fake.HoldCompletions(true);           // all of it queued before anything moves
   std::vector<engine::TransferSpec> criticals;
   for (int i = 1; i <= kCriticals; ++i) {
     engine::TransferSpec read = Spec("readable", "b", "src", kEach, i * kEach, i * kEach);
@@ -155,8 +156,9 @@ TEST_F(OneSliceLanesTest, ClassesShareALaneByWeight) {
   FakeTransport& fake = *a_->transport;
   constexpr uint64_t kEach = 512 << 10;
   fake.HoldCompletions(true);
-  auto ts = h_.Submit(*a_, {Classed(Spec("src", "b", "dst", kEach, 0, 0), Priority::kBackground),
-                            Classed(Spec("src", "b", "dst", kEach, 0, kEach), Priority::kNormal)},
+  auto ts = h_.Submit(*a_,
+                      {Classed(Spec("src", "b", "dst", kEach, 0, 0), Priority::kBackground),
+                       Classed(Spec("src", "b", "dst", kEach, 0, kEach), Priority::kNormal)},
                       /*batch=*/true);
   ASSERT_TRUE(ts.ok()) << ts.status();
   fake.HoldCompletions(false);
@@ -207,10 +209,8 @@ TEST_F(CriticalReserveTest, OnlyCriticalTransfersTakeTheReserve) {
   EXPECT_TRUE(submit(Priority::kNormal).ok());
   const absl::Status refused = submit(Priority::kBackground);
   EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted) << refused;
-  EXPECT_NE(refused.message().find("2 of 2 below critical priority"), std::string::npos)
-      << refused;
-  EXPECT_NE(refused.message().find("priorities.critical_reserve=2"), std::string::npos)
-      << refused;
+  EXPECT_NE(refused.message().find("2 of 2 below critical priority"), std::string::npos) << refused;
+  EXPECT_NE(refused.message().find("priorities.critical_reserve=2"), std::string::npos) << refused;
   EXPECT_TRUE(submit(Priority::kCritical).ok());
   EXPECT_TRUE(submit(Priority::kCritical).ok());
   const absl::Status full = submit(Priority::kCritical);

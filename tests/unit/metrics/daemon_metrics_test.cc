@@ -128,8 +128,7 @@ TEST_F(DaemonMetricsTest, TransfersByOutcomeLatencyAndErrors) {
   EXPECT_EQ(s.at(Series("xferd_priority_submitted_total", {normal})), 4);
   EXPECT_EQ(s.at(Series("xferd_priority_transfers_total", {"outcome=\"done\"", normal})), 2);
   EXPECT_EQ(s.at(Series("xferd_priority_transfers_total", {"outcome=\"failed\"", normal})), 1);
-  EXPECT_EQ(
-      s.at(Series("xferd_priority_transfers_total", {"outcome=\"cancelled\"", normal})), 1);
+  EXPECT_EQ(s.at(Series("xferd_priority_transfers_total", {"outcome=\"cancelled\"", normal})), 1);
   EXPECT_EQ(s.at(Series("xferd_priority_in_flight", {normal})), 0);
   EXPECT_EQ(s.at(Series("xferd_priority_bytes_total", {normal})), kDoneBytes);
   // The two done were posted; the held ones may have been before they ended.
