@@ -47,8 +47,7 @@ std::string NodeInfoText(const v1::NodeInfo& info) {
 }
 
 std::string StatsText(const v1::Stats& s) {
-  const absl::Duration uptime =
-      absl::Seconds(s.uptime().seconds()) + absl::Nanoseconds(s.uptime().nanos());
+  const absl::Duration uptime = ToDuration(s.uptime());
   Rows rows = {
       {"uptime", FormatElapsed(uptime)},
       {"transport", TransportLabel(s.transport())},
@@ -74,14 +73,12 @@ std::string StatsText(const v1::Stats& s) {
   // By class, those that ran any (docs/priorities.md).
   for (const v1::PriorityStats& p : s.priorities()) {
     if (p.submitted() == 0 && p.refused() == 0) continue;
-    const absl::Duration wait = absl::Seconds(p.mean_queue_wait().seconds()) +
-                                absl::Nanoseconds(p.mean_queue_wait().nanos());
     rows.push_back(
-        {"priority " + PriorityName(p.priority()),
+        {"priority " + PriorityLabel(p.priority()),
          absl::StrCat(p.submitted(), " submitted, ", p.done(), " done, ", p.failed(), " failed, ",
                       p.cancelled(), " cancelled, ", p.refused(), " refused, ", p.in_flight(),
                       " in flight, ", FormatBytes(p.bytes()), ", mean queue wait ",
-                      FormatElapsed(wait))});
+                      FormatElapsed(ToDuration(p.mean_queue_wait())))});
   }
   rows.push_back({"open lanes", absl::StrCat(s.open_lanes())});
   rows.push_back({"memory registrations", absl::StrCat(s.memory_registrations())});

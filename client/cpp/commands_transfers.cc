@@ -82,7 +82,7 @@ std::string TransferText(const v1::Transfer& t) {
       {"slices", absl::StrCat(t.slices(), " x ", FormatBytes(t.slice_size()))},
       {"batch", t.batch_id() == 0 ? "-" : absl::StrCat(t.batch_id())},
       {"label", t.label().empty() ? "-" : t.label()},
-      {"priority", PriorityName(t.priority())},
+      {"priority", PriorityLabel(t.priority())},
       {"submitted", FormatTimestamp(t.submitted_at())},
       {"finished", FormatTimestamp(t.finished_at())},
       {"elapsed", elapsed},

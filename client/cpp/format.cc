@@ -55,6 +55,10 @@ absl::Time ToTime(const google::protobuf::Timestamp& time) {
   return absl::FromUnixSeconds(time.seconds()) + absl::Nanoseconds(time.nanos());
 }
 
+absl::Duration ToDuration(const google::protobuf::Duration& duration) {
+  return absl::Seconds(duration.seconds()) + absl::Nanoseconds(duration.nanos());
+}
+
 std::string FormatTimestamp(const google::protobuf::Timestamp& time) {
   if (time.seconds() == 0 && time.nanos() == 0) return "-";
   return absl::FormatTime("%Y-%m-%d %H:%M:%S", ToTime(time), absl::LocalTimeZone());
@@ -70,20 +74,11 @@ std::string FormatElapsed(absl::Duration elapsed) {
   return absl::StrFormat("%dh%02dm", seconds / 3600, seconds % 3600 / 60);
 }
 
-std::string PriorityName(v1::Priority priority) {
-  switch (priority) {
-    case v1::PRIORITY_CRITICAL:
-      return "critical";
-    case v1::PRIORITY_UNSPECIFIED:
-    case v1::PRIORITY_NORMAL:
-      return "normal";
-    case v1::PRIORITY_BULK:
-      return "bulk";
-    case v1::PRIORITY_BACKGROUND:
-      return "background";
-    default:
-      return absl::StrCat("unknown (", static_cast<int>(priority), ")");
-  }
+std::string PriorityLabel(v1::Priority priority) {
+  if (priority == v1::PRIORITY_UNSPECIFIED) return "normal";  // the daemon's default
+  const std::string name = v1::Priority_Name(priority);
+  if (name.empty()) return absl::StrCat("unknown (", static_cast<int>(priority), ")");
+  return EnumLabel(name, "PRIORITY_");
 }
 
 std::string ErrorLabel(const v1::Error& error) {

@@ -4,6 +4,7 @@
 // functions: safe from any thread, no I/O.
 #pragma once
 
+#include <google/protobuf/duration.pb.h>
 #include <google/protobuf/message.h>
 #include <google/protobuf/timestamp.pb.h>
 
@@ -28,7 +29,7 @@ std::string StateLabel(v1::TransferState state);         // "running", "done"
 std::string PeerStateLabel(v1::Peer::State state);       // "connected"
 std::string BackingLabel(v1::RegionBacking backing);     // "shm"
 std::string EventKindLabel(v1::RegionEvent::Kind kind);  // "landed"
-std::string PriorityName(v1::Priority priority);         // "critical"; "normal" if unset
+std::string PriorityLabel(v1::Priority priority);        // "critical"; "normal" if unset
 // Remote access as "rw", "w", "r" or "-".
 std::string AccessLabel(const v1::RegionAccess& access);
 
@@ -38,6 +39,7 @@ std::string Percent(uint64_t done, uint64_t total);
 // Local time "2024-05-01 12:34:56", or "-" if unset.
 std::string FormatTimestamp(const google::protobuf::Timestamp& time);
 absl::Time ToTime(const google::protobuf::Timestamp& time);
+absl::Duration ToDuration(const google::protobuf::Duration& duration);
 // "850us", "12.3ms", "4.56s", "3m07s", "2h05m".
 std::string FormatElapsed(absl::Duration elapsed);
 

@@ -20,9 +20,7 @@ namespace {
 
 constexpr int kBarWidth = 20;
 
-absl::Duration Uptime(const v1::Stats& stats) {
-  return absl::Seconds(stats.uptime().seconds()) + absl::Nanoseconds(stats.uptime().nanos());
-}
+absl::Duration Uptime(const v1::Stats& stats) { return ToDuration(stats.uptime()); }
 
 // Bytes per second between two readings of a counter; -1 when unknown.
 double PerSecond(uint64_t now, uint64_t before, double seconds) {
@@ -95,12 +93,10 @@ std::string ClassesText(const v1::Stats& now, const v1::Stats* before) {
         if (q.priority() == p.priority()) done_before = q.done();
       }
     }
-    const absl::Duration wait = absl::Seconds(p.mean_queue_wait().seconds()) +
-                                absl::Nanoseconds(p.mean_queue_wait().nanos());
-    parts.push_back(absl::StrCat(PriorityName(p.priority()), " ", p.in_flight(), " in flight, ",
+    parts.push_back(absl::StrCat(PriorityLabel(p.priority()), " ", p.in_flight(), " in flight, ",
                                  p.done(), " done", Delta(p.done(), done_before, before != nullptr),
                                  p.refused() > 0 ? absl::StrCat(", ", p.refused(), " refused") : "",
-                                 ", wait ", FormatElapsed(wait)));
+                                 ", wait ", FormatElapsed(ToDuration(p.mean_queue_wait()))));
   }
   return parts.empty() ? "none" : absl::StrJoin(parts, "; ");
 }
@@ -166,7 +162,7 @@ std::string TransfersTable(const TopSample& now, const TopSample* previous, doub
     const v1::Transfer& t = transfers[i];
     const absl::Duration age = std::max(absl::ZeroDuration(), now.at - ToTime(t.submitted_at()));
     table.AddRow({absl::StrCat(t.id()), t.peer(), absl::StrCat(t.dst_region(), "+", t.dst_offset()),
-                  PriorityName(t.priority()), StateLabel(t.state()), FormatElapsed(age),
+                  PriorityLabel(t.priority()), StateLabel(t.state()), FormatElapsed(age),
                   RenderProgress(t.bytes_done(), t.length(), TransferRate(t, previous, seconds),
                                  kBarWidth)});
   }
