@@ -261,11 +261,12 @@ bool Poller::ServiceOne(Transfer& t, uint32_t* posted, uint64_t* bytes) {
       std::min(critical ? (lane_credits > 0 ? lane_credits - 1 : 0) : lane_credits, kMaxPostBatch);
   if (credits == 0) return true;
   const auto held_at = critical ? lane_bytes_.end() : lane_bytes_.find(&lane);
-  uint64_t held = held_at == lane_bytes_.end() ? 0 : held_at->second;
+  const uint64_t held = held_at == lane_bytes_.end() ? 0 : held_at->second;
   const uint64_t limit = std::max<uint64_t>(options_.lane_bytes, 2 * uint64_t{t.plan().slice_size});
-  auto room = [&] { return critical || held < limit; };
   transport::DataOp ops[kMaxPostBatch];
   uint32_t n = 0;
+  uint64_t batch_bytes = 0;  // of ops[0, n)
+  auto room = [&] { return critical || held + batch_bytes < limit; };
   bool bulk_claimed_out = false;
   while (n < credits && room()) {
     if (t.BulkClaimedOut()) {
@@ -278,32 +279,34 @@ bool Poller::ServiceOne(Transfer& t, uint32_t* posted, uint64_t* bytes) {
       break;
     }
     t.MakeOp(index, /*final=*/false, &ops[n]);
-    held += ops[n++].length;
+    batch_bytes += ops[n++].length;
   }
   const bool home = t.plan().home_poller == index_;
   bool final_claimed = false;
   if (t.has_final() && bulk_claimed_out && home && n < credits && room() && t.BulkComplete() &&
       t.TryClaimFinal()) {
-    t.MakeOp(t.ops() - 1, /*final=*/true, &ops[n++]);
+    t.MakeOp(t.ops() - 1, /*final=*/true, &ops[n]);
+    batch_bytes += ops[n++].length;
     final_claimed = true;
   }
   if (n > 0) {
     t.AddInFlight(n);
     t.MarkRunning();
-    uint64_t batch_bytes = 0;
-    for (uint32_t k = 0; k < n; ++k) batch_bytes += ops[k].length;
     // Held before the post: a lane may complete ops inside it (a same-host
     // copy does), and their completions release what they held.
     if (!critical) lane_bytes_[&lane] += batch_bytes;
     const uint32_t taken = lane.Post(absl::MakeConstSpan(ops, n));
-    uint64_t untaken_bytes = 0;
-    for (uint32_t k = taken; k < n; ++k) untaken_bytes += ops[k].length;
-    if (!critical && untaken_bytes > 0) Release(lane, untaken_bytes);
-    *bytes += batch_bytes - untaken_bytes;
+    *bytes += batch_bytes;
     if (taken < n) {
       // Only a lane that broke during the post refuses ops; the ones it did
       // not take are lost, so the transfer fails.
-      for (uint32_t k = taken; k < n; ++k) t.RemoveInFlight();
+      uint64_t untaken_bytes = 0;
+      for (uint32_t k = taken; k < n; ++k) {
+        untaken_bytes += ops[k].length;
+        t.RemoveInFlight();
+      }
+      *bytes -= untaken_bytes;
+      if (!critical) Release(lane, untaken_bytes);
       t.Finish(TransferState::kFailed,
                link.status().ok() ? absl::UnavailableError("lane refused writes") : link.status());
       return false;
