@@ -232,6 +232,11 @@ absl::Status StartEngine(const Config& config, Daemon& d) {
   registry_options.file_confinement.dirs = config.regions.file_dirs;
   registry_options.file_confinement.create_mode = config.regions.file_mode;
   registry_options.max_registered_bytes = config.regions.max_registered_bytes;
+  for (const TenantConfig& tenant : config.engine.tenants) {
+    if (tenant.max_registered_bytes != 0) {
+      registry_options.owner_caps[tenant.name] = tenant.max_registered_bytes;
+    }
+  }
   const uint64_t incarnation = RandomIncarnation();
   d.regions = std::make_unique<memory::RegionRegistry>(registry_options);
   // Security first: its checks of the [tls] files name the key at fault,

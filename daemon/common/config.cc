@@ -252,6 +252,46 @@ void DefineMetrics(TableReader& r, MetricsConfig& c) {
   r.On("tls_client_ca", String(&c.tls_client_ca));
 }
 
+// Unsigned ids (uids, gids) as a TOML array of integers.
+TableReader::Handler IdList(std::vector<uint32_t>* out) {
+  return [out](const toml::node& node, const std::string& key) -> absl::Status {
+    const toml::array* array = node.as_array();
+    if (array == nullptr) return TypeError(key, "an array of integers (ids)");
+    out->clear();
+    for (const toml::node& item : *array) {
+      uint32_t id = 0;
+      RETURN_IF_ERROR(Integer(&id)(item, key));
+      out->push_back(id);
+    }
+    return absl::OkStatus();
+  };
+}
+
+void DefineTenant(TableReader& r, TenantConfig& c) {
+  r.On("uids", IdList(&c.uids));
+  r.On("gids", IdList(&c.gids));
+  r.On("cert_names", StringList(&c.cert_names));
+  r.On("max_registered_bytes", Size(&c.max_registered_bytes));
+  r.On("max_inflight_transfers", Integer(&c.max_inflight_transfers));
+  r.On("max_priority", String(&c.max_priority));
+}
+
+// [tenants]: a table of tables, one per tenant (toml++ keeps them by name).
+TableReader::Handler Tenants(std::vector<TenantConfig>* out) {
+  return [out](const toml::node& node, const std::string& key) -> absl::Status {
+    const toml::table* table = node.as_table();
+    if (table == nullptr) return TypeError(key, "a table of tenants, like [tenants.kv]");
+    for (const auto& [name, tenant] : *table) {
+      TenantConfig config;
+      config.name = std::string(name.str());
+      const std::string path = absl::StrCat(key, ".", config.name);
+      RETURN_IF_ERROR(Table([&](TableReader& r) { DefineTenant(r, config); }, path)(tenant, path));
+      out->push_back(std::move(config));
+    }
+    return absl::OkStatus();
+  };
+}
+
 void DefineCluster(TableReader& r, ClusterConfig& c) {
   r.On("etcd", StringList(&c.etcd));
   r.On("prefix", String(&c.prefix));
@@ -311,6 +351,7 @@ absl::StatusOr<Config> ParseConfig(absl::string_view toml_text, absl::string_vie
   top.On("tls", Table([&](TableReader& r) { DefineTls(r, config.tls); }, "tls"));
   top.On("metrics", Table([&](TableReader& r) { DefineMetrics(r, config.metrics); }, "metrics"));
   top.On("cluster", Table([&](TableReader& r) { DefineCluster(r, config.cluster); }, "cluster"));
+  top.On("tenants", Tenants(&config.engine.tenants));
   absl::Status status = top.Read(root);
   if (!status.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(origin, ": ", status.message()));

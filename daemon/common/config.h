@@ -109,6 +109,28 @@ struct PriorityConfig {
   uint32_t critical_reserve = 64;
 };
 
+// [tenants.<name>]: who a client is and what it may do (docs/tenants.md).
+// Local clients are matched by their unix socket credentials (uid first,
+// then primary gid), clients over TCP by their mTLS certificate's names;
+// whoever matches none is tenant "default", whose limits [tenants.default]
+// may set. Without [tenants], every client is "default" without limits.
+struct TenantConfig {
+  std::string name;
+  std::vector<uint32_t> uids;
+  std::vector<uint32_t> gids;
+  std::vector<std::string> cert_names;
+  // 0: no cap beyond regions.max_registered_bytes.
+  uint64_t max_registered_bytes = 0;
+  // 0: no cap beyond engine.max_inflight_transfers.
+  uint32_t max_inflight_transfers = 0;
+  // The highest class its transfers may ask for: "critical", "normal",
+  // "bulk" or "background".
+  std::string max_priority = "critical";
+};
+
+// The name of the tenant of clients that match no [tenants.<name>].
+inline constexpr const char* kDefaultTenant = "default";
+
 struct EngineConfig {
   // Poller threads; each owns one lane to every peer.
   uint32_t pollers = 2;
@@ -127,6 +149,8 @@ struct EngineConfig {
   // On SIGTERM: how long in-flight transfers may take before they are failed.
   absl::Duration drain_timeout = absl::Seconds(10);
   PriorityConfig priorities;
+  // [tenants.<name>], by name; "default" only if configured.
+  std::vector<TenantConfig> tenants;
 };
 
 struct RegionConfig {

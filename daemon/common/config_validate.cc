@@ -1,8 +1,6 @@
 // Validate(): the checks a parsed Config must pass before the daemon uses it
 // (values in range, keys that depend on each other, files readable now).
 // Parsing lives in config.cc.
-#include "daemon/common/config.h"
-
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,12 +8,15 @@
 #include <cstring>
 #include <fstream>
 #include <initializer_list>
+#include <map>
 #include <sstream>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/base/status_macros.h"
+#include "daemon/common/config.h"
 #include "daemon/common/host_port.h"
 
 namespace xferd {
@@ -258,6 +259,47 @@ absl::Status ValidateMetrics(const MetricsConfig& m) {
                         {"metrics.tls_client_ca", &m.tls_client_ca}});
 }
 
+// [tenants.<name>]: names that can stand in a message and a metric label,
+// a known highest class, and each uid, gid and certificate name in one
+// tenant only (who a client is must not depend on the file's order).
+absl::Status ValidateTenants(const std::vector<TenantConfig>& tenants) {
+  std::map<std::string, std::string> owner;  // "uid 1001" -> tenant
+  for (const TenantConfig& t : tenants) {
+    const std::string key = absl::StrCat("tenants.", t.name);
+    if (t.name.empty() || t.name.size() > 64 ||
+        !std::all_of(t.name.begin(), t.name.end(), [](char ch) {
+          return absl::ascii_isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '-';
+        })) {
+      return InvalidKey(key, "must be named with 1 to 64 letters, digits, '_' or '-'");
+    }
+    static constexpr const char* kClasses[] = {"critical", "normal", "bulk", "background"};
+    if (std::find(std::begin(kClasses), std::end(kClasses), t.max_priority) == std::end(kClasses)) {
+      return InvalidKey(absl::StrCat(key, ".max_priority"),
+                        "must be \"critical\", \"normal\", \"bulk\" or \"background\"");
+    }
+    if (t.name == kDefaultTenant && (!t.uids.empty() || !t.gids.empty() || !t.cert_names.empty())) {
+      return InvalidKey(key,
+                        "is whoever matches no other tenant: it takes no uids, gids or "
+                        "cert_names (give those to a tenant of their own)");
+    }
+    std::vector<std::string> ids;
+    for (uint32_t uid : t.uids) ids.push_back(absl::StrCat("uid ", uid));
+    for (uint32_t gid : t.gids) ids.push_back(absl::StrCat("gid ", gid));
+    for (const std::string& name : t.cert_names) {
+      if (name.empty()) return InvalidKey(absl::StrCat(key, ".cert_names"), "has an empty name");
+      ids.push_back(absl::StrCat("certificate name '", name, "'"));
+    }
+    for (const std::string& id : ids) {
+      auto [it, fresh] = owner.emplace(id, t.name);
+      if (!fresh && it->second != t.name) {
+        return InvalidKey(key, absl::StrCat("claims ", id, ", which tenants.", it->second,
+                                            " claims too: a client must have one tenant"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status Validate(const Config& c) {
@@ -287,6 +329,7 @@ absl::Status Validate(const Config& c) {
   }
   RETURN_IF_ERROR(ValidateCluster(c.cluster));
   RETURN_IF_ERROR(ValidateTls(c.tls));
+  RETURN_IF_ERROR(ValidateTenants(c.engine.tenants));
   return ValidateTcpEncryption(c);
 }
 

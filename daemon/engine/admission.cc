@@ -23,9 +23,11 @@ absl::Status ForRequest(const absl::Status& status, size_t index, size_t count) 
 
 }  // namespace
 
-Admission::Admission(const Lifecycle& life, PeerManager& peers, const TransferPlanner& planner,
-                     TransferRunner& runner, PeerRpc& rpc, ControlExecutor& executor)
+Admission::Admission(const Lifecycle& life, const Tenants& tenants, PeerManager& peers,
+                     const TransferPlanner& planner, TransferRunner& runner, PeerRpc& rpc,
+                     ControlExecutor& executor)
     : life_(life),
+      tenants_(tenants),
       peers_(peers),
       planner_(planner),
       runner_(runner),
@@ -60,7 +62,9 @@ void Admission::Submit(std::vector<TransferSpec> specs, bool batch,
   // What can be checked here is checked first: a bad local side is reported
   // as such, without waiting on (or blaming) the peer.
   for (size_t i = 0; i < specs.size(); ++i) {
-    absl::Status local = planner_.CheckLocal(specs[i]);
+    if (specs[i].tenant == nullptr) specs[i].tenant = &tenants_.Default();
+    absl::Status local = specs[i].tenant->CheckPriority(specs[i].priority);
+    if (local.ok()) local = planner_.CheckLocal(specs[i]);
     if (local.ok() && peers_.Find(specs[i].peer) == nullptr && !peers_.has_node_directory()) {
       local = absl::NotFoundError(absl::StrCat("no peer '", specs[i].peer,
                                                "' (by node id or address): connect it first "

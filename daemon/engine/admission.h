@@ -14,6 +14,7 @@
 #include "daemon/engine/lifecycle.h"
 #include "daemon/engine/peer_manager.h"
 #include "daemon/engine/peer_rpc.h"
+#include "daemon/engine/tenants.h"
 #include "daemon/engine/transfer_planner.h"
 #include "daemon/engine/transfer_runner.h"
 
@@ -22,8 +23,9 @@ namespace xferd::engine {
 class Admission {
  public:
   // Every reference outlives the admission.
-  Admission(const Lifecycle& life, PeerManager& peers, const TransferPlanner& planner,
-            TransferRunner& runner, PeerRpc& rpc, ControlExecutor& executor);
+  Admission(const Lifecycle& life, const Tenants& tenants, PeerManager& peers,
+            const TransferPlanner& planner, TransferRunner& runner, PeerRpc& rpc,
+            ControlExecutor& executor);
 
   // Any thread. `done` runs once, when the transfers are queued or refused
   // (inline, or on the control executor). `batch`: give them a batch id.
@@ -43,6 +45,7 @@ class Admission {
       const std::vector<TransferSpec>& specs, bool batch, absl::Time submitted_at, bool* stale);
 
   const Lifecycle& life_;
+  const Tenants& tenants_;
   PeerManager& peers_;
   const TransferPlanner& planner_;
   TransferRunner& runner_;

@@ -33,6 +33,7 @@ struct Layout {
   std::string name;
   std::string peer;  // empty: a local region
   std::string region;
+  std::string owner;  // the tenant that prepared it: only its transfers use it
   uint64_t block_length = 0;
   std::vector<uint64_t> offsets;  // empty: count blocks at start + k * stride
   uint64_t start = 0;

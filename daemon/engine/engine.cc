@@ -33,13 +33,14 @@ Engine::Engine(const EngineConfig& config, NodeIdentity self, transport::Transpo
                memory::RegionRegistry& regions, PeerRpc& rpc)
     : config_(config),
       life_(std::move(self)),
+      tenants_(config.tenants),
       transport_(transport),
       regions_(regions),
       executor_(kControlThreads),
       peers_(life_, transport, regions, rpc, executor_, timer_),
       planner_(config_, transport.kind(), regions, peers_),
       runner_(config_, timer_),
-      admission_(life_, peers_, planner_, runner_, rpc, executor_),
+      admission_(life_, tenants_, peers_, planner_, runner_, rpc, executor_),
       region_control_(regions, transport, peers_, runner_, executor_) {
   // A failure the transport could not explain (a peer's NIC refusing access,
   // which a dead peer gives too): the peer is asked on the executor, and the
@@ -121,7 +122,22 @@ EngineStats Engine::Stats() const {
   stats.regions = static_cast<uint32_t>(regions_.count());
   stats.registered_bytes = regions_.registered_bytes();
   stats.pollers = runner_.poller_stats();
+  for (const auto& tenant : tenants_.all()) {
+    TenantStats t = tenant->Stats();
+    t.registered_bytes = regions_.registered_bytes(t.name);
+    stats.tenants.push_back(std::move(t));
+  }
   return stats;
+}
+
+absl::StatusOr<std::shared_ptr<memory::Region>> Engine::FindRegionFor(absl::string_view name,
+                                                                      const Tenant& tenant) const {
+  std::shared_ptr<memory::Region> region = regions_.Find(name);
+  if (region == nullptr) {
+    return absl::NotFoundError(absl::StrCat("no region named '", name, "'"));
+  }
+  RETURN_IF_ERROR(tenant.CheckUse(*region));
+  return region;
 }
 
 }  // namespace xferd::engine

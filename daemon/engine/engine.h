@@ -28,6 +28,7 @@
 #include "daemon/engine/peer_manager.h"
 #include "daemon/engine/peer_rpc.h"
 #include "daemon/engine/region_control.h"
+#include "daemon/engine/tenants.h"
 #include "daemon/engine/transfer.h"
 #include "daemon/engine/transfer_planner.h"
 #include "daemon/engine/transfer_runner.h"
@@ -74,17 +75,26 @@ class Engine final {
     return regions_.Find(name);
   }
   std::vector<std::shared_ptr<memory::Region>> ListRegions() const { return regions_.List(); }
+  // The region as `tenant` may use it: NOT_FOUND, or PERMISSION_DENIED
+  // naming its owner.
+  absl::StatusOr<std::shared_ptr<memory::Region>> FindRegionFor(absl::string_view name,
+                                                                const Tenant& tenant) const;
+  // `spec.owner` is the tenant registering it.
   void RegisterRegion(memory::RegionSpec spec, Callback<std::shared_ptr<memory::Region>> done) {
     region_control_.Register(std::move(spec), std::move(done));
   }
-  absl::StatusOr<uint32_t> DeregisterRegion(const std::string& name, bool force,
+  absl::StatusOr<uint32_t> DeregisterRegion(const std::string& name, const Tenant& tenant,
+                                            bool force,
                                             std::function<void(uint32_t)> peers_told = nullptr) {
-    return region_control_.Deregister(name, force, std::move(peers_told));
+    return region_control_.Deregister(name, tenant, force, std::move(peers_told));
   }
-  void SetRegionAcl(const std::string& name, std::vector<std::string> peers,
+  void SetRegionAcl(const std::string& name, const Tenant& tenant, std::vector<std::string> peers,
                     Callback<std::shared_ptr<memory::Region>> done) {
-    region_control_.SetAcl(name, std::move(peers), std::move(done));
+    region_control_.SetAcl(name, tenant, std::move(peers), std::move(done));
   }
+
+  // ---- tenants (fixed from [tenants]) ----
+  const Tenants& tenants() const { return tenants_; }
 
   // ---- peers (PeerManager) ----
   void ConnectPeer(const std::string& address, absl::Duration timeout, Callback<PeerInfo> done);
@@ -126,10 +136,12 @@ class Engine final {
   }
 
   // ---- prepared layouts (TransferPlanner) ----
-  absl::StatusOr<std::shared_ptr<const Layout>> PrepareLayout(Layout layout) {
-    return planner_.PrepareLayout(std::move(layout));
+  absl::StatusOr<std::shared_ptr<const Layout>> PrepareLayout(Layout layout, const Tenant& tenant) {
+    return planner_.PrepareLayout(std::move(layout), tenant);
   }
-  absl::Status DeleteLayout(const std::string& name) { return planner_.DeleteLayout(name); }
+  absl::Status DeleteLayout(const std::string& name, const Tenant& tenant) {
+    return planner_.DeleteLayout(name, tenant);
+  }
   std::vector<std::shared_ptr<const Layout>> ListLayouts() const {
     return planner_.ListLayouts();
   }
@@ -190,6 +202,7 @@ class Engine final {
 
   const EngineConfig config_;
   Lifecycle life_;
+  const Tenants tenants_;
   transport::Transport& transport_;
   memory::RegionRegistry& regions_;
   // Declared in dependency order: each part uses only those above it.

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "daemon/engine/poller.h"
+#include "daemon/engine/tenants.h"
 #include "daemon/engine/transfer_table.h"
 #include "daemon/transport/transport.h"
 
@@ -38,6 +39,8 @@ struct EngineStats {
   // By node id, for every peer connected since the start. Consistent with
   // the totals above: a link being retired is counted exactly once.
   std::map<std::string, PeerTraffic> traffic;
+  // Every tenant, by name ("default" included).
+  std::vector<TenantStats> tenants;
 };
 
 }  // namespace xferd::engine

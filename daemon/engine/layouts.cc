@@ -14,11 +14,18 @@ absl::Status LayoutRegistry::Add(std::shared_ptr<const Layout> layout) {
   return absl::OkStatus();
 }
 
-absl::Status LayoutRegistry::Remove(const std::string& name) {
+absl::Status LayoutRegistry::Remove(const std::string& name, const std::string& owner) {
   MutexLock lock(&mu_);
-  if (layouts_.erase(name) == 0) {
+  auto it = layouts_.find(name);
+  if (it == layouts_.end()) {
     return absl::NotFoundError(absl::StrCat("no layout named '", name, "'"));
   }
+  if (it->second->owner != owner) {
+    return absl::PermissionDeniedError(absl::StrCat("layout '", name, "' belongs to tenant '",
+                                                    it->second->owner, "', not to tenant '", owner,
+                                                    "'"));
+  }
+  layouts_.erase(it);
   return absl::OkStatus();
 }
 

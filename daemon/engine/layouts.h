@@ -19,8 +19,9 @@ class LayoutRegistry {
  public:
   // ALREADY_EXISTS if the name is taken. Any thread.
   absl::Status Add(std::shared_ptr<const Layout> layout);
-  // NOT_FOUND if unknown. Transfers already planned are unaffected.
-  absl::Status Remove(const std::string& name);
+  // NOT_FOUND if unknown, PERMISSION_DENIED unless `owner` (a tenant)
+  // prepared it. Transfers already planned are unaffected.
+  absl::Status Remove(const std::string& name, const std::string& owner);
   // Null if unknown.
   std::shared_ptr<const Layout> Find(const std::string& name) const;
   // By name.

@@ -50,10 +50,12 @@ void RegionControl::Register(memory::RegionSpec spec,
   });
 }
 
-absl::StatusOr<uint32_t> RegionControl::Deregister(const std::string& name, bool force,
+absl::StatusOr<uint32_t> RegionControl::Deregister(const std::string& name, const Tenant& tenant,
+                                                   bool force,
                                                    std::function<void(uint32_t)> peers_told) {
   std::shared_ptr<memory::Region> region = regions_.Find(name);
   if (region == nullptr) return NoRegion(name);
+  RETURN_IF_ERROR(tenant.CheckOwner(*region, "deregister"));
   uint32_t cancelled = 0;
   if (force) {
     // The region is a write's source and a read's destination: say which.
@@ -78,11 +80,13 @@ absl::StatusOr<uint32_t> RegionControl::Deregister(const std::string& name, bool
   return cancelled;
 }
 
-void RegionControl::SetAcl(const std::string& name, std::vector<std::string> allowed,
+void RegionControl::SetAcl(const std::string& name, const Tenant& tenant,
+                           std::vector<std::string> allowed,
                            Callback<std::shared_ptr<memory::Region>> done) {
   if (absl::Status s = memory::RegionRegistry::ValidateAcl(allowed); !s.ok()) return done(s);
   std::shared_ptr<memory::Region> region = regions_.Find(name);
   if (region == nullptr) return done(NoRegion(name));
+  if (absl::Status s = tenant.CheckOwner(*region, "change the ACL of"); !s.ok()) return done(s);
   region->SetAllowedPeers(std::move(allowed));
   // After the change: a resolution checks the ACL again once its keys are
   // bound, so one that raced with this sees it, or is listed here.

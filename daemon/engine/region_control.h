@@ -16,6 +16,7 @@
 #include "daemon/engine/control_executor.h"
 #include "daemon/engine/observers.h"
 #include "daemon/engine/peer_manager.h"
+#include "daemon/engine/tenants.h"
 #include "daemon/engine/transfer_runner.h"
 #include "daemon/memory/region_registry.h"
 #include "daemon/transport/transport.h"
@@ -34,12 +35,14 @@ class RegionControl {
   // Returns transfers cancelled (force). Revokes its keys, tells the peers
   // that resolved it, then calls `peers_told` (if set; executor or inline)
   // with that count: a write they start then re-resolves. Not on error.
-  absl::StatusOr<uint32_t> Deregister(const std::string& name, bool force,
+  // Only the region's owner may (PERMISSION_DENIED).
+  absl::StatusOr<uint32_t> Deregister(const std::string& name, const Tenant& tenant, bool force,
                                       std::function<void(uint32_t)> peers_told);
   // Replaces a region's ACL (empty: any peer). Peers left out that resolved
   // it lose its keys at once and are told to forget them; then `done` gets
-  // the region (executor or inline). INVALID_ARGUMENT, NOT_FOUND.
-  void SetAcl(const std::string& name, std::vector<std::string> peers,
+  // the region (executor or inline). INVALID_ARGUMENT, NOT_FOUND,
+  // PERMISSION_DENIED (not `tenant`'s).
+  void SetAcl(const std::string& name, const Tenant& tenant, std::vector<std::string> peers,
               Callback<std::shared_ptr<memory::Region>> done);
 
   // Who hears that regions changed (null: nobody); outlives its use.

@@ -28,6 +28,7 @@ TransferSpec Summarize(const TransferSpec& w) {
   s.timeout = w.timeout;
   s.label = w.label;
   s.priority = w.priority;
+  s.tenant = w.tenant;
   s.blocks.form = w.blocks.form;
   s.blocks.src_layout = w.blocks.src_layout;
   s.blocks.dst_layout = w.blocks.dst_layout;
@@ -72,7 +73,9 @@ TransferPlanner::TransferPlanner(const EngineConfig& config, transport::Transpor
                                  const memory::RegionRegistry& regions, const PeerManager& peers)
     : config_(config), kind_(kind), regions_(regions), peers_(peers) {}
 
-absl::StatusOr<std::shared_ptr<const Layout>> TransferPlanner::PrepareLayout(Layout layout) {
+absl::StatusOr<std::shared_ptr<const Layout>> TransferPlanner::PrepareLayout(Layout layout,
+                                                                             const Tenant& tenant) {
+  layout.owner = tenant.name();
   if (absl::Status s = CheckLayoutShape(layout); !s.ok()) return s;
   if (layout.peer.empty()) {
     std::shared_ptr<memory::Region> region = regions_.Find(layout.region);
@@ -80,6 +83,7 @@ absl::StatusOr<std::shared_ptr<const Layout>> TransferPlanner::PrepareLayout(Lay
       return absl::NotFoundError(
           absl::StrCat("region '", layout.region, "' is not registered on this daemon"));
     }
+    if (absl::Status s = tenant.CheckUse(*region); !s.ok()) return s;
     if (absl::Status s = CheckLayoutInRegion(layout, region->size()); !s.ok()) return s;
   } else {
     std::shared_ptr<Peer> peer = peers_.Find(layout.peer);
@@ -106,6 +110,11 @@ absl::Status TransferPlanner::BindLayouts(TransferSpec& w) const {
     if (*ref == nullptr) {
       return absl::NotFoundError(
           absl::StrCat("no layout named '", *name, "': prepare it with PrepareLayout"));
+    }
+    if (w.tenant != nullptr && (*ref)->owner != w.tenant->name()) {
+      return absl::PermissionDeniedError(absl::StrCat("layout '", *name, "' belongs to tenant '",
+                                                      (*ref)->owner, "', not to tenant '",
+                                                      w.tenant->name(), "'"));
     }
   }
   // The peer's side must be a layout of that peer, the local side a local one.
@@ -146,6 +155,7 @@ absl::Status TransferPlanner::CheckLocalRange(const TransferSpec& w) const {
     return absl::NotFoundError(
         absl::StrCat(role, " region '", LocalRegion(w), "' is not registered on this daemon"));
   }
+  if (w.tenant != nullptr) RETURN_IF_ERROR(w.tenant->CheckUse(*local));
   if (local->lost()) return local->LostStatus();  // until it is deregistered
   if (w.blocks.form != BlockSpec::Form::kRange) {
     if (w.src_offset != 0 || w.dst_offset != 0 || w.length != 0) {

@@ -14,6 +14,7 @@
 #include "daemon/engine/layouts.h"
 #include "daemon/engine/peer.h"
 #include "daemon/engine/peer_manager.h"
+#include "daemon/engine/tenants.h"
 #include "daemon/engine/transfer.h"
 #include "daemon/memory/region_registry.h"
 
@@ -29,8 +30,11 @@ class TransferPlanner {
   // A local region's layout is checked against the region now (OUT_OF_RANGE
   // naming the block); a peer's against the region's size when a transfer
   // uses it. Errors: INVALID_ARGUMENT, ALREADY_EXISTS, NOT_FOUND.
-  absl::StatusOr<std::shared_ptr<const Layout>> PrepareLayout(Layout layout);
-  absl::Status DeleteLayout(const std::string& name) { return layouts_.Remove(name); }
+  // The layout belongs to `tenant`, whose regions alone it may name.
+  absl::StatusOr<std::shared_ptr<const Layout>> PrepareLayout(Layout layout, const Tenant& tenant);
+  absl::Status DeleteLayout(const std::string& name, const Tenant& tenant) {
+    return layouts_.Remove(name, tenant.name());
+  }
   std::vector<std::shared_ptr<const Layout>> ListLayouts() const { return layouts_.List(); }
 
   // ---- requests ----

@@ -18,6 +18,7 @@
 namespace xferd::engine {
 
 class Transfer;
+class Tenant;
 
 enum class TransferState : uint8_t { kQueued, kRunning, kDone, kFailed, kCancelled };
 
@@ -54,6 +55,9 @@ struct TransferSpec {
   absl::Duration timeout = absl::InfiniteDuration();  // from submission
   std::string label;  // at most kMaxLabelBytes
   Priority priority = Priority::kNormal;
+  // Whose request it is (tenants.h): what it may use and whose share it
+  // takes. Null: the default tenant (Admission fills it in).
+  const Tenant* tenant = nullptr;
   // Where the end is told at once (a local client's ring; null: nowhere),
   // with the client's tag. Not kept in history.
   std::shared_ptr<CompletionPort> completion;

@@ -4,6 +4,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "daemon/base/status_macros.h"
 
 namespace xferd::engine {
 
@@ -26,9 +27,13 @@ absl::Status TransferTable::Admit(const std::vector<Transfer::Plan>& plans) {
     return p.spec.priority == Priority::kCritical;
   });
   const uint32_t limit = all_critical ? max_in_flight_ : max_in_flight_ - critical_reserve_;
+  // One submission is one caller's: one tenant, whose share comes first.
+  const Tenant* tenant = plans.empty() ? nullptr : plans.front().spec.tenant;
+  if (tenant != nullptr) RETURN_IF_ERROR(tenant->Admit(n));
   uint32_t admitted = admitted_.load(std::memory_order_relaxed);
   do {
     if (admitted + n > limit) {
+      if (tenant != nullptr) tenant->Unadmit(n);
       return absl::ResourceExhaustedError(
           all_critical
               ? absl::StrCat("too many transfers in flight (", admitted,
@@ -68,6 +73,7 @@ void TransferTable::Count(const Transfer& transfer, TransferState state, absl::S
                               std::memory_order_relaxed);
   }
   p.in_flight.fetch_sub(1, std::memory_order_relaxed);
+  if (const Tenant* tenant = transfer.plan().spec.tenant) tenant->Release(transfer.end_bytes());
   const size_t index = static_cast<size_t>(code);
   if (code != absl::StatusCode::kOk && index < errors_.size()) {
     errors_[index].fetch_add(1, std::memory_order_relaxed);
@@ -169,6 +175,8 @@ std::vector<TransferInfo> TransferTable::List(const TransferFilter& filter) cons
     const bool live = entry.live != nullptr;
     const uint64_t batch = live ? entry.live->plan().batch_id : entry.done.batch_id;
     if (filter.batch_id != 0 && batch != filter.batch_id) continue;
+    const Tenant* tenant = live ? entry.live->plan().spec.tenant : entry.done.spec.tenant;
+    if (filter.tenant != nullptr && tenant != filter.tenant) continue;
     const bool finished = live ? IsTerminal(entry.live->state()) : true;
     if (!filter.include_finished && finished) continue;
     matches.emplace_back(id, &entry);

@@ -22,6 +22,7 @@
 #include "absl/status/status.h"
 #include "daemon/base/mutex.h"
 #include "daemon/engine/priority.h"
+#include "daemon/engine/tenants.h"
 #include "daemon/engine/transfer.h"
 
 namespace xferd::engine {
@@ -59,6 +60,7 @@ struct TransferFilter {
   uint64_t batch_id = 0;  // 0: any
   uint32_t limit = 1000;
   uint64_t before_id = 0;  // only ids below this (paging); 0: any
+  const Tenant* tenant = nullptr;  // only this tenant's; null: anyone's
 };
 
 class TransferTable {

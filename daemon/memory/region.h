@@ -42,6 +42,12 @@ struct RegionSpec {
   bool landed_ranges = false;
   // Anonymous and shm: the NUMA node to allocate on; -1: no binding.
   int32_t numa_node = -1;
+  // The tenant that registered it (docs/tenants.md), and the other tenants
+  // that may use it in their transfers, watch it and map it ("*": all).
+  // Only its owner may deregister it or change its ACL.
+  // Default: the tenant every client is without [tenants] (kDefaultTenant).
+  std::string owner = "default";
+  std::vector<std::string> shared_with;
 };
 
 // What a transport attaches to a region when it registers it (verbs: its

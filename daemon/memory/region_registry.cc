@@ -69,13 +69,7 @@ absl::Status RegionRegistry::ValidateAcl(const std::vector<std::string>& peers) 
   return absl::OkStatus();
 }
 
-absl::Status RegionRegistry::Reserve(const std::string& name, uint64_t bytes) {
-  MutexLock lock(&mu_);
-  if (by_name_.contains(name) || pending_.contains(name)) {
-    return absl::AlreadyExistsError(absl::StrCat(
-        "region '", name, "' already exists: deregister it first or pick another name"));
-  }
-  // File sizes are only known once opened; they are checked after mapping.
+absl::Status RegionRegistry::CheckCaps(const std::string& owner, uint64_t bytes) const {
   if (options_.max_registered_bytes != 0 &&
       registered_bytes_ + bytes > options_.max_registered_bytes) {
     return absl::ResourceExhaustedError(absl::StrCat(
@@ -83,44 +77,68 @@ absl::Status RegionRegistry::Reserve(const std::string& name, uint64_t bytes) {
         FormatBytes(options_.max_registered_bytes), "; ", FormatBytes(registered_bytes_),
         " in use)"));
   }
-  pending_.insert(name);
-  registered_bytes_ += bytes;
+  auto cap = options_.owner_caps.find(owner);
+  if (cap != options_.owner_caps.end() && cap->second != 0) {
+    auto it = owner_bytes_.find(owner);
+    const uint64_t used = it == owner_bytes_.end() ? 0 : it->second;
+    if (used + bytes > cap->second) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("tenant '", owner, "': registering ", FormatBytes(bytes),
+                       " would exceed its max_registered_bytes (", FormatBytes(cap->second), "; ",
+                       FormatBytes(used), " registered): deregister some of its regions first"));
+    }
+  }
   return absl::OkStatus();
 }
 
-absl::StatusOr<uint32_t> RegionRegistry::SettleReservation(const std::string& name,
-                                                           uint64_t reserved, uint64_t size) {
+void RegionRegistry::AddBytes(const std::string& owner, int64_t bytes) {
+  registered_bytes_ += static_cast<uint64_t>(bytes);
+  auto it = owner_bytes_.try_emplace(owner, 0).first;
+  it->second += static_cast<uint64_t>(bytes);
+  if (it->second == 0) owner_bytes_.erase(it);
+}
+
+absl::Status RegionRegistry::Reserve(const RegionSpec& spec) {
   MutexLock lock(&mu_);
-  if (options_.max_registered_bytes != 0 &&
-      registered_bytes_ - reserved + size > options_.max_registered_bytes) {
-    pending_.erase(name);
-    registered_bytes_ -= reserved;
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "registering ", FormatBytes(size), " would exceed regions.max_registered_bytes (",
-        FormatBytes(options_.max_registered_bytes), ")"));
+  if (by_name_.contains(spec.name) || pending_.contains(spec.name)) {
+    return absl::AlreadyExistsError(absl::StrCat(
+        "region '", spec.name, "' already exists: deregister it first or pick another name"));
   }
-  registered_bytes_ += size - reserved;
+  // File sizes are only known once opened; they are checked after mapping.
+  RETURN_IF_ERROR(CheckCaps(spec.owner, spec.size));
+  pending_.insert(spec.name);
+  AddBytes(spec.owner, static_cast<int64_t>(spec.size));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint32_t> RegionRegistry::SettleReservation(const RegionSpec& spec, uint64_t size) {
+  MutexLock lock(&mu_);
+  AddBytes(spec.owner, -static_cast<int64_t>(spec.size));
+  if (absl::Status s = CheckCaps(spec.owner, size); !s.ok()) {
+    pending_.erase(spec.name);
+    return s;
+  }
+  AddBytes(spec.owner, static_cast<int64_t>(size));
   return next_id_++;
 }
 
 absl::StatusOr<std::shared_ptr<Region>> RegionRegistry::Register(RegionSpec spec,
                                                                  RegionRegistrar* registrar) {
   RETURN_IF_ERROR(ValidateSpec(spec));
-  RETURN_IF_ERROR(Reserve(spec.name, spec.size));
-  const uint64_t reserved = spec.size;
+  RETURN_IF_ERROR(Reserve(spec));
   absl::StatusOr<std::unique_ptr<MemoryBacking>> backing = CreateBacking(spec);
   if (!backing.ok()) {
-    Unreserve(spec.name, reserved);
+    Unreserve(spec, spec.size);
     return backing.status();
   }
+  ASSIGN_OR_RETURN(const uint32_t id, SettleReservation(spec, (*backing)->size()));
   spec.size = (*backing)->size();
-  ASSIGN_OR_RETURN(const uint32_t id, SettleReservation(spec.name, reserved, spec.size));
   auto region = std::make_shared<Region>(id, std::move(spec), *std::move(backing));
   if (registrar != nullptr) {
     absl::StatusOr<std::unique_ptr<TransportRegistration>> registration =
         registrar->RegisterMemory(*region);
     if (!registration.ok()) {
-      Unreserve(region->name(), region->size());
+      Unreserve(region->spec(), region->size());
       return registration.status();
     }
     region->set_registration(*std::move(registration));
@@ -132,10 +150,10 @@ absl::StatusOr<std::shared_ptr<Region>> RegionRegistry::Register(RegionSpec spec
   return region;
 }
 
-void RegionRegistry::Unreserve(const std::string& name, uint64_t bytes) {
+void RegionRegistry::Unreserve(const RegionSpec& spec, uint64_t bytes) {
   MutexLock lock(&mu_);
-  pending_.erase(name);
-  registered_bytes_ -= bytes;
+  pending_.erase(spec.name);
+  AddBytes(spec.owner, -static_cast<int64_t>(bytes));
 }
 
 absl::StatusOr<std::shared_ptr<Region>> RegionRegistry::Remove(absl::string_view name, bool force) {
@@ -154,7 +172,7 @@ absl::StatusOr<std::shared_ptr<Region>> RegionRegistry::Remove(absl::string_view
     region = std::move(it->second);
     by_name_.erase(it);
     by_id_.erase(region->id());
-    registered_bytes_ -= region->size();
+    AddBytes(region->spec().owner, -static_cast<int64_t>(region->size()));
     retired_landed_events_ += region->landed().published();
   }
   // Transfers may keep the region alive for a while (the history holds
@@ -200,6 +218,12 @@ size_t RegionRegistry::count() const {
 uint64_t RegionRegistry::registered_bytes() const {
   ReaderMutexLock lock(&mu_);
   return registered_bytes_;
+}
+
+uint64_t RegionRegistry::registered_bytes(absl::string_view owner) const {
+  ReaderMutexLock lock(&mu_);
+  auto it = owner_bytes_.find(owner);
+  return it == owner_bytes_.end() ? 0 : it->second;
 }
 
 }  // namespace xferd::memory

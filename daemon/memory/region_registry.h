@@ -33,6 +33,9 @@ struct RegistryOptions {
   FileConfinement file_confinement;
   // Cap on the bytes of all regions together (0 = none).
   uint64_t max_registered_bytes = 0;
+  // Caps on the bytes of each owner's (tenant's) regions; owners not
+  // listed have none.
+  absl::flat_hash_map<std::string, uint64_t> owner_caps;
 };
 
 class RegionRegistry {
@@ -57,6 +60,8 @@ class RegionRegistry {
 
   size_t count() const;
   uint64_t registered_bytes() const;
+  // Bytes of the regions `owner` registered (and is registering).
+  uint64_t registered_bytes(absl::string_view owner) const;
   // Landed events raised on every region ever registered, removed ones
   // included: it only grows. Thread-safe.
   uint64_t landed_events() const;
@@ -69,16 +74,20 @@ class RegionRegistry {
  private:
   // INVALID_ARGUMENT unless the spec's fields fit together.
   static absl::Status ValidateSpec(const RegionSpec& spec);
-  // Claims `name` and `bytes` of the cap before the (slow) mapping, so a
+  // RESOURCE_EXHAUSTED if `owner` registering `bytes` more would pass the
+  // daemon's cap or the owner's.
+  absl::Status CheckCaps(const std::string& owner, uint64_t bytes) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Claims `name` and `bytes` of the caps before the (slow) mapping, so a
   // clash or an exhausted cap fails fast: ALREADY_EXISTS, RESOURCE_EXHAUSTED.
-  absl::Status Reserve(const std::string& name, uint64_t bytes);
-  // Once mapped: trades the `reserved` bytes for the actual `size` (a file's
+  absl::Status Reserve(const RegionSpec& spec);
+  // Once mapped: trades the reserved bytes for the actual `size` (a file's
   // is known only now) and assigns the region's id. RESOURCE_EXHAUSTED
   // releases the reservation.
-  absl::StatusOr<uint32_t> SettleReservation(const std::string& name, uint64_t reserved,
-                                             uint64_t size);
+  absl::StatusOr<uint32_t> SettleReservation(const RegionSpec& spec, uint64_t size);
   absl::StatusOr<std::unique_ptr<MemoryBacking>> CreateBacking(const RegionSpec& spec) const;
-  void Unreserve(const std::string& name, uint64_t bytes);
+  void Unreserve(const RegionSpec& spec, uint64_t bytes);
+  void AddBytes(const std::string& owner, int64_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const RegistryOptions options_;
 
@@ -88,6 +97,7 @@ class RegionRegistry {
   // Names being registered right now (reserved so a clash fails fast).
   absl::flat_hash_set<std::string> pending_ ABSL_GUARDED_BY(mu_);
   uint64_t registered_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_map<std::string, uint64_t> owner_bytes_ ABSL_GUARDED_BY(mu_);
   uint32_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   // Landed events of the regions removed so far.
   uint64_t retired_landed_events_ ABSL_GUARDED_BY(mu_) = 0;

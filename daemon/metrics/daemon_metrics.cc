@@ -175,6 +175,47 @@ void CollectPriorities(const EngineStats& s, Families* out) {
   }
 }
 
+// docs/tenants.md: per tenant ("default" included), its use and limits.
+void CollectTenants(const EngineStats& s, Families* out) {
+  MetricFamily registered =
+      NewFamily("xferd_tenant_registered_bytes", "Bytes of the regions a tenant registered.",
+                MetricType::Gauge);
+  MetricFamily registered_max = NewFamily(
+      "xferd_tenant_max_registered_bytes",
+      "A tenant's tenants.<name>.max_registered_bytes (0: none of its own).", MetricType::Gauge);
+  MetricFamily in_flight = NewFamily(
+      "xferd_tenant_in_flight", "A tenant's transfers queued or running now.", MetricType::Gauge);
+  MetricFamily in_flight_max = NewFamily(
+      "xferd_tenant_max_inflight_transfers",
+      "A tenant's tenants.<name>.max_inflight_transfers (0: none of its own).", MetricType::Gauge);
+  MetricFamily submitted = NewFamily("xferd_tenant_submitted_total",
+                                     "Transfers a tenant's clients started.", MetricType::Counter);
+  MetricFamily bytes =
+      NewFamily("xferd_tenant_bytes_total", "Payload bytes of a tenant's transfers that ended.",
+                MetricType::Counter);
+  MetricFamily refused = NewFamily(
+      "xferd_tenant_refused_total",
+      "A tenant's requests refused: reason=\"quota\" by one of its limits (RESOURCE_EXHAUSTED), "
+      "reason=\"access\" for a class above its max_priority or another tenant's object "
+      "(PERMISSION_DENIED).",
+      MetricType::Counter);
+  for (const engine::TenantStats& t : s.tenants) {
+    const LabelPairs tenant = {{"tenant", t.name}};
+    Add(registered, tenant, static_cast<double>(t.registered_bytes));
+    Add(registered_max, tenant, static_cast<double>(t.max_registered_bytes));
+    Add(in_flight, tenant, t.in_flight);
+    Add(in_flight_max, tenant, t.max_inflight_transfers);
+    Add(submitted, tenant, static_cast<double>(t.submitted));
+    Add(bytes, tenant, static_cast<double>(t.bytes));
+    Add(refused, {{"tenant", t.name}, {"reason", "quota"}}, static_cast<double>(t.refused_quota));
+    Add(refused, {{"tenant", t.name}, {"reason", "access"}}, static_cast<double>(t.refused_access));
+  }
+  for (MetricFamily* f :
+       {&registered, &registered_max, &in_flight, &in_flight_max, &submitted, &bytes, &refused}) {
+    out->push_back(std::move(*f));
+  }
+}
+
 void CollectResources(const EngineStats& s, uint64_t max_registered_bytes,
                       const std::string& transport, Families* out) {
   AddOne(out, "xferd_memory_registered_bytes",
@@ -389,6 +430,7 @@ void DaemonMetrics::CollectEngine(Families* out) const {
   CollectTraffic(stats, KindLabel(kind), out);
   CollectTransferCounts(stats, engine_.config().max_inflight_transfers, out);
   CollectPriorities(stats, out);
+  CollectTenants(stats, out);
   CollectResources(stats, max_registered_bytes_, KindLabel(kind), out);
   CollectPeers(engine_.ListPeers(), out);
   CollectPollers(stats, out);

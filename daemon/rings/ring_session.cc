@@ -146,6 +146,7 @@ void RingSession::Submit(RingRequest request) {
   const bool notice = request.queued_notice;
   request.spec.completion = shared_from_this();
   request.spec.poller = static_cast<int32_t>(poller_);
+  request.spec.tenant = client_.tenant;
   std::vector<engine::TransferSpec> specs;
   specs.push_back(std::move(request.spec));
   engine_.Submit(std::move(specs), /*batch=*/false,

@@ -29,6 +29,8 @@ struct LocalClient {
   uid_t uid = 0;
   gid_t gid = 0;
   std::string name;  // as the client calls itself, for logs
+  // Its tenant, by its uid and gid (engine::Tenants): its transfers' own.
+  const engine::Tenant* tenant = nullptr;
 };
 
 struct SessionCounters {

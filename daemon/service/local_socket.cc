@@ -4,8 +4,6 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -14,13 +12,13 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/common/log.h"
 #include "daemon/service/proto_convert.h"
+#include "daemon/service/unix_listen.h"
 
 namespace xferd::service {
 namespace {
 
 // A request is small (names, sizes): one packet of at most this.
 constexpr size_t kMaxPacket = 64 << 10;
-constexpr int kListenBacklog = 128;
 
 absl::Status Unavailable(absl::string_view what, const std::string& path) {
   return absl::UnavailableError(
@@ -53,28 +51,10 @@ std::string LocalSocketPath(const std::string& unix_socket) { return unix_socket
 
 absl::StatusOr<std::unique_ptr<LocalSocket>> LocalSocket::Start(const LocalSocketOptions& options,
                                                                 engine::Engine& engine) {
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  if (options.path.size() >= sizeof(addr.sun_path)) {
-    return absl::InvalidArgumentError(absl::StrCat("local socket path ", options.path,
-                                                   " is too long for a unix socket"));
-  }
-  std::memcpy(addr.sun_path, options.path.c_str(), options.path.size() + 1);
-  UniqueFd listener(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-  if (!listener.valid()) return Unavailable("socket", options.path);
-  struct stat st;
-  if (::lstat(options.path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) {
-    ::unlink(options.path.c_str());  // a previous run's
-  }
-  if (::bind(listener.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
-    return Unavailable("bind", options.path);
-  }
-  if (::chmod(options.path.c_str(), options.mode) != 0 ||
-      ::listen(listener.get(), kListenBacklog) != 0) {
-    const absl::Status s = Unavailable("chmod/listen", options.path);
-    ::unlink(options.path.c_str());
-    return s;
-  }
+  absl::StatusOr<UniqueFd> bound =
+      ListenUnix(options.path, SOCK_SEQPACKET, options.mode, "local socket");
+  if (!bound.ok()) return bound.status();
+  UniqueFd listener = *std::move(bound);
   UniqueFd epoll(::epoll_create1(EPOLL_CLOEXEC));
   UniqueFd wake(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!epoll.valid() || !wake.valid()) return Unavailable("epoll/eventfd", options.path);
@@ -145,17 +125,17 @@ void LocalSocket::Accept() {
     UniqueFd fd(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
     if (!fd.valid()) return;  // EAGAIN: all taken (or EMFILE: logged by the next attempt)
     auto c = std::make_unique<Connection>();
-    ucred cred{};
-    socklen_t len = sizeof(cred);
-    if (::getsockopt(fd.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
-      c->client = rings::LocalClient{cred.pid, cred.uid, cred.gid, ""};
-    }
+    const std::optional<ucred> cred = PeerCredentials(fd.get());
+    if (cred) c->client = rings::LocalClient{cred->pid, cred->uid, cred->gid, ""};
+    // A client whose credentials cannot be read is nobody's: the default.
+    c->client.tenant = cred ? &engine_.tenants().ForCredentials(cred->uid, cred->gid)
+                            : &engine_.tenants().Default();
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLRDHUP;
     ev.data.fd = fd.get();
     if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd.get(), &ev) != 0) continue;
-    spdlog::debug("local client connected pid={} uid={} gid={}", c->client.pid, c->client.uid,
-                  c->client.gid);
+    spdlog::debug("local client connected pid={} uid={} gid={} tenant={}", c->client.pid,
+                  c->client.uid, c->client.gid, c->client.tenant->name());
     c->fd = std::move(fd);
     const int key = c->fd.get();
     connections_[key] = std::move(c);
@@ -254,9 +234,10 @@ absl::Status LocalSocket::OpenRings(Connection& c, const v1::OpenRingsRequest& r
   *fds = {memory.memory_fd(), memory.submit_fd(), memory.complete_fd()};
   c.session->Start();
   sessions_.fetch_add(1);
-  spdlog::info("local session {} opened pid={} uid={} gid={} client={:?} sq={} cq={} buffer={}",
-               c.session->id(), c.client.pid, c.client.uid, c.client.gid, c.client.name,
-               sizes->sq_entries, sizes->cq_entries, sizes->buffer_bytes);
+  spdlog::info(
+      "local session {} opened pid={} uid={} gid={} tenant={} client={:?} sq={} cq={} buffer={}",
+      c.session->id(), c.client.pid, c.client.uid, c.client.gid, c.client.tenant->name(),
+      c.client.name, sizes->sq_entries, sizes->cq_entries, sizes->buffer_bytes);
   return absl::OkStatus();
 }
 
@@ -271,6 +252,7 @@ absl::Status LocalSocket::OpenRegion(const Connection& c, const v1::OpenRegionRe
     return absl::NotFoundError(
         absl::StrCat("no region '", r.region(), "' on this daemon (xferctl regions lists them)"));
   }
+  if (absl::Status s = c.client.tenant->CheckUse(*region); !s.ok()) return s;
   const int fd = region->backing().shm_fd();
   if (fd < 0) {
     return absl::FailedPreconditionError(

@@ -43,7 +43,10 @@ std::vector<std::string> CertificateNames(const grpc::AuthContext& context) {
 }
 
 bool IsUnixSocketPeer(absl::string_view peer) {
-  return absl::StartsWith(peer, "unix:") || absl::StartsWith(peer, "unix-abstract:");
+  // "fd:": a connection UnixAcceptor accepted on the unix socket, the only
+  // descriptors the daemon hands to its server.
+  return absl::StartsWith(peer, "unix:") || absl::StartsWith(peer, "unix-abstract:") ||
+         absl::StartsWith(peer, "fd:");
 }
 
 absl::Status CheckClaimedNodeId(absl::string_view who, const std::vector<std::string>& names,

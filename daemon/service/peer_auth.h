@@ -19,7 +19,8 @@ namespace xferd::service {
 // SANs, or its CN without SANs. Empty without TLS.
 std::vector<std::string> CertificateNames(const grpc::AuthContext& context);
 
-// True if `peer` (grpc::ServerContext::peer()) is a unix-socket connection.
+// True if `peer` (grpc::ServerContext::peer()) is a unix-socket connection:
+// gRPC's own unix listener's, or one UnixAcceptor handed over ("fd:N").
 bool IsUnixSocketPeer(absl::string_view peer);
 
 // OK if `node_id` is one of `names`; else PERMISSION_DENIED saying who

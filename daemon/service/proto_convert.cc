@@ -80,6 +80,7 @@ absl::StatusOr<memory::RegionSpec> FromProto(const v1::RegisterRegionRequest& r)
     spec.numa_node = r.numa_node();
   }
   spec.allowed_peers.assign(r.allowed_peers().begin(), r.allowed_peers().end());
+  spec.shared_with.assign(r.shared_with().begin(), r.shared_with().end());
   return spec;
 }
 
@@ -108,6 +109,8 @@ void ToProto(const memory::Region& region, transport::TransportKind transport, v
   out->set_transfers_in_flight(region.users());
   out->set_landed_events(region.landed().published());
   if (region.lost()) ToProto(region.LostStatus(), out->mutable_lost());
+  out->set_tenant(spec.owner);
+  for (const std::string& tenant : spec.shared_with) out->add_shared_with(tenant);
   ToProto(region.registered_at(), out->mutable_registered_at());
   out->set_transport(ToProto(transport));
 }
@@ -189,6 +192,7 @@ void ToProto(const engine::TransferInfo& info, v1::Transfer* out) {
   out->set_blocks(info.spec.request_blocks);
   out->set_priority(ToProto(info.spec.priority));
   if (info.started_at != absl::InfinitePast()) ToProto(info.started_at, out->mutable_started_at());
+  if (info.spec.tenant != nullptr) out->set_tenant(info.spec.tenant->name());
 }
 
 v1::Priority ToProto(engine::Priority priority) {
@@ -248,6 +252,19 @@ void ToProto(const engine::EngineStats& s, const ProcessStats& process, absl::Du
     p->set_bytes(c.bytes);
     p->set_started(c.started);
     if (c.started > 0) ToProto(c.queue_wait / c.started, p->mutable_mean_queue_wait());
+  }
+  for (const engine::TenantStats& t : s.tenants) {
+    v1::TenantStats* out_tenant = out->add_tenants();
+    out_tenant->set_name(t.name);
+    out_tenant->set_max_registered_bytes(t.max_registered_bytes);
+    out_tenant->set_max_inflight_transfers(t.max_inflight_transfers);
+    out_tenant->set_max_priority(ToProto(t.max_priority));
+    out_tenant->set_registered_bytes(t.registered_bytes);
+    out_tenant->set_transfers_in_flight(t.in_flight);
+    out_tenant->set_transfers_submitted(t.submitted);
+    out_tenant->set_bytes(t.bytes);
+    out_tenant->set_refused_quota(t.refused_quota);
+    out_tenant->set_refused_access(t.refused_access);
   }
 }
 

@@ -1,5 +1,6 @@
 // The daemon's gRPC server: the client service, the peer service and the
-// standard grpc.health.v1 service, on a TCP address and a unix socket.
+// standard grpc.health.v1 service, on a TCP address and a unix socket (whose
+// connections UnixAcceptor accepts).
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -9,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "daemon/service/unix_acceptor.h"
 
 namespace xferd::service {
 
@@ -34,11 +36,12 @@ class Server {
   void Shutdown(absl::Time deadline);
 
  private:
-  Server(std::unique_ptr<grpc::Server> server, int port, std::string unix_socket);
+  Server(std::unique_ptr<grpc::Server> server, int port,
+         std::unique_ptr<UnixAcceptor> unix_acceptor);
 
   std::unique_ptr<grpc::Server> server_;
   const int port_;
-  const std::string unix_socket_;
+  std::unique_ptr<UnixAcceptor> unix_acceptor_;  // null without a unix socket
 };
 
 }  // namespace xferd::service

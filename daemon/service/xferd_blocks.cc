@@ -14,8 +14,9 @@ namespace xferd::service {
 // its side. Runs on gRPC threads, one callback at a time.
 class SubmitStreamReactor final : public grpc::ServerReadReactor<v1::TransferChunk> {
  public:
-  SubmitStreamReactor(XferdServiceImpl& service, v1::Transfer* response)
-      : service_(service), response_(response) {
+  SubmitStreamReactor(XferdServiceImpl& service, const engine::Tenant& tenant,
+                      v1::Transfer* response)
+      : service_(service), tenant_(tenant), response_(response) {
     StartRead(&chunk_);
   }
 
@@ -74,12 +75,13 @@ class SubmitStreamReactor final : public grpc::ServerReadReactor<v1::TransferChu
     std::vector<engine::TransferSpec> specs;
     specs.push_back(*std::move(spec_));
     service_.SubmitAndReply(
-        std::move(specs), /*batch=*/false, linger_,
+        tenant_, std::move(specs), /*batch=*/false, linger_,
         [this](const grpc::Status& status) { Finish(status); },
         XferdServiceImpl::FillOne(response_));
   }
 
   XferdServiceImpl& service_;
+  const engine::Tenant& tenant_;
   v1::Transfer* const response_;
   v1::TransferChunk chunk_;
   std::optional<engine::TransferSpec> spec_;
@@ -88,8 +90,8 @@ class SubmitStreamReactor final : public grpc::ServerReadReactor<v1::TransferChu
 };
 
 grpc::ServerReadReactor<v1::TransferChunk>* XferdServiceImpl::SubmitStream(
-    grpc::CallbackServerContext*, v1::Transfer* response) {
-  return new SubmitStreamReactor(*this, response);
+    grpc::CallbackServerContext* context, v1::Transfer* response) {
+  return new SubmitStreamReactor(*this, Caller(*context), response);
 }
 
 grpc::ServerUnaryReactor* XferdServiceImpl::PrepareLayout(grpc::CallbackServerContext* context,
@@ -98,7 +100,7 @@ grpc::ServerUnaryReactor* XferdServiceImpl::PrepareLayout(grpc::CallbackServerCo
   absl::StatusOr<engine::Layout> layout = FromProto(*request);
   if (!layout.ok()) return Reply(context, layout.status());
   absl::StatusOr<std::shared_ptr<const engine::Layout>> prepared =
-      engine_.PrepareLayout(*std::move(layout));
+      engine_.PrepareLayout(*std::move(layout), Caller(*context));
   if (prepared.ok()) ToProto(**prepared, response);
   return Reply(context, prepared.status());
 }
@@ -106,13 +108,16 @@ grpc::ServerUnaryReactor* XferdServiceImpl::PrepareLayout(grpc::CallbackServerCo
 grpc::ServerUnaryReactor* XferdServiceImpl::DeleteLayout(grpc::CallbackServerContext* context,
                                                          const v1::DeleteLayoutRequest* request,
                                                          v1::DeleteLayoutResponse*) {
-  return Reply(context, engine_.DeleteLayout(request->name()));
+  return Reply(context, engine_.DeleteLayout(request->name(), Caller(*context)));
 }
 
 grpc::ServerUnaryReactor* XferdServiceImpl::ListLayouts(grpc::CallbackServerContext* context,
                                                         const v1::ListLayoutsRequest*,
                                                         v1::ListLayoutsResponse* response) {
-  for (const auto& layout : engine_.ListLayouts()) ToProto(*layout, response->add_layouts());
+  const engine::Tenant& tenant = Caller(*context);
+  for (const auto& layout : engine_.ListLayouts()) {
+    if (layout->owner == tenant.name()) ToProto(*layout, response->add_layouts());
+  }
   return Reply(context, absl::OkStatus());
 }
 

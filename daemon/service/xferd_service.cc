@@ -91,10 +91,22 @@ grpc::ServerUnaryReactor* XferdServiceImpl::RegisterRegion(grpc::CallbackServerC
                                                            v1::Region* response) {
   absl::StatusOr<memory::RegionSpec> spec = FromProto(*request);
   if (!spec.ok()) return Reply(context, spec.status());
+  const engine::Tenant& tenant = Caller(*context);
+  spec->owner = tenant.name();
+  for (const std::string& other : spec->shared_with) {
+    if (other != "*" && engine_.tenants().Find(other) == nullptr) {
+      return Reply(context,
+                   absl::InvalidArgumentError(absl::StrCat(
+                       "shared_with names '", other,
+                       "', which is no tenant of this daemon: name tenants of its "
+                       "[tenants.<name>] (xferctl tenants lists them), or \"*\" for all")));
+    }
+  }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  engine_.RegisterRegion(*std::move(spec), [this, reactor, response](
+  engine_.RegisterRegion(*std::move(spec), [this, &tenant, reactor, response](
                                                absl::StatusOr<std::shared_ptr<memory::Region>> r) {
     if (r.ok()) ToProto(**r, engine_.transport_kind(), response);
+    if (!r.ok()) tenant.CountRefusal(r.status());
     reactor->Finish(ToGrpc(r.status()));
   });
   return reactor;
@@ -107,7 +119,7 @@ grpc::ServerUnaryReactor* XferdServiceImpl::DeregisterRegion(
   // the caller lets them start next cannot use its old key.
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   absl::StatusOr<uint32_t> removed = engine_.DeregisterRegion(
-      request->name(), request->force(), [reactor, response](uint32_t cancelled) {
+      request->name(), Caller(*context), request->force(), [reactor, response](uint32_t cancelled) {
         response->set_cancelled_transfers(cancelled);
         reactor->Finish(grpc::Status::OK);
       });
@@ -122,7 +134,8 @@ grpc::ServerUnaryReactor* XferdServiceImpl::SetRegionAcl(grpc::CallbackServerCon
   // write they start resolves again (and is refused).
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   engine_.SetRegionAcl(
-      request->name(), {request->allowed_peers().begin(), request->allowed_peers().end()},
+      request->name(), Caller(*context),
+      {request->allowed_peers().begin(), request->allowed_peers().end()},
       [this, reactor, response](absl::StatusOr<std::shared_ptr<memory::Region>> region) {
         if (region.ok()) ToProto(**region, engine_.transport_kind(), response);
         reactor->Finish(ToGrpc(region.status()));
@@ -133,7 +146,11 @@ grpc::ServerUnaryReactor* XferdServiceImpl::SetRegionAcl(grpc::CallbackServerCon
 grpc::ServerUnaryReactor* XferdServiceImpl::ListRegions(grpc::CallbackServerContext* context,
                                                         const v1::ListRegionsRequest* request,
                                                         v1::ListRegionsResponse* response) {
+  const engine::Tenant& tenant = Caller(*context);
   std::vector<std::shared_ptr<memory::Region>> regions = engine_.ListRegions();
+  regions.erase(std::remove_if(regions.begin(), regions.end(),
+                               [&](const auto& r) { return !tenant.MayUse(*r); }),
+                regions.end());
   return Reply(context, FillPage(
                             "regions", *request, std::move(regions),
                             [](const auto& r) { return r->name(); },
@@ -146,12 +163,11 @@ grpc::ServerUnaryReactor* XferdServiceImpl::ListRegions(grpc::CallbackServerCont
 }
 
 grpc::ServerWriteReactor<v1::RegionEvent>* XferdServiceImpl::WatchRegion(
-    grpc::CallbackServerContext*, const v1::WatchRegionRequest* request) {
-  std::shared_ptr<memory::Region> region = engine_.FindRegion(request->name());
-  if (region == nullptr) {
-    return FailStream<v1::RegionEvent>(
-        absl::NotFoundError(absl::StrCat("no region named '", request->name(), "'")));
-  }
+    grpc::CallbackServerContext* context, const v1::WatchRegionRequest* request) {
+  absl::StatusOr<std::shared_ptr<memory::Region>> found =
+      engine_.FindRegionFor(request->name(), Caller(*context));
+  if (!found.ok()) return FailStream<v1::RegionEvent>(found.status());
+  std::shared_ptr<memory::Region> region = *std::move(found);
   if (request->ranges() && !region->spec().landed_ranges) {
     return FailStream<v1::RegionEvent>(absl::FailedPreconditionError(absl::StrCat(
         "region '", request->name(),
@@ -208,9 +224,10 @@ grpc::ServerUnaryReactor* XferdServiceImpl::DisconnectPeer(grpc::CallbackServerC
 // -------------------------------------------------------------- transfers --
 
 void XferdServiceImpl::SubmitAndReply(
-    std::vector<engine::TransferSpec> writes, bool batch, absl::Duration linger,
-    std::function<void(const grpc::Status&)> finish,
+    const engine::Tenant& tenant, std::vector<engine::TransferSpec> writes, bool batch,
+    absl::Duration linger, std::function<void(const grpc::Status&)> finish,
     std::function<void(const std::vector<engine::TransferInfo>&)> fill) {
+  for (engine::TransferSpec& spec : writes) spec.tenant = &tenant;
   engine_.Submit(std::move(writes), batch,
                  [this, finish = std::move(finish), linger, fill = std::move(fill)](
                      absl::StatusOr<std::vector<std::shared_ptr<engine::Transfer>>> submitted) {
@@ -235,8 +252,8 @@ grpc::ServerUnaryReactor* XferdServiceImpl::SubmitOne(grpc::CallbackServerContex
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   std::vector<engine::TransferSpec> specs;
   specs.push_back(std::move(submission->spec));
-  SubmitAndReply(std::move(specs), /*batch=*/false, submission->linger, FinishWith(reactor),
-                 FillOne(response));
+  SubmitAndReply(Caller(*context), std::move(specs), /*batch=*/false, submission->linger,
+                 FinishWith(reactor), FillOne(response));
   return reactor;
 }
 
@@ -266,10 +283,9 @@ grpc::ServerUnaryReactor* XferdServiceImpl::SubmitBatch(grpc::CallbackServerCont
     writes.push_back(*std::move(spec));
   }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  SubmitAndReply(std::move(writes), /*batch=*/true,
+  SubmitAndReply(Caller(*context), std::move(writes), /*batch=*/true,
                  request->wait() ? absl::InfiniteDuration() : absl::ZeroDuration(),
-                 FinishWith(reactor),
-                 [response](const std::vector<engine::TransferInfo>& infos) {
+                 FinishWith(reactor), [response](const std::vector<engine::TransferInfo>& infos) {
                    response->set_batch_id(infos.front().batch_id);
                    for (const auto& info : infos) ToProto(info, response->add_transfers());
                  });
@@ -279,9 +295,27 @@ grpc::ServerUnaryReactor* XferdServiceImpl::SubmitBatch(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* XferdServiceImpl::GetTransfer(grpc::CallbackServerContext* context,
                                                         const v1::GetTransferRequest* request,
                                                         v1::Transfer* response) {
-  absl::StatusOr<engine::TransferInfo> info = engine_.GetTransfer(request->id());
+  absl::StatusOr<engine::TransferInfo> info = GetOwnTransfer(request->id(), Caller(*context));
   if (info.ok()) ToProto(*info, response);
   return Reply(context, info.status());
+}
+
+absl::StatusOr<engine::TransferInfo> XferdServiceImpl::GetOwnTransfer(
+    uint64_t id, const engine::Tenant& tenant) const {
+  absl::StatusOr<engine::TransferInfo> info = engine_.GetTransfer(id);
+  if (info.ok() && info->spec.tenant != &tenant) {
+    return tenant.Denied(
+        absl::StrCat("transfer ", id, " belongs to tenant '",
+                     info->spec.tenant != nullptr ? info->spec.tenant->name() : "?",
+                     "', not to tenant '", tenant.name(), "'"));
+  }
+  return info;
+}
+
+std::shared_ptr<engine::Transfer> XferdServiceImpl::FindOwnTransfer(
+    uint64_t id, const engine::Tenant& tenant) const {
+  std::shared_ptr<engine::Transfer> t = engine_.FindTransfer(id);
+  return t != nullptr && t->plan().spec.tenant == &tenant ? t : nullptr;
 }
 
 grpc::ServerUnaryReactor* XferdServiceImpl::ListTransfers(grpc::CallbackServerContext* context,
@@ -295,6 +329,7 @@ grpc::ServerUnaryReactor* XferdServiceImpl::ListTransfers(grpc::CallbackServerCo
   if (!start.ok()) return Reply(context, start.status());
   filter.include_finished = request->include_finished();
   filter.batch_id = request->batch_id();
+  filter.tenant = &Caller(*context);
   // One more than the page: whether another page follows.
   const uint32_t page = PageSize(request->page_size() != 0 ? request->page_size()
                                                             : request->limit());
@@ -316,18 +351,20 @@ grpc::ServerUnaryReactor* XferdServiceImpl::ListTransfers(grpc::CallbackServerCo
 }
 
 grpc::ServerWriteReactor<v1::Transfer>* XferdServiceImpl::WatchTransfer(
-    grpc::CallbackServerContext*, const v1::WatchTransferRequest* request) {
+    grpc::CallbackServerContext* context, const v1::WatchTransferRequest* request) {
+  const engine::Tenant& tenant = Caller(*context);
   absl::Duration interval = kDefaultWatchInterval;
   if (request->has_interval()) {
     absl::StatusOr<absl::Duration> i = FromProto(request->interval(), "interval");
     if (!i.ok()) return FailStream<v1::Transfer>(i.status());
     interval = *i;
   }
-  if (std::shared_ptr<engine::Transfer> t = engine_.FindTransfer(request->id())) {
+  if (std::shared_ptr<engine::Transfer> t = FindOwnTransfer(request->id(), tenant)) {
     return new TransferWatchReactor(std::move(t), interval, watch_loop_);
   }
-  // Finished and reduced to its snapshot (or unknown): one terminal message.
-  absl::StatusOr<engine::TransferInfo> info = engine_.GetTransfer(request->id());
+  // Finished and reduced to its snapshot (or unknown, or another's): one
+  // terminal message, or the error.
+  absl::StatusOr<engine::TransferInfo> info = GetOwnTransfer(request->id(), tenant);
   if (!info.ok()) return FailStream<v1::Transfer>(info.status());
   class Once final : public grpc::ServerWriteReactor<v1::Transfer> {
    public:
@@ -349,15 +386,17 @@ grpc::ServerUnaryReactor* XferdServiceImpl::WaitTransfer(grpc::CallbackServerCon
   // The waiter of Write with wait: it replies from the watch thread once the
   // transfer has ended. A client that gives up leaves it to end with the
   // transfer (a bounded lifetime: every transfer ends).
-  if (std::shared_ptr<engine::Transfer> t = engine_.FindTransfer(request->id())) {
+  const engine::Tenant& tenant = Caller(*context);
+  if (std::shared_ptr<engine::Transfer> t = FindOwnTransfer(request->id(), tenant)) {
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
     std::vector<std::shared_ptr<engine::Transfer>> one;
     one.push_back(std::move(t));
     TransferWaiter::Start(watch_loop_, std::move(one), FillOne(response), FinishWith(reactor));
     return reactor;
   }
-  // Finished and reduced to its snapshot (or unknown): the snapshot is final.
-  absl::StatusOr<engine::TransferInfo> info = engine_.GetTransfer(request->id());
+  // Finished and reduced to its snapshot (or unknown, or another's): the
+  // snapshot is final.
+  absl::StatusOr<engine::TransferInfo> info = GetOwnTransfer(request->id(), tenant);
   if (info.ok()) ToProto(*info, response);
   return Reply(context, info.status());
 }
@@ -365,7 +404,8 @@ grpc::ServerUnaryReactor* XferdServiceImpl::WaitTransfer(grpc::CallbackServerCon
 grpc::ServerUnaryReactor* XferdServiceImpl::CancelTransfer(grpc::CallbackServerContext* context,
                                                            const v1::CancelTransferRequest* request,
                                                            v1::Transfer* response) {
-  absl::StatusOr<engine::TransferInfo> info = engine_.CancelTransfer(request->id());
+  absl::StatusOr<engine::TransferInfo> info = GetOwnTransfer(request->id(), Caller(*context));
+  if (info.ok()) info = engine_.CancelTransfer(request->id());
   if (info.ok()) ToProto(*info, response);
   return Reply(context, info.status());
 }
@@ -392,6 +432,7 @@ grpc::ServerUnaryReactor* XferdServiceImpl::GetNodeInfo(grpc::CallbackServerCont
   ToProto(node_.started_at, response->mutable_started_at());
   response->set_pid(static_cast<uint32_t>(::getpid()));
   response->set_security(node_.security);
+  response->set_tenant(Caller(*context).name());
   FillDirectoryStatus(directory_.load(std::memory_order_acquire), response->mutable_directory());
   return Reply(context, absl::OkStatus());
 }

@@ -12,6 +12,7 @@
 #include "daemon/cluster/directory.h"
 #include "daemon/engine/engine.h"
 #include "daemon/service/blocks_convert.h"
+#include "daemon/service/caller.h"
 #include "daemon/service/proto_convert.h"
 #include "daemon/service/transfer_watch.h"
 #include "xferd/v1/xferd.grpc.pb.h"
@@ -119,13 +120,24 @@ class XferdServiceImpl final : public v1::Xferd::CallbackService {
   // (zero: at once; absl::InfiniteDuration(): a submission with wait; a
   // finite linger only holds submissions of at most 1 MiB).
   // `fill` writes the reply.
-  void SubmitAndReply(std::vector<engine::TransferSpec> writes, bool batch, absl::Duration linger,
+  void SubmitAndReply(const engine::Tenant& tenant, std::vector<engine::TransferSpec> writes,
+                      bool batch, absl::Duration linger,
                       std::function<void(const grpc::Status&)> finish,
                       std::function<void(const std::vector<engine::TransferInfo>&)> fill);
   // Write and Read: one transfer, replied with its snapshot.
   grpc::ServerUnaryReactor* SubmitOne(grpc::CallbackServerContext* context,
                                       absl::StatusOr<Submission> submission,
                                       v1::Transfer* response);
+  // The tenant the call acts for (caller.h).
+  const engine::Tenant& Caller(const grpc::ServerContextBase& context) const {
+    return CallerTenant(context, engine_.tenants());
+  }
+  // A transfer of `tenant`'s, live or from history: NOT_FOUND, or
+  // PERMISSION_DENIED for another tenant's.
+  absl::StatusOr<engine::TransferInfo> GetOwnTransfer(uint64_t id,
+                                                      const engine::Tenant& tenant) const;
+  std::shared_ptr<engine::Transfer> FindOwnTransfer(uint64_t id,
+                                                    const engine::Tenant& tenant) const;
   static std::function<void(const grpc::Status&)> FinishWith(grpc::ServerUnaryReactor* reactor) {
     return [reactor](const grpc::Status& status) { reactor->Finish(status); };
   }

@@ -230,6 +230,54 @@ critical_reserve = 16
             "engine.max_inflight_transfers (32), whose rest the other classes use");
 }
 
+TEST(ConfigTest, ParsesAndChecksTenants) {
+  absl::StatusOr<Config> c = ParseConfig(R"(
+[tenants.kv]
+uids = [1001, 1002]
+gids = [2000]
+cert_names = ["kv.example"]
+max_registered_bytes = "8GiB"
+max_inflight_transfers = 64
+max_priority = "normal"
+[tenants.default]
+max_priority = "bulk"
+)",
+                                         "test");
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->engine.tenants.size(), 2u);
+  const TenantConfig& kv = c->engine.tenants[1];  // by name: default, kv
+  EXPECT_EQ(kv.name, "kv");
+  EXPECT_EQ(kv.uids, (std::vector<uint32_t>{1001, 1002}));
+  EXPECT_EQ(kv.gids, (std::vector<uint32_t>{2000}));
+  EXPECT_EQ(kv.cert_names, (std::vector<std::string>{"kv.example"}));
+  EXPECT_EQ(kv.max_registered_bytes, 8ull << 30);
+  EXPECT_EQ(kv.max_inflight_transfers, 64u);
+  EXPECT_EQ(kv.max_priority, "normal");
+  EXPECT_TRUE(Validate(*c).ok());
+
+  const auto invalid = [](const char* toml) {
+    absl::StatusOr<Config> parsed = ParseConfig(toml, "test");
+    return parsed.ok() ? std::string(Validate(*parsed).message())
+                       : std::string(parsed.status().message());
+  };
+  EXPECT_EQ(invalid("[tenants.a]\nuids = [7]\n[tenants.b]\nuids = [7]\n"),
+            "config key 'tenants.b' claims uid 7, which tenants.a claims too: a client must have "
+            "one tenant");
+  EXPECT_EQ(invalid("[tenants.a]\nmax_priority = \"urgent\"\n"),
+            "config key 'tenants.a.max_priority' must be \"critical\", \"normal\", \"bulk\" or "
+            "\"background\"");
+  EXPECT_EQ(invalid("[tenants.default]\nuids = [7]\n"),
+            "config key 'tenants.default' is whoever matches no other tenant: it takes no uids, "
+            "gids or cert_names (give those to a tenant of their own)");
+  EXPECT_EQ(invalid("[tenants.\"a b\"]\n"),
+            "config key 'tenants.a b' must be named with 1 to 64 letters, digits, '_' or '-'");
+  EXPECT_EQ(invalid("[tenants.a]\nuids = [-1]\n"),
+            "test: config key 'tenants.a.uids' is out of range");
+  EXPECT_EQ(invalid("[tenants.a]\nquota = 1\n"),
+            "test: unknown config key 'tenants.a.quota'; known keys here: cert_names, gids, "
+            "max_inflight_transfers, max_priority, max_registered_bytes, uids");
+}
+
 TEST(ConfigTest, ParsesTls) {
   absl::StatusOr<Config> config = ParseConfig(R"(
 [tls]

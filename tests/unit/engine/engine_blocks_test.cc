@@ -188,13 +188,14 @@ TEST_F(EngineBlocksTest, PreparedLayoutsWriteAndReadPages) {
   pages.block_length = kBlock;
   pages.count = kBlocks;
   pages.stride = kBlock;
-  ASSERT_TRUE(a_->engine->PrepareLayout(pages).ok());
+  ASSERT_TRUE(a_->engine->PrepareLayout(pages, a_->engine->tenants().Default()).ok());
   engine::Layout remote_pages = pages;
   remote_pages.name = "remote-pages";
   remote_pages.region = "remote";
   remote_pages.peer = "b";
-  ASSERT_TRUE(a_->engine->PrepareLayout(remote_pages).ok());
-  EXPECT_EQ(a_->engine->PrepareLayout(pages).status().code(), absl::StatusCode::kAlreadyExists);
+  ASSERT_TRUE(a_->engine->PrepareLayout(remote_pages, a_->engine->tenants().Default()).ok());
+  EXPECT_EQ(a_->engine->PrepareLayout(pages, a_->engine->tenants().Default()).status().code(),
+            absl::StatusCode::kAlreadyExists);
 
   engine::TransferSpec w;
   w.peer = "b";
@@ -228,10 +229,10 @@ TEST_F(EngineBlocksTest, PreparedLayoutsWriteAndReadPages) {
   EXPECT_EQ(h_.Submit(*a_, {w}).status().code(), absl::StatusCode::kInvalidArgument);
   pages.name = "too-far";
   pages.start = 1;
-  EXPECT_EQ(a_->engine->PrepareLayout(pages).status().message(),
+  EXPECT_EQ(a_->engine->PrepareLayout(pages, a_->engine->tenants().Default()).status().message(),
             "layout 'too-far' block #1023: range [4190209, 4190209+4096) exceeds region 'local' "
             "of 4194304 bytes");
-  EXPECT_TRUE(a_->engine->DeleteLayout("pages").ok());
+  EXPECT_TRUE(a_->engine->DeleteLayout("pages", a_->engine->tenants().Default()).ok());
   EXPECT_EQ(a_->engine->ListLayouts().size(), 1u);
 }
 

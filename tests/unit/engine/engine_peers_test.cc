@@ -208,7 +208,8 @@ absl::StatusCode WriteOutcome(EngineHarness& h, Node& from, const std::string& r
 absl::StatusOr<std::shared_ptr<memory::Region>> SetAcl(Node& node, const std::string& region,
                                                        std::vector<std::string> peers) {
   std::promise<absl::StatusOr<std::shared_ptr<memory::Region>>> done;
-  node.engine->SetRegionAcl(region, std::move(peers), [&](auto r) { done.set_value(r); });
+  node.engine->SetRegionAcl(region, node.engine->tenants().Default(), std::move(peers),
+                            [&](auto r) { done.set_value(r); });
   return done.get_future().get();
 }
 

@@ -23,7 +23,7 @@ TEST_F(EngineTest, AnswersWhatTheServiceReports) {
   for (const auto& region : a_->engine->ListRegions()) names.push_back(region->name());
   std::sort(names.begin(), names.end());
   EXPECT_EQ(names, (std::vector<std::string>{"dst", "src"}));
-  ASSERT_TRUE(a_->engine->DeregisterRegion("src", false).ok());
+  ASSERT_TRUE(a_->engine->DeregisterRegion("src", a_->engine->tenants().Default(), false).ok());
   EXPECT_EQ(a_->engine->FindRegion("src"), nullptr);
   EXPECT_EQ(a_->engine->ListRegions().size(), 1u);
   // FakeTransport stands in for TCP: no device, no RDMA port.
@@ -35,22 +35,24 @@ TEST_F(EngineTest, AnswersWhatTheServiceReports) {
 TEST_F(EngineTest, DeregisterRefusesBusyRegionsAndForceCancels) {
   a_->transport->HoldCompletions(true);
   auto t = (*h_.Submit(*a_, {Spec("src", "b", "dst", 1 << 20)}))[0];
-  absl::Status busy = a_->engine->DeregisterRegion("src", false).status();
+  absl::Status busy =
+      a_->engine->DeregisterRegion("src", a_->engine->tenants().Default(), false).status();
   EXPECT_EQ(busy.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(busy.message().find("in flight"), absl::string_view::npos);
-  auto forced = a_->engine->DeregisterRegion("src", true);
+  auto forced = a_->engine->DeregisterRegion("src", a_->engine->tenants().Default(), true);
   ASSERT_TRUE(forced.ok());
   EXPECT_EQ(*forced, 1u);
   EXPECT_EQ(h_.Wait(t).state, TransferState::kCancelled);
   a_->transport->HoldCompletions(false);
-  EXPECT_EQ(a_->engine->DeregisterRegion("src", false).status().code(),
-            absl::StatusCode::kNotFound);
+  EXPECT_EQ(
+      a_->engine->DeregisterRegion("src", a_->engine->tenants().Default(), false).status().code(),
+      absl::StatusCode::kNotFound);
 }
 
 TEST_F(EngineTest, PeersForgetKeysOfDeregisteredRegions) {
   auto t = (*h_.Submit(*a_, {Spec("src", "b", "dst", 8192)}))[0];
   EXPECT_EQ(h_.Wait(t).state, TransferState::kDone);
-  ASSERT_TRUE(b_->engine->DeregisterRegion("dst", false).ok());
+  ASSERT_TRUE(b_->engine->DeregisterRegion("dst", b_->engine->tenants().Default(), false).ok());
   // The invalidation is sent from b's executor; a resolves afresh and fails.
   absl::Status s;
   WaitUntil([&] {

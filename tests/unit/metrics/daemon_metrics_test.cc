@@ -135,6 +135,14 @@ TEST_F(DaemonMetricsTest, TransfersByOutcomeLatencyAndErrors) {
   EXPECT_GE(s.at(Series("xferd_priority_started_total", {normal})), 2);
   EXPECT_GT(s.at(Series("xferd_priority_queue_wait_seconds_total", {normal})), 0);
   EXPECT_EQ(s.at(Series("xferd_priority_submitted_total", {"priority=\"critical\""})), 0);
+  // Without [tenants] every transfer and region is the default tenant's.
+  const std::string tenant = "tenant=\"default\"";
+  EXPECT_EQ(s.at(Series("xferd_tenant_submitted_total", {tenant})), 4);
+  EXPECT_EQ(s.at(Series("xferd_tenant_bytes_total", {tenant})), kDoneBytes);
+  EXPECT_EQ(s.at(Series("xferd_tenant_in_flight", {tenant})), 0);
+  EXPECT_EQ(s.at(Series("xferd_tenant_registered_bytes", {tenant})), 1 << 20);
+  EXPECT_EQ(s.at(Series("xferd_tenant_max_registered_bytes", {tenant})), 0);
+  EXPECT_EQ(s.at(Series("xferd_tenant_refused_total", {"reason=\"quota\"", tenant})), 0);
   EXPECT_EQ(s.at("xferd_memory_registered_bytes"), 1 << 20);
   EXPECT_EQ(s.at("xferd_memory_regions"), 1);
   EXPECT_EQ(s.at(Series("xferd_peers", {"state=\"connected\""})), 1);
