@@ -43,6 +43,7 @@ std::string NodeInfoText(const v1::NodeInfo& info) {
       {"pid", absl::StrCat(info.pid())},
       {"security", OrDash(info.security())},
       {"directory", DirectoryText(info.directory())},
+      {"your tenant", OrDash(info.tenant())},
   });
 }
 
@@ -162,6 +163,31 @@ std::string DevicesText(const v1::ListDevicesResponse& r) {
   return text;
 }
 
+// One row per tenant: its limits ("-": none of its own), what it uses now
+// and its refusals (docs/tenants.md).
+std::string TenantsText(const v1::Stats& s) {
+  Table table({{"TENANT"},
+               {"REGIONS", true},
+               {"MAX REGIONS", true},
+               {"IN FLIGHT", true},
+               {"MAX IN FLIGHT", true},
+               {"MAX PRIORITY"},
+               {"SUBMITTED", true},
+               {"BYTES", true},
+               {"REFUSED QUOTA", true},
+               {"REFUSED ACCESS", true}});
+  for (const v1::TenantStats& t : s.tenants()) {
+    table.AddRow({t.name(), FormatBytes(t.registered_bytes()),
+                  t.max_registered_bytes() == 0 ? "-" : FormatBytes(t.max_registered_bytes()),
+                  absl::StrCat(t.transfers_in_flight()),
+                  t.max_inflight_transfers() == 0 ? "-" : absl::StrCat(t.max_inflight_transfers()),
+                  PriorityLabel(t.max_priority()), absl::StrCat(t.transfers_submitted()),
+                  FormatBytes(t.bytes()), absl::StrCat(t.refused_quota()),
+                  absl::StrCat(t.refused_access())});
+  }
+  return table.Render();
+}
+
 // One row per live daemon: its regions by name.
 std::string NodesText(const v1::ListNodesResponse& r) {
   if (r.nodes().empty()) return "no live daemons in the directory\n";
@@ -189,6 +215,10 @@ void AddNodeCommands(CLI::App& app, Action* action) {
   AddCommand(app, "stats", "counters: transfers, bytes, regions, peers, errors, resources", action,
              [](Client& client, const GlobalOptions& global) {
                return EmitResult(global, client.GetStats(), StatsText);
+             });
+  AddCommand(app, "tenants", "tenants with their limits, use and refusals ([tenants.<name>])",
+             action, [](Client& client, const GlobalOptions& global) {
+               return EmitResult(global, client.GetStats(), TenantsText);
              });
   AddCommand(app, "devices", "RDMA devices, ports, MTUs and GIDs, and which the daemon uses",
              action, [](Client& client, const GlobalOptions& global) {

@@ -26,6 +26,7 @@ struct RegisterOptions {
   bool landed_ranges = false;
   int32_t numa_node = -1;
   std::vector<std::string> allow;
+  std::vector<std::string> share_with;
 };
 
 std::string RegionPath(const v1::Region& r) { return r.file_path().empty() ? "-" : r.file_path(); }
@@ -75,20 +76,23 @@ std::string ClusterRegionsText(const v1::FindRegionResponse& list) {
 std::string RegisteredText(const v1::Region& r) {
   const std::string allowed =
       r.allowed_peers().empty() ? "any peer" : absl::StrJoin(r.allowed_peers(), ", ");
-  return absl::StrCat("registered region ", r.name(), "\n",
-                      KeyValues({
-                          {"  size", absl::StrCat(FormatBytes(r.size()), " (", r.size(), " B)")},
-                          {"  backing", absl::StrCat(BackingLabel(r.backing()),
-                                                     r.hugepages() ? " on hugepages" : "",
-                                                     r.numa_node() >= 0
-                                                         ? absl::StrCat(", NUMA node ",
-                                                                        r.numa_node())
-                                                         : "")},
-                          {"  remote access", AccessLabel(r.access())},
-                          {"  allowed peers", allowed},
-                          {"  transport", TransportLabel(r.transport())},
-                          {"  path", RegionPath(r)},
-                      }));
+  std::string tenant = r.tenant().empty() ? "-" : r.tenant();
+  if (!r.shared_with().empty()) {
+    absl::StrAppend(&tenant, ", shared with ", absl::StrJoin(r.shared_with(), ", "));
+  }
+  return absl::StrCat(
+      "registered region ", r.name(), "\n",
+      KeyValues({
+          {"  size", absl::StrCat(FormatBytes(r.size()), " (", r.size(), " B)")},
+          {"  backing",
+           absl::StrCat(BackingLabel(r.backing()), r.hugepages() ? " on hugepages" : "",
+                        r.numa_node() >= 0 ? absl::StrCat(", NUMA node ", r.numa_node()) : "")},
+          {"  remote access", AccessLabel(r.access())},
+          {"  allowed peers", allowed},
+          {"  tenant", tenant},
+          {"  transport", TransportLabel(r.transport())},
+          {"  path", RegionPath(r)},
+      }));
 }
 
 absl::StatusOr<v1::RegionBacking> ParseBacking(const std::string& text) {
@@ -114,6 +118,7 @@ absl::Status Register(Client& client, const GlobalOptions& global, const Registe
   request.set_landed_ranges(o.landed_ranges);
   if (o.numa_node >= 0) request.set_numa_node(o.numa_node);
   for (const std::string& peer : o.allow) request.add_allowed_peers(peer);
+  for (const std::string& tenant : o.share_with) request.add_shared_with(tenant);
   return EmitResult(global, client.RegisterRegion(request), RegisteredText);
 }
 
@@ -218,6 +223,8 @@ void AddRegionCommands(CLI::App& app, Action* action) {
   add->add_flag("--landed-ranges", reg->landed_ranges,
                 "keep many-block transfers' ranges for watchers (regions watch --ranges)");
   add->add_option("--allow", reg->allow, "node ids of the only peers allowed (default: any)");
+  add->add_option("--share-with", reg->share_with,
+                  "other tenants that may use, watch and map it (\"*\": all; default: none)");
 
   auto dereg = std::make_shared<std::pair<std::string, bool>>();
   CLI::App* remove = AddCommand(

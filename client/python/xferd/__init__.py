@@ -30,8 +30,8 @@ from xferd.tls import TlsConfig
 from xferd.models import (TERMINAL_STATES, Backing, ClusterNode, DeviceStats, Direction,
                           DirectoryRegion, EventKind, Layout, NodeInfo, NodeState, Peer, PeerState,
                           Priority, PriorityStats, RdmaDevice, RdmaGid, RdmaPort, Region,
-                          RegionEvent, Stats, Status, Transfer, TransferState, Transport, Unset,
-                          WriteSpec)
+                          RegionEvent, Stats, Status, TenantStats, Transfer, TransferState,
+                          Transport, Unset, WriteSpec)
 
 __all__ = [
     "DEFAULT_RPC_TIMEOUT",
@@ -71,6 +71,7 @@ __all__ = [
     "Stats",
     "Status",
     "Strided",
+    "TenantStats",
     "TlsConfig",
     "Transfer",
     "TransferHandle",

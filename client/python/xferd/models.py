@@ -174,6 +174,10 @@ class Region:
     landed_ranges: bool
     numa_node: int
     lost: Optional[Status]
+    #: The tenant that registered it, and the tenants it is shared with
+    #: (docs/tenants.md).
+    tenant: str = ""
+    shared_with: Tuple[str, ...] = ()
     _mapping: Optional[ShmMapping] = dataclasses.field(
         default=None, repr=False, compare=False)
 
@@ -254,6 +258,7 @@ class Region:
             registered_at=_time(r.registered_at),
             transport=transport_name(r.transport),
             lost=Status.from_proto(r.lost),
+            shared_with=tuple(r.shared_with),
             _mapping=mapping,
         )
 
@@ -471,6 +476,8 @@ class NodeInfo:
     directory_revision: int = 0
     directory_watching: bool = False
     directory_relists: int = 0
+    #: The caller's tenant (docs/tenants.md): "default" without [tenants].
+    tenant: str = ""
 
     @classmethod
     def from_proto(cls, n: Any) -> "NodeInfo":
@@ -594,6 +601,8 @@ class Stats:
     devices: Tuple[DeviceStats, ...] = ()
     # Transfers by class, critical first.
     priorities: Tuple["PriorityStats", ...] = ()
+    # Every tenant of the daemon, by name ("default" included).
+    tenants: Tuple["TenantStats", ...] = ()
 
     @classmethod
     def from_proto(cls, s: Any) -> "Stats":
@@ -602,7 +611,32 @@ class Stats:
                       errors=types.MappingProxyType(dict(s.errors)),
                       refused=types.MappingProxyType(dict(s.refused)),
                       devices=tuple(DeviceStats.from_proto(d) for d in s.devices),
-                      priorities=tuple(PriorityStats.from_proto(p) for p in s.priorities))
+                      priorities=tuple(PriorityStats.from_proto(p) for p in s.priorities),
+                      tenants=tuple(TenantStats.from_proto(t) for t in s.tenants))
+
+
+@dataclasses.dataclass(frozen=True)
+class TenantStats:
+    """One tenant's limits (0: none of its own), what it uses now, its
+    counts so far, and its refusals: by a limit (`refused_quota`) and for a
+    class above its max_priority or another tenant's object
+    (`refused_access`). See docs/tenants.md."""
+
+    name: str
+    max_registered_bytes: int
+    max_inflight_transfers: int
+    max_priority: Priority
+    registered_bytes: int
+    transfers_in_flight: int
+    transfers_submitted: int
+    bytes: int
+    refused_quota: int
+    refused_access: int
+
+    @classmethod
+    def from_proto(cls, t: Any) -> "TenantStats":
+        """Internal: converts an xferd.v1.TenantStats."""
+        return _build(cls, t, max_priority=priority_name(t.max_priority))
 
 
 @dataclasses.dataclass(frozen=True)

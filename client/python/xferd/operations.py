@@ -253,7 +253,8 @@ class Operations:
                         hugepages: bool = False,
                         allowed_peers: Iterable[str] = (),
                         landed_ranges: bool = False,
-                        numa_node: Optional[int] = None) -> Op[Region]:
+                        numa_node: Optional[int] = None,
+                        shared_with: Iterable[str] = ()) -> Op[Region]:
         """Registers a region named `name` of `size` bytes.
 
         Args:
@@ -268,13 +269,16 @@ class Operations:
                 here, for watches that ask (`watch_region(ranges=True)`).
             numa_node: Anonymous and shm regions: allocate the memory on
                 this NUMA node (that of the NIC moving it; see devices()).
+            shared_with: Other tenants of the daemon that may use it in
+                their transfers, watch and map it ("*": all); empty: this
+                client's tenant alone (docs/tenants.md).
 
         Raises:
             InvalidArgument, AlreadyExists, ResourceExhausted, PermissionDenied.
         """
         request = requests.register_region_request(
             name, size, backing, remote_write, remote_read, file_path, create, hugepages,
-            allowed_peers, landed_ranges, numa_node)
+            allowed_peers, landed_ranges, numa_node, shared_with)
         return self._region((yield self._call("RegisterRegion", request)))
 
     def register_array(self, name: str, like: Any, fill: bool = True,

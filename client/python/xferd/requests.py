@@ -85,7 +85,8 @@ def wait_error(error: grpc.RpcError, transfer_id: int, timeout: Optional[float])
 def register_region_request(name: str, size: int, backing: str, remote_write: bool,
                             remote_read: bool, file_path: Optional[str], create: bool,
                             hugepages: bool, allowed_peers: Iterable[str],
-                            landed_ranges: bool, numa_node: Optional[int] = None
+                            landed_ranges: bool, numa_node: Optional[int] = None,
+                            shared_with: Iterable[str] = ()
                             ) -> xferd_pb2.RegisterRegionRequest:
     """A RegisterRegionRequest; ValueError for an unknown backing."""
     if backing not in BACKINGS:
@@ -94,7 +95,8 @@ def register_region_request(name: str, size: int, backing: str, remote_write: bo
         name=name, size=size, backing=BACKINGS[backing],
         access=common_pb2.RegionAccess(remote_write=remote_write, remote_read=remote_read),
         file_path=file_path or "", create=create, hugepages=hugepages,
-        allowed_peers=list(allowed_peers), landed_ranges=landed_ranges)
+        allowed_peers=list(allowed_peers), landed_ranges=landed_ranges,
+        shared_with=list(shared_with))
     if numa_node is not None:
         request.numa_node = numa_node
     return request
