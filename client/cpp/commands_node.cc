@@ -172,6 +172,8 @@ std::string TenantsText(const v1::Stats& s) {
                {"IN FLIGHT", true},
                {"MAX IN FLIGHT", true},
                {"MAX PRIORITY"},
+               {"MAX BANDWIDTH", true},
+               {"WEIGHT", true},
                {"SUBMITTED", true},
                {"BYTES", true},
                {"REFUSED QUOTA", true},
@@ -181,7 +183,9 @@ std::string TenantsText(const v1::Stats& s) {
                   t.max_registered_bytes() == 0 ? "-" : FormatBytes(t.max_registered_bytes()),
                   absl::StrCat(t.transfers_in_flight()),
                   t.max_inflight_transfers() == 0 ? "-" : absl::StrCat(t.max_inflight_transfers()),
-                  PriorityLabel(t.max_priority()), absl::StrCat(t.transfers_submitted()),
+                  PriorityLabel(t.max_priority()),
+                  t.max_bandwidth() == 0 ? "-" : FormatBytes(t.max_bandwidth()) + "/s",
+                  absl::StrCat(t.weight()), absl::StrCat(t.transfers_submitted()),
                   FormatBytes(t.bytes()), absl::StrCat(t.refused_quota()),
                   absl::StrCat(t.refused_access())});
   }

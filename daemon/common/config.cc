@@ -274,6 +274,8 @@ void DefineTenant(TableReader& r, TenantConfig& c) {
   r.On("max_registered_bytes", Size(&c.max_registered_bytes));
   r.On("max_inflight_transfers", Integer(&c.max_inflight_transfers));
   r.On("max_priority", String(&c.max_priority));
+  r.On("max_bandwidth", Size(&c.max_bandwidth));
+  r.On("weight", Integer(&c.weight));
 }
 
 // [tenants]: a table of tables, one per tenant (toml++ keeps them by name).

@@ -126,6 +126,12 @@ struct TenantConfig {
   // The highest class its transfers may ask for: "critical", "normal",
   // "bulk" or "background".
   std::string max_priority = "critical";
+  // Bytes per second its transfers may post, writes and reads together,
+  // over all pollers (0: no cap).
+  uint64_t max_bandwidth = 0;
+  // Its share of a class's lanes beside other tenants' transfers of the
+  // same class, when they are saturated.
+  uint32_t weight = 1;
 };
 
 // The name of the tenant of clients that match no [tenants.<name>].

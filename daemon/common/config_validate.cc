@@ -277,6 +277,14 @@ absl::Status ValidateTenants(const std::vector<TenantConfig>& tenants) {
       return InvalidKey(absl::StrCat(key, ".max_priority"),
                         "must be \"critical\", \"normal\", \"bulk\" or \"background\"");
     }
+    if (t.weight < 1 || t.weight > 1000) {
+      return InvalidKey(absl::StrCat(key, ".weight"),
+                        "must be between 1 and 1000 (a weight of 0 would starve the tenant)");
+    }
+    if (t.max_bandwidth != 0 && t.max_bandwidth < (64u << 10)) {
+      return InvalidKey(absl::StrCat(key, ".max_bandwidth"),
+                        "must be 0 (no cap) or at least 64KiB (bytes per second)");
+    }
     if (t.name == kDefaultTenant && (!t.uids.empty() || !t.gids.empty() || !t.cert_names.empty())) {
       return InvalidKey(key,
                         "is whoever matches no other tenant: it takes no uids, gids or "

@@ -43,6 +43,10 @@ Poller::Poller(uint32_t index, transport::TransportWorker& worker, const PollerO
   // time per poller, and the engine admits at most max_transfers. The lane
   // map grows only past this many lanes holding ops at once.
   for (auto& transfers : active_) transfers.reserve(options_.max_transfers);
+  for (size_t c = 0; c < kPriorities; ++c) {
+    tenant_shares_.emplace_back(options_.tenants, options_.max_transfers);
+  }
+  dropped_.reserve(options_.max_transfers);
   lane_bytes_.reserve(1024);
 }
 
@@ -187,6 +191,9 @@ void Poller::Take(std::shared_ptr<Transfer> transfer) {
 }
 
 uint32_t Poller::ServiceTransfers() {
+  now_ns_ =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+  throttled_until_ns_ = 0;
   uint64_t bytes = 0;
   uint32_t posted = ServiceClass(Priority::kCritical, &bytes);
   // The other classes, the least served per unit of weight first: when
@@ -215,26 +222,31 @@ uint32_t Poller::ServiceClass(Priority priority, uint64_t* bytes) {
   std::vector<std::shared_ptr<Transfer>>& active = active_[PriorityIndex(priority)];
   size_t& next_start = next_start_[PriorityIndex(priority)];
   if (active.empty()) return 0;
+  TenantShares& shares = tenant_shares_[PriorityIndex(priority)];
   uint32_t posted = 0;
-  const size_t n = active.size();
   // The next pass starts after the last transfer that posted in this one:
   // when the lanes take less than everyone has (credits, lane_bytes), each
   // transfer gets its turn to go first, and none is passed over for good.
-  size_t i = next_start % n;
-  size_t resume = i;
-  for (size_t visited = 0; visited < n; ++visited) {
+  size_t resume = next_start % active.size();
+  dropped_.clear();
+  for (const uint32_t i : shares.Order(active, resume)) {
     const uint32_t before = posted;
-    if (ServiceOne(*active[i], &posted, bytes)) {
-      i = (i + 1) % active.size();
-      if (posted != before) resume = i;
+    uint64_t posted_bytes = 0;
+    if (ServiceOne(*active[i], &posted, &posted_bytes)) {
+      if (posted != before) resume = i + 1;
     } else {
-      // Drop it: swap with the last; the swapped-in entry is visited next.
-      active[i]->ReleasedBy(index_);
-      active[i] = std::move(active.back());
-      active.pop_back();
-      if (active.empty()) break;
-      i %= active.size();
+      dropped_.push_back(i);
     }
+    shares.Charge(*active[i], posted_bytes);
+    *bytes += posted_bytes;
+  }
+  // Let go of those it is done with, the highest index first, so each swap
+  // with the last entry moves one that stays.
+  std::sort(dropped_.begin(), dropped_.end(), std::greater<uint32_t>());
+  for (const uint32_t i : dropped_) {
+    active[i]->ReleasedBy(index_);
+    active[i] = std::move(active.back());
+    active.pop_back();
   }
   next_start = active.empty() ? 0 : resume % active.size();
   return posted;
@@ -255,6 +267,16 @@ bool Poller::ServiceOne(Transfer& t, uint32_t* posted, uint64_t* bytes) {
   // (a critical op waits behind that much at most), or than two of this
   // transfer's slices if they are larger: with one, the lane would idle
   // while each slice's acknowledgement comes back.
+  // A tenant over its bandwidth waits (whatever the class) until its
+  // bucket lets it post again; the poller sleeps no longer than that.
+  const Tenant* tenant = t.plan().spec.tenant;
+  const bool capped = tenant != nullptr && tenant->bandwidth().limited();
+  const uint64_t allowance = capped ? tenant->bandwidth().Allowance(now_ns_) : UINT64_MAX;
+  if (allowance == 0) {
+    const int64_t until = now_ns_ + std::max<int64_t>(1, tenant->bandwidth().WaitNs(now_ns_));
+    if (throttled_until_ns_ == 0 || until < throttled_until_ns_) throttled_until_ns_ = until;
+    return true;
+  }
   const bool critical = t.plan().spec.priority == Priority::kCritical;
   const uint32_t lane_credits = lane.credits();
   const uint32_t credits =
@@ -266,7 +288,7 @@ bool Poller::ServiceOne(Transfer& t, uint32_t* posted, uint64_t* bytes) {
   transport::DataOp ops[kMaxPostBatch];
   uint32_t n = 0;
   uint64_t batch_bytes = 0;  // of ops[0, n)
-  auto room = [&] { return critical || held + batch_bytes < limit; };
+  auto room = [&] { return batch_bytes < allowance && (critical || held + batch_bytes < limit); };
   bool bulk_claimed_out = false;
   while (n < credits && room()) {
     if (t.BulkClaimedOut()) {
@@ -312,6 +334,7 @@ bool Poller::ServiceOne(Transfer& t, uint32_t* posted, uint64_t* bytes) {
       return false;
     }
     *posted += n;
+    if (capped) tenant->bandwidth().Charge(batch_bytes, now_ns_);
   }
   if (!bulk_claimed_out) return true;
   // Bulk is all claimed: other pollers are done; the home poller of a write
@@ -364,7 +387,19 @@ std::optional<std::chrono::nanoseconds> Poller::Sleep() {
                    {inbox_->fd(), POLLIN, 0},
                    {source_inbox_->fd(), POLLIN, 0},
                    {sources_epoll_.get(), POLLIN, 0}};
-  while (::poll(fds, 4, -1) < 0 && errno == EINTR) {
+  // Until a transfer held back by its tenant's bandwidth may post, at most.
+  timespec timeout{};
+  const timespec* until = nullptr;
+  if (throttled_until_ns_ != 0) {
+    const int64_t now =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+            .count();
+    const int64_t wait = std::max<int64_t>(0, throttled_until_ns_ - now);
+    timeout.tv_sec = wait / 1000000000;
+    timeout.tv_nsec = wait % 1000000000;
+    until = &timeout;
+  }
+  while (::ppoll(fds, 4, until, nullptr) < 0 && errno == EINTR) {
   }
   const auto slept = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start);
   asleep_ns_.fetch_add(slept.count(), std::memory_order_relaxed);

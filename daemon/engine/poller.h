@@ -5,7 +5,8 @@
 // served first on every pass (short of a lane's last credit); the other
 // classes take turns by how many bytes they have posted per unit of weight,
 // and post to a lane only while it holds less than PollerOptions::lane_bytes
-// of theirs.
+// of theirs. Within a class, tenants share by weight (TenantShares), and a
+// tenant over its bandwidth waits (docs/tenants.md).
 // Idle pollers spin for a short while, then sleep on the worker's fd and their
 // inbox's, so an idle daemon uses no CPU.
 #pragma once
@@ -26,6 +27,7 @@
 #include "daemon/engine/notes.h"
 #include "daemon/engine/poll_source.h"
 #include "daemon/engine/priority.h"
+#include "daemon/engine/tenant_shares.h"
 #include "daemon/engine/transfer.h"
 #include "daemon/transport/transport.h"
 
@@ -46,6 +48,9 @@ struct PollerOptions {
   // Below critical, an op is posted only to a lane holding less than this
   // of such ops (or than two of its transfer's slices, if larger).
   uint64_t lane_bytes = 2 << 20;
+  // The daemon's tenants (Tenants::all()): within a class, they share the
+  // lanes by their weights (TenantShares).
+  uint32_t tenants = 1;
 };
 
 struct PollerStats {
@@ -108,14 +113,15 @@ class Poller final : public transport::CompletionSink {
  private:
   void Run();
   uint32_t ServiceTransfers();
-  // One class's transfers, round robin; adds the bytes posted to `*bytes`.
+  // One class's transfers, tenant by tenant (TenantShares), round robin
+  // within each; adds the bytes posted to `*bytes`.
   uint32_t ServiceClass(Priority priority, uint64_t* bytes);
   // Takes a transfer from the inbox into its class.
   void Take(std::shared_ptr<Transfer> transfer);
   // Takes attach / detach commands, then polls every source.
   uint32_t ServiceSources();
-  // Posts what it can for `transfer` (see the top); false once this poller
-  // is done with it.
+  // Posts what it can for `transfer` (see the top), within its tenant's
+  // bandwidth; false once this poller is done with it.
   bool ServiceOne(Transfer& transfer, uint32_t* posted, uint64_t* bytes);
   // `lane` holds `bytes` of ops below critical no more.
   void Release(const transport::Lane& lane, uint64_t bytes);
@@ -144,6 +150,14 @@ class Poller final : public transport::CompletionSink {
   // that comes back from idle starts at the least of the busy ones, so it
   // cannot bank the time it was idle.
   std::array<uint64_t, kPriorities> vtime_{};
+  // Each class's share between tenants, and the transfers a pass let go.
+  std::vector<TenantShares> tenant_shares_;
+  std::vector<uint32_t> dropped_;
+  // This pass's time (steady clock, ns), and the earliest a transfer held
+  // back by its tenant's bandwidth may post again (0: none held back): the
+  // poller sleeps no longer than that.
+  int64_t now_ns_ = 0;
+  int64_t throttled_until_ns_ = 0;
   // Bytes of ops below critical each lane holds: posted by this poller, not
   // yet completed. Only lanes holding some are in it.
   absl::flat_hash_map<const transport::Lane*, uint64_t> lane_bytes_;

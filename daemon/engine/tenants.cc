@@ -16,8 +16,15 @@ Priority PriorityNamed(const std::string& name) {
 
 }  // namespace
 
-Tenant::Tenant(const TenantConfig& config)
-    : config_(config), max_priority_(PriorityNamed(config.max_priority)) {}
+// How far ahead of its rate a capped tenant may post: a few ops' worth on a
+// fast link, and what smooths the pollers' batches.
+constexpr absl::Duration kBandwidthBurst = absl::Milliseconds(10);
+
+Tenant::Tenant(const TenantConfig& config, uint32_t index)
+    : config_(config),
+      index_(index),
+      max_priority_(PriorityNamed(config.max_priority)),
+      bandwidth_(config.max_bandwidth, kBandwidthBurst) {}
 
 bool Tenant::MayUse(const memory::Region& region) const {
   const memory::RegionSpec& spec = region.spec();
@@ -95,6 +102,8 @@ TenantStats Tenant::Stats() const {
   s.bytes = bytes_.load(std::memory_order_relaxed);
   s.refused_quota = refused_quota_.load(std::memory_order_relaxed);
   s.refused_access = refused_access_.load(std::memory_order_relaxed);
+  s.max_bandwidth = config_.max_bandwidth;
+  s.weight = config_.weight;
   return s;
 }
 
@@ -109,7 +118,7 @@ Tenants::Tenants(const std::vector<TenantConfig>& configs) : configured_(!config
   std::sort(sorted.begin(), sorted.end(),
             [](const TenantConfig& a, const TenantConfig& b) { return a.name < b.name; });
   for (const TenantConfig& config : sorted) {
-    all_.push_back(std::make_unique<Tenant>(config));
+    all_.push_back(std::make_unique<Tenant>(config, static_cast<uint32_t>(all_.size())));
     const Tenant* tenant = all_.back().get();
     if (config.name == kDefaultTenant) default_ = tenant;
     for (uint32_t uid : config.uids) by_uid_[uid] = tenant;

@@ -17,6 +17,7 @@
 #include "absl/strings/string_view.h"
 #include "daemon/common/config.h"
 #include "daemon/engine/priority.h"
+#include "daemon/engine/rate_limit.h"
 #include "daemon/memory/region.h"
 
 namespace xferd::engine {
@@ -33,13 +34,21 @@ struct TenantStats {
   uint64_t bytes = 0;           // payload bytes of its ended transfers
   uint64_t refused_quota = 0;   // RESOURCE_EXHAUSTED by one of its limits
   uint64_t refused_access = 0;  // PERMISSION_DENIED: a class or another's object
+  uint64_t max_bandwidth = 0;   // bytes per second; 0: none
+  uint32_t weight = 1;
 };
 
 class Tenant {
  public:
-  explicit Tenant(const TenantConfig& config);
+  // `index`: its place among the daemon's tenants (by name), which the
+  // pollers' per-tenant state is indexed by.
+  Tenant(const TenantConfig& config, uint32_t index);
 
   const std::string& name() const { return config_.name; }
+  uint32_t index() const { return index_; }
+  uint32_t weight() const { return config_.weight; }
+  // Its max_bandwidth, charged by the pollers as they post its ops.
+  RateLimit& bandwidth() const { return bandwidth_; }
   const TenantConfig& config() const { return config_; }
   Priority max_priority() const { return max_priority_; }
 
@@ -69,7 +78,9 @@ class Tenant {
 
  private:
   const TenantConfig config_;
+  const uint32_t index_;
   const Priority max_priority_;
+  mutable RateLimit bandwidth_;
   // Accounting, not state: a const Tenant counts.
   mutable std::atomic<uint32_t> in_flight_{0};
   mutable std::atomic<uint64_t> submitted_{0};

@@ -35,6 +35,9 @@ absl::Status TransferRunner::StartPollers(transport::Transport& transport) {
   options.weights[PriorityIndex(Priority::kBulk)] = priorities.bulk_weight;
   options.weights[PriorityIndex(Priority::kBackground)] = priorities.background_weight;
   options.lane_bytes = priorities.lane_bytes;
+  // Those configured and "default" (one too many if it is configured: an
+  // unused slot).
+  options.tenants = static_cast<uint32_t>(config_.tenants.size() + 1);
   ASSIGN_OR_RETURN(pollers_, PollerPool::Create(transport, config_.pollers, options, *notes_));
   pollers_->Start();
   return absl::OkStatus();

@@ -265,6 +265,8 @@ void ToProto(const engine::EngineStats& s, const ProcessStats& process, absl::Du
     out_tenant->set_bytes(t.bytes);
     out_tenant->set_refused_quota(t.refused_quota);
     out_tenant->set_refused_access(t.refused_access);
+    out_tenant->set_max_bandwidth(t.max_bandwidth);
+    out_tenant->set_weight(t.weight);
   }
 }
 

@@ -632,6 +632,10 @@ class TenantStats:
     bytes: int
     refused_quota: int
     refused_access: int
+    #: Bytes per second its transfers may post (0: no cap), and its weight
+    #: beside other tenants' transfers of the same class.
+    max_bandwidth: int = 0
+    weight: int = 1
 
     @classmethod
     def from_proto(cls, t: Any) -> "TenantStats":

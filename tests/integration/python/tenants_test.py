@@ -9,8 +9,9 @@ transfers (list, watch, write from, read into, deregister, re-ACL,
 cancel, map through the local socket), unless a region is shared; the
 refusals name the tenant, the owner and the limit; the quotas
 (registered bytes, transfers in flight, highest class) refuse with
-RESOURCE_EXHAUSTED or PERMISSION_DENIED; GetStats, xferctl tenants and the
-metrics show per-tenant use and refusals. Every byte moved is checked."""
+RESOURCE_EXHAUSTED or PERMISSION_DENIED; a capped tenant's writes and
+reads keep to its bandwidth; GetStats and xferctl tenants show per-tenant
+limits, use and refusals. Every byte moved is checked."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from typing import Iterator, List
 
 import pytest
@@ -45,6 +47,9 @@ cert_names = ["kv-client"]
 max_registered_bytes = "8MiB"
 max_inflight_transfers = 2
 max_priority = "normal"
+[tenants.slow]
+cert_names = ["slow-client"]
+max_bandwidth = "16MiB"
 """
 
 
@@ -56,6 +61,7 @@ class Cluster:
         self.workdir = workdir
         self.ca = Ca(os.path.join(workdir, "pki"), "ca")
         self.kv_client: Cert = self.ca.issue("kv-client")
+        self.slow_client: Cert = self.ca.issue("slow-client")
         # Both daemons are mTLS (a TCP client's certificate names its
         # tenant); b has no [tenants].
         self.a = Daemon("a", workdir, daemon_binary(), config_extra=TENANTS,
@@ -148,6 +154,16 @@ def test_namespaces(cluster: Cluster, ops: xferd.Client) -> None:
                 ops.read("b", "dst", "kv_src", 4096)
         finally:
             b.deregister_region("dst")
+        # Layouts: ops's own, invisible to kv, and a layout of kv's region
+        # is refused to ops.
+        ops.prepare_layout("ops_pages", "ops_src", 4096, count=4)
+        assert "ops_pages" not in cluster.as_kv("layouts", "list").stdout
+        assert "layout 'ops_pages' belongs to tenant 'ops', not to tenant 'kv'" in refused(
+            cluster.as_kv("layouts", "delete", "ops_pages", check=False))
+        with pytest.raises(xferd.PermissionDenied, match="belongs to tenant 'kv'"):
+            ops.prepare_layout("kv_pages", "kv_src", 4096, count=4)
+        assert [layout.name for layout in ops.layouts()] == ["ops_pages"]
+        ops.delete_layout("ops_pages")
         # Its memory through the local socket: refused as well.
         with pytest.raises(xferd.PermissionDenied, match="belongs to tenant 'kv'"):
             open_region(cluster.a.info["local_socket"] if "local_socket" in cluster.a.info
@@ -215,7 +231,7 @@ def test_quotas(cluster: Cluster, ops: xferd.Client) -> None:
         assert stats["kv"].max_inflight_transfers == 2
         assert stats["kv"].max_priority == "normal"
         assert stats["kv"].refused_quota >= 1 and stats["kv"].refused_access >= 1
-        assert set(stats) == {"default", "kv", "ops"}
+        assert set(stats) == {"default", "kv", "ops", "slow"}
         table = cluster.as_kv("tenants").stdout
         assert "kv" in table and "6.00 MiB" in table and "8.00 MiB" in table, table
     finally:
@@ -250,6 +266,49 @@ def test_transfers_in_flight_quota(cluster: Cluster) -> None:
             b.deregister_region("kv_dst")
     finally:
         kv.close()
+
+
+def test_bandwidth_cap(cluster: Cluster) -> None:
+    """Tenant slow (max_bandwidth 16 MiB/s, by its certificate) writes 32 MiB
+    and reads it back: each takes about 2 s, never less than the cap allows
+    (10% for the bucket's burst and the last op), and not twice that."""
+    b = cluster.b.client()
+    tls = xferd.TlsConfig(ca=cluster.ca.cert, cert=cluster.slow_client.cert,
+                          key=cluster.slow_client.key)
+    cap, size = 16 * MiB, 32 * MiB
+    with xferd.Client(cluster.a.address, tls=tls) as slow:
+        assert slow.node_info().tenant == "slow"
+        slow.register_region("slow_src", size)
+        slow.register_region("slow_back", size)
+        dst = b.register_region("slow_dst", size, backing="shm", remote_write=True,
+                                remote_read=True)
+        try:
+            data = fill(dst, seed=41)
+            # The source's bytes come from b (a TCP client maps no region).
+            slow.read("b", "slow_dst", "slow_src", size, slice_size=256 << 10).wait(WAIT_S)
+            dst.buffer[:] = bytes(size)
+            for op in ("write", "read"):
+                start = time.monotonic()
+                if op == "write":
+                    done = slow.write("slow_src", "b", "slow_dst", size, slice_size=256 << 10)
+                else:
+                    done = slow.read("b", "slow_dst", "slow_back", size, slice_size=256 << 10)
+                assert done.wait(WAIT_S).state == "done"
+                rate = size / (time.monotonic() - start)
+                print(f"slow's {op}: {rate / MiB:.1f} MiB/s under a cap of {cap / MiB:.0f} MiB/s")
+                assert rate <= 1.1 * cap, rate
+                assert rate >= 0.5 * cap, rate
+            assert sha(dst.buffer) == sha(data)
+            slow.write("slow_back", "b", "slow_dst", size).wait(WAIT_S)
+            assert sha(dst.buffer) == sha(data)
+            stats = {t.name: t for t in b.stats().tenants}
+            assert stats["default"].max_bandwidth == 0
+            mine = {t.name: t for t in slow.stats().tenants}["slow"]
+            assert mine.max_bandwidth == cap and mine.weight == 1
+        finally:
+            slow.deregister_region("slow_src")
+            slow.deregister_region("slow_back")
+            b.deregister_region("slow_dst")
 
 
 if __name__ == "__main__":

@@ -239,6 +239,8 @@ cert_names = ["kv.example"]
 max_registered_bytes = "8GiB"
 max_inflight_transfers = 64
 max_priority = "normal"
+max_bandwidth = "100MiB"
+weight = 3
 [tenants.default]
 max_priority = "bulk"
 )",
@@ -253,6 +255,8 @@ max_priority = "bulk"
   EXPECT_EQ(kv.max_registered_bytes, 8ull << 30);
   EXPECT_EQ(kv.max_inflight_transfers, 64u);
   EXPECT_EQ(kv.max_priority, "normal");
+  EXPECT_EQ(kv.max_bandwidth, 100ull << 20);
+  EXPECT_EQ(kv.weight, 3u);
   EXPECT_TRUE(Validate(*c).ok());
 
   const auto invalid = [](const char* toml) {
@@ -275,7 +279,14 @@ max_priority = "bulk"
             "test: config key 'tenants.a.uids' is out of range");
   EXPECT_EQ(invalid("[tenants.a]\nquota = 1\n"),
             "test: unknown config key 'tenants.a.quota'; known keys here: cert_names, gids, "
-            "max_inflight_transfers, max_priority, max_registered_bytes, uids");
+            "max_bandwidth, max_inflight_transfers, max_priority, max_registered_bytes, uids, "
+            "weight");
+  EXPECT_EQ(invalid("[tenants.a]\nweight = 0\n"),
+            "config key 'tenants.a.weight' must be between 1 and 1000 (a weight of 0 would "
+            "starve the tenant)");
+  EXPECT_EQ(invalid("[tenants.a]\nmax_bandwidth = \"1KiB\"\n"),
+            "config key 'tenants.a.max_bandwidth' must be 0 (no cap) or at least 64KiB (bytes "
+            "per second)");
 }
 
 TEST(ConfigTest, ParsesTls) {
