@@ -27,9 +27,11 @@ class RateLimit {
   int64_t WaitNs(int64_t now_ns) const {
     return std::max<int64_t>(0, tat_ns_.load(std::memory_order_relaxed) - burst_ns_ - now_ns);
   }
-  // Bytes that may be posted at `now_ns` (a batch stops once past them).
+  // Bytes that may be posted at `now_ns` (a batch stops once past them):
+  // at most the burst's worth, however long it was idle.
   uint64_t Allowance(int64_t now_ns) const {
-    const int64_t ahead = now_ns + burst_ns_ - tat_ns_.load(std::memory_order_relaxed);
+    const int64_t tat = std::max(tat_ns_.load(std::memory_order_relaxed), now_ns);
+    const int64_t ahead = now_ns + burst_ns_ - tat;
     if (ahead <= 0) return 0;
     return static_cast<uint64_t>(static_cast<double>(ahead) *
                                  static_cast<double>(bytes_per_second_) / 1e9);
