@@ -234,6 +234,8 @@ def test_quotas(cluster: Cluster, ops: xferd.Client) -> None:
         assert set(stats) == {"default", "kv", "ops", "slow"}
         table = cluster.as_kv("tenants").stdout
         assert "kv" in table and "6.00 MiB" in table and "8.00 MiB" in table, table
+        top = cluster.as_kv("top", "-n", "1").stdout
+        assert "kv 0 in flight" in top and "6.00 MiB registered" in top, top
     finally:
         cluster.as_kv("regions", "deregister", "kv_a")
 
