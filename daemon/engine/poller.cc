@@ -261,12 +261,6 @@ bool Poller::ServiceOne(Transfer& t, uint32_t* posted, uint64_t* bytes) {
     t.Finish(TransferState::kFailed, link.status());
     return false;
   }
-  // Critical ops go first but never take a lane's last credit, which the
-  // other classes keep so that they progress under any critical load. The
-  // others join a lane only while it holds less than lane_bytes of theirs
-  // (a critical op waits behind that much at most), or than two of this
-  // transfer's slices if they are larger: with one, the lane would idle
-  // while each slice's acknowledgement comes back.
   // A tenant over its bandwidth waits (whatever the class) until its
   // bucket lets it post again; the poller sleeps no longer than that.
   const Tenant* tenant = t.plan().spec.tenant;
@@ -277,6 +271,12 @@ bool Poller::ServiceOne(Transfer& t, uint32_t* posted, uint64_t* bytes) {
     if (throttled_until_ns_ == 0 || until < throttled_until_ns_) throttled_until_ns_ = until;
     return true;
   }
+  // Critical ops go first but never take a lane's last credit, which the
+  // other classes keep so that they progress under any critical load. The
+  // others join a lane only while it holds less than lane_bytes of theirs
+  // (a critical op waits behind that much at most), or than two of this
+  // transfer's slices if they are larger: with one, the lane would idle
+  // while each slice's acknowledgement comes back.
   const bool critical = t.plan().spec.priority == Priority::kCritical;
   const uint32_t lane_credits = lane.credits();
   const uint32_t credits =
