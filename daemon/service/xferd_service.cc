@@ -105,8 +105,11 @@ grpc::ServerUnaryReactor* XferdServiceImpl::RegisterRegion(grpc::CallbackServerC
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   engine_.RegisterRegion(*std::move(spec), [this, &tenant, reactor, response](
                                                absl::StatusOr<std::shared_ptr<memory::Region>> r) {
-    if (r.ok()) ToProto(**r, engine_.transport_kind(), response);
-    if (!r.ok()) tenant.CountRefusal(r.status());
+    if (r.ok()) {
+      ToProto(**r, engine_.transport_kind(), response);
+    } else {
+      tenant.CountRefusal(r.status());
+    }
     reactor->Finish(ToGrpc(r.status()));
   });
   return reactor;
