@@ -271,7 +271,10 @@ def test_partition_deadline_then_user_timeout_then_heals(cluster: Cluster, net: 
     fill(s, 14)
     net.netem(SLOW)
     handles = [writes[0].start(), writes[1].start(timeout=30.0)]
-    writes[0].wait_moving()
+    # Both: the second may wait its turn while the first fills the lanes
+    # (priorities.lane_bytes), queued rather than running.
+    for w in writes:
+        w.wait_moving()
     net.netem("loss 100%")  # a partition: packets vanish, no reset, no error
     partitioned = time.monotonic()
     assert all(w.snapshot().state == "running" for w in writes)
