@@ -118,6 +118,24 @@ def test_who_is_calling(cluster: Cluster, ops: xferd.Client) -> None:
     assert cluster.b.client().node_info().tenant == "default"
 
 
+def test_identity_under_connection_churn(cluster: Cluster) -> None:
+    """Connections of both uids open and close at once, so descriptor
+    numbers are reused under the daemon: each call is still named by its
+    own connection's credentials."""
+    for _ in range(3):
+        kv_calls = [subprocess.Popen(
+            ["setpriv", f"--reuid={KV_UID}", f"--regid={KV_UID}", "--clear-groups",
+             cluster.xferctl, "--target", cluster.a.target, "--json", "info"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(16)]
+        for _ in range(16):
+            with xferd.Client(cluster.a.target) as c:
+                assert c.node_info().tenant == "ops"
+        for call in kv_calls:
+            out, err = call.communicate(timeout=WAIT_S)
+            assert call.returncode == 0, err
+            assert json.loads(out)["tenant"] == "kv", out
+
+
 def test_namespaces(cluster: Cluster, ops: xferd.Client) -> None:
     ops.register_region("ops_src", 1 * MiB, backing="shm")
     cluster.as_kv("regions", "register", "kv_src", "1MiB", "--backing", "shm")
