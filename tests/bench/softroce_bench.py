@@ -3,7 +3,7 @@
 ONE VM boot.
 
   tests/bench/softroce_bench.py [--quick] [--no-build] [-t SECONDS]
-                                [--blocks | --multi-nic | --tls | --qos]
+                                [--blocks | --multi-nic | --tls | --qos | --tenants]
 
 Builds the daemon, the Python client zip and bench_client with --config=opt,
 then boots the Soft-RoCE VM once (tests/softroce/vm_run.sh) and runs
@@ -21,7 +21,8 @@ kernel send and receive, beside plain (tcp_bench.py --encryption
 --kernel-tls, 64 MiB writes: the guest's kernel has the tls module, this
 host's may not; under TCG the figures are functional, not a speed); with
 --qos, qos_bench.py over verbs (a critical client beside four writers of
-64 MiB each, which the VM's 2 GiB holds). The guest's report (a
+64 MiB each, which the VM's 2 GiB holds); with --tenants, tenants_bench.py over
+verbs (8 MiB writes, a cap of 8 MB/s: under TCG the link is slow). The guest's report (a
 table, then one JSON line) streams to stdout; the JSON line is also left in
 the file --json-out names. Exit status: the guest's (125: the VM failed).
 """
@@ -57,8 +58,16 @@ def main() -> int:
     p.add_argument("--qos", action="store_true",
                    help="instead: qos_bench over verbs, a critical client beside four bulk "
                         "writers (64 MiB each, 4 s phases: the VM's 2 GiB)")
+    p.add_argument("--tenants", action="store_true",
+                   help="instead: tenants_bench over verbs, a capped tenant beside an uncapped "
+                        "one and two weighted ones (8 MiB writes, an 8 MB/s cap)")
     args = p.parse_args()
     bins = benchlib.build(args.no_build, args.bazel_bin)
+    if args.tenants:
+        return benchlib.run_guest_in_vm(
+            os.path.join("tests", "bench", "tenants_bench.py"), bins,
+            ["--transport", "verbs", "--no-build", "--size", str(8 * benchlib.MiB),
+             "--cap", str(8 * 1000 * 1000)], args.timeout, args.json_out)
     if args.qos:
         return benchlib.run_guest_in_vm(
             os.path.join("tests", "bench", "qos_bench.py"), bins,

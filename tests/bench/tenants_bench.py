@@ -1,9 +1,10 @@
 #!/usr/bin/python3
 """tenants_bench: how tenants share a daemon's lanes (docs/tenants.md), over
-xferd's TCP transport on loopback.
+xferd's TCP transport on loopback (or verbs, in the Soft-RoCE VM:
+tests/bench/softroce_bench.py --tenants).
 
   tests/bench/tenants_bench.py [--quick] [--no-build] [--bazel-bin DIR] [--json-out FILE]
-                               [--cap BYTES_PER_S] [--size BYTES]
+                               [--cap BYTES_PER_S] [--size BYTES] [--transport tcp|verbs]
 
 Builds the daemon and the Python client with --config=opt (unless
 --no-build), starts daemons a and b with mTLS (their data lanes left
@@ -55,6 +56,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--cap", type=int, default=500 * 1000 * 1000,
                    help="capped's max_bandwidth, bytes per second (default 500 MB/s)")
     p.add_argument("--size", type=int, default=32 * MiB, help="bytes of each write")
+    p.add_argument("--transport", choices=("tcp", "verbs"), default="tcp",
+                   help="the daemons' transport (verbs: where an RDMA device is, the VM)")
     return p.parse_args()
 
 
@@ -138,9 +141,9 @@ def main() -> None:
     try:
         ca = Ca(os.path.join(workdir, "pki"), "ca")
         tls_args = {name: ca.issue(name).daemon_args(ca) for name in ("a", "b")}
-        a = benchlib.start_daemon(children, bins.xferd, workdir, "a", "tcp",
+        a = benchlib.start_daemon(children, bins.xferd, workdir, "a", args.transport,
                                   args=tls_args["a"], toml=tenants_toml(args.cap))
-        b = benchlib.start_daemon(children, bins.xferd, workdir, "b", "tcp",
+        b = benchlib.start_daemon(children, bins.xferd, workdir, "b", args.transport,
                                   args=tls_args["b"], toml='[transport]\ntcp_encryption = "off"\n')
         ops, cb = xferd.Client(a.target), xferd.Client(b.target)
         ops.connect_peer(b.address)
@@ -202,7 +205,7 @@ def main() -> None:
              f"{(weighted['heavy'] + weighted['light']) / alone['free']:.2f}", ""],
         ]))
         print(f"load average: {benchlib.load_average()}")
-        benchlib.emit_summary({"window_s": seconds, "bytes_per_write": args.size,
+        benchlib.emit_summary({"transport": args.transport, "window_s": seconds, "bytes_per_write": args.size,
                                "cap_bytes_per_s": args.cap, "capped": capped,
                                "weighted": weighted, "alone": alone, "cap_error": cap_error,
                                "weight_ratio": ratio}, args.json_out)
