@@ -73,7 +73,20 @@ void Engine::ConnectPeer(const std::string& address, absl::Duration timeout,
   });
 }
 
-absl::StatusOr<uint32_t> Engine::DisconnectPeer(const std::string& node_or_address) {
+absl::StatusOr<uint32_t> Engine::DisconnectPeer(const std::string& node_or_address,
+                                                const Tenant& tenant) {
+  if (std::shared_ptr<Peer> found = peers_.Find(node_or_address);
+      found != nullptr && tenants_.configured()) {
+    const Tenant* other = nullptr;
+    runner_.EachInFlight([&](const Transfer& t) {
+      if (t.plan().peer == found && t.plan().spec.tenant != &tenant) other = t.plan().spec.tenant;
+    });
+    if (other != nullptr) {
+      return tenant.Denied(absl::StrCat("tenant '", tenant.name(), "' may not disconnect peer '",
+                                        found->node_id(), "': transfers of tenant '",
+                                        other->name(), "' are in flight with it"));
+    }
+  }
   ASSIGN_OR_RETURN(std::shared_ptr<Peer> peer, peers_.Remove(node_or_address));
   const absl::Status reason = absl::UnavailableError(
       absl::StrCat("peer '", peer->node_id(), "' was disconnected on request"));

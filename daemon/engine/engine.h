@@ -98,8 +98,11 @@ class Engine final {
 
   // ---- peers (PeerManager) ----
   void ConnectPeer(const std::string& address, absl::Duration timeout, Callback<PeerInfo> done);
-  // Returns the transfers that failed with it.
-  absl::StatusOr<uint32_t> DisconnectPeer(const std::string& node_or_address);
+  // Returns the transfers that failed with it. With [tenants], `tenant`
+  // may not while another tenant's transfers are in flight on that peer
+  // (PERMISSION_DENIED): they would fail with it.
+  absl::StatusOr<uint32_t> DisconnectPeer(const std::string& node_or_address,
+                                          const Tenant& tenant);
   std::vector<PeerInfo> ListPeers() const;
   // PeerService: the callee's side of a handshake, and of the other calls.
   absl::StatusOr<HandshakeMessage> AcceptHandshake(const HandshakeMessage& request) {

@@ -71,6 +71,10 @@ class TransferRunner final : public TransferListener {
   // Ends the transfers in flight that `match` with `reason` (CANCELLED:
   // cancelled, else failed); returns how many this ended.
   uint32_t EndWhere(const std::function<bool(const Transfer&)>& match, const absl::Status& reason);
+  // Calls `visit` with every transfer in flight now.
+  void EachInFlight(const std::function<void(const Transfer&)>& visit) const {
+    for (const std::shared_ptr<Transfer>& t : table_.InFlight()) visit(*t);
+  }
   // Waits until no transfer is in flight or the deadline passes; true if idle.
   bool WaitIdle(absl::Time deadline) const;
   // Finished transfers that read from a region must let go of it for its

@@ -219,7 +219,7 @@ grpc::ServerUnaryReactor* XferdServiceImpl::ListPeers(grpc::CallbackServerContex
 grpc::ServerUnaryReactor* XferdServiceImpl::DisconnectPeer(grpc::CallbackServerContext* context,
                                                            const v1::DisconnectPeerRequest* request,
                                                            v1::DisconnectPeerResponse* response) {
-  absl::StatusOr<uint32_t> failed = engine_.DisconnectPeer(request->peer());
+  absl::StatusOr<uint32_t> failed = engine_.DisconnectPeer(request->peer(), Caller(*context));
   if (failed.ok()) response->set_failed_transfers(*failed);
   return Reply(context, failed.status());
 }

@@ -291,7 +291,8 @@ def test_transfers_in_flight_quota(cluster: Cluster) -> None:
 def test_bandwidth_cap(cluster: Cluster) -> None:
     """Tenant slow (max_bandwidth 16 MiB/s, by its certificate) writes 32 MiB
     and reads it back: each takes about 2 s, never less than the cap allows
-    (10% for the bucket's burst and the last op), and not twice that."""
+    (10% for the bucket's burst and the last op), and not twice that. While
+    its transfer is in flight, another tenant may not disconnect the peer."""
     b = cluster.b.client()
     tls = xferd.TlsConfig(ca=cluster.ca.cert, cert=cluster.slow_client.cert,
                           key=cluster.slow_client.key)
@@ -319,7 +320,13 @@ def test_bandwidth_cap(cluster: Cluster) -> None:
                 assert rate <= 1.1 * cap, rate
                 assert rate >= 0.5 * cap, rate
             assert sha(dst.buffer) == sha(data)
-            slow.write("slow_back", "b", "slow_dst", size).wait(WAIT_S)
+            # While slow's write runs (2 s under its cap), kv may not take
+            # the peer away from under it.
+            running = slow.write("slow_back", "b", "slow_dst", size)
+            message = refused(cluster.as_kv("peers", "disconnect", "b", check=False))
+            assert ("tenant 'kv' may not disconnect peer 'b': transfers of tenant 'slow' are in "
+                    "flight with it") in message, message
+            assert running.wait(WAIT_S).state == "done"
             assert sha(dst.buffer) == sha(data)
             stats = {t.name: t for t in b.stats().tenants}
             assert stats["default"].max_bandwidth == 0

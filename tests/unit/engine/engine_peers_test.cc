@@ -102,7 +102,7 @@ TEST_F(EnginePeersTest, DisconnectFailsTransfersInFlight) {
   ASSERT_TRUE(h_.Connect(*a_, *b_).ok());
   a_->transport->HoldCompletions(true);
   auto t = (*h_.Submit(*a_, {Spec("src", "b", "dst", 1 << 20)}))[0];
-  auto failed = a_->engine->DisconnectPeer("b");
+  auto failed = a_->engine->DisconnectPeer("b", a_->engine->tenants().Default());
   ASSERT_TRUE(failed.ok());
   EXPECT_EQ(*failed, 1u);
   const engine::TransferInfo info = h_.Wait(t);
@@ -111,7 +111,7 @@ TEST_F(EnginePeersTest, DisconnectFailsTransfersInFlight) {
   EXPECT_NE(info.error.message().find("disconnected"), absl::string_view::npos);
   a_->transport->HoldCompletions(false);
   EXPECT_TRUE(a_->engine->ListPeers().empty());
-  EXPECT_EQ(a_->engine->DisconnectPeer("b").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(a_->engine->DisconnectPeer("b", a_->engine->tenants().Default()).status().code(), absl::StatusCode::kNotFound);
 }
 
 TEST_F(EnginePeersTest, GoodbyeBreaksThePeerAndTheNextWriteReconnects) {
@@ -154,7 +154,7 @@ TEST_F(EnginePeersTest, AHandshakeFromTheSameNodeReplacesTheOldLink) {
   auto t = (*h_.Submit(*a_, {Spec("src", "b", "dst", 1 << 20)}))[0];
   // b forgets a and handshakes again (as after a restart): a's old link to b
   // is replaced and the transfer that used it fails.
-  ASSERT_TRUE(b_->engine->DisconnectPeer("a").ok());
+  ASSERT_TRUE(b_->engine->DisconnectPeer("a", b_->engine->tenants().Default()).ok());
   ASSERT_TRUE(h_.Connect(*b_, *a_).ok());
   const engine::TransferInfo info = h_.Wait(t);
   EXPECT_EQ(info.state, TransferState::kFailed);
@@ -172,7 +172,7 @@ TEST_F(EnginePeersTest, AHandshakeFromTheSameNodeReplacesTheOldLink) {
 TEST_F(EnginePeersTest, AReconnectWaitsForTheGoodbyeOfTheLinkBefore) {
   ASSERT_TRUE(h_.Connect(*a_, *b_).ok());
   h_.rpc().SetGoodbyeDelay(absl::Milliseconds(200));
-  ASSERT_TRUE(b_->engine->DisconnectPeer("a").ok());
+  ASSERT_TRUE(b_->engine->DisconnectPeer("a", b_->engine->tenants().Default()).ok());
   ASSERT_TRUE(h_.Connect(*b_, *a_).ok());
   ASSERT_TRUE(WaitUntil([&] { return h_.rpc().goodbyes() == 1; })) << "the goodbye never landed";
   auto peers = a_->engine->ListPeers();
