@@ -179,7 +179,7 @@ std::string TenantsText(const v1::Stats& s) {
                {"REFUSED QUOTA", true},
                {"REFUSED ACCESS", true}});
   for (const v1::TenantStats& t : s.tenants()) {
-    table.AddRow({t.name(), FormatBytes(t.registered_bytes()),
+    table.AddRow({t.admin() ? t.name() + " (admin)" : t.name(), FormatBytes(t.registered_bytes()),
                   t.max_registered_bytes() == 0 ? "-" : FormatBytes(t.max_registered_bytes()),
                   absl::StrCat(t.transfers_in_flight()),
                   t.max_inflight_transfers() == 0 ? "-" : absl::StrCat(t.max_inflight_transfers()),

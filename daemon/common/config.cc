@@ -276,6 +276,7 @@ void DefineTenant(TableReader& r, TenantConfig& c) {
   r.On("max_priority", String(&c.max_priority));
   r.On("max_bandwidth", Size(&c.max_bandwidth));
   r.On("weight", Integer(&c.weight));
+  r.On("admin", Bool(&c.admin));
 }
 
 // [tenants]: a table of tables, one per tenant (toml++ keeps them by name).

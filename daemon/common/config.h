@@ -132,6 +132,9 @@ struct TenantConfig {
   // Its share of a class's lanes beside other tenants' transfers of the
   // same class, when they are saturated.
   uint32_t weight = 1;
+  // An operators' tenant: its clients see and act on every tenant's
+  // regions, layouts and transfers (its own limits still hold).
+  bool admin = false;
 };
 
 // The name of the tenant of clients that match no [tenants.<name>].

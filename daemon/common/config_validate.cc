@@ -285,6 +285,11 @@ absl::Status ValidateTenants(const std::vector<TenantConfig>& tenants) {
       return InvalidKey(absl::StrCat(key, ".max_bandwidth"),
                         "must be 0 (no cap) or at least 64KiB (bytes per second)");
     }
+    if (t.name == kDefaultTenant && t.admin) {
+      return InvalidKey(absl::StrCat(key, ".admin"),
+                        "cannot be true: the default tenant is whoever is not identified (give "
+                        "operators a tenant of their own, by uid, gid or certificate)");
+    }
     if (t.name == kDefaultTenant && (!t.uids.empty() || !t.gids.empty() || !t.cert_names.empty())) {
       return InvalidKey(key,
                         "is whoever matches no other tenant: it takes no uids, gids or "

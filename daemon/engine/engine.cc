@@ -76,7 +76,7 @@ void Engine::ConnectPeer(const std::string& address, absl::Duration timeout,
 absl::StatusOr<uint32_t> Engine::DisconnectPeer(const std::string& node_or_address,
                                                 const Tenant& tenant) {
   if (std::shared_ptr<Peer> found = peers_.Find(node_or_address);
-      found != nullptr && tenants_.configured()) {
+      found != nullptr && tenants_.configured() && !tenant.admin()) {
     const Tenant* other = nullptr;
     runner_.EachInFlight([&](const Transfer& t) {
       if (t.plan().peer == found && t.plan().spec.tenant != &tenant) other = t.plan().spec.tenant;

@@ -14,16 +14,16 @@ absl::Status LayoutRegistry::Add(std::shared_ptr<const Layout> layout) {
   return absl::OkStatus();
 }
 
-absl::Status LayoutRegistry::Remove(const std::string& name, const std::string& owner) {
+absl::Status LayoutRegistry::Remove(const std::string& name, const Tenant& tenant) {
   MutexLock lock(&mu_);
   auto it = layouts_.find(name);
   if (it == layouts_.end()) {
     return absl::NotFoundError(absl::StrCat("no layout named '", name, "'"));
   }
-  if (it->second->owner != owner) {
-    return absl::PermissionDeniedError(absl::StrCat("layout '", name, "' belongs to tenant '",
-                                                    it->second->owner, "', not to tenant '", owner,
-                                                    "'"));
+  if (!tenant.Owns(it->second->owner)) {
+    return tenant.Denied(absl::StrCat("layout '", name, "' belongs to tenant '",
+                                      it->second->owner, "', not to tenant '", tenant.name(),
+                                      "'"));
   }
   layouts_.erase(it);
   return absl::OkStatus();

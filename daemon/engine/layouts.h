@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "daemon/base/mutex.h"
 #include "daemon/engine/block_spec.h"
+#include "daemon/engine/tenants.h"
 
 namespace xferd::engine {
 
@@ -19,9 +20,9 @@ class LayoutRegistry {
  public:
   // ALREADY_EXISTS if the name is taken. Any thread.
   absl::Status Add(std::shared_ptr<const Layout> layout);
-  // NOT_FOUND if unknown, PERMISSION_DENIED unless `owner` (a tenant)
-  // prepared it. Transfers already planned are unaffected.
-  absl::Status Remove(const std::string& name, const std::string& owner);
+  // NOT_FOUND if unknown, PERMISSION_DENIED unless `tenant` owns it
+  // (Tenant::Owns). Transfers already planned are unaffected.
+  absl::Status Remove(const std::string& name, const Tenant& tenant);
   // Null if unknown.
   std::shared_ptr<const Layout> Find(const std::string& name) const;
   // By name.

@@ -28,7 +28,7 @@ Tenant::Tenant(const TenantConfig& config, uint32_t index)
 
 bool Tenant::MayUse(const memory::Region& region) const {
   const memory::RegionSpec& spec = region.spec();
-  if (spec.owner == name()) return true;
+  if (Owns(spec.owner)) return true;
   return std::any_of(spec.shared_with.begin(), spec.shared_with.end(),
                      [&](const std::string& t) { return t == "*" || t == name(); });
 }
@@ -42,7 +42,7 @@ absl::Status Tenant::CheckUse(const memory::Region& region) const {
 }
 
 absl::Status Tenant::CheckOwner(const memory::Region& region, absl::string_view action) const {
-  if (region.spec().owner == name()) return absl::OkStatus();
+  if (Owns(region.spec().owner)) return absl::OkStatus();
   return Denied(absl::StrCat("tenant '", name(), "' may not ", action, " region '", region.name(),
                              "': only its owner, tenant '", region.spec().owner, "', may"));
 }
@@ -104,6 +104,7 @@ TenantStats Tenant::Stats() const {
   s.refused_access = refused_access_.load(std::memory_order_relaxed);
   s.max_bandwidth = config_.max_bandwidth;
   s.weight = config_.weight;
+  s.admin = config_.admin;
   return s;
 }
 

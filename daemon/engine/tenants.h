@@ -36,6 +36,7 @@ struct TenantStats {
   uint64_t refused_access = 0;  // PERMISSION_DENIED: a class or another's object
   uint64_t max_bandwidth = 0;   // bytes per second; 0: none
   uint32_t weight = 1;
+  bool admin = false;
 };
 
 class Tenant {
@@ -47,6 +48,11 @@ class Tenant {
   const std::string& name() const { return config_.name; }
   uint32_t index() const { return index_; }
   uint32_t weight() const { return config_.weight; }
+  bool admin() const { return config_.admin; }
+  // Whether it may act as the owner of what `owner` (a tenant's name) or
+  // `other` owns: its own, or anyone's for an admin tenant.
+  bool Owns(absl::string_view owner) const { return admin() || owner == name(); }
+  bool Owns(const Tenant* other) const { return admin() || other == this; }
   // Its max_bandwidth, charged by the pollers as they post its ops.
   RateLimit& bandwidth() const { return bandwidth_; }
   const TenantConfig& config() const { return config_; }

@@ -111,10 +111,10 @@ absl::Status TransferPlanner::BindLayouts(TransferSpec& w) const {
       return absl::NotFoundError(
           absl::StrCat("no layout named '", *name, "': prepare it with PrepareLayout"));
     }
-    if (w.tenant != nullptr && (*ref)->owner != w.tenant->name()) {
-      return absl::PermissionDeniedError(absl::StrCat("layout '", *name, "' belongs to tenant '",
-                                                      (*ref)->owner, "', not to tenant '",
-                                                      w.tenant->name(), "'"));
+    if (w.tenant != nullptr && !w.tenant->Owns((*ref)->owner)) {
+      return w.tenant->Denied(absl::StrCat("layout '", *name, "' belongs to tenant '",
+                                           (*ref)->owner, "', not to tenant '", w.tenant->name(),
+                                           "'"));
     }
   }
   // The peer's side must be a layout of that peer, the local side a local one.

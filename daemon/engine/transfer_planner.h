@@ -33,7 +33,7 @@ class TransferPlanner {
   // The layout belongs to `tenant`, whose regions alone it may name.
   absl::StatusOr<std::shared_ptr<const Layout>> PrepareLayout(Layout layout, const Tenant& tenant);
   absl::Status DeleteLayout(const std::string& name, const Tenant& tenant) {
-    return layouts_.Remove(name, tenant.name());
+    return layouts_.Remove(name, tenant);
   }
   std::vector<std::shared_ptr<const Layout>> ListLayouts() const { return layouts_.List(); }
 

@@ -267,6 +267,7 @@ void ToProto(const engine::EngineStats& s, const ProcessStats& process, absl::Du
     out_tenant->set_refused_access(t.refused_access);
     out_tenant->set_max_bandwidth(t.max_bandwidth);
     out_tenant->set_weight(t.weight);
+    out_tenant->set_admin(t.admin);
   }
 }
 

@@ -116,7 +116,7 @@ grpc::ServerUnaryReactor* XferdServiceImpl::ListLayouts(grpc::CallbackServerCont
                                                         v1::ListLayoutsResponse* response) {
   const engine::Tenant& tenant = Caller(*context);
   for (const auto& layout : engine_.ListLayouts()) {
-    if (layout->owner == tenant.name()) ToProto(*layout, response->add_layouts());
+    if (tenant.Owns(layout->owner)) ToProto(*layout, response->add_layouts());
   }
   return Reply(context, absl::OkStatus());
 }

@@ -306,7 +306,7 @@ grpc::ServerUnaryReactor* XferdServiceImpl::GetTransfer(grpc::CallbackServerCont
 absl::StatusOr<engine::TransferInfo> XferdServiceImpl::GetOwnTransfer(
     uint64_t id, const engine::Tenant& tenant) const {
   absl::StatusOr<engine::TransferInfo> info = engine_.GetTransfer(id);
-  if (info.ok() && info->spec.tenant != &tenant) {
+  if (info.ok() && !tenant.Owns(info->spec.tenant)) {
     return tenant.Denied(
         absl::StrCat("transfer ", id, " belongs to tenant '",
                      info->spec.tenant != nullptr ? info->spec.tenant->name() : "?",
@@ -318,7 +318,7 @@ absl::StatusOr<engine::TransferInfo> XferdServiceImpl::GetOwnTransfer(
 std::shared_ptr<engine::Transfer> XferdServiceImpl::FindOwnTransfer(
     uint64_t id, const engine::Tenant& tenant) const {
   std::shared_ptr<engine::Transfer> t = engine_.FindTransfer(id);
-  return t != nullptr && t->plan().spec.tenant == &tenant ? t : nullptr;
+  return t != nullptr && tenant.Owns(t->plan().spec.tenant) ? t : nullptr;
 }
 
 grpc::ServerUnaryReactor* XferdServiceImpl::ListTransfers(grpc::CallbackServerContext* context,
@@ -332,7 +332,8 @@ grpc::ServerUnaryReactor* XferdServiceImpl::ListTransfers(grpc::CallbackServerCo
   if (!start.ok()) return Reply(context, start.status());
   filter.include_finished = request->include_finished();
   filter.batch_id = request->batch_id();
-  filter.tenant = &Caller(*context);
+  const engine::Tenant& tenant = Caller(*context);
+  filter.tenant = tenant.admin() ? nullptr : &tenant;  // an admin sees everyone's
   // One more than the page: whether another page follows.
   const uint32_t page = PageSize(request->page_size() != 0 ? request->page_size()
                                                             : request->limit());

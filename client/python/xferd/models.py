@@ -370,6 +370,9 @@ class Transfer:
     direction: Direction
     blocks: int
     priority: Priority
+    #: The tenant that submitted it (docs/tenants.md); empty in a ring's
+    #: completion, which does not carry it.
+    tenant: str = ""
 
     @property
     def terminal(self) -> bool:
@@ -636,6 +639,8 @@ class TenantStats:
     #: beside other tenants' transfers of the same class.
     max_bandwidth: int = 0
     weight: int = 1
+    #: An operators' tenant, which sees and acts on every tenant's objects.
+    admin: bool = False
 
     @classmethod
     def from_proto(cls, t: Any) -> "TenantStats":

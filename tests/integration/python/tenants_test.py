@@ -50,6 +50,9 @@ max_priority = "normal"
 [tenants.slow]
 cert_names = ["slow-client"]
 max_bandwidth = "16MiB"
+[tenants.operators]
+cert_names = ["operator"]
+admin = true
 """
 
 
@@ -62,6 +65,7 @@ class Cluster:
         self.ca = Ca(os.path.join(workdir, "pki"), "ca")
         self.kv_client: Cert = self.ca.issue("kv-client")
         self.slow_client: Cert = self.ca.issue("slow-client")
+        self.operator: Cert = self.ca.issue("operator")
         # Both daemons are mTLS (a TCP client's certificate names its
         # tenant); b has no [tenants].
         self.a = Daemon("a", workdir, daemon_binary(), config_extra=TENANTS,
@@ -229,6 +233,27 @@ def test_a_shared_region_and_transfers_of_each(cluster: Cluster, ops: xferd.Clie
         b.deregister_region("shared_dst")
 
 
+def test_an_admin_tenant_acts_on_every_tenants_objects(cluster: Cluster,
+                                                       ops: xferd.Client) -> None:
+    tls = xferd.TlsConfig(ca=cluster.ca.cert, cert=cluster.operator.cert,
+                          key=cluster.operator.key)
+    cluster.as_kv("regions", "register", "kv_seen", "1MiB")
+    ops.register_region("ops_seen", 1 * MiB)
+    with xferd.Client(cluster.a.address, tls=tls) as admin:
+        assert admin.node_info().tenant == "operators"
+        seen = {r.name: r.tenant for r in admin.regions()}
+        assert seen == {"kv_seen": "kv", "ops_seen": "ops"}, seen
+        mine = ops.transfers(include_finished=True)
+        everyone = {t.id for t in admin.transfers(include_finished=True)}
+        assert {t.id for t in mine} <= everyone
+        if mine:
+            assert admin.transfer(mine[0].id).tenant == "ops"
+        admin.deregister_region("kv_seen")
+        admin.deregister_region("ops_seen")
+    assert ops.regions() == []
+    assert "operators (admin)" in cluster.as_kv("tenants").stdout
+
+
 def test_quotas(cluster: Cluster, ops: xferd.Client) -> None:
     cluster.as_kv("regions", "register", "kv_a", "6MiB")
     try:
@@ -249,7 +274,7 @@ def test_quotas(cluster: Cluster, ops: xferd.Client) -> None:
         assert stats["kv"].max_inflight_transfers == 2
         assert stats["kv"].max_priority == "normal"
         assert stats["kv"].refused_quota >= 1 and stats["kv"].refused_access >= 1
-        assert set(stats) == {"default", "kv", "ops", "slow"}
+        assert set(stats) == {"default", "kv", "operators", "ops", "slow"}
         table = cluster.as_kv("tenants").stdout
         assert "kv" in table and "6.00 MiB" in table and "8.00 MiB" in table, table
         top = cluster.as_kv("top", "-n", "1").stdout

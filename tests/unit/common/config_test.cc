@@ -278,9 +278,12 @@ max_priority = "bulk"
   EXPECT_EQ(invalid("[tenants.a]\nuids = [-1]\n"),
             "test: config key 'tenants.a.uids' is out of range");
   EXPECT_EQ(invalid("[tenants.a]\nquota = 1\n"),
-            "test: unknown config key 'tenants.a.quota'; known keys here: cert_names, gids, "
-            "max_bandwidth, max_inflight_transfers, max_priority, max_registered_bytes, uids, "
-            "weight");
+            "test: unknown config key 'tenants.a.quota'; known keys here: admin, cert_names, "
+            "gids, max_bandwidth, max_inflight_transfers, max_priority, max_registered_bytes, "
+            "uids, weight");
+  EXPECT_EQ(invalid("[tenants.default]\nadmin = true\n"),
+            "config key 'tenants.default.admin' cannot be true: the default tenant is whoever is "
+            "not identified (give operators a tenant of their own, by uid, gid or certificate)");
   EXPECT_EQ(invalid("[tenants.a]\nweight = 0\n"),
             "config key 'tenants.a.weight' must be between 1 and 1000 (a weight of 0 would "
             "starve the tenant)");

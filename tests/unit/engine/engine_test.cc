@@ -102,7 +102,7 @@ TEST_F(EngineTest, PeerTrafficOutlivesLinks) {
   EXPECT_EQ(Write(8192).state, TransferState::kDone);
   EXPECT_EQ(a_->engine->Stats().traffic.at("b").bytes_sent, 8192u);
   // Disconnected: the peer is gone, its bytes stay counted.
-  ASSERT_TRUE(a_->engine->DisconnectPeer("b").ok());
+  ASSERT_TRUE(a_->engine->DisconnectPeer("b", a_->engine->tenants().Default()).ok());
   engine::EngineStats stats = a_->engine->Stats();
   EXPECT_EQ(stats.peers, 0u);
   EXPECT_EQ(stats.traffic.at("b").bytes_sent, 8192u);
