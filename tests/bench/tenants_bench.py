@@ -10,8 +10,10 @@ Builds the daemon and the Python client with --config=opt (unless
 --no-build), starts daemons a and b with mTLS (their data lanes left
 unencrypted), a connected to b, and on a four tenants told apart by their
 clients' certificates. Each tenant's clients (four) write their own 32 MiB
-region to b in a loop; a tenant's rate is the payload bytes of its
-writes that ended in the window, per second (its TenantStats.bytes).
+region to b in a loop; a tenant's rate is the bytes its writes moved in
+the window, per second: those of writes that ended plus the progress of
+those under way at either edge (their snapshots' bytes_done), so the
+figure does not depend on where the edges fall.
   1. "capped" (max_bandwidth = --cap, default 500 MB/s) beside "free"
      (uncapped): capped's rate against its cap (target: within 10%), and
      free's beside it;
@@ -76,6 +78,11 @@ class Writers:
     def __init__(self, xferd: Any, tenant: str, address: str, tls: Any, size: int) -> None:
         self.tenant, self.size = tenant, size
         self.clients = [xferd.Client(address, tls=tls) for _ in range(CLIENTS)]
+        # Per client, under `lock`: bytes of its writes that ended, and the
+        # write under way.
+        self.lock = threading.Lock()
+        self.ended = [0] * CLIENTS
+        self.current: List[Any] = [None] * CLIENTS
         self.running = threading.Event()
         self.stop = threading.Event()
         self.error: List[BaseException] = []
@@ -89,10 +96,22 @@ class Writers:
             while not self.stop.is_set():
                 if not self.running.wait(0.05):
                     continue
-                self.clients[i].write(f"{self.tenant}_src{i}", "b", f"{self.tenant}_dst{i}",
-                                      self.size).wait(600).raise_for_state()
+                handle = self.clients[i].write(f"{self.tenant}_src{i}", "b",
+                                               f"{self.tenant}_dst{i}", self.size)
+                with self.lock:
+                    self.current[i] = handle
+                handle.wait(600).raise_for_state()
+                with self.lock:
+                    self.ended[i] += self.size
+                    self.current[i] = None
         except BaseException as e:  # reported by the main thread
             self.error.append(e)
+
+    def moved(self) -> int:
+        """Bytes its writes moved so far, those under way included."""
+        with self.lock:
+            return sum(self.ended) + sum(h.snapshot().bytes_done for h in self.current
+                                         if h is not None)
 
     def check(self) -> None:
         if self.error:
@@ -106,19 +125,15 @@ class Writers:
             c.close()
 
 
-def tenant_bytes(client: Any) -> Dict[str, int]:
-    return {t.name: t.bytes for t in client.stats().tenants}
-
-
 def window(ops: Any, writers: List[Writers], seconds: float) -> Dict[str, float]:
     """Runs `writers` for `seconds` after a second's warm-up; each tenant's
     bytes per second of writes that ended meanwhile."""
     for w in writers:
         w.running.set()
     time.sleep(1.0)
-    before, start = tenant_bytes(ops), time.monotonic()
+    before, start = {w.tenant: w.moved() for w in writers}, time.monotonic()
     time.sleep(seconds)
-    after, elapsed = tenant_bytes(ops), time.monotonic() - start
+    after, elapsed = {w.tenant: w.moved() for w in writers}, time.monotonic() - start
     for w in writers:
         w.running.clear()
         w.check()
