@@ -17,6 +17,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "daemon/base/mutex.h"
+#include "daemon/common/tenant_config.h"
 #include "daemon/memory/landed_events.h"
 #include "daemon/memory/memory_backing.h"
 
@@ -45,8 +46,8 @@ struct RegionSpec {
   // The tenant that registered it (docs/tenants.md), and the other tenants
   // that may use it in their transfers, watch it and map it ("*": all).
   // Only its owner may deregister it or change its ACL.
-  // Default: the tenant every client is without [tenants] (kDefaultTenant).
-  std::string owner = "default";
+  // Default: the tenant every client is without [tenants].
+  std::string owner = kDefaultTenant;
   std::vector<std::string> shared_with;
 };
 
