@@ -143,14 +143,4 @@ EngineStats Engine::Stats() const {
   return stats;
 }
 
-absl::StatusOr<std::shared_ptr<memory::Region>> Engine::FindRegionFor(absl::string_view name,
-                                                                      const Tenant& tenant) const {
-  std::shared_ptr<memory::Region> region = regions_.Find(name);
-  if (region == nullptr) {
-    return absl::NotFoundError(absl::StrCat("no region named '", name, "'"));
-  }
-  RETURN_IF_ERROR(tenant.CheckUse(*region));
-  return region;
-}
-
 }  // namespace xferd::engine

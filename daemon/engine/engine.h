@@ -78,7 +78,9 @@ class Engine final {
   // The region as `tenant` may use it: NOT_FOUND, or PERMISSION_DENIED
   // naming its owner.
   absl::StatusOr<std::shared_ptr<memory::Region>> FindRegionFor(absl::string_view name,
-                                                                const Tenant& tenant) const;
+                                                                const Tenant& tenant) const {
+    return region_control_.FindFor(name, tenant);
+  }
   // `spec.owner` is the tenant registering it.
   void RegisterRegion(memory::RegionSpec spec, Callback<std::shared_ptr<memory::Region>> done) {
     region_control_.Register(std::move(spec), std::move(done));

@@ -9,7 +9,7 @@
 namespace xferd::engine {
 namespace {
 
-absl::Status NoRegion(const std::string& name) {
+absl::Status NoRegion(absl::string_view name) {
   return absl::NotFoundError(absl::StrCat("no region named '", name, "'"));
 }
 
@@ -32,6 +32,14 @@ void RegionControl::Changed() {
   if (RegionObserver* observer = observer_.load(std::memory_order_acquire)) {
     observer->OnRegionsChanged();
   }
+}
+
+absl::StatusOr<std::shared_ptr<memory::Region>> RegionControl::FindFor(absl::string_view name,
+                                                                       const Tenant& tenant) const {
+  std::shared_ptr<memory::Region> region = regions_.Find(name);
+  if (region == nullptr) return NoRegion(name);
+  RETURN_IF_ERROR(tenant.CheckUse(*region));
+  return region;
 }
 
 void RegionControl::Register(memory::RegionSpec spec,

@@ -45,6 +45,11 @@ class RegionControl {
   void SetAcl(const std::string& name, const Tenant& tenant, std::vector<std::string> peers,
               Callback<std::shared_ptr<memory::Region>> done);
 
+  // The region as `tenant` may use it: NOT_FOUND, or PERMISSION_DENIED
+  // naming its owner. Any thread.
+  absl::StatusOr<std::shared_ptr<memory::Region>> FindFor(absl::string_view name,
+                                                          const Tenant& tenant) const;
+
   // Who hears that regions changed (null: nobody); outlives its use.
   void SetObserver(RegionObserver* observer);
 
