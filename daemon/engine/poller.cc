@@ -26,6 +26,12 @@ constexpr uint32_t kMaxPostBatch = 16;
 
 using Clock = std::chrono::steady_clock;
 
+// The steady clock in nanoseconds, as the tenants' buckets count time.
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+      .count();
+}
+
 }  // namespace
 
 Poller::Poller(uint32_t index, transport::TransportWorker& worker, const PollerOptions& options,
@@ -191,8 +197,7 @@ void Poller::Take(std::shared_ptr<Transfer> transfer) {
 }
 
 uint32_t Poller::ServiceTransfers() {
-  now_ns_ =
-      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+  now_ns_ = 0;  // read on first use: only capped tenants' transfers need it
   throttled_until_ns_ = 0;
   uint64_t bytes = 0;
   uint32_t posted = ServiceClass(Priority::kCritical, &bytes);
@@ -265,6 +270,7 @@ bool Poller::ServiceOne(Transfer& t, uint32_t* posted, uint64_t* bytes) {
   // bucket lets it post again; the poller sleeps no longer than that.
   const Tenant* tenant = t.plan().spec.tenant;
   const bool capped = tenant != nullptr && tenant->bandwidth().limited();
+  if (capped && now_ns_ == 0) now_ns_ = NowNs();
   const uint64_t allowance = capped ? tenant->bandwidth().Allowance(now_ns_) : UINT64_MAX;
   if (allowance == 0) {
     const int64_t until = now_ns_ + std::max<int64_t>(1, tenant->bandwidth().WaitNs(now_ns_));
@@ -391,10 +397,7 @@ std::optional<std::chrono::nanoseconds> Poller::Sleep() {
   timespec timeout{};
   const timespec* until = nullptr;
   if (throttled_until_ns_ != 0) {
-    const int64_t now =
-        std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
-            .count();
-    const int64_t wait = std::max<int64_t>(0, throttled_until_ns_ - now);
+    const int64_t wait = std::max<int64_t>(0, throttled_until_ns_ - NowNs());
     timeout.tv_sec = wait / 1000000000;
     timeout.tv_nsec = wait % 1000000000;
     until = &timeout;

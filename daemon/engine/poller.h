@@ -153,9 +153,10 @@ class Poller final : public transport::CompletionSink {
   // Each class's share between tenants, and the transfers a pass let go.
   std::vector<TenantShares> tenant_shares_;
   std::vector<uint32_t> dropped_;
-  // This pass's time (steady clock, ns), and the earliest a transfer held
-  // back by its tenant's bandwidth may post again (0: none held back): the
-  // poller sleeps no longer than that.
+  // This pass's time (steady clock, ns; 0 until a capped tenant's transfer
+  // needs it), and the earliest a transfer held back by its tenant's
+  // bandwidth may post again (0: none held back): the poller sleeps no
+  // longer than that.
   int64_t now_ns_ = 0;
   int64_t throttled_until_ns_ = 0;
   // Bytes of ops below critical each lane holds: posted by this poller, not
