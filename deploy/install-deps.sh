@@ -7,14 +7,15 @@ set -euo pipefail
 # Build and run: Bazel (offline, Debian's bazel-bootstrap), gRPC/protobuf,
 # Abseil, spdlog/fmt, toml++, CLI11, libsystemd, rdma-core's libibverbs,
 # prometheus-cpp's core (the metric families and their text format), GNU
-# libmicrohttpd with GnuTLS and zlib (the /metrics HTTP(S) server, gzip), pip
+# libmicrohttpd with GnuTLS and zlib (the /metrics HTTP(S) server, gzip), ISA-L
+# (the CRC-64 of verified transfers), pip
 # (the Python client's wheel is installed with it).
 BUILD_PACKAGES=(
   bazel-bootstrap pkg-config g++
   protobuf-compiler protobuf-compiler-grpc libgrpc++-dev libprotobuf-dev
   libabsl-dev libspdlog-dev libfmt-dev libtomlplusplus-dev libcli11-dev libsystemd-dev
   libibverbs-dev ibverbs-providers
-  prometheus-cpp-dev libmicrohttpd-dev libgnutls28-dev zlib1g-dev
+  prometheus-cpp-dev libmicrohttpd-dev libgnutls28-dev zlib1g-dev libisal-dev
   python3-grpcio python3-protobuf python3-pip
 )
 # Tests and benchmarks: gtest, pytest, iperf3 and qperf (the benchmarks' references),

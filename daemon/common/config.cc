@@ -205,6 +205,7 @@ void DefineTransport(TableReader& r, TransportConfig& c) {
 void DefineEngine(TableReader& r, EngineConfig& c) {
   r.On("pollers", Integer(&c.pollers));
   r.On("slice_size", Size(&c.slice_size));
+  r.On("verify", Bool(&c.verify));
   r.On("lane_depth", Integer(&c.lane_depth));
   r.On("max_inflight_transfers", Integer(&c.max_inflight_transfers));
   r.On("history", Integer(&c.history));

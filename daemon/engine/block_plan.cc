@@ -146,7 +146,7 @@ absl::Status CheckNoOverlap(const BlockSpec& spec, const std::vector<Block>& blo
 
 absl::StatusOr<std::vector<Block>> PlanBlocks(const BlockSpec& spec, const RegionSide& src,
                                               const RegionSide& dst, bool src_is_local,
-                                              uint32_t slice) {
+                                              uint32_t slice, bool merge) {
   if (absl::Status s = spec.CheckShape(); !s.ok()) return s;
   std::vector<Block> blocks;
   blocks.reserve(spec.count());
@@ -165,7 +165,7 @@ absl::StatusOr<std::vector<Block>> PlanBlocks(const BlockSpec& spec, const Regio
     if (absl::Status st = CheckSide(i, "destination", d, n, dst); !st.ok()) return st;
     const uint64_t l = src_is_local ? s : d;
     const uint64_t r = src_is_local ? d : s;
-    if (length > 0 && local + length == l && remote + length == r) {
+    if (merge && length > 0 && local + length == l && remote + length == r) {
       length += n;
       return absl::OkStatus();
     }

@@ -24,14 +24,16 @@ struct RegionSide {
 };
 
 // Checks and expands a many-block spec (not kRange). src/dst are the
-// request's sides; `src_is_local` for a write, false for a read. Errors:
+// request's sides; `src_is_local` for a write, false for a read; `merge`
+// joins blocks contiguous on both sides (a verified transfer keeps them
+// apart: it has a checksum per request block). Errors:
 // INVALID_ARGUMENT (zero length, bad layout index, overlapping destination
 // blocks, naming both) and OUT_OF_RANGE (a block outside its region), each
 // naming the request's block number.
 absl::StatusOr<std::vector<transport::Block>> PlanBlocks(const BlockSpec& spec,
                                                          const RegionSide& src,
                                                          const RegionSide& dst, bool src_is_local,
-                                                         uint32_t slice);
+                                                         uint32_t slice, bool merge = true);
 
 // The most pieces (24 bytes each) one transfer is planned as: the largest
 // request's block count. Without it a range of a huge region at a small

@@ -311,8 +311,10 @@ bool Poller::ServiceOne(Transfer& t, uint32_t* posted, uint64_t* bytes) {
   }
   const bool home = t.plan().home_poller == index_;
   bool final_claimed = false;
+  // A write whose blocks landed wrong sends no final op (its landing
+  // notice): the poller that saw the last bulk op ends it (FailIfCorrupt).
   if (t.has_final() && bulk_claimed_out && home && n < credits && room() && t.BulkComplete() &&
-      t.TryClaimFinal()) {
+      !t.corrupt() && t.TryClaimFinal()) {
     t.MakeOp(t.ops() - 1, /*final=*/true, &ops[n]);
     batch_bytes += ops[n++].length;
     final_claimed = true;
@@ -355,6 +357,7 @@ void Poller::OnOpDone(const transport::OpCompletion& c) {
   if (t->plan().spec.priority != Priority::kCritical) {
     Release(t->plan().link->lane(index_), c.length);
   }
+  if (c.mismatch != nullptr) t->RecordMismatch(*c.mismatch);
   if (c.error != nullptr) {
     t->Finish(TransferState::kFailed, *c.error);
   } else if (CookieIsFinal(c.cookie)) {
@@ -362,6 +365,8 @@ void Poller::OnOpDone(const transport::OpCompletion& c) {
   } else if (t->OnBulkDone(c.length) == t->bulk_ops()) {
     if (!t->has_final()) {
       t->OnReadDone();
+    } else if (t->FailIfCorrupt()) {
+      // Its final op, and the landing it would announce, never go.
     } else if (t->plan().home_poller != index_) {
       pool_.at(t->plan().home_poller).Wake();  // its final op may go now
     }

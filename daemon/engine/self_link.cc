@@ -11,6 +11,7 @@
 #include "daemon/common/check.h"
 #include "daemon/engine/peer.h"
 #include "daemon/engine/transfer.h"
+#include "daemon/memory/checksum.h"
 #include "daemon/memory/guarded_copy.h"
 
 namespace xferd::engine {
@@ -81,6 +82,19 @@ class SelfLink::SelfLane final : public transport::Lane {
     // the kernel then reports (memory::GuardedCopy) where a memmove would
     // die of SIGBUS.
     const bool guarded = local.can_lose_memory() || own.can_lose_memory();
+    const bool write = op.kind == transport::OpKind::kWrite;
+    memory::Region& src = write ? local : own;
+    memory::Region& dst = write ? own : local;
+    // Verified: a read's source is checksummed as it is copied (a write's
+    // was as it was posted), and what landed is checked against it.
+    if (op.checksums != nullptr && !write) {
+      for (uint32_t i = 0; i < n; ++i) {
+        if (!memory::RegionChecksum(src, static_cast<const std::byte*>(from[i].iov_base),
+                                    from[i].iov_len, &op.checksums[i])) {
+          op.checksums[i] = 0;  // the copy faults there too
+        }
+      }
+    }
     absl::Status error;
     if (guarded) {
       if (memory::GuardedCopy(to, n, from, n) != static_cast<ssize_t>(op.length)) {
@@ -92,11 +106,16 @@ class SelfLink::SelfLane final : public transport::Lane {
         std::memmove(to[i].iov_base, from[i].iov_base, to[i].iov_len);
       }
     }
-    if (error.ok() && op.notice != nullptr) {
+    transport::ChecksumMismatch mismatch;
+    const bool landed_right = !error.ok() || op.checksums == nullptr ||
+                              transport::CheckLanded(&dst, to, n, op.checksums, &mismatch);
+    mismatch.checksums = op.checksums;
+    if (error.ok() && landed_right && op.notice != nullptr) {
       sink_.OnLanded(transport::Landing{t.plan().remote_key->own_region, link_.peer_name(),
                                         *op.notice, absl::Now()});
     }
-    sink_.OnOpDone(transport::OpCompletion{op.cookie, op.length, error.ok() ? nullptr : &error});
+    sink_.OnOpDone(transport::OpCompletion{op.cookie, op.length, error.ok() ? nullptr : &error,
+                                           landed_right ? nullptr : &mismatch});
   }
 
   SelfLink& link_;

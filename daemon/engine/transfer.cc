@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "daemon/common/check.h"
 #include "daemon/engine/block_plan.h"
 #include "daemon/engine/landed_ranges.h"
 #include "daemon/engine/peer.h"
+#include "daemon/memory/checksum.h"
 #include "daemon/transport/transport.h"
 
 namespace xferd::engine {
@@ -62,7 +64,10 @@ Transfer::Transfer(Plan plan, TransferListener* listener)
                     ? absl::InfiniteFuture()
                     : submitted_at_ + plan_.spec.timeout),
       notice_(MakeNotice(plan_.id, blocks_, has_final(), plan_.spec.request_blocks, bytes_)),
-      listener_(listener) {
+      listener_(listener),
+      checksums_(plan_.spec.verify.value_or(false)
+                     ? std::make_shared<std::vector<uint64_t>>(blocks_.size())
+                     : nullptr) {
   XFERD_CHECK(!blocks_.empty() && plan_.slice_size > 0 && ops() >= 1);
   plan_.local->AddUser();
 }
@@ -80,10 +85,88 @@ uint32_t Transfer::OnBulkDone(uint32_t bytes) {
 
 void Transfer::OnFinalDone(uint32_t bytes) {
   bytes_done_.fetch_add(bytes, std::memory_order_relaxed);
-  Finish(TransferState::kDone, absl::OkStatus());
+  FinishVerified();
 }
 
-void Transfer::OnReadDone() { Finish(TransferState::kDone, absl::OkStatus()); }
+void Transfer::OnReadDone() { FinishVerified(); }
+
+void Transfer::FinishVerified() {
+  if (checksums_ == nullptr) {
+    Finish(TransferState::kDone, absl::OkStatus());
+    return;
+  }
+  absl::Status error = corrupt() ? MismatchError() : ExpectedError();
+  all_ops_done_.store(true, std::memory_order_release);
+  Finish(error.ok() ? TransferState::kDone : TransferState::kFailed, std::move(error));
+}
+
+void Transfer::RecordMismatch(const transport::ChecksumMismatch& mismatch) {
+  const uint64_t block =
+      static_cast<uint64_t>(mismatch.checksums - checksums_->data()) + mismatch.first;
+  {
+    MutexLock lock(&mismatch_mu_);
+    if (block < first_differing_) {
+      first_differing_ = block;
+      first_landed_ = mismatch.landed;
+    }
+  }
+  differing_.fetch_add(mismatch.blocks, std::memory_order_release);
+}
+
+bool Transfer::FailIfCorrupt() {
+  if (!corrupt()) return false;
+  all_ops_done_.store(true, std::memory_order_release);
+  Finish(TransferState::kFailed, MismatchError());
+  return true;
+}
+
+namespace {
+
+// "block #7 (source offset 28672, destination offset 4096, 4096 bytes)".
+std::string DescribeBlock(uint64_t index, const transport::Block& b, bool read) {
+  return absl::StrCat("block #", index, " (source offset ", read ? b.remote_offset : b.local_offset,
+                      ", destination offset ", read ? b.local_offset : b.remote_offset, ", ",
+                      b.length, " bytes)");
+}
+
+std::string Crc(uint64_t sum) { return absl::StrCat("0x", absl::Hex(sum, absl::kZeroPad16)); }
+
+}  // namespace
+
+absl::Status Transfer::MismatchError() const {
+  uint64_t first;
+  uint64_t landed;
+  {
+    MutexLock lock(&mismatch_mu_);
+    first = first_differing_;
+    landed = first_landed_;
+  }
+  const bool read = plan_.kind == transport::OpKind::kRead;
+  return absl::DataLossError(absl::StrCat(
+      "verify: ", DescribeBlock(first, blocks_[first], read), " landed with CRC-64 ", Crc(landed),
+      " where the source sent ", Crc((*checksums_)[first]), "; ",
+      differing_.load(std::memory_order_acquire), " of ", blocks_.size(),
+      " blocks differ. The destination does not hold what was sent (changed while in flight, or "
+      "corrupted on the way): ",
+      read ? "" : "no landed event was raised; ", "retry the transfer"));
+}
+
+absl::Status Transfer::ExpectedError() const {
+  if (plan_.expected_checksums == nullptr) return absl::OkStatus();
+  const std::vector<uint64_t>& expected = *plan_.expected_checksums;
+  uint64_t differ = 0;
+  uint64_t first = 0;
+  for (uint64_t i = 0; i < blocks_.size(); ++i) {
+    if ((*checksums_)[i] != expected[i] && differ++ == 0) first = i;
+  }
+  if (differ == 0) return absl::OkStatus();
+  return absl::DataLossError(absl::StrCat(
+      "verify: ", DescribeBlock(first, blocks_[first], /*read=*/true), " has CRC-64 ",
+      Crc((*checksums_)[first]), " and expected_checksums[", first, "] is ", Crc(expected[first]),
+      "; ", differ, " of ", blocks_.size(),
+      " blocks differ from expected_checksums: the source no longer holds the data they were "
+      "taken of"));
+}
 
 void Transfer::PublishReadLanded() {
   memory::LandedEvent event{notice_.offset, notice_.length, plan_.peer->node_id(), plan_.id, 0,
@@ -98,7 +181,7 @@ void Transfer::PublishReadLanded() {
   plan_.local->landed().Publish(std::move(event));
 }
 
-void Transfer::MakeOp(uint32_t index, bool final, transport::DataOp* op) const {
+void Transfer::MakeOp(uint32_t index, bool final, transport::DataOp* op) {
   const uint32_t first = op_starts_[index];
   const uint32_t count = op_starts_[index + 1] - first;
   uint32_t length = 0;
@@ -113,6 +196,19 @@ void Transfer::MakeOp(uint32_t index, bool final, transport::DataOp* op) const {
   op->block_count = count;
   op->length = length;
   op->notice = final ? &notice_ : nullptr;
+  op->checksums = nullptr;
+  if (checksums_ == nullptr) return;
+  uint64_t* sums = checksums_->data() + first;
+  op->checksums = sums;
+  if (plan_.kind != transport::OpKind::kWrite) return;  // the source's transport fills them in
+  const memory::Region& local = *plan_.local;
+  for (uint32_t i = 0; i < count; ++i) {
+    const transport::Block& b = blocks_[first + i];
+    // A page of a file region gone: the transport fails the op on it.
+    if (!memory::RegionChecksum(local, local.data() + b.local_offset, b.length, &sums[i])) {
+      sums[i] = 0;
+    }
+  }
 }
 
 void Transfer::MarkRunning() {
@@ -208,6 +304,11 @@ TransferInfo Transfer::Info() const {
   info.bytes_done = final_bytes_;
   info.error = error_;
   info.finished_at = finished_at_;
+  // Only once every op completed (done, or failed for what they found).
+  if (checksums_ != nullptr && all_ops_done_.load(std::memory_order_acquire) &&
+      (info.state == TransferState::kDone || error_.code() == absl::StatusCode::kDataLoss)) {
+    info.checksums = checksums_;
+  }
   return info;
 }
 

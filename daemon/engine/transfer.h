@@ -84,6 +84,8 @@ class Transfer {
     // A many-block write into a region with landed_ranges: its ranges are
     // sent to the peer before its ops (docs/many-blocks.md).
     bool stage_ranges = false;
+    // A verified read's expected checksums (TransferSpec), one per block.
+    std::shared_ptr<const std::vector<uint64_t>> expected_checksums;
     // The request's completion port (TransferSpec::completion): held while
     // the transfer is, not by its history; and its poller, if it names one.
     std::shared_ptr<CompletionPort> completion;
@@ -125,8 +127,20 @@ class Transfer {
   // A read's last op completed: ends the transfer done, raising the landed
   // event on the local region, unless it already ended (then no event).
   void OnReadDone();
-  // Fills the op for op `index` (the final op of a write when `final`).
-  void MakeOp(uint32_t index, bool final, transport::DataOp* op) const;
+  // Fills the op for op `index` (the final op of a write when `final`); a
+  // verified write's checksums of its blocks are computed here, as it goes.
+  void MakeOp(uint32_t index, bool final, transport::DataOp* op);
+  // ---- verification (docs/integrity.md) ----
+  bool verified() const { return checksums_ != nullptr; }
+  // Some blocks of a verified op landed other bytes than the source sent.
+  // Before the op is counted done (OnBulkDone, OnFinalDone), so whoever
+  // sees every bulk op done also sees it. Rare: takes a lock.
+  void RecordMismatch(const transport::ChecksumMismatch& mismatch);
+  bool corrupt() const { return differing_.load(std::memory_order_acquire) > 0; }
+  // Every bulk op completed and some differed: ends the transfer DATA_LOSS
+  // (a write's final op, and with it the landing notice, never goes).
+  // Returns whether it did.
+  bool FailIfCorrupt();
   // Writes posted and not yet completed. The transfer object must outlive
   // them: the table keeps it until this is 0.
   void AddInFlight(uint32_t n) { in_flight_.fetch_add(n, std::memory_order_relaxed); }
@@ -191,6 +205,11 @@ class Transfer {
   TransferInfo Describe() const;
   // A read's landed event on its local region.
   void PublishReadLanded();
+  // How the transfer ends once all its ops completed: done, or DATA_LOSS
+  // when its blocks differ from their checksums or the expected ones.
+  void FinishVerified();
+  absl::Status MismatchError() const;
+  absl::Status ExpectedError() const;
 
   // blocks_[op_starts_[i] .. op_starts_[i+1]) make op i: with the blocks
   // that is at most 24 + 4 bytes per block, freed with the transfer. Taken
@@ -203,6 +222,17 @@ class Transfer {
   const absl::Time deadline_;
   const transport::LandingNotice notice_;
   TransferListener* const listener_;
+  // Verified: one checksum per block, of the source's bytes (a write's
+  // filled by MakeOp, a read's by the transport); null otherwise. Each op
+  // writes its own blocks' entries; they are read once every op is done.
+  const std::shared_ptr<std::vector<uint64_t>> checksums_;
+  // Blocks that landed other bytes; the first of them, and the checksum of
+  // its landed bytes.
+  std::atomic<uint64_t> differing_{0};
+  std::atomic<bool> all_ops_done_{false};  // the checksums are final
+  mutable Mutex mismatch_mu_;
+  uint64_t first_differing_ ABSL_GUARDED_BY(mismatch_mu_) = UINT64_MAX;
+  uint64_t first_landed_ ABSL_GUARDED_BY(mismatch_mu_) = 0;
 
   std::atomic<TransferState> state_{TransferState::kQueued};
   std::atomic<uint32_t> next_op_{0};

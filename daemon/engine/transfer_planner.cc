@@ -25,6 +25,7 @@ TransferSpec Summarize(const TransferSpec& w) {
   s.dst_offset = w.dst_offset;
   s.length = w.length;
   s.slice_size = w.slice_size;
+  s.verify = w.verify;
   s.timeout = w.timeout;
   s.label = w.label;
   s.priority = w.priority;
@@ -205,6 +206,8 @@ absl::StatusOr<Transfer::Plan> TransferPlanner::Plan(const TransferSpec& w, Remo
     return absl::InvalidArgumentError("timeout must be positive (leave it unset for none)");
   }
   plan.slice_size = static_cast<uint32_t>(slice);
+  plan.spec.verify = w.verify.value_or(config_.verify) || w.expected_checksums != nullptr;
+  if (*plan.spec.verify) RETURN_IF_ERROR(CheckVerify(w, *plan.peer));
   if (w.blocks.form == BlockSpec::Form::kRange) {
     const uint64_t local = IsRead(w) ? w.dst_offset : w.src_offset;
     const uint64_t remote_offset = IsRead(w) ? w.src_offset : w.dst_offset;
@@ -213,9 +216,37 @@ absl::StatusOr<Transfer::Plan> TransferPlanner::Plan(const TransferSpec& w, Remo
   } else {
     RETURN_IF_ERROR(PlanMany(w, *plan.peer, plan.remote.size, &plan));
   }
+  if (w.expected_checksums != nullptr && w.expected_checksums->size() != plan.blocks.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "expected_checksums holds ", w.expected_checksums->size(), " checksums and the read has ",
+        plan.blocks.size(),
+        " blocks: pass one per block, as the verified write returned them (a block longer than "
+        "slice_size has one per slice: use the write's slice_size)"));
+  }
+  plan.expected_checksums = w.expected_checksums;
   plan.lanes = plan.link->lane_count();
   plan.transport = kind_;
   return plan;
+}
+
+// What verifying a transfer asks for is there.
+absl::Status TransferPlanner::CheckVerify(const TransferSpec& w, const Peer& peer) const {
+  if (w.expected_checksums != nullptr && !IsRead(w)) {
+    return absl::InvalidArgumentError(
+        "expected_checksums is for reads (a restore checked against checksums stored when the "
+        "data was written); a write's source is checksummed as it is sent");
+  }
+  if (w.expected_checksums != nullptr && w.verify == false) {
+    return absl::InvalidArgumentError(
+        "expected_checksums needs verify: leave verify unset or set it to true");
+  }
+  if (kind_ == transport::TransportKind::kVerbs && !peer.is_self()) {
+    return absl::UnimplementedError(
+        "verify is not available over the verbs transport yet (docs/integrity.md): this "
+        "daemon moves data with RDMA; transfers between daemons on the TCP transport, or "
+        "within this daemon, verify");
+  }
+  return absl::OkStatus();
 }
 
 // The peer's region as resolved (this daemon's own, looked up now), with
@@ -274,7 +305,7 @@ absl::Status TransferPlanner::PlanMany(const TransferSpec& w, const Peer& peer, 
   const RegionSide remote{RemoteRegionName(w), peer.node_id(), remote_size};
   ASSIGN_OR_RETURN(plan->blocks,
                    PlanBlocks(w.blocks, IsRead(w) ? remote : local, IsRead(w) ? local : remote,
-                              !IsRead(w), plan->slice_size));
+                              !IsRead(w), plan->slice_size, /*merge=*/!*plan->spec.verify));
   uint64_t bytes = 0;
   for (const transport::Block& b : plan->blocks) bytes += b.length;
   plan->spec.length = bytes;

@@ -7,7 +7,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
@@ -52,6 +54,16 @@ struct TransferSpec {
   BlockSpec blocks;
   uint64_t request_blocks = 1;
   uint64_t slice_size = 0;                            // 0: the daemon's default
+  // Checks every block end to end (docs/integrity.md): what landed against
+  // the checksum of what the source sent; DATA_LOSS names the first block
+  // that differs. Unset: the daemon's engine.verify. A verified transfer's
+  // request blocks are planned apart (never merged), so that it has one
+  // checksum per block (per slice of a block longer than the slice size).
+  std::optional<bool> verify;
+  // A read only, verified: the checksums its blocks must have (one per
+  // planned block, as a verified write returned them), to check a restore
+  // against what was stored long ago.
+  std::shared_ptr<const std::vector<uint64_t>> expected_checksums;
   absl::Duration timeout = absl::InfiniteDuration();  // from submission
   std::string label;  // at most kMaxLabelBytes
   Priority priority = Priority::kNormal;
@@ -99,6 +111,9 @@ struct TransferInfo {
   // Its first op posted to a lane (InfinitePast: none yet).
   absl::Time started_at = absl::InfinitePast();
   absl::Time finished_at = absl::InfinitePast();
+  // A verified transfer, once ended done or with DATA_LOSS: one checksum
+  // per planned block, of the source's bytes.
+  std::shared_ptr<const std::vector<uint64_t>> checksums;
 };
 
 }  // namespace xferd::engine

@@ -1,5 +1,9 @@
 #include "daemon/service/blocks_convert.h"
 
+#include <memory>
+#include <type_traits>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "daemon/base/endian.h"
 #include "daemon/service/proto_convert.h"
@@ -66,6 +70,17 @@ absl::StatusOr<engine::TransferSpec> TransferFromProto(const Request& r, transpo
   spec.dst_offset = r.dst_offset();
   spec.length = r.length();
   spec.slice_size = r.slice_size();
+  if (r.has_verify()) spec.verify = r.verify();
+  if constexpr (std::is_same_v<Request, v1::ReadRequest>) {
+    if (!r.expected_checksums().empty()) {
+      auto expected = std::make_shared<std::vector<uint64_t>>();
+      if (absl::Status st = Unpack(r.expected_checksums(), "expected_checksums", expected.get());
+          !st.ok()) {
+        return st;
+      }
+      spec.expected_checksums = std::move(expected);
+    }
+  }
   spec.label = r.label();
   if (!engine::PriorityFromWire(static_cast<uint32_t>(r.priority()), &spec.priority)) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "daemon/base/endian.h"
 
 namespace xferd::service {
 
@@ -193,6 +194,16 @@ void ToProto(const engine::TransferInfo& info, v1::Transfer* out) {
   out->set_priority(ToProto(info.spec.priority));
   if (info.started_at != absl::InfinitePast()) ToProto(info.started_at, out->mutable_started_at());
   if (info.spec.tenant != nullptr) out->set_tenant(info.spec.tenant->name());
+  out->set_verify(info.spec.verify.value_or(false));
+  if (info.checksums != nullptr) {
+    std::string* packed = out->mutable_checksums();
+    packed->resize(info.checksums->size() * sizeof(uint64_t));
+    auto* p = reinterpret_cast<uint8_t*>(packed->data());
+    for (uint64_t sum : *info.checksums) {
+      StoreLE(p, sum);
+      p += sizeof(uint64_t);
+    }
+  }
 }
 
 v1::Priority ToProto(engine::Priority priority) {

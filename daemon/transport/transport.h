@@ -10,6 +10,8 @@
 // except through CompletionSink.
 #pragma once
 
+#include <sys/uio.h>
+
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -72,6 +74,13 @@ struct Landing {
 // Raises `landing`'s event on its region (the engine does, off the poller,
 // with what its sink took note of). Any thread.
 void PublishLanding(const Landing& landing);
+
+// Whether each of `count` landed blocks (in `region`, or plain memory when
+// it is null) matches its source's checksum in `expected`; otherwise which
+// differ, in `mismatch` (its `checksums` is left to the caller). A page of
+// a file region gone meanwhile counts as a difference. Any thread.
+bool CheckLanded(const memory::Region* region, const iovec* landed, uint32_t count,
+                 const uint64_t* expected, ChecksumMismatch* mismatch);
 
 // Receives what a worker produces for the engine; implemented by the poller.
 // Both run on the poller thread and must only take note: no blocking, no

@@ -186,11 +186,28 @@ struct DataOp {
   uint32_t length = 0;       // sum of the blocks' lengths, <= kMaxSliceBytes
   // Writes only, on a transfer's final op only.
   const LandingNotice* notice = nullptr;
+  // Verified (null: not): one checksum per block (memory/checksum.h) of the
+  // source's bytes. A write's the engine computes as it posts the op, and
+  // they travel with the blocks; a read's the transport fills in from the
+  // source, computed there as the blocks were sent, before the op's
+  // completion. Either way the destination checks its landed bytes against
+  // them and reports blocks that differ (OpCompletion::mismatch).
+  uint64_t* checksums = nullptr;
   // The local region itself. One whose memory can go away
   // (Region::can_lose_memory: a file region) is copied to and from with
   // guarded copies, and a transport that sees its memory fault marks it
   // (Region::MarkLost) and fails the op with that status.
   memory::Region* local_region = nullptr;
+};
+
+// A verified op whose bytes landed, but differ from their checksums in some
+// blocks: how many, the first (its index in the op), and the checksum of
+// that block's landed bytes (its source's is checksums[first]).
+struct ChecksumMismatch {
+  const uint64_t* checksums = nullptr;  // the op's DataOp::checksums
+  uint32_t blocks = 0;
+  uint32_t first = 0;
+  uint64_t landed = 0;
 };
 
 // The end of one DataOp. `error` is null on success; otherwise it points at
@@ -199,6 +216,9 @@ struct OpCompletion {
   uint64_t cookie = 0;
   uint32_t length = 0;  // the op's DataOp::length, also when it failed
   const absl::Status* error = nullptr;
+  // A verified op that moved (no error) but landed other bytes than its
+  // source sent; null otherwise. Valid during the callback.
+  const ChecksumMismatch* mismatch = nullptr;
 };
 
 // The RDMA port and GID a verbs transport uses.

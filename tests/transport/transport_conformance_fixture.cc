@@ -16,6 +16,7 @@ namespace xferd::transport::conformance {
 
 void Recorder::OnOpDone(const OpCompletion& c) {
   done[c.cookie] = c.error == nullptr ? absl::OkStatus() : *c.error;
+  if (c.mismatch != nullptr) mismatched[c.cookie] = *c.mismatch;
   order.push_back(c.cookie);
 }
 
@@ -99,7 +100,7 @@ uint64_t TransportConformanceTest::PostBlocks(Side& from, uint32_t lane, OpKind 
                                               const memory::Region& local,
                                               const RemoteRegion& remote,
                                               const std::vector<Block>& blocks,
-                                              const LandingNotice* notice) {
+                                              const LandingNotice* notice, uint64_t* checksums) {
   const uint64_t cookie = next_cookie_++;
   DataOp op;
   for (const Block& b : blocks) op.length += b.length;
@@ -111,6 +112,7 @@ uint64_t TransportConformanceTest::PostBlocks(Side& from, uint32_t lane, OpKind 
   op.blocks = op_blocks_.emplace_back(blocks).data();
   op.block_count = static_cast<uint32_t>(blocks.size());
   op.notice = notice;
+  op.checksums = checksums;
   EXPECT_TRUE(Pump([&] { return from.link->lane(lane).credits() > 0; }));
   EXPECT_EQ(from.link->lane(lane).Post({&op, 1}), 1u);
   return cookie;

@@ -30,6 +30,8 @@ constexpr absl::Duration kTimeout = absl::Seconds(20);
 struct Recorder : CompletionSink {
   std::map<uint64_t, absl::Status> done;
   std::vector<uint64_t> order;
+  // Verified ops whose blocks landed other bytes, by cookie.
+  std::map<uint64_t, ChecksumMismatch> mismatched;
   void OnOpDone(const OpCompletion& c) override;
   // Landings go to their region's watchers, as the engine announces them.
   void OnLanded(Landing landing) override { PublishLanding(landing); }
@@ -69,9 +71,10 @@ class TransportConformanceTest : public ::testing::TestWithParam<TransportFactor
                 const LandingNotice* notice = nullptr);
 
   // Posts one op of `blocks` (kept until the test ends) on `lane` of `from`.
+  // `checksums`: a verified op's (DataOp::checksums), one per block.
   uint64_t PostBlocks(Side& from, uint32_t lane, OpKind kind, const memory::Region& local,
                       const RemoteRegion& remote, const std::vector<Block>& blocks,
-                      const LandingNotice* notice = nullptr);
+                      const LandingNotice* notice = nullptr, uint64_t* checksums = nullptr);
 
   // Moves every 4 KiB block of `from` to a random permutation of `to`'s
   // blocks, kMaxBlocksPerOp blocks per op, and checks every byte. A write

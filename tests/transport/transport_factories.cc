@@ -76,7 +76,8 @@ std::vector<TransportFactory> AllTransportFactories() {
                          if (!transport.ok()) return transport.status();
                          return std::unique_ptr<Transport>(*std::move(transport));
                        },
-                       /*refuses_per_write=*/true, /*enforces_acl_per_write=*/true});
+                       /*refuses_per_write=*/true, /*enforces_acl_per_write=*/true,
+                       /*verifies=*/true});
   // The same over TLS 1.3 lanes, each side with a certificate naming it.
   factories.push_back(TransportFactory{
       "tcp_tls",
@@ -92,7 +93,7 @@ std::vector<TransportFactory> AllTransportFactories() {
         if (!transport.ok()) return transport.status();
         return std::unique_ptr<Transport>(*std::move(transport));
       },
-      /*refuses_per_write=*/true, /*enforces_acl_per_write=*/true});
+      /*refuses_per_write=*/true, /*enforces_acl_per_write=*/true, /*verifies=*/true});
   // Real verbs on whatever device this machine has (Soft-RoCE in the VM
   // suite); skipped where there is none.
   factories.push_back(

@@ -30,6 +30,9 @@ struct TransportFactory {
   // The receiver checks the region ACL on every write (TCP); otherwise only
   // when handing out keys.
   bool enforces_acl_per_write = true;
+  // Verified ops (DataOp::checksums) are checked end to end (TCP, in its
+  // frames); otherwise the transport does not verify yet.
+  bool verifies = false;
 };
 
 std::vector<TransportFactory> AllTransportFactories();

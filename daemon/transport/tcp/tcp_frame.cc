@@ -37,6 +37,7 @@ absl::Status CheckLength(const FrameHeader& h, uint8_t type) {
       return absl::OkStatus();
     case FrameType::kHelloAck:
     case FrameType::kAck:
+    case FrameType::kMismatch:
       if (h.length != 0) return absl::InvalidArgumentError("unexpected frame payload");
       return absl::OkStatus();
   }
@@ -52,7 +53,7 @@ void EncodeHeader(const FrameHeader& header, uint8_t out[kHeaderBytes]) {
   Put16(out + 6, header.blocks);
   Put32(out + 8, header.word);
   Put32(out + 12, header.length);
-  Put64(out + 16, 0);
+  Put64(out + 16, header.landed_checksum);
   Put64(out + 24, header.seq);
 }
 
@@ -66,8 +67,11 @@ absl::Status DecodeHeader(const uint8_t in[kHeaderBytes], FrameHeader* header) {
     return absl::InvalidArgumentError(absl::StrCat("bad frame magic 0x", absl::Hex(Get32(in)),
                                                    " (not an xferd data connection?)"));
   }
-  if (Get64(in + 16) != 0) return absl::InvalidArgumentError("reserved header bits set");
   const uint8_t type = in[4];
+  header->landed_checksum = Get64(in + 16);
+  if (header->landed_checksum != 0 && static_cast<FrameType>(type) != FrameType::kMismatch) {
+    return absl::InvalidArgumentError("reserved header bits set");
+  }
   header->flags = in[5];
   header->blocks = Get16(in + 6);
   header->word = Get32(in + 8);
@@ -75,18 +79,24 @@ absl::Status DecodeHeader(const uint8_t in[kHeaderBytes], FrameHeader* header) {
   header->seq = Get64(in + 24);
   if (absl::Status s = CheckLength(*header, type); !s.ok()) return s;
   const auto t = static_cast<FrameType>(type);
-  if (CarriesTable(t) ? header->blocks == 0 || header->blocks > kMaxBlocksPerOp
-                      : header->blocks != 0) {
+  const bool counts_blocks = CarriesTable(t) || t == FrameType::kMismatch;
+  if (counts_blocks ? header->blocks == 0 || header->blocks > kMaxBlocksPerOp
+                    : header->blocks != 0) {
     return absl::InvalidArgumentError(absl::StrCat("block count ", header->blocks, " for type ",
                                                    type, " (tables hold 1..", kMaxBlocksPerOp,
                                                    ")"));
   }
-  const uint8_t allowed_flags = t == FrameType::kWrite      ? kFlagNotice | kFlagVerdict
-                                : t == FrameType::kReadResp ? kFlagVerdict
+  const uint8_t allowed_flags = t == FrameType::kWrite ? kFlagNotice | kFlagVerdict | kFlagChecksums
+                                : t == FrameType::kReadReq  ? kFlagChecksums
+                                : t == FrameType::kReadResp ? kFlagVerdict | kFlagChecksums
                                                             : 0;
   if ((header->flags & ~allowed_flags) != 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("unknown frame flags 0x", absl::Hex(header->flags)));
+  }
+  if (t == FrameType::kMismatch && header->word >= kMaxBlocksPerOp) {
+    return absl::InvalidArgumentError(absl::StrCat("MISMATCH names block ", header->word,
+                                                   " of a table of at most ", kMaxBlocksPerOp));
   }
   header->type = t;
   return absl::OkStatus();

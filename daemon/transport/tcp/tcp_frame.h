@@ -10,7 +10,7 @@
 //   8 u32 word: WRITE / READ_REQ region id | HELLO lane index | NACK status code
 //  12 u32 length: WRITE / READ_REQ / READ_RESP payload bytes | HELLO token |
 //                 NACK message bytes
-//  16 u64 reserved (0)
+//  16 u64 MISMATCH: the landed checksum of its first differing block, else 0
 //  24 u64 seq: WRITE / READ_REQ sequence number on this lane (one space for
 //              both); ACK: highest WRITE acknowledged (cumulative); NACK and
 //              READ_RESP: the refused or answered frame
@@ -24,6 +24,15 @@
 // sender whose memory faulted part-way sends zeros for the rest of the
 // payload (the header announced its length) and a failed verdict; the
 // receiver then neither lands it nor reports it as good.
+//
+// A verified transfer's frames carry the checksums flag (checksum.h has the
+// CRC). A WRITE's block table is then followed by a checksum table (u64
+// per block, of the bytes sent); the receiver checks every block once its
+// payload is in place and answers a frame whose landed bytes differ with a
+// MISMATCH instead of acknowledging it (and lands no notice it carried).
+// A READ_REQ with the flag asks for the checksums: its READ_RESP carries
+// the flag and the table after its payload (and verdict), computed as the
+// blocks were sent, which the reader checks against what it received.
 #pragma once
 
 #include <cstddef>
@@ -54,11 +63,18 @@ enum class FrameType : uint8_t {
   kNack = 5,      // WRITE or READ_REQ `seq` was refused: status `word`, message follows
   kReadReq = 6,   // send me these blocks of region `word`
   kReadResp = 7,  // the payload READ_REQ `seq` asked for
+  // WRITE `seq` landed, but `blocks` of its blocks differ from their
+  // checksums, the first at index `word` of its table.
+  kMismatch = 8,
 };
 
 inline constexpr uint8_t kFlagNotice = 0x1;   // WRITE: a landing notice follows
 inline constexpr uint8_t kFlagVerdict = 0x2;  // WRITE, READ_RESP: a verdict follows the payload
 inline constexpr size_t kVerdictBytes = 8;
+// WRITE, READ_REQ, READ_RESP: the frame is verified (checksum tables).
+inline constexpr uint8_t kFlagChecksums = 0x4;
+inline constexpr size_t kChecksumBytes = 8;
+inline constexpr size_t kMaxChecksumTableBytes = kMaxBlocksPerOp * kChecksumBytes;
 
 struct FrameHeader {
   FrameType type = FrameType::kWrite;
@@ -67,12 +83,13 @@ struct FrameHeader {
   uint32_t word = 0;
   uint32_t length = 0;
   uint64_t seq = 0;
+  uint64_t landed_checksum = 0;  // MISMATCH only
 };
 
 void EncodeHeader(const FrameHeader& header, uint8_t out[kHeaderBytes]);
 
-// Validates magic, type, flags, block count, reserved bits and per-type
-// length limits. INVALID_ARGUMENT describes the first violation. Never reads
+// Validates magic, type, flags, block count, fields a type leaves 0 and
+// per-type length limits. INVALID_ARGUMENT describes the first violation. Never reads
 // past 32 bytes.
 absl::Status DecodeHeader(const uint8_t in[kHeaderBytes], FrameHeader* header);
 

@@ -2,7 +2,6 @@
 // in the order the socket writes of tcp_lane_io.cc carry them.
 #include "daemon/transport/tcp/tcp_lane.h"
 
-
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -11,8 +10,10 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/base/endian.h"
 #include "daemon/common/check.h"
 #include "daemon/common/log.h"
+#include "daemon/memory/checksum.h"
 #include "daemon/transport/tcp/tcp_worker.h"
 
 namespace xferd::transport::tcp {
@@ -47,6 +48,7 @@ uint32_t TcpLane::Post(absl::Span<const DataOp> ops) {
     s.blocks = op.blocks;
     s.block_count = op.block_count;
     s.region = op.local_region;
+    s.checksums = op.checksums;
     s.guarded = op.kind == OpKind::kWrite && op.local_region != nullptr &&
                 op.local_region->can_lose_memory();
     s.trailer_len = s.guarded ? kVerdictBytes : 0;
@@ -56,7 +58,8 @@ uint32_t TcpLane::Post(absl::Span<const DataOp> ops) {
     }
     FrameHeader header;
     header.type = op.kind == OpKind::kWrite ? FrameType::kWrite : FrameType::kReadReq;
-    header.flags = (op.notice != nullptr ? kFlagNotice : 0) | (s.guarded ? kFlagVerdict : 0);
+    header.flags = (op.notice != nullptr ? kFlagNotice : 0) | (s.guarded ? kFlagVerdict : 0) |
+                   (op.checksums != nullptr ? kFlagChecksums : 0);
     header.blocks = static_cast<uint16_t>(op.block_count);
     header.word = op.remote->region_id;
     header.length = op.length;
@@ -70,6 +73,12 @@ uint32_t TcpLane::Post(absl::Span<const DataOp> ops) {
     for (uint32_t b = 0; b < op.block_count; ++b) {
       EncodeBlockEntry(op.blocks[b].remote_offset, op.blocks[b].length, s.header + s.header_len);
       s.header_len += kBlockEntryBytes;
+    }
+    if (op.checksums != nullptr && op.kind == OpKind::kWrite) {
+      for (uint32_t b = 0; b < op.block_count; ++b) {
+        StoreLE(s.header + s.header_len, op.checksums[b]);
+        s.header_len += kChecksumBytes;
+      }
     }
   }
   if (n > 0) {
@@ -88,7 +97,7 @@ size_t TcpLane::WireBytes(const TxSlot& s) {
 }
 
 size_t TcpLane::WireBytes(const Answer& a) {
-  size_t bytes = a.len + a.trailer_len;
+  size_t bytes = a.len + a.trailer_len + a.checksums_len;
   for (uint32_t i = 0; i < a.payload_iovs; ++i) bytes += a.payload[i].iov_len;
   return bytes;
 }
@@ -136,7 +145,7 @@ size_t TcpLane::BuildIov(iovec* iov, size_t max_iov, Guarded* guarded) {
   }
   for (uint64_t a = answers_sent_ + 1; a <= answers_queued_ && !out.full(); ++a) {
     const Answer& answer = answers_[a % answers_.size()];
-    if (out.count + 2 + answer.payload_iovs > max_iov) return out.count;
+    if (out.count + 3 + answer.payload_iovs > max_iov) return out.count;
     out.skip = a == answers_sent_ + 1 ? answer_offset_ : 0;
     out.Add(answer.bytes, answer.len);
     uint64_t pos = 0;
@@ -145,6 +154,7 @@ size_t TcpLane::BuildIov(iovec* iov, size_t max_iov, Guarded* guarded) {
       AddPayloadPiece(out, p.iov_base, p.iov_len, &pos, answer.zeros_from);
     }
     if (answer.trailer_len > 0) out.Add(Trailer(answer.zeros_from), answer.trailer_len);
+    if (answer.checksums_len > 0) out.Add(answer.checksums, answer.checksums_len);
     mark(answer.guarded);
   }
   while (seq <= posted_ && out.count + 2 + slot(seq).block_count <= max_iov) {
@@ -196,6 +206,7 @@ TcpLane::Answer* TcpLane::NewAnswer() {
   a.guarded = false;
   a.trailer_len = 0;
   a.zeros_from = kNoZeros;
+  a.checksums_len = 0;
   return &a;
 }
 
@@ -232,6 +243,25 @@ void TcpLane::QueueNack(uint64_t seq, const absl::Status& why) {
   a->len = static_cast<uint32_t>(kHeaderBytes + text.size());
 }
 
+// Answers WRITE `seq`, whose landed bytes differ from its checksums, in
+// place of its acknowledgement.
+void TcpLane::QueueMismatch(uint64_t seq, const ChecksumMismatch& mismatch) {
+  QueueAck();  // every WRITE before it is acknowledged first
+  Answer* a = NewAnswer();
+  if (a == nullptr) {
+    (void)Fail(ProtocolError("peer does not read its acknowledgements"));
+    return;
+  }
+  FrameHeader frame;
+  frame.type = FrameType::kMismatch;
+  frame.blocks = static_cast<uint16_t>(mismatch.blocks);
+  frame.word = mismatch.first;
+  frame.landed_checksum = mismatch.landed;
+  frame.seq = seq;
+  EncodeHeader(frame, a->bytes);
+  a->len = kHeaderBytes;
+}
+
 // Answers READ_REQ rx_frame_ (validated) with the blocks of its table,
 // straight from `region`, which the answer keeps until sent.
 void TcpLane::AnswerRead(const std::shared_ptr<memory::Region>& region) {
@@ -247,7 +277,8 @@ void TcpLane::AnswerRead(const std::shared_ptr<memory::Region>& region) {
   resp.seq = rx_frame_.seq;
   a->guarded = region->can_lose_memory();
   a->trailer_len = a->guarded ? kVerdictBytes : 0;
-  resp.flags = a->guarded ? kFlagVerdict : 0;
+  const bool verified = (rx_frame_.flags & kFlagChecksums) != 0;
+  resp.flags = (a->guarded ? kFlagVerdict : 0) | (verified ? kFlagChecksums : 0);
   EncodeHeader(resp, a->bytes);
   a->len = kHeaderBytes;
   a->region = region;
@@ -256,6 +287,14 @@ void TcpLane::AnswerRead(const std::shared_ptr<memory::Region>& region) {
     uint32_t length;
     DecodeBlockEntry(rx_header_ + kHeaderBytes + b * kBlockEntryBytes, &offset, &length);
     a->payload[a->payload_iovs++] = {region->data() + offset, length};
+    if (!verified) continue;
+    // Computed now, as the blocks are queued to go: what the reader checks
+    // its landed bytes against. A page gone meanwhile fails the frame by
+    // its verdict; its checksum is then never looked at.
+    uint64_t sum = 0;
+    (void)memory::RegionChecksum(*region, region->data() + offset, length, &sum);
+    StoreLE(a->checksums + a->checksums_len, sum);
+    a->checksums_len += kChecksumBytes;
   }
   link_.counters().bytes_sent.fetch_add(rx_frame_.length, std::memory_order_relaxed);
 }

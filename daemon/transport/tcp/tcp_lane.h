@@ -88,6 +88,7 @@ class TcpLane final : public Lane {
     const Block* blocks = nullptr;
     uint32_t block_count = 0;
     memory::Region* region = nullptr;  // the local region (DataOp::local_region)
+    uint64_t* checksums = nullptr;     // DataOp::checksums (verified frames)
     // A WRITE from memory that can fault: a verdict of trailer_len bytes
     // follows its payload. Payload bytes from zeros_from on are zeros once
     // the memory faulted there (`fault` says why: the op's end).
@@ -95,7 +96,7 @@ class TcpLane final : public Lane {
     uint32_t trailer_len = 0;
     uint32_t zeros_from = kNoZeros;
     absl::Status fault;
-    uint8_t header[kHeaderBytes + kNoticeBytes + kMaxTableBytes];
+    uint8_t header[kHeaderBytes + kNoticeBytes + kMaxTableBytes + kMaxChecksumTableBytes];
   };
   // One of our answers to the peer (ACK, NACK or READ_RESP), sent between
   // our frames, in order. A READ_RESP's payload is sent straight from the
@@ -110,6 +111,9 @@ class TcpLane final : public Lane {
     bool guarded = false;
     uint32_t trailer_len = 0;
     uint32_t zeros_from = kNoZeros;
+    // A verified READ_RESP's checksum table, sent last.
+    uint32_t checksums_len = 0;
+    uint8_t checksums[kMaxChecksumTableBytes];
   };
   // Appends pieces to an iovec array, leaving out the first `skip` bytes,
   // until `max` iovecs are used (then drops the rest).
@@ -121,8 +125,9 @@ class TcpLane final : public Lane {
     bool full() const { return count == max; }
     void Add(const void* data, size_t len);
   };
-  // kText: a NACK's message, or a verdict's.
-  enum class RxState { kHeader, kTable, kPayload, kDiscard, kVerdict, kText };
+  // kText: a NACK's message, or a verdict's; kChecksums: a READ_RESP's
+  // checksum table.
+  enum class RxState { kHeader, kTable, kPayload, kDiscard, kVerdict, kText, kChecksums };
 
   TxSlot& slot(uint64_t seq) { return tx_ring_[seq % tx_ring_.size()]; }
   static size_t WireBytes(const TxSlot& s);
@@ -160,14 +165,18 @@ class TcpLane final : public Lane {
   absl::Status StartReadResponse();
   absl::Status ReceivePayload(CompletionSink& sink, absl::Span<std::byte> scratch, ssize_t* n);
   void EndPayload(CompletionSink& sink);
+  void EndVerdict(CompletionSink& sink);
   void FinishPayload(CompletionSink& sink);
+  static void FlipBitForTest(const iovec* landed, uint32_t count);
   void FinishReadResponse(CompletionSink& sink);
   absl::Status OnTextDone(CompletionSink& sink);
   void AnswerRead(const std::shared_ptr<memory::Region>& region);
   absl::Status HandleAck(uint64_t seq, CompletionSink& sink);
   absl::Status HandleNack(CompletionSink& sink);
+  absl::Status HandleMismatch(CompletionSink& sink);
   void QueueAck();
   void QueueNack(uint64_t seq, const absl::Status& why);
+  void QueueMismatch(uint64_t seq, const ChecksumMismatch& mismatch);
   absl::Status ProtocolError(absl::string_view what) const;
   absl::Status Fail(absl::Status error);
 
@@ -214,8 +223,9 @@ class TcpLane final : public Lane {
 
   // ---- receive ----
   RxState rx_state_ = RxState::kHeader;
-  // Header, notice and block table of the frame being received.
-  uint8_t rx_header_[kHeaderBytes + kNoticeBytes + kMaxTableBytes];
+  // Header, notice, block and checksum tables of the frame being received;
+  // also its verdict and (READ_RESP) checksum table after the payload.
+  uint8_t rx_header_[kHeaderBytes + kNoticeBytes + kMaxTableBytes + kMaxChecksumTableBytes];
   size_t rx_have_ = 0;
   size_t rx_want_ = kHeaderBytes;
   FrameHeader rx_frame_;

@@ -6,11 +6,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/base/endian.h"
 #include "daemon/common/log.h"
+#include "daemon/memory/checksum.h"
 #include "daemon/transport/tcp/tcp_lane.h"
 
 namespace xferd::transport::tcp {
@@ -57,7 +61,8 @@ absl::Status TcpLane::ReceiveOnce(CompletionSink& sink, absl::Span<std::byte> sc
   switch (rx_state_) {
     case RxState::kHeader:
     case RxState::kTable:
-    case RxState::kVerdict: {
+    case RxState::kVerdict:
+    case RxState::kChecksums: {
       const size_t want = rx_want_ - rx_have_;
       *n = want > 0 ? RecvSome(rx_header_ + rx_have_, want) : 1;
       if (want > 0 && *n > 0) rx_have_ += static_cast<size_t>(*n);
@@ -65,6 +70,11 @@ absl::Status TcpLane::ReceiveOnce(CompletionSink& sink, absl::Span<std::byte> sc
       *n = 1;
       if (rx_state_ == RxState::kTable) return OnTable();
       if (rx_state_ == RxState::kVerdict) return OnVerdict(sink);
+      if (rx_state_ == RxState::kChecksums) {
+        rx_have_ = 0;
+        FinishPayload(sink);
+        return absl::OkStatus();
+      }
       ++*frames;
       return OnHeader(sink);
     }
@@ -100,14 +110,20 @@ absl::Status TcpLane::OnHeader(CompletionSink& sink) {
     case FrameType::kReadReq:
       if (rx_frame_.seq != rx_last_seq_ + 1) return ProtocolError("frame out of sequence");
       rx_last_seq_ = rx_frame_.seq;
-      // The header stays in place; the notice and the block table follow it.
+      // The header stays in place; the notice, the block table and a
+      // WRITE's checksum table follow it.
       rx_have_ = kHeaderBytes;
       rx_want_ = kHeaderBytes + rx_frame_.blocks * kBlockEntryBytes +
-                 ((rx_frame_.flags & kFlagNotice) ? kNoticeBytes : 0);
+                 ((rx_frame_.flags & kFlagNotice) ? kNoticeBytes : 0) +
+                 (rx_frame_.type == FrameType::kWrite && (rx_frame_.flags & kFlagChecksums)
+                      ? rx_frame_.blocks * kChecksumBytes
+                      : 0);
       rx_state_ = RxState::kTable;
       return absl::OkStatus();
     case FrameType::kAck:
       return HandleAck(rx_frame_.seq, sink);
+    case FrameType::kMismatch:
+      return HandleMismatch(sink);
     case FrameType::kNack:
       rx_nack_text_.clear();
       rx_text_len_ = rx_frame_.length;
@@ -218,6 +234,11 @@ absl::Status TcpLane::StartReadResponse() {
     return ProtocolError(absl::StrCat("READ_RESP ", rx_frame_.seq, " does not answer a read of ",
                                       rx_frame_.length, " bytes"));
   }
+  if (((rx_frame_.flags & kFlagChecksums) != 0) != (s.checksums != nullptr)) {
+    return ProtocolError(absl::StrCat("READ_RESP ", rx_frame_.seq,
+                                      s.checksums != nullptr ? " lacks the checksums asked for"
+                                                             : " carries checksums not asked for"));
+  }
   for (uint32_t b = 0; b < s.block_count; ++b) {
     rx_iov_[b] = {s.local_base + s.blocks[b].local_offset, s.blocks[b].length};
   }
@@ -240,7 +261,10 @@ absl::Status TcpLane::ReceivePayload(CompletionSink& sink, absl::Span<std::byte>
   iovec iov[kMaxBlocksPerOp + 1];
   const uint32_t blocks = rx_iov_count_ - rx_iov_next_;
   std::copy(rx_iov_ + rx_iov_next_, rx_iov_ + rx_iov_count_, iov);
-  const size_t follows = (rx_frame_.flags & kFlagVerdict) ? kVerdictBytes : kHeaderBytes;
+  // A READ_RESP's checksum table may be as short as one checksum.
+  const size_t follows = (rx_frame_.flags & kFlagVerdict)                         ? kVerdictBytes
+                         : rx_is_read_resp_ && (rx_frame_.flags & kFlagChecksums) ? kChecksumBytes
+                                                                                  : kHeaderBytes;
   iov[blocks] = {rx_header_, follows};
   *n = rx_guarded_ && ssl_ != nullptr ? ReadGuarded(iov, blocks, scratch)
                                       : ReadVec(iov, static_cast<int>(blocks + 1));
@@ -270,13 +294,25 @@ void TcpLane::EndPayload(CompletionSink& sink) {
     rx_state_ = RxState::kVerdict;
     return;
   }
+  EndVerdict(sink);
+}
+
+// The payload and its verdict are in; a READ_RESP's checksum table may
+// follow (rx_have_ bytes of it are in rx_header_).
+void TcpLane::EndVerdict(CompletionSink& sink) {
+  if (rx_is_read_resp_ && (rx_frame_.flags & kFlagChecksums)) {
+    rx_want_ = slot(acked_ + 1).block_count * kChecksumBytes;
+    rx_state_ = RxState::kChecksums;
+    return;
+  }
   FinishPayload(sink);
 }
 
 absl::Status TcpLane::OnTextDone(CompletionSink& sink) {
   if (rx_frame_.type == FrameType::kNack) return HandleNack(sink);
   if (!rx_verdict_.ok()) rx_verdict_ = absl::Status(rx_verdict_.code(), rx_nack_text_);
-  FinishPayload(sink);
+  rx_have_ = 0;
+  EndVerdict(sink);
   return absl::OkStatus();
 }
 
@@ -294,6 +330,33 @@ void TcpLane::FinishPayload(CompletionSink& sink) {
     return;
   }
   link_.counters().bytes_received.fetch_add(rx_frame_.length, std::memory_order_relaxed);
+  if (rx_verdict_.ok() && (rx_frame_.flags & kFlagChecksums)) {
+    // The frame's tables are still in rx_header_ (what followed the payload
+    // went to its start).
+    const uint8_t* entries = rx_header_ + kHeaderBytes + (rx_has_notice_ ? kNoticeBytes : 0);
+    iovec landed[kMaxBlocksPerOp];
+    for (uint32_t b = 0; b < rx_frame_.blocks; ++b) {
+      uint64_t offset;
+      uint32_t length;
+      DecodeBlockEntry(entries + b * kBlockEntryBytes, &offset, &length);
+      landed[b] = {rx_region_->data() + offset, length};
+    }
+    uint64_t sent[kMaxBlocksPerOp];
+    const uint8_t* table = entries + rx_frame_.blocks * kBlockEntryBytes;
+    for (uint32_t b = 0; b < rx_frame_.blocks; ++b) {
+      sent[b] = LoadLE<uint64_t>(table + b * kChecksumBytes);
+    }
+    FlipBitForTest(landed, rx_frame_.blocks);
+    ChecksumMismatch mismatch;
+    if (!CheckLanded(rx_region_.get(), landed, rx_frame_.blocks, sent, &mismatch)) {
+      // Not acknowledged, and a notice it carries is not landed: the
+      // writer fails the transfer, naming the block.
+      link_.counters().writes_rejected.fetch_add(1, std::memory_order_relaxed);
+      QueueMismatch(rx_frame_.seq, mismatch);
+      rx_region_.reset();
+      return;
+    }
+  }
   ack_pending_ = rx_frame_.seq;
   if (!rx_verdict_.ok()) {
     // The writer's memory failed under the frame: the rest came as zeros.
@@ -333,7 +396,43 @@ void TcpLane::FinishReadResponse(CompletionSink& sink) {
     return;
   }
   link_.counters().bytes_received.fetch_add(rx_frame_.length, std::memory_order_relaxed);
-  sink.OnOpDone(OpCompletion{s.cookie, s.payload_len, nullptr});
+  if (s.checksums == nullptr) {
+    sink.OnOpDone(OpCompletion{s.cookie, s.payload_len, nullptr});
+    return;
+  }
+  // The source's checksums are in rx_header_: they are the op's, and what
+  // landed is checked against them.
+  iovec landed[kMaxBlocksPerOp];
+  for (uint32_t b = 0; b < s.block_count; ++b) {
+    landed[b] = {s.local_base + s.blocks[b].local_offset, s.blocks[b].length};
+  }
+  for (uint32_t b = 0; b < s.block_count; ++b) {
+    s.checksums[b] = LoadLE<uint64_t>(rx_header_ + b * kChecksumBytes);
+  }
+  FlipBitForTest(landed, s.block_count);
+  ChecksumMismatch mismatch;
+  const bool good = CheckLanded(s.region, landed, s.block_count, s.checksums, &mismatch);
+  mismatch.checksums = s.checksums;
+  sink.OnOpDone(OpCompletion{s.cookie, s.payload_len, nullptr, good ? nullptr : &mismatch});
+}
+
+// Test builds only (XFERD_TEST_HOOKS, which the sanitizer configurations
+// define; never the daemon that ships): XFERD_TEST_FLIP_RX_BIT=N flips the
+// lowest bit of the first byte of the last block of the Nth WRITE or
+// READ_RESP payload this daemon receives (1 = the first), once: a bug in the
+// receive path, for the verification tests to catch.
+void TcpLane::FlipBitForTest(const iovec* landed, uint32_t count) {
+#ifdef XFERD_TEST_HOOKS
+  static const uint64_t target = [] {
+    const char* n = std::getenv("XFERD_TEST_FLIP_RX_BIT");
+    return n == nullptr ? 0 : std::strtoull(n, nullptr, 10);
+  }();
+  static std::atomic<uint64_t> received{0};
+  if (target == 0 || received.fetch_add(1) + 1 != target) return;
+  auto* byte = static_cast<uint8_t*>(landed[count - 1].iov_base);
+  *byte ^= 1;
+  SPDLOG_WARN("test hook: flipped a bit of received payload #{} (XFERD_TEST_FLIP_RX_BIT)", target);
+#endif
 }
 
 absl::Status TcpLane::HandleAck(uint64_t seq, CompletionSink& sink) {
@@ -375,6 +474,31 @@ absl::Status TcpLane::HandleNack(CompletionSink& sink) {
                    s.kind == OpKind::kWrite ? "write" : "read", ": ", rx_nack_text_));
   // A frame we poisoned fails for that first, whatever the peer says.
   sink.OnOpDone(OpCompletion{s.cookie, s.payload_len, s.fault.ok() ? &error : &s.fault});
+  return absl::OkStatus();
+}
+
+// The peer placed our verified WRITE, but some blocks landed other bytes
+// than we sent (their checksums differ): the op moved, and the engine fails
+// its transfer naming the block.
+absl::Status TcpLane::HandleMismatch(CompletionSink& sink) {
+  if (rx_frame_.seq != acked_ + 1 || rx_frame_.seq > sent_) {
+    return ProtocolError(
+        absl::StrCat("MISMATCH ", rx_frame_.seq, " is not the oldest frame in flight"));
+  }
+  const TxSlot& s = slot(rx_frame_.seq);
+  if (s.kind != OpKind::kWrite || s.checksums == nullptr || rx_frame_.word >= s.block_count ||
+      rx_frame_.blocks > s.block_count) {
+    return ProtocolError(
+        absl::StrCat("MISMATCH ", rx_frame_.seq, " does not fit a verified write"));
+  }
+  ++acked_;
+  if (!s.fault.ok()) {
+    sink.OnOpDone(OpCompletion{s.cookie, s.payload_len, &s.fault});
+    return absl::OkStatus();
+  }
+  const ChecksumMismatch mismatch{s.checksums, rx_frame_.blocks, rx_frame_.word,
+                                  rx_frame_.landed_checksum};
+  sink.OnOpDone(OpCompletion{s.cookie, s.payload_len, nullptr, &mismatch});
   return absl::OkStatus();
 }
 

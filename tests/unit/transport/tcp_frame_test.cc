@@ -146,6 +146,54 @@ TEST(TcpFrameTest, VerdictFlagOnlyWhereAPayloadComesFromMemory) {
   EXPECT_FALSE(DecodeHeader(bytes, &out).ok());
 }
 
+TEST(TcpFrameTest, ChecksumsFlagOnVerifiedFramesOnly) {
+  uint8_t bytes[kHeaderBytes];
+  FrameHeader out;
+  for (FrameType type : {FrameType::kWrite, FrameType::kReadReq, FrameType::kReadResp}) {
+    FrameHeader h = Write(4096);
+    h.type = type;
+    h.flags = kFlagChecksums;
+    if (type == FrameType::kReadResp) h.blocks = 0;
+    EncodeHeader(h, bytes);
+    ASSERT_TRUE(DecodeHeader(bytes, &out).ok()) << static_cast<int>(type);
+    EXPECT_EQ(out.flags, kFlagChecksums);
+  }
+  FrameHeader ack;
+  ack.type = FrameType::kAck;
+  ack.flags = kFlagChecksums;
+  EncodeHeader(ack, bytes);
+  EXPECT_FALSE(DecodeHeader(bytes, &out).ok());
+}
+
+TEST(TcpFrameTest, MismatchCarriesTheFirstBlockAndItsLandedChecksum) {
+  uint8_t bytes[kHeaderBytes];
+  FrameHeader m;
+  m.type = FrameType::kMismatch;
+  m.blocks = 2;
+  m.word = 9;
+  m.landed_checksum = 0xfedcba9876543210ull;
+  m.seq = 77;
+  EncodeHeader(m, bytes);
+  FrameHeader out;
+  ASSERT_TRUE(DecodeHeader(bytes, &out).ok());
+  EXPECT_EQ(out.type, FrameType::kMismatch);
+  EXPECT_EQ(out.blocks, 2u);
+  EXPECT_EQ(out.word, 9u);
+  EXPECT_EQ(out.landed_checksum, 0xfedcba9876543210ull);
+  EXPECT_EQ(out.seq, 77u);
+  m.blocks = 0;  // it names at least one block
+  EncodeHeader(m, bytes);
+  EXPECT_FALSE(DecodeHeader(bytes, &out).ok());
+  m.blocks = 1;
+  m.word = kMaxBlocksPerOp;  // beyond any table
+  EncodeHeader(m, bytes);
+  EXPECT_FALSE(DecodeHeader(bytes, &out).ok());
+  m.word = 0;
+  m.length = 8;  // it has no payload
+  EncodeHeader(m, bytes);
+  EXPECT_FALSE(DecodeHeader(bytes, &out).ok());
+}
+
 TEST(TcpFrameTest, VerdictRoundTrips) {
   // A good verdict is 8 zero bytes: what a sender sends with no fault.
   const std::string good = EncodeVerdict(absl::OkStatus());
