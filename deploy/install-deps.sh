@@ -24,14 +24,15 @@ BUILD_PACKAGES=(
 # (the Python client's many-block tests and README example), etcd and etcdctl
 # (the cluster directory's tests run a real etcd), venv (the wheel is tested
 # in a fresh one) and mypy (the client is checked with --strict); jq (the
-# xferctl test reads its JSON output);
+# xferctl test reads its JSON output); xxHash (a checksum the checksum
+# benchmark measures beside the daemon's);
 # clang and its sanitizer/libFuzzer runtimes (libclang-rt-14-dev, which clang
 # does not depend on) for the fuzz targets. gcc's ASan, TSan and UBSan
 # runtimes come with g++ (libgcc-12-dev).
 TEST_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev python3-pytest iperf3 qperf openssl
   systemd binutils python3-prometheus-client python3-numpy clang libclang-rt-14-dev
-  etcd-server etcd-client python3-venv python3-mypy jq
+  etcd-server etcd-client python3-venv python3-mypy jq libxxhash-dev
 )
 # The container image (deploy/build-image.sh): mmdebstrap builds its root file
 # system, podman imports and runs it, with runc (crun cannot run on hosts

@@ -29,6 +29,7 @@ struct MoveOptions {
   int64_t timeout_ns = 0;  // 0: no deadline
   bool no_wait = false;
   v1::Priority priority = v1::PRIORITY_UNSPECIFIED;
+  bool verify = false;
   BlockArgs blocks;
 };
 
@@ -83,6 +84,8 @@ std::string TransferText(const v1::Transfer& t) {
       {"batch", t.batch_id() == 0 ? "-" : absl::StrCat(t.batch_id())},
       {"label", t.label().empty() ? "-" : t.label()},
       {"priority", PriorityLabel(t.priority())},
+      {"verified",
+       t.verify() ? absl::StrCat("yes, ", t.checksums().size() / 8, " checksums") : "no"},
       {"submitted", FormatTimestamp(t.submitted_at())},
       {"finished", FormatTimestamp(t.finished_at())},
       {"elapsed", elapsed},
@@ -121,6 +124,7 @@ absl::Status FillRequest(Client& client, const MoveOptions& o, Request* request)
   request->set_dst_region(o.dst);
   request->set_slice_size(o.slice);
   request->set_priority(o.priority);
+  if (o.verify) request->set_verify(true);
   if (o.timeout_ns > 0) {
     request->mutable_timeout()->set_seconds(o.timeout_ns / 1000000000);
     request->mutable_timeout()->set_nanos(static_cast<int32_t>(o.timeout_ns % 1000000000));
@@ -205,6 +209,9 @@ void AddMoveOptions(CLI::App* command, MoveOptions* o) {
   command->add_option("--timeout", o->timeout_ns, "fail the transfer if not done in time, e.g. 10s")
       ->transform(DurationArg());
   command->add_flag("--no-wait", o->no_wait, "return once queued; print the transfer id");
+  command->add_flag("--verify", o->verify,
+                    "check every block end to end (a CRC-64 per block); DATA_LOSS names one "
+                    "that landed otherwise (docs/integrity.md)");
   command
       ->add_option("--priority", o->priority,
                    "the transfer's class: critical, normal (default), bulk or background")

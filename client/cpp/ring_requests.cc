@@ -35,6 +35,8 @@ std::optional<RingRequest> Convert(const Request& r, uint8_t opcode) {
   if (r.slice_size() % 1024 != 0 || r.slice_size() / 1024 > kMaxSliceKib) return std::nullopt;
   // The daemon lingers only for small transfers (its gRPC rule): gRPC keeps it.
   if (r.has_linger()) return std::nullopt;
+  // Nor does an entry carry verify (or the checksums back): gRPC does.
+  if (r.has_verify()) return std::nullopt;
   out.slice_kib = static_cast<uint32_t>(r.slice_size() / 1024);
   // A number the daemon does not know goes over gRPC, whose error says so.
   if (!v1::Priority_IsValid(r.priority())) return std::nullopt;
@@ -122,6 +124,7 @@ std::optional<RingRequest> RingWrite(const v1::WriteRequest& request) {
 }
 
 std::optional<RingRequest> RingRead(const v1::ReadRequest& request) {
+  if (!request.expected_checksums().empty()) return std::nullopt;  // as verify (Convert)
   return Convert(request, rings::kOpRead);
 }
 

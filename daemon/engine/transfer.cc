@@ -96,8 +96,8 @@ void Transfer::FinishVerified() {
     return;
   }
   absl::Status error = corrupt() ? MismatchError() : ExpectedError();
-  all_ops_done_.store(true, std::memory_order_release);
-  Finish(error.ok() ? TransferState::kDone : TransferState::kFailed, std::move(error));
+  const TransferState end = error.ok() ? TransferState::kDone : TransferState::kFailed;
+  Finish(end, std::move(error));
 }
 
 void Transfer::RecordMismatch(const transport::ChecksumMismatch& mismatch) {
@@ -115,7 +115,6 @@ void Transfer::RecordMismatch(const transport::ChecksumMismatch& mismatch) {
 
 bool Transfer::FailIfCorrupt() {
   if (!corrupt()) return false;
-  all_ops_done_.store(true, std::memory_order_release);
   Finish(TransferState::kFailed, MismatchError());
   return true;
 }
@@ -304,11 +303,9 @@ TransferInfo Transfer::Info() const {
   info.bytes_done = final_bytes_;
   info.error = error_;
   info.finished_at = finished_at_;
-  // Only once every op completed (done, or failed for what they found).
-  if (checksums_ != nullptr && all_ops_done_.load(std::memory_order_acquire) &&
-      (info.state == TransferState::kDone || error_.code() == absl::StatusCode::kDataLoss)) {
-    info.checksums = checksums_;
-  }
+  // Done: every op completed, and their checksums are in (the ops' ends
+  // happen before the end that the state's acquire sees).
+  if (checksums_ != nullptr && info.state == TransferState::kDone) info.checksums = checksums_;
   return info;
 }
 

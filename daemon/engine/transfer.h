@@ -229,7 +229,6 @@ class Transfer {
   // Blocks that landed other bytes; the first of them, and the checksum of
   // its landed bytes.
   std::atomic<uint64_t> differing_{0};
-  std::atomic<bool> all_ops_done_{false};  // the checksums are final
   mutable Mutex mismatch_mu_;
   uint64_t first_differing_ ABSL_GUARDED_BY(mismatch_mu_) = UINT64_MAX;
   uint64_t first_landed_ ABSL_GUARDED_BY(mismatch_mu_) = 0;

@@ -111,8 +111,8 @@ struct TransferInfo {
   // Its first op posted to a lane (InfinitePast: none yet).
   absl::Time started_at = absl::InfinitePast();
   absl::Time finished_at = absl::InfinitePast();
-  // A verified transfer, once ended done or with DATA_LOSS: one checksum
-  // per planned block, of the source's bytes.
+  // A verified transfer, once ended done: one checksum per planned block,
+  // of the source's bytes.
   std::shared_ptr<const std::vector<uint64_t>> checksums;
 };
 

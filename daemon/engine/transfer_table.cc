@@ -8,12 +8,14 @@
 
 namespace xferd::engine {
 
-TransferTable::TransferTable(uint32_t max_in_flight, uint32_t critical_reserve, uint32_t history)
+TransferTable::TransferTable(uint32_t max_in_flight, uint32_t critical_reserve, uint32_t history,
+                             uint64_t checksum_budget)
     : max_in_flight_(max_in_flight),
       // Validate() keeps the reserve below the limit; so does an engine
       // configured in code.
       critical_reserve_(std::min(critical_reserve, max_in_flight > 0 ? max_in_flight - 1 : 0)),
-      history_(history) {}
+      history_(history),
+      checksum_budget_(checksum_budget) {}
 
 uint64_t TransferTable::NextId() { return next_id_.fetch_add(1, std::memory_order_relaxed); }
 
@@ -121,6 +123,7 @@ void TransferTable::SweepLocked() {
       }
       it->second.done = t->Info();
       it->second.live.reset();
+      KeepChecksumsLocked(unswept_[i], it->second.done);
     }
     unswept_[i] = unswept_.back();
     unswept_.pop_back();
@@ -142,9 +145,35 @@ void TransferTable::EvictLocked() {
     auto it = by_id_.find(finished_.front());
     if (it != by_id_.end()) {
       if (it->second.live != nullptr && it->second.live->in_flight() > 0) return;
+      if (it->second.done.checksums != nullptr) {
+        checksum_bytes_ -= it->second.done.checksums->size() * sizeof(uint64_t);
+      }
       by_id_.erase(it);
     }
     finished_.pop_front();
+  }
+  TrimChecksumsLocked();
+}
+
+void TransferTable::KeepChecksumsLocked(uint64_t id, const TransferInfo& info) {
+  if (info.checksums == nullptr) return;
+  checksum_bytes_ += info.checksums->size() * sizeof(uint64_t);
+  with_checksums_.push_back(id);
+  TrimChecksumsLocked();
+}
+
+// Drops ids of snapshots evicted or without checksums from the front, and
+// the oldest snapshots' checksums while over the budget.
+void TransferTable::TrimChecksumsLocked() {
+  while (!with_checksums_.empty()) {
+    auto it = by_id_.find(with_checksums_.front());
+    const bool held = it != by_id_.end() && it->second.done.checksums != nullptr;
+    if (held && checksum_bytes_ <= checksum_budget_) return;
+    if (held) {
+      checksum_bytes_ -= it->second.done.checksums->size() * sizeof(uint64_t);
+      it->second.done.checksums.reset();
+    }
+    with_checksums_.pop_front();
   }
 }
 

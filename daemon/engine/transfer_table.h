@@ -63,10 +63,17 @@ struct TransferFilter {
   const Tenant* tenant = nullptr;  // only this tenant's; null: anyone's
 };
 
+// What the history's snapshots may hold of verified transfers' checksums
+// in all (8 million blocks); beyond it the oldest snapshots lose theirs.
+inline constexpr uint64_t kHistoryChecksumBytes = 64 << 20;
+
 class TransferTable {
  public:
-  // `critical_reserve` of the `max_in_flight` admit only critical transfers.
-  TransferTable(uint32_t max_in_flight, uint32_t critical_reserve, uint32_t history);
+  // `critical_reserve` of the `max_in_flight` admit only critical transfers;
+  // the history keeps `history` transfers, and their checksums up to
+  // `checksum_budget` bytes.
+  TransferTable(uint32_t max_in_flight, uint32_t critical_reserve, uint32_t history,
+                uint64_t checksum_budget = kHistoryChecksumBytes);
 
   uint64_t NextId();
   uint64_t NextBatchId();
@@ -108,6 +115,11 @@ class TransferTable {
   };
   void SweepLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EvictLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A verified transfer's snapshot `id` came into the history with its
+  // checksums: counted, and the oldest ones' dropped beyond the budget.
+  void KeepChecksumsLocked(uint64_t id, const TransferInfo& info)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void TrimChecksumsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static TransferInfo InfoOf(const Entry& entry);
 
   // Counts by absl::StatusCode (0..16).
@@ -130,6 +142,7 @@ class TransferTable {
   const uint32_t max_in_flight_;
   const uint32_t critical_reserve_;
   const uint32_t history_;
+  const uint64_t checksum_budget_;
 
   std::atomic<uint64_t> next_id_{1};
   std::atomic<uint64_t> next_batch_id_{1};
@@ -146,6 +159,11 @@ class TransferTable {
   std::deque<uint64_t> finished_ ABSL_GUARDED_BY(mu_);
   // Finished ids whose Transfer is still kept whole.
   std::vector<uint64_t> unswept_ ABSL_GUARDED_BY(mu_);
+  // The checksums the history's snapshots hold (8 bytes per block of each
+  // verified transfer), and their ids, oldest first: history is bounded by
+  // count, and a count of million-block transfers would be gigabytes.
+  uint64_t checksum_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  std::deque<uint64_t> with_checksums_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace xferd::engine

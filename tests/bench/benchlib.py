@@ -19,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any, Awaitable, Callable, Dict, List, Optional, Sequence
+from typing import Any, Awaitable, Callable, Dict, List, Optional, Sequence, Tuple
 
 KiB = 1 << 10
 MiB = 1 << 20
@@ -214,6 +214,18 @@ def start_daemon(children: Children, binary: str, workdir: str, name: str, trans
     except AssertionError as e:
         raise SystemExit(f"xferd {name} did not start: {e}") from None
     return daemon
+
+
+def start_tcp_pair(children: Children, bins: Binaries, workdir: str) -> Tuple[
+        daemons.Daemon, daemons.Daemon, Any, Any]:
+    """Daemons a and b on loopback over TCP, their defaults, a connected to
+    b; and a client to each (the client imported by bins.import_client())."""
+    import xferd
+    a = start_daemon(children, bins.xferd, workdir, "a", "tcp")
+    b = start_daemon(children, bins.xferd, workdir, "b", "tcp")
+    ca, cb = xferd.Client(a.target), xferd.Client(b.target)
+    ca.connect_peer(b.address)
+    return a, b, ca, cb
 
 
 def stop_daemon(daemon: daemons.Daemon) -> None:

@@ -35,7 +35,7 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Any, Dict, List
+from typing import Any, Dict
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib  # noqa: E402
@@ -141,16 +141,12 @@ def main() -> None:
     args = parse_args()
     bins = benchlib.build(args.no_build, args.bazel_bin)
     bins.import_client()
-    import xferd
     from xferd.v1 import xferd_pb2 as pb
     children = benchlib.Children()
     workdir = tempfile.mkdtemp(prefix="blocks-bench-")
     children.dirs.append(workdir)
     try:
-        a = benchlib.start_daemon(children, bins.xferd, workdir, "a", "tcp")
-        b = benchlib.start_daemon(children, bins.xferd, workdir, "b", "tcp")
-        ca, cb = xferd.Client(a.target), xferd.Client(b.target)
-        ca.connect_peer(b.address)
+        a, b, ca, cb = benchlib.start_tcp_pair(children, bins, workdir)
         bulk_size = 256 * 1024 * 1024 if args.quick else GiB
         bulk = bench_client(bins, a, "verify", "--peer-target", b.target, "--peer", "b",
                             "--size", str(bulk_size), "--writes", "4")

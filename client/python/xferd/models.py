@@ -373,6 +373,15 @@ class Transfer:
     #: The tenant that submitted it (docs/tenants.md); empty in a ring's
     #: completion, which does not carry it.
     tenant: str = ""
+    #: Whether its blocks are verified end to end (docs/integrity.md).
+    verify: bool = False
+    #: A verified transfer that ended done: the CRC-64 of
+    #: each block as its source sent it, packed little-endian uint64 in the
+    #: order of the request's blocks (numpy.frombuffer(c, "<u8")). Store it
+    #: beside the data; pass it back as a read's expected_checksums to check
+    #: a restore. Empty otherwise, and in list_transfers() and ring
+    #: completions.
+    checksums: bytes = b""
 
     @property
     def terminal(self) -> bool:

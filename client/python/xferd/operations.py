@@ -172,6 +172,8 @@ class ClientBase(Generic[W]):
         values.update(kwargs)
         if len(values) != len(names):  # an unknown keyword: op's TypeError
             return None
+        if values["verify"] is not None or values.get("expected_checksums") is not None:
+            return None  # a ring entry carries neither, nor the checksums back
         r = range_request(opcode, values["peer"], values["src_region"], values["dst_region"],
                           values["length"], values["src_offset"], values["dst_offset"],
                           values["slice_size"], values["timeout"], values["label"],
@@ -380,7 +382,8 @@ class Operations:
     def write(self, src_region: str, peer: str, dst_region: str, length: int,
               src_offset: int = 0, dst_offset: int = 0, slice_size: int = 0,
               timeout: Optional[float] = None, label: str = "",
-              wait: bool = False, priority: str = "normal") -> Op[Transfer]:
+              wait: bool = False, priority: str = "normal",
+              verify: Optional[bool] = None) -> Op[Transfer]:
         """Starts writing `length` bytes of local `src_region` (from
         `src_offset`) into `dst_region` of `peer` (at `dst_offset`).
 
@@ -394,28 +397,39 @@ class Operations:
         with DEADLINE_EXCEEDED. `slice_size` 0 is the daemon's default.
         `priority` is its class: "critical" (goes before everything),
         "normal", "bulk" or "background" (these share what critical leaves
-        by the daemon's weights); see docs/priorities.md.
+        by the daemon's weights); see docs/priorities.md. `verify` checks
+        every block end to end (a CRC-64 taken as the source sent it against
+        what landed; None: the daemon's engine.verify): a block that landed
+        otherwise fails the transfer with DataLoss naming it, and the
+        finished transfer's `checksums` holds one per block, to store beside
+        the data (docs/integrity.md).
 
         Raises:
             NotFound, InvalidArgument, OutOfRange, PermissionDenied,
             Unavailable, ResourceExhausted: the write was refused.
+            Unimplemented: verify over the verbs transport.
         """
         return (yield from self._start(requests.transfer_request(
             "write", peer, src_region, dst_region, length=length, src_offset=src_offset,
             dst_offset=dst_offset, slice_size=slice_size, timeout=timeout, label=label,
-            wait=wait, priority=priority)))
+            wait=wait, priority=priority, verify=verify)))
 
     def read(self, peer: str, src_region: str, dst_region: str, length: int,
              src_offset: int = 0, dst_offset: int = 0, slice_size: int = 0,
              timeout: Optional[float] = None, label: str = "",
-             wait: bool = False, priority: str = "normal") -> Op[Transfer]:
+             wait: bool = False, priority: str = "normal",
+             verify: Optional[bool] = None,
+             expected_checksums: Optional[Integers] = None) -> Op[Transfer]:
         """Starts reading (pulling) `length` bytes of `src_region` on `peer`
         (from `src_offset`) into local `dst_region` (at `dst_offset`).
 
         The peer's region must allow remote_read and list this daemon in its
         ACL; over verbs the peer's CPU does nothing (RDMA READ). A "landed"
         event (read=True) is raised on `dst_region` when the read completes.
-        Options and the handle as for write().
+        Options and the handle as for write(). `expected_checksums` (a
+        verified write's Transfer.checksums, or integers; same blocks and
+        slice_size) checks a restore: a block whose bytes differ fails the
+        read with DataLoss naming it.
 
         Raises:
             PermissionDenied: the peer's region does not allow the read.
@@ -425,7 +439,8 @@ class Operations:
         return (yield from self._start(requests.transfer_request(
             "read", peer, src_region, dst_region, length=length, src_offset=src_offset,
             dst_offset=dst_offset, slice_size=slice_size, timeout=timeout, label=label,
-            wait=wait, priority=priority)))
+            wait=wait, priority=priority, verify=verify,
+            expected_checksums=expected_checksums)))
 
     # -------------------------------------------------- many-block transfers --
     #
@@ -435,13 +450,15 @@ class Operations:
     # and the error names it ("block #731512: destination range ..."). Requests
     # whose arrays exceed about 1 MiB (xferd.blocks.STREAM_CHUNK_BYTES) go
     # through SubmitStream in chunks: the caller still sees one transfer.
-    # Options (slice_size, timeout, label, wait, priority) are those of write().
+    # Options (slice_size, timeout, label, wait, priority, verify) are those of
+    # write(); the reads' expected_checksums that of read().
 
     def write_blocks(self, src_region: str, peer: str, dst_region: str,
                      src_offsets: Integers, dst_offsets: Integers,
                      lengths: Optional[Integers] = None, *, block_length: Optional[int] = None,
                      slice_size: int = 0, timeout: Optional[float] = None, label: str = "",
-                     wait: bool = False, priority: str = "normal") -> Op[Transfer]:
+                     wait: bool = False, priority: str = "normal",
+                     verify: Optional[bool] = None) -> Op[Transfer]:
         """Writes block i of local `src_region` at src_offsets[i] into
         `dst_region` of `peer` at dst_offsets[i], lengths[i] bytes (or
         `block_length` bytes for every block).
@@ -461,13 +478,15 @@ class Operations:
         chunks = requests.block_list(src_offsets, dst_offsets, lengths, block_length)
         return (yield from self._start(requests.transfer_request(
             "write", peer, src_region, dst_region, slice_size=slice_size, timeout=timeout,
-            label=label, wait=wait, priority=priority), chunks))
+            label=label, wait=wait, priority=priority, verify=verify), chunks))
 
     def read_blocks(self, peer: str, src_region: str, dst_region: str,
                     src_offsets: Integers, dst_offsets: Integers,
                     lengths: Optional[Integers] = None, *, block_length: Optional[int] = None,
                     slice_size: int = 0, timeout: Optional[float] = None, label: str = "",
-                    wait: bool = False, priority: str = "normal") -> Op[Transfer]:
+                    wait: bool = False, priority: str = "normal",
+                    verify: Optional[bool] = None,
+                    expected_checksums: Optional[Integers] = None) -> Op[Transfer]:
         """Reads block i of `src_region` on `peer` at src_offsets[i] into
         local `dst_region` at dst_offsets[i]; arrays as for write_blocks().
 
@@ -481,12 +500,14 @@ class Operations:
         chunks = requests.block_list(src_offsets, dst_offsets, lengths, block_length)
         return (yield from self._start(requests.transfer_request(
             "read", peer, src_region, dst_region, slice_size=slice_size, timeout=timeout,
-            label=label, wait=wait, priority=priority), chunks))
+            label=label, wait=wait, priority=priority, verify=verify,
+            expected_checksums=expected_checksums), chunks))
 
     def write_strided(self, src_region: str, peer: str, dst_region: str,
                       runs: Union[Strided, Sequence[Strided]], *, slice_size: int = 0,
                       timeout: Optional[float] = None, label: str = "",
-                      wait: bool = False, priority: str = "normal") -> Op[Transfer]:
+                      wait: bool = False, priority: str = "normal",
+                      verify: Optional[bool] = None) -> Op[Transfer]:
         """Writes the blocks of one or more `xferd.Strided` runs (taken one
         after the other as one list) from local `src_region` into
         `dst_region` of `peer`.
@@ -497,12 +518,15 @@ class Operations:
         """
         return (yield from self._start(requests.transfer_request(
             "write", peer, src_region, dst_region, slice_size=slice_size, timeout=timeout,
-            label=label, wait=wait, priority=priority), requests.strided_blocks(runs)))
+            label=label, wait=wait, priority=priority, verify=verify),
+        requests.strided_blocks(runs)))
 
     def read_strided(self, peer: str, src_region: str, dst_region: str,
                      runs: Union[Strided, Sequence[Strided]], *, slice_size: int = 0,
                      timeout: Optional[float] = None, label: str = "",
-                     wait: bool = False, priority: str = "normal") -> Op[Transfer]:
+                     wait: bool = False, priority: str = "normal",
+                     verify: Optional[bool] = None,
+                     expected_checksums: Optional[Integers] = None) -> Op[Transfer]:
         """Reads the blocks of `runs` from `src_region` on `peer` into local
         `dst_region` (src_start/src_stride are on the peer's side).
 
@@ -511,13 +535,15 @@ class Operations:
         """
         return (yield from self._start(requests.transfer_request(
             "read", peer, src_region, dst_region, slice_size=slice_size, timeout=timeout,
-            label=label, wait=wait, priority=priority), requests.strided_blocks(runs)))
+            label=label, wait=wait, priority=priority, verify=verify,
+            expected_checksums=expected_checksums), requests.strided_blocks(runs)))
 
     def write_indexed(self, src_layout: Union[str, Layout], peer: str,
                       dst_layout: Union[str, Layout], src_indices: Integers,
                       dst_indices: Integers, *, slice_size: int = 0,
                       timeout: Optional[float] = None, label: str = "",
-                      wait: bool = False, priority: str = "normal") -> Op[Transfer]:
+                      wait: bool = False, priority: str = "normal",
+                      verify: Optional[bool] = None) -> Op[Transfer]:
         """Writes block src_indices[i] of local layout `src_layout` into
         block dst_indices[i] of `dst_layout`, a layout of a region on `peer`
         (see prepare_layout()); both layouts have the same block length.
@@ -535,14 +561,16 @@ class Operations:
         """
         return (yield from self._start(requests.transfer_request(
             "write", peer, "", "", slice_size=slice_size, timeout=timeout, label=label,
-            wait=wait, priority=priority),
+            wait=wait, priority=priority, verify=verify),
             requests.layout_blocks(src_layout, dst_layout, src_indices, dst_indices)))
 
     def read_indexed(self, peer: str, src_layout: Union[str, Layout],
                      dst_layout: Union[str, Layout], src_indices: Integers,
                      dst_indices: Integers, *, slice_size: int = 0,
                      timeout: Optional[float] = None, label: str = "",
-                     wait: bool = False, priority: str = "normal") -> Op[Transfer]:
+                     wait: bool = False, priority: str = "normal",
+                     verify: Optional[bool] = None,
+                     expected_checksums: Optional[Integers] = None) -> Op[Transfer]:
         """Reads block src_indices[i] of `src_layout`, a layout of a region on
         `peer`, into block dst_indices[i] of local layout `dst_layout`.
 
@@ -551,7 +579,8 @@ class Operations:
         """
         return (yield from self._start(requests.transfer_request(
             "read", peer, "", "", slice_size=slice_size, timeout=timeout, label=label,
-            wait=wait, priority=priority),
+            wait=wait, priority=priority, verify=verify,
+            expected_checksums=expected_checksums),
             requests.layout_blocks(src_layout, dst_layout, src_indices, dst_indices)))
 
     # ------------------------------------------------------------ layouts --

@@ -115,9 +115,13 @@ def connect_peer_request(address: str, timeout: Optional[float]
 def transfer_request(direction: str, peer: str, src_region: str, dst_region: str,
                      length: int = 0, src_offset: int = 0, dst_offset: int = 0,
                      slice_size: int = 0, timeout: Optional[float] = None, label: str = "",
-                     wait: bool = False, priority: str = "normal") -> TransferRequest:
+                     wait: bool = False, priority: str = "normal",
+                     verify: Optional[bool] = None,
+                     expected_checksums: Optional[Integers] = None) -> TransferRequest:
     """A WriteRequest ("write") or ReadRequest ("read"): both have these
-    fields. ValueError for an unknown priority."""
+    fields, and a read `expected_checksums` (packed bytes as a verified
+    write's Transfer.checksums, or integers). ValueError for an unknown
+    priority or malformed checksums."""
     if priority not in PRIORITIES:
         raise ValueError(f"priority must be one of {list(PRIORITIES)}, not {priority!r}")
     message = xferd_pb2.WriteRequest if direction == "write" else xferd_pb2.ReadRequest
@@ -126,7 +130,22 @@ def transfer_request(direction: str, peer: str, src_region: str, dst_region: str
                       label=label, wait=wait, priority=PRIORITIES[priority])
     if timeout is not None:
         request.timeout.CopyFrom(duration(timeout))
+    if verify is not None:
+        request.verify = verify
+    if expected_checksums is not None:
+        request.expected_checksums = _checksums(expected_checksums)
     return request
+
+
+def _checksums(values: Integers) -> bytes:
+    """Expected checksums as the wire carries them: packed bytes pass as
+    they are (Transfer.checksums), integers are packed."""
+    if isinstance(values, (bytes, bytearray)):
+        if len(values) % 8:
+            raise ValueError(f"expected_checksums is {len(values)} bytes: packed checksums "
+                             f"are 8 bytes each (pass a verified transfer's checksums)")
+        return bytes(values)
+    return blocks.pack_u64(values, "expected_checksums")
 
 
 def _write_request(spec: WriteSpec) -> TransferRequest:

@@ -36,9 +36,12 @@ def ring_request(r: Union[xferd_pb2.WriteRequest, xferd_pb2.ReadRequest]
     """The ring entry for `r`, or None when the ring cannot say it the same
     (a slice size not whole KiB, a timeout beyond 49 days, arrays the daemon
     would refuse as malformed, a layout request that names regions too, a
-    linger with wait): then it goes over gRPC, whose errors say it best."""
+    linger with wait, verify or expected checksums): then it goes over gRPC,
+    whose errors say it best."""
     if r.HasField("linger") and r.wait:
         return None
+    if r.HasField("verify") or (isinstance(r, xferd_pb2.ReadRequest) and r.expected_checksums):
+        return None  # the entry carries neither, nor the checksums back
     out = _entry(L.OP_WRITE if isinstance(r, xferd_pb2.WriteRequest) else L.OP_READ, r.peer,
                  r.src_region, r.dst_region, r.label, r.wait, r.slice_size,
                  r.timeout.ToNanoseconds() if r.HasField("timeout") else None)

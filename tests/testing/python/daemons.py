@@ -82,7 +82,8 @@ class Daemon:
                  extra_args: Sequence[str] = (), host: str = "127.0.0.1", port: int = 0,
                  netns: Optional[str] = None, config_extra: str = "",
                  transport: str = TRANSPORT, log_level: str = "debug",
-                 file_dirs: Sequence[str] = (), data_host: Optional[str] = None) -> None:
+                 file_dirs: Sequence[str] = (), data_host: Optional[str] = None,
+                 env: Optional[Dict[str, str]] = None) -> None:
         """Describes a daemon; start() runs it.
 
         `pollers` and `slice_size` None leave the daemon's defaults. `host`
@@ -94,7 +95,9 @@ class Daemon:
         RDMA, so a run never silently falls back to TCP. File regions may
         be in `workdir` and in `file_dirs` (regions.file_dirs). TCP data
         lanes listen on `data_host` (default: `host`), e.g. "0.0.0.0".
+        `env` adds to its environment (a test hook's variable).
         """
+        self.env = dict(env or {})
         self.name = name
         self.host = host
         self.data_host = data_host or host
@@ -167,7 +170,8 @@ class Daemon:
             log.write(f"---- start: {' '.join(self.args())}\n".encode())
             log.flush()
             self.proc = subprocess.Popen(self.args(), stdin=subprocess.DEVNULL, stdout=log,
-                                         stderr=subprocess.STDOUT)
+                                         stderr=subprocess.STDOUT,
+                                         env={**os.environ, **self.env})
         return self.proc
 
     def args(self) -> List[str]:

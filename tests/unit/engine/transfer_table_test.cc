@@ -24,7 +24,7 @@ class TransferTableTest : public ::testing::Test, public TransferListener {
     return plans;
   }
 
-  std::shared_ptr<Transfer> Add(uint64_t batch = 0) {
+  std::shared_ptr<Transfer> Add(uint64_t batch = 0, bool verify = false) {
     EXPECT_TRUE(table_.Admit(One()).ok());
     Transfer::Plan plan;
     plan.submitted_at = absl::Now();
@@ -36,12 +36,14 @@ class TransferTableTest : public ::testing::Test, public TransferListener {
     plan.peer = peer_;
     plan.link = peer_->link();
     plan.slice_size = 4096;
+    plan.spec.verify = verify;
     auto t = std::make_shared<Transfer>(plan, this);
     table_.Insert(t);
     return t;
   }
 
-  TransferTable table_{3, 0, 2};
+  // Room for 3 in flight, 2 in the history, and the checksum of 1 block.
+  TransferTable table_{3, 0, 2, 8};
   std::shared_ptr<memory::Region> region_ = std::make_shared<memory::Region>(
       1, memory::RegionSpec{"r", 4096},
       *memory::MemoryBacking::Create({memory::Backing::kAnonymous, 4096}));
@@ -49,6 +51,31 @@ class TransferTableTest : public ::testing::Test, public TransferListener {
       std::make_shared<Peer>(NodeIdentity{"peer", 1, "x"}, true, std::make_shared<NullLink>(),
                              transport::TransportKind::kTcp, "", 1, 2);
 };
+
+// History is bounded by count; the checksums its snapshots keep by bytes:
+// beyond the budget the oldest snapshots lose theirs, and only theirs.
+TEST_F(TransferTableTest, HistoryKeepsTheNewestChecksumsWithinItsBudget) {
+  std::vector<uint64_t> ids;
+  for (int i = 0; i < 3; ++i) {
+    std::shared_ptr<Transfer> t = Add(0, /*verify=*/true);
+    ids.push_back(t->id());
+    ASSERT_TRUE(t->Finish(TransferState::kDone, absl::OkStatus()));
+    ASSERT_NE(t->Info().checksums, nullptr);
+  }
+  table_.Sweep();  // the transfers were let go: snapshots only
+  // The history holds two (the first was evicted); the budget, one block's
+  // checksum: the newest keeps it, the one before keeps the rest.
+  EXPECT_FALSE(table_.Lookup(ids[0]).has_value());
+  ASSERT_TRUE(table_.Lookup(ids[1]).has_value());
+  EXPECT_EQ(table_.Lookup(ids[1])->checksums, nullptr);
+  EXPECT_EQ(table_.Lookup(ids[1])->state, TransferState::kDone);
+  ASSERT_NE(table_.Lookup(ids[2])->checksums, nullptr);
+  EXPECT_EQ(table_.Lookup(ids[2])->checksums->size(), 1u);
+  // A transfer that failed has none.
+  std::shared_ptr<Transfer> failed = Add(0, /*verify=*/true);
+  ASSERT_TRUE(failed->Finish(TransferState::kFailed, absl::DataLossError("x")));
+  EXPECT_EQ(failed->Info().checksums, nullptr);
+}
 
 TEST_F(TransferTableTest, AdmissionCountsInFlightOnly) {
   auto a = Add();
