@@ -245,11 +245,6 @@ absl::Status StartEngine(const Config& config, Daemon& d) {
   ASSIGN_OR_RETURN(d.transport, transport::CreateTransport(config, *d.regions));
   spdlog::info("transport {} ({})", transport::TransportKindName(d.transport.transport->kind()),
                d.transport.reason);
-  if (config.engine.verify && d.transport.transport->kind() == transport::TransportKind::kVerbs) {
-    return absl::FailedPreconditionError(
-        "engine.verify = true, but this daemon runs the verbs transport, which does not verify "
-        "yet (docs/integrity.md): set engine.verify = false, or transport.kind = \"tcp\"");
-  }
   d.peer_rpc =
       std::make_unique<service::GrpcPeerRpc>(d.security.peer_credentials, d.security.peer_auth);
   absl::StatusOr<std::unique_ptr<engine::Engine>> engine =

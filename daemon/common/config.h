@@ -116,7 +116,7 @@ struct EngineConfig {
   // Default slice size of a transfer.
   uint64_t slice_size = 1 << 20;
   // Whether a transfer that does not say verifies its blocks end to end
-  // (docs/integrity.md). TCP only: a verbs daemon refuses to start with it.
+  // (docs/integrity.md).
   bool verify = false;
   // Slices a lane may have in flight (send queue depth).
   uint32_t lane_depth = 64;

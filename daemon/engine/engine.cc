@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/base/status_macros.h"
 #include "daemon/common/log.h"
+#include "daemon/engine/peer_verify.h"
 #include "daemon/engine/self_link.h"
 
 namespace xferd::engine {
@@ -49,6 +50,11 @@ Engine::Engine(const EngineConfig& config, NodeIdentity self, transport::Transpo
     executor_.Run([this, t = std::move(t), error = std::move(error)] {
       t->Finish(TransferState::kFailed, peers_.ExplainRefusal(*t->plan().peer, error));
     });
+  });
+  // A verified transfer over verbs, its ops done: its peer checksums its
+  // side on the executor (peer_verify.h).
+  runner_.SetVerifier([this, &rpc](std::shared_ptr<Transfer> t) {
+    executor_.Run([this, &rpc, t = std::move(t)] { VerifyAtPeer(rpc, life_.self(), *t); });
   });
 }
 

@@ -126,6 +126,10 @@ class Engine final {
                          const std::string& reason) {
     return peers_.OnGoodbye(node_id, incarnation, reason);
   }
+  absl::StatusOr<std::string> OnChecksumBlocks(const std::string& node, uint64_t incarnation,
+                                               const ChecksumQuery& query) {
+    return peers_.OnChecksumBlocks(node, incarnation, query);
+  }
   absl::Status OnStageRanges(const std::string& node, uint64_t incarnation,
                              const StagedRanges& ranges) {
     return peers_.OnStageRanges(node, incarnation, ranges);

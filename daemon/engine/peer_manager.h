@@ -118,6 +118,10 @@ class PeerManager {
   // A coming write's destination ranges for a local region.
   absl::Status OnStageRanges(const std::string& node_id, uint64_t incarnation,
                              const StagedRanges& ranges);
+  // The checksums of a verified transfer's blocks of a local region,
+  // packed; the write's landing raised as the query asks.
+  absl::StatusOr<std::string> OnChecksumBlocks(const std::string& node_id, uint64_t incarnation,
+                                               const ChecksumQuery& query);
 
   // ---- rejoins (peer_rejoin.cc) ----
   // From now on, every kRejoinPeriod each live link's broken device pairs
@@ -142,6 +146,12 @@ class PeerManager {
                                 uint64_t peer_link_id);
   // The peer of that incarnation, or null.
   std::shared_ptr<Peer> PeerFor(const std::string& node_id, uint64_t incarnation) const;
+  // A local region a peer names as it resolved it (id and name), which
+  // admits it.
+  absl::StatusOr<std::shared_ptr<memory::Region>> RegionAsResolved(const std::string& node_id,
+                                                                   uint64_t incarnation,
+                                                                   uint32_t region_id,
+                                                                   const std::string& name) const;
   // The peer whose link is `link_id` (0: any), waiting a little while it may
   // still be installed. FAILED_PRECONDITION: none; UNAVAILABLE: another.
   absl::StatusOr<std::shared_ptr<Peer>> PeerForLink(const std::string& node_id,

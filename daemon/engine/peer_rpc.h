@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,23 @@ struct StagedRanges {
   std::string offsets, lengths;  // packed little-endian uint64, as many of each
 };
 
+// One ChecksumBlocks call: blocks of the callee's region to checksum
+// (docs/integrity.md), and what to compare them with.
+struct ChecksumQuery {
+  uint32_t region_id = 0;
+  std::string region;
+  std::string offsets;   // packed little-endian uint64 per block
+  std::string lengths;   // packed little-endian uint32 per block
+  std::string expected;  // packed uint64 per block, or empty
+  // With expected: the write's landing, raised when no block differs.
+  std::optional<transport::LandingNotice> notice;
+};
+
+// Blocks and bytes one ChecksumBlocks call covers at most: a reply of
+// 512 KiB, and a quarter of a second's work for the callee's CPU.
+inline constexpr uint32_t kChecksumBlocksPerCall = 65536;
+inline constexpr uint64_t kChecksumBytesPerCall = 256 << 20;
+
 class PeerRpc {
  public:
   virtual ~PeerRpc() = default;
@@ -67,6 +85,11 @@ class PeerRpc {
                                const std::string& reason, absl::Time deadline) = 0;
   virtual absl::Status StageRanges(const std::string& address, const NodeIdentity& self,
                                    const StagedRanges& ranges, absl::Time deadline) = 0;
+  // The callee's checksums of the query's blocks, packed (uint64 each).
+  virtual absl::StatusOr<std::string> ChecksumBlocks(const std::string& address,
+                                                     const NodeIdentity& self,
+                                                     const ChecksumQuery& query,
+                                                     absl::Time deadline) = 0;
   // A live link's broken device pairs back in service (transport::Link's
   // rejoin steps): the offer, answered with the pairs the callee took (no
   // devices: none); then the caller's devices it connected.

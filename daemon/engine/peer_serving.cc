@@ -1,11 +1,13 @@
 // PeerManager: what peers ask of this daemon — keys to a local region over
 // the link they name, a coming write's ranges (docs/many-blocks.md; the
-// sending side is SendRanges in landed_ranges.h), and their notices that a
-// region of theirs went away or that they are leaving.
+// sending side is SendRanges in landed_ranges.h), the checksums of a
+// verified transfer's blocks (docs/integrity.md; peer_verify.h), and their
+// notices that a region of theirs went away or that they are leaving.
 #include "absl/strings/str_cat.h"
 #include "daemon/base/status_macros.h"
 #include "daemon/common/log.h"
 #include "daemon/engine/peer_manager.h"
+#include "daemon/engine/peer_verify.h"
 
 namespace xferd::engine {
 namespace {
@@ -125,28 +127,46 @@ absl::Status PeerManager::OnGoodbye(const std::string& node_id, uint64_t incarna
   return absl::OkStatus();
 }
 
-// Errors: FAILED_PRECONDITION (unknown node or no landed_ranges), NOT_FOUND
-// (region gone or not the one resolved), PERMISSION_DENIED (ACL), the hub's
-// (RESOURCE_EXHAUSTED past its bound, INVALID_ARGUMENT for bad arrays).
-absl::Status PeerManager::OnStageRanges(const std::string& node_id, uint64_t incarnation,
-                                        const StagedRanges& ranges) {
+// Errors: FAILED_PRECONDITION (unknown node), NOT_FOUND (region gone or not
+// the one resolved), PERMISSION_DENIED (ACL).
+absl::StatusOr<std::shared_ptr<memory::Region>> PeerManager::RegionAsResolved(
+    const std::string& node_id, uint64_t incarnation, uint32_t region_id,
+    const std::string& name) const {
   const std::string& self = life_.self().node_id;
   if (PeerFor(node_id, incarnation) == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat(
         "node '", node_id, "' has no link with this daemon (restarted?): handshake first"));
   }
-  std::shared_ptr<memory::Region> region = regions_.Find(ranges.region);
-  if (region == nullptr || region->id() != ranges.region_id) {
-    return absl::NotFoundError(absl::StrCat("node '", self, "' has no region named '",
-                                            ranges.region, "' with id ", ranges.region_id,
+  std::shared_ptr<memory::Region> region = regions_.Find(name);
+  if (region == nullptr || region->id() != region_id) {
+    return absl::NotFoundError(absl::StrCat("node '", self, "' has no region named '", name,
+                                            "' with id ", region_id,
                                             " (deregistered?): resolve it again"));
   }
-  RETURN_IF_ERROR(CheckAllowed(*region, self, node_id, ranges.region));
+  RETURN_IF_ERROR(CheckAllowed(*region, self, node_id, name));
+  return region;
+}
+
+// Errors: RegionAsResolved's, FAILED_PRECONDITION (no landed_ranges), the
+// hub's (RESOURCE_EXHAUSTED past its bound, INVALID_ARGUMENT for bad arrays).
+absl::Status PeerManager::OnStageRanges(const std::string& node_id, uint64_t incarnation,
+                                        const StagedRanges& ranges) {
+  ASSIGN_OR_RETURN(std::shared_ptr<memory::Region> region,
+                   RegionAsResolved(node_id, incarnation, ranges.region_id, ranges.region));
   absl::Status staged = region->landed().Stage(node_id, ranges.transfer_id, ranges.offsets,
                                                ranges.lengths, ranges.first);
   if (staged.ok()) return staged;
-  return absl::Status(staged.code(), absl::StrCat("region '", ranges.region, "' on '", self,
-                                                  "': ", staged.message()));
+  return absl::Status(staged.code(), absl::StrCat("region '", ranges.region, "' on '",
+                                                  life_.self().node_id, "': ", staged.message()));
+}
+
+absl::StatusOr<std::string> PeerManager::OnChecksumBlocks(const std::string& node_id,
+                                                          uint64_t incarnation,
+                                                          const ChecksumQuery& query) {
+  ASSIGN_OR_RETURN(std::shared_ptr<memory::Region> region,
+                   RegionAsResolved(node_id, incarnation, query.region_id, query.region));
+  RETURN_IF_ERROR(region->LostStatus());
+  return ChecksumForPeer(region, query, node_id);
 }
 
 }  // namespace xferd::engine

@@ -85,10 +85,15 @@ uint32_t Transfer::OnBulkDone(uint32_t bytes) {
 
 void Transfer::OnFinalDone(uint32_t bytes) {
   bytes_done_.fetch_add(bytes, std::memory_order_relaxed);
-  FinishVerified();
+  Conclude();
 }
 
-void Transfer::OnReadDone() { FinishVerified(); }
+void Transfer::OnReadDone() { Conclude(); }
+
+void Transfer::Conclude() {
+  if (plan_.verify_at_peer && listener_ != nullptr && listener_->VerifyAtPeer(*this)) return;
+  FinishVerified();
+}
 
 void Transfer::FinishVerified() {
   if (checksums_ == nullptr) {
@@ -194,7 +199,8 @@ void Transfer::MakeOp(uint32_t index, bool final, transport::DataOp* op) {
   op->blocks = blocks_.data() + first;
   op->block_count = count;
   op->length = length;
-  op->notice = final ? &notice_ : nullptr;
+  // Checked at the peer, a write lands when that check finds it whole.
+  op->notice = final && !plan_.verify_at_peer ? &notice_ : nullptr;
   op->checksums = nullptr;
   if (checksums_ == nullptr) return;
   uint64_t* sums = checksums_->data() + first;

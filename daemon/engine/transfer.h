@@ -52,6 +52,11 @@ class TransferListener {
   virtual bool ExplainFailure(const Transfer& transfer, const absl::Status& error) {
     return false;
   }
+  // A verified transfer checked at its peer (Plan::verify_at_peer) had all
+  // its ops complete: true if the listener asks the peer for its checksums
+  // and ends the transfer itself (FinishVerified); false to end it now.
+  // Once per transfer; must not block.
+  virtual bool VerifyAtPeer(const Transfer& transfer) { return false; }
 };
 
 class Transfer {
@@ -86,6 +91,10 @@ class Transfer {
     bool stage_ranges = false;
     // A verified read's expected checksums (TransferSpec), one per block.
     std::shared_ptr<const std::vector<uint64_t>> expected_checksums;
+    // Verified, over a transport whose receiving CPU does not see the data
+    // (verbs): the peer checksums its side once every op completed, and a
+    // write's landing notice goes with that request, not its final op.
+    bool verify_at_peer = false;
     // The request's completion port (TransferSpec::completion): held while
     // the transfer is, not by its history; and its poller, if it names one.
     std::shared_ptr<CompletionPort> completion;
@@ -132,6 +141,12 @@ class Transfer {
   void MakeOp(uint32_t index, bool final, transport::DataOp* op);
   // ---- verification (docs/integrity.md) ----
   bool verified() const { return checksums_ != nullptr; }
+  // One per planned block (verified only): a write's source checksums; a
+  // read's, for whoever learns the source's (the transport, or the peer
+  // check once every op completed).
+  uint64_t* checksum_data() { return checksums_->data(); }
+  // What the receiver of a write announces once all of it landed.
+  const transport::LandingNotice& notice() const { return notice_; }
   // Some blocks of a verified op landed other bytes than the source sent.
   // Before the op is counted done (OnBulkDone, OnFinalDone), so whoever
   // sees every bulk op done also sees it. Rare: takes a lock.
@@ -141,6 +156,9 @@ class Transfer {
   // (a write's final op, and with it the landing notice, never goes).
   // Returns whether it did.
   bool FailIfCorrupt();
+  // Ends a verified transfer whose ops all completed: done, or DATA_LOSS
+  // when its blocks differ from their checksums or the expected ones.
+  void FinishVerified();
   // Writes posted and not yet completed. The transfer object must outlive
   // them: the table keeps it until this is 0.
   void AddInFlight(uint32_t n) { in_flight_.fetch_add(n, std::memory_order_relaxed); }
@@ -205,9 +223,9 @@ class Transfer {
   TransferInfo Describe() const;
   // A read's landed event on its local region.
   void PublishReadLanded();
-  // How the transfer ends once all its ops completed: done, or DATA_LOSS
-  // when its blocks differ from their checksums or the expected ones.
-  void FinishVerified();
+  // Every op completed: verified at the peer first (the listener), or
+  // ended now.
+  void Conclude();
   absl::Status MismatchError() const;
   absl::Status ExpectedError() const;
 

@@ -51,7 +51,7 @@ class TransferPlanner {
  private:
   absl::Status BindLayouts(TransferSpec& spec) const;
   absl::Status CheckLocalRange(const TransferSpec& spec) const;
-  absl::Status CheckVerify(const TransferSpec& spec, const Peer& peer) const;
+  absl::Status CheckVerify(const TransferSpec& spec) const;
   absl::StatusOr<std::shared_ptr<const CachedKey>> CheckRemote(const TransferSpec& spec,
                                                                const Peer& peer,
                                                                RemoteKeySnapshot& keys,

@@ -206,6 +206,14 @@ bool TransferRunner::ExplainFailure(const Transfer& transfer, const absl::Status
   return true;
 }
 
+bool TransferRunner::VerifyAtPeer(const Transfer& transfer) {
+  if (!verifier_) return false;
+  std::shared_ptr<Transfer> live = table_.FindLive(transfer.id());
+  if (live == nullptr) return false;
+  verifier_(std::move(live));
+  return true;
+}
+
 void TransferRunner::Log(const TransferInfo& info) {
   const bool done = info.state == TransferState::kDone;
   if (done && !spdlog::should_log(spdlog::level::debug)) return;

@@ -98,6 +98,10 @@ class TransferRunner final : public TransferListener {
   // transfer (set once, before transfers start); none: they end as they are.
   using Explainer = std::function<void(std::shared_ptr<Transfer> transfer, absl::Status error)>;
   void SetExplainer(Explainer explainer) { explainer_ = std::move(explainer); }
+  // Who checks verified transfers at their peer (docs/integrity.md) and ends
+  // them (set once, before transfers start).
+  using Verifier = std::function<void(std::shared_ptr<Transfer> transfer)>;
+  void SetVerifier(Verifier verifier) { verifier_ = std::move(verifier); }
 
   // TransferListener: counts the end and marks a vanished region's key gone
   // before the end is visible (lock-free, on the deciding thread); then
@@ -108,6 +112,7 @@ class TransferRunner final : public TransferListener {
                         absl::StatusCode code) override;
   void OnTransferEnded(Transfer& transfer) override;
   bool ExplainFailure(const Transfer& transfer, const absl::Status& error) override;
+  bool VerifyAtPeer(const Transfer& transfer) override;
 
  private:
   // The notes thread: records, files, logs and announces an ended transfer.
@@ -124,6 +129,7 @@ class TransferRunner final : public TransferListener {
   std::atomic<bool> sweep_pending_{false};
   std::atomic<TransferRecorder*> recorder_{nullptr};
   Explainer explainer_;
+  Verifier verifier_;
 };
 
 }  // namespace xferd::engine

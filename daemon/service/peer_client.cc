@@ -108,6 +108,22 @@ absl::Status GrpcPeerRpc::StageRanges(const std::string& address,
   return Call(address, deadline, &v1::PeerService::Stub::StageRanges, req, &resp);
 }
 
+absl::StatusOr<std::string> GrpcPeerRpc::ChecksumBlocks(const std::string& address,
+                                                        const engine::NodeIdentity& self,
+                                                        const engine::ChecksumQuery& query,
+                                                        absl::Time deadline) {
+  auto req = From<v1::ChecksumBlocksRequest>(self);
+  req.set_region_id(query.region_id);
+  req.set_region(query.region);
+  req.set_offsets(query.offsets);
+  req.set_lengths(query.lengths);
+  req.set_expected(query.expected);
+  if (query.notice.has_value()) ToProto(*query.notice, req.mutable_notice());
+  v1::ChecksumBlocksResponse resp;
+  RETURN_IF_ERROR(Call(address, deadline, &v1::PeerService::Stub::ChecksumBlocks, req, &resp));
+  return std::move(*resp.mutable_checksums());
+}
+
 absl::StatusOr<transport::LinkEndpoints> GrpcPeerRpc::RejoinDevices(
     const std::string& address, const engine::NodeIdentity& self,
     const transport::LinkEndpoints& offer, absl::Time deadline) {

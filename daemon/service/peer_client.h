@@ -46,6 +46,10 @@ class GrpcPeerRpc final : public engine::PeerRpc {
                             const std::vector<uint32_t>& devices, absl::Time deadline) override;
   absl::StatusOr<uint64_t> Ping(const std::string& address, const engine::NodeIdentity& self,
                                 absl::Time deadline) override;
+  absl::StatusOr<std::string> ChecksumBlocks(const std::string& address,
+                                             const engine::NodeIdentity& self,
+                                             const engine::ChecksumQuery& query,
+                                             absl::Time deadline) override;
 
  private:
   v1::PeerService::Stub& StubFor(const std::string& address);

@@ -153,6 +153,19 @@ absl::StatusOr<engine::HandshakeMessage> FromProto(const v1::NodeIdentity& node,
   return engine::HandshakeMessage{FromProto(node), *std::move(e)};
 }
 
+void ToProto(const transport::LandingNotice& notice, v1::LandingNotice* out) {
+  out->set_transfer_id(notice.transfer_id);
+  out->set_offset(notice.offset);
+  out->set_length(notice.length);
+  out->set_blocks(notice.blocks);
+  out->set_bytes(notice.bytes);
+}
+
+transport::LandingNotice FromProto(const v1::LandingNotice& notice) {
+  return transport::LandingNotice{notice.transfer_id(), notice.offset(), notice.length(),
+                                  notice.blocks(), notice.bytes()};
+}
+
 void ToProto(const engine::ResolvedRegion& region, v1::ResolveRegionResponse* out) {
   out->set_region_id(region.key.region_id);
   out->set_size(region.key.size);

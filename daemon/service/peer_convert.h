@@ -23,6 +23,9 @@ absl::StatusOr<transport::LinkEndpoints> FromProto(const v1::LinkEndpoints& endp
 absl::StatusOr<engine::HandshakeMessage> FromProto(const v1::NodeIdentity& node,
                                                    const v1::LinkEndpoints& endpoints);
 
+void ToProto(const transport::LandingNotice& notice, v1::LandingNotice* out);
+transport::LandingNotice FromProto(const v1::LandingNotice& notice);
+
 void ToProto(const engine::ResolvedRegion& region, v1::ResolveRegionResponse* out);
 engine::ResolvedRegion FromProto(const v1::ResolveRegionResponse& response);
 

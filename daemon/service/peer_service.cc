@@ -111,6 +111,25 @@ grpc::ServerUnaryReactor* PeerServiceImpl::StageRanges(grpc::CallbackServerConte
   return Reply(context, engine_.OnStageRanges(request->node_id(), request->incarnation(), ranges));
 }
 
+grpc::ServerUnaryReactor* PeerServiceImpl::ChecksumBlocks(grpc::CallbackServerContext* context,
+                                                          const v1::ChecksumBlocksRequest* request,
+                                                          v1::ChecksumBlocksResponse* response) {
+  if (absl::Status s = auth_.CheckCaller(*context, request->node_id()); !s.ok()) {
+    return Reply(context, s);
+  }
+  engine::ChecksumQuery query;
+  query.region_id = request->region_id();
+  query.region = request->region();
+  query.offsets = request->offsets();
+  query.lengths = request->lengths();
+  query.expected = request->expected();
+  if (request->has_notice()) query.notice = FromProto(request->notice());
+  absl::StatusOr<std::string> sums =
+      engine_.OnChecksumBlocks(request->node_id(), request->incarnation(), query);
+  if (sums.ok()) *response->mutable_checksums() = *std::move(sums);
+  return Reply(context, sums.status());
+}
+
 grpc::ServerUnaryReactor* PeerServiceImpl::RejoinDevices(grpc::CallbackServerContext* context,
                                                          const v1::RejoinDevicesRequest* request,
                                                          v1::RejoinDevicesResponse* response) {

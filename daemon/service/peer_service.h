@@ -31,6 +31,9 @@ class PeerServiceImpl final : public v1::PeerService::CallbackService {
   grpc::ServerUnaryReactor* StageRanges(grpc::CallbackServerContext* context,
                                         const v1::StageRangesRequest* request,
                                         v1::StageRangesResponse* response) override;
+  grpc::ServerUnaryReactor* ChecksumBlocks(grpc::CallbackServerContext* context,
+                                           const v1::ChecksumBlocksRequest* request,
+                                           v1::ChecksumBlocksResponse* response) override;
   grpc::ServerUnaryReactor* RejoinDevices(grpc::CallbackServerContext* context,
                                           const v1::RejoinDevicesRequest* request,
                                           v1::RejoinDevicesResponse* response) override;

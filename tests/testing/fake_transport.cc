@@ -335,8 +335,10 @@ std::shared_ptr<FakeLink> FakeFabric::Take(const std::string& token) {
 }
 
 FakeTransport::FakeTransport(FakeFabric& fabric, const memory::RegionRegistry& regions,
-                             uint32_t pollers, uint32_t depth)
-    : fabric_(fabric),
+                             uint32_t pollers, uint32_t depth,
+                             transport::TransportKind reported_kind)
+    : reported_kind_(reported_kind),
+      fabric_(fabric),
       regions_(regions),
       pollers_(pollers),
       depth_(depth),

@@ -70,17 +70,20 @@ class FakeFabric {
   std::map<std::string, std::weak_ptr<FakeLink>> offered_ ABSL_GUARDED_BY(mu_);
 };
 
-// Reports itself as TCP (what it models). Constructed and controlled from the
-// test's thread; workers are driven by one poller thread each.
+// Reports itself as TCP (what it models) unless told otherwise
+// (`reported_kind`: verbs makes the engine check verified transfers at the
+// peer, as over RDMA). Constructed and controlled from the test's thread;
+// workers are driven by one poller thread each.
 class FakeTransport final : public transport::Transport {
  public:
   // `fabric` and `regions` (this daemon's) must outlive the transport.
   // `depth` is each lane's credit count.
   FakeTransport(FakeFabric& fabric, const memory::RegionRegistry& regions, uint32_t pollers,
-                uint32_t depth);
+                uint32_t depth,
+                transport::TransportKind reported_kind = transport::TransportKind::kTcp);
   ~FakeTransport() override;  // Shutdown()
 
-  transport::TransportKind kind() const override { return transport::TransportKind::kTcp; }
+  transport::TransportKind kind() const override { return reported_kind_; }
   std::string device() const override { return ""; }
   uint32_t lanes_per_link() const override { return pollers_; }
   bool stripes_devices() const override { return true; }  // the FakeRejoins pair
@@ -137,6 +140,7 @@ class FakeTransport final : public transport::Transport {
  private:
   std::shared_ptr<FakeLink> NewLink(transport::PeerIdentity peer, uint32_t lanes);
 
+  const transport::TransportKind reported_kind_;
   FakeFabric& fabric_;
   const memory::RegionRegistry& regions_;
   const uint32_t pollers_;

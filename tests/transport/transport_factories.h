@@ -30,8 +30,9 @@ struct TransportFactory {
   // The receiver checks the region ACL on every write (TCP); otherwise only
   // when handing out keys.
   bool enforces_acl_per_write = true;
-  // Verified ops (DataOp::checksums) are checked end to end (TCP, in its
-  // frames); otherwise the transport does not verify yet.
+  // Verified ops (DataOp::checksums) are checked by the transport, in its
+  // frames (TCP); otherwise the engine checks at the peer once the
+  // transfer's ops completed (verbs; docs/integrity.md).
   bool verifies = false;
 };
 

@@ -407,7 +407,6 @@ class Operations:
         Raises:
             NotFound, InvalidArgument, OutOfRange, PermissionDenied,
             Unavailable, ResourceExhausted: the write was refused.
-            Unimplemented: verify over the verbs transport.
         """
         return (yield from self._start(requests.transfer_request(
             "write", peer, src_region, dst_region, length=length, src_offset=src_offset,

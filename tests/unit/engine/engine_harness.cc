@@ -32,7 +32,7 @@ Node& EngineHarness::Add(const std::string& name) {
     transport = node->real_transport.get();
   } else {
     node->transport = std::make_unique<FakeTransport>(fabric_, *node->regions, config_.pollers,
-                                                      config_.lane_depth);
+                                                      config_.lane_depth, fake_kind);
     transport = node->transport.get();
   }
   auto engine = engine::Engine::Create(config_, engine::NodeIdentity{"", 1, ""}, *transport,

@@ -60,6 +60,20 @@ class InProcessPeerRpc final : public engine::PeerRpc {
     return e == nullptr ? absl::UnavailableError("gone")
                         : e->OnStageRanges(self.node_id, self.incarnation, ranges);
   }
+  absl::StatusOr<std::string> ChecksumBlocks(const std::string& address,
+                                             const engine::NodeIdentity& self,
+                                             const engine::ChecksumQuery& query,
+                                             absl::Time) override {
+    checksum_calls.fetch_add(1);
+    if (before_checksums) before_checksums();
+    engine::Engine* e = Find(address);
+    if (e == nullptr) return absl::UnavailableError("gone");
+    return e->OnChecksumBlocks(self.node_id, self.incarnation, query);
+  }
+  // Runs as a ChecksumBlocks call arrives, before the callee checksums
+  // (a test changes memory there: a corruption it knows the place of).
+  std::function<void()> before_checksums;
+  std::atomic<int> checksum_calls{0};
   absl::Status Goodbye(const std::string& address, const engine::NodeIdentity& self,
                        const std::string& reason, absl::Time) override {
     absl::SleepFor(absl::Milliseconds(goodbye_delay_ms_.load()));
@@ -126,6 +140,8 @@ class EngineHarness {
   ~EngineHarness();
 
   Node& Add(const std::string& name);
+  // What the fake transports of nodes added from now on report themselves as.
+  transport::TransportKind fake_kind = transport::TransportKind::kTcp;
   Node& node(const std::string& name) { return *nodes_.at(name); }
   InProcessPeerRpc& rpc() { return rpc_; }
 
