@@ -216,13 +216,14 @@ def start_daemon(children: Children, binary: str, workdir: str, name: str, trans
     return daemon
 
 
-def start_tcp_pair(children: Children, bins: Binaries, workdir: str) -> Tuple[
-        daemons.Daemon, daemons.Daemon, Any, Any]:
-    """Daemons a and b on loopback over TCP, their defaults, a connected to
-    b; and a client to each (the client imported by bins.import_client())."""
+def start_pair(children: Children, bins: Binaries, workdir: str, transport: str = "tcp"
+               ) -> Tuple[daemons.Daemon, daemons.Daemon, Any, Any]:
+    """Daemons a and b on `transport` (loopback, or the VM's rxe0), their
+    defaults, a connected to b; and a client to each (the client imported
+    by bins.import_client())."""
     import xferd
-    a = start_daemon(children, bins.xferd, workdir, "a", "tcp")
-    b = start_daemon(children, bins.xferd, workdir, "b", "tcp")
+    a = start_daemon(children, bins.xferd, workdir, "a", transport)
+    b = start_daemon(children, bins.xferd, workdir, "b", transport)
     ca, cb = xferd.Client(a.target), xferd.Client(b.target)
     ca.connect_peer(b.address)
     return a, b, ca, cb

@@ -146,7 +146,7 @@ def main() -> None:
     workdir = tempfile.mkdtemp(prefix="blocks-bench-")
     children.dirs.append(workdir)
     try:
-        a, b, ca, cb = benchlib.start_tcp_pair(children, bins, workdir)
+        a, b, ca, cb = benchlib.start_pair(children, bins, workdir)
         bulk_size = 256 * 1024 * 1024 if args.quick else GiB
         bulk = bench_client(bins, a, "verify", "--peer-target", b.target, "--peer", "b",
                             "--size", str(bulk_size), "--writes", "4")

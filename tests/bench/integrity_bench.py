@@ -1,9 +1,10 @@
 #!/usr/bin/python3
 """integrity_bench: what verifying transfers end to end costs
-(docs/integrity.md), over xferd's TCP transport on loopback.
+(docs/integrity.md), over xferd's TCP transport on loopback (or verbs, in
+the Soft-RoCE VM: tests/bench/softroce_bench.py --integrity).
 
   tests/bench/integrity_bench.py [--quick] [--no-build] [--bazel-bin DIR] [--json-out FILE]
-                                 [--reps N] [--size BYTES]
+                                 [--reps N] [--size BYTES] [--transport tcp|verbs]
 
 Builds the daemon and the Python client with --config=opt (unless
 --no-build), starts daemons a and b (their defaults), a connected to b, and
@@ -48,6 +49,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--json-out", help="also write the summary line to this file")
     p.add_argument("--reps", type=int, default=5, help="rounds (default 5)")
     p.add_argument("--size", type=int, default=256 * MiB, help="bytes per transfer")
+    p.add_argument("--transport", choices=("tcp", "verbs"), default="tcp",
+                   help="verbs: in the Soft-RoCE VM (softroce_bench.py --integrity)")
     return p.parse_args()
 
 
@@ -62,7 +65,7 @@ def main() -> None:
     workdir = tempfile.mkdtemp(prefix="integrity-bench-")
     children.dirs.append(workdir)
     try:
-        a, b, ca, cb = benchlib.start_tcp_pair(children, bins, workdir)
+        a, b, ca, cb = benchlib.start_pair(children, bins, workdir, args.transport)
         size = args.size
         srcs, dsts, backs = [], [], []
         for i in range(IN_FLIGHT):
@@ -136,8 +139,8 @@ def main() -> None:
                 summary[f"{form.replace(' ', '_')}_{direction}_ratio"] = round(ratio, 3)
         print(table(["", "GB/s plain", "GB/s verified", "ratio", "target", "", "CPU s/GiB plain",
                      "CPU s/GiB verified"], rows))
-        print(f"load average {benchlib.load_average()}; {IN_FLIGHT} transfers of "
-              f"{benchlib.size_name(size)} in flight, median of {args.reps} rounds")
+        print(f"{args.transport}; load average {benchlib.load_average()}; {IN_FLIGHT} "
+              f"transfers of {benchlib.size_name(size)} in flight, median of {args.reps} rounds")
         benchlib.emit_summary(summary, args.json_out)
     finally:
         children.stop_all()

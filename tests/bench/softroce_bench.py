@@ -3,7 +3,7 @@
 ONE VM boot.
 
   tests/bench/softroce_bench.py [--quick] [--no-build] [-t SECONDS]
-                                [--blocks | --multi-nic | --tls | --qos | --tenants]
+                                [--blocks | --multi-nic | --tls | --qos | --tenants | --integrity]
 
 Builds the daemon, the Python client zip and bench_client with --config=opt,
 then boots the Soft-RoCE VM once (tests/softroce/vm_run.sh) and runs
@@ -22,7 +22,9 @@ kernel send and receive, beside plain (tcp_bench.py --encryption
 host's may not; under TCG the figures are functional, not a speed); with
 --qos, qos_bench.py over verbs (a critical client beside four writers of
 64 MiB each, which the VM's 2 GiB holds); with --tenants, tenants_bench.py over
-verbs (8 MiB writes, a cap of 8 MB/s: under TCG the link is slow). The guest's report (a
+verbs (8 MiB writes, a cap of 8 MB/s: under TCG the link is slow); with --integrity,
+integrity_bench.py over verbs (verified against plain, 16 MiB transfers, where the
+peer checksums its side over the control plane). The guest's report (a
 table, then one JSON line) streams to stdout; the JSON line is also left in
 the file --json-out names. Exit status: the guest's (125: the VM failed).
 """
@@ -61,8 +63,16 @@ def main() -> int:
     p.add_argument("--tenants", action="store_true",
                    help="instead: tenants_bench over verbs, a capped tenant beside an uncapped "
                         "one and two weighted ones (8 MiB writes, an 8 MB/s cap)")
+    p.add_argument("--integrity", action="store_true",
+                   help="instead: integrity_bench over verbs, verified against plain transfers "
+                        "(16 MiB each, 2 rounds)")
     args = p.parse_args()
     bins = benchlib.build(args.no_build, args.bazel_bin)
+    if args.integrity:
+        return benchlib.run_guest_in_vm(
+            os.path.join("tests", "bench", "integrity_bench.py"), bins,
+            ["--transport", "verbs", "--no-build", "--size", str(16 * benchlib.MiB),
+             "--reps", str(args.reps or 2)], args.timeout, args.json_out)
     if args.tenants:
         return benchlib.run_guest_in_vm(
             os.path.join("tests", "bench", "tenants_bench.py"), bins,
