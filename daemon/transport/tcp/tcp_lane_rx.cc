@@ -418,9 +418,10 @@ void TcpLane::FinishReadResponse(CompletionSink& sink) {
 
 // Test builds only (XFERD_TEST_HOOKS, which the sanitizer configurations
 // define; never the daemon that ships): XFERD_TEST_FLIP_RX_BIT=N flips the
-// lowest bit of the first byte of the last block of the Nth WRITE or
-// READ_RESP payload this daemon receives (1 = the first), once: a bug in the
-// receive path, for the verification tests to catch.
+// lowest bit of the first byte of the last block of the Nth verified WRITE
+// or READ_RESP payload this daemon receives (1 = the first), once, after it
+// was placed and before it is checked: a bug in the receive path, for the
+// verification tests to catch.
 void TcpLane::FlipBitForTest(const iovec* landed, uint32_t count) {
 #ifdef XFERD_TEST_HOOKS
   static const uint64_t target = [] {
