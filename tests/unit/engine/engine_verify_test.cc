@@ -198,5 +198,48 @@ TEST_F(EngineVerifyTest, ManyBlocksAreCheckedInChunks) {
   EXPECT_EQ(std::memcmp(src->data(), dst->data() + kSmall * (kMany / 2), kSmall * (kMany / 2)), 0);
 }
 
+// The callee's checks: the caller, the region as resolved, its ACL, the
+// arrays, every block's range; a notice only with checksums to compare.
+TEST_F(EngineVerifyTest, ChecksumBlocksChecksWhoAsksAndWhat) {
+  const uint64_t incarnation = a_->engine->self().incarnation;
+  engine::ChecksumQuery query;
+  query.region_id = b_region_->id();
+  query.region = "b_buf";
+  query.offsets = std::string(8, '\0');
+  query.lengths = std::string("\x00\x10\x00\x00", 4);  // one block of 4 KiB at 0
+  auto ask = [&](const std::string& node) {
+    return b_->engine->OnChecksumBlocks(node, incarnation, query);
+  };
+  absl::StatusOr<std::string> sums = ask("a");
+  ASSERT_TRUE(sums.ok()) << sums.status();
+  ASSERT_EQ(sums->size(), 8u);
+  uint64_t sum;
+  std::memcpy(&sum, sums->data(), 8);
+  EXPECT_EQ(sum, Sum(*b_region_, 0));
+  EXPECT_EQ(ask("nobody").status().code(), absl::StatusCode::kFailedPrecondition);
+  query.region_id += 1;  // a region of that name, but not the one resolved
+  EXPECT_EQ(ask("a").status().code(), absl::StatusCode::kNotFound);
+  query.region_id -= 1;
+  query.lengths = std::string(3, '\0');  // not one uint32 per offset
+  EXPECT_EQ(ask("a").status().code(), absl::StatusCode::kInvalidArgument);
+  query.lengths = std::string("\x01\x00\x00\x00", 4);
+  query.offsets = std::string("\x00\x00\x10\x00\x00\x00\x00\x00", 8);  // at 1 MiB: past the end
+  EXPECT_EQ(ask("a").status().code(), absl::StatusCode::kOutOfRange);
+  query.offsets = std::string(8, '\0');
+  query.notice = transport::LandingNotice{1, 0, 1, 1, 1};  // without checksums to compare
+  EXPECT_EQ(ask("a").status().code(), absl::StatusCode::kInvalidArgument);
+  query.notice.reset();
+  std::shared_ptr<memory::Region> closed = *h_.Register(*b_, [] {
+    memory::RegionSpec spec;
+    spec.name = "closed";
+    spec.size = kBlock;
+    spec.allowed_peers = {"c"};
+    return spec;
+  }());
+  query.region_id = closed->id();
+  query.region = "closed";
+  EXPECT_EQ(ask("a").status().code(), absl::StatusCode::kPermissionDenied);
+}
+
 }  // namespace
 }  // namespace xferd::testing
