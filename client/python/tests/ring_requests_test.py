@@ -60,6 +60,16 @@ class RangeRequestTest(unittest.TestCase):
             with self.subTest(**kw):
                 self.assertIsNone(_fast("write", **kw))
 
+    def test_verified_requests_go_over_grpc(self) -> None:
+        # An entry carries neither verify nor expected checksums, nor the
+        # checksums back: such a request is never a ring entry.
+        self.assertIsNotNone(_slow("write"))
+        for direction, kw in (("write", {"verify": True}), ("write", {"verify": False}),
+                              ("read", {"verify": True}),
+                              ("read", {"expected_checksums": [1]})):
+            with self.subTest(direction=direction, **kw):
+                self.assertIsNone(_slow(direction, **kw))
+
 
 class TransferOfTest(unittest.TestCase):
 
