@@ -430,7 +430,8 @@ class WriteSpec:
     """One write of a batch: `length` bytes of local `src_region` from
     `src_offset` into `dst_region` of `peer` (node id or address) at
     `dst_offset`. `timeout` (seconds) bounds the transfer; `slice_size` 0 is
-    the daemon's default; `priority` its class (Priority)."""
+    the daemon's default; `priority` its class (Priority); `verify` checks
+    its blocks end to end (None: the daemon's engine.verify)."""
 
     src_region: str
     peer: str
@@ -442,6 +443,7 @@ class WriteSpec:
     timeout: Optional[float] = None
     label: str = ""
     priority: str = "normal"
+    verify: Optional[bool] = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -152,7 +152,8 @@ def _write_request(spec: WriteSpec) -> TransferRequest:
     return transfer_request("write", spec.peer, spec.src_region, spec.dst_region,
                             length=spec.length, src_offset=spec.src_offset,
                             dst_offset=spec.dst_offset, slice_size=spec.slice_size,
-                            timeout=spec.timeout, label=spec.label, priority=spec.priority)
+                            timeout=spec.timeout, label=spec.label, priority=spec.priority,
+                            verify=spec.verify)
 
 
 def batch_request(writes: Iterable[Union[WriteSpec, Mapping[str, Any]]]
