@@ -140,7 +140,6 @@ class Transfer {
   // verified write's checksums of its blocks are computed here, as it goes.
   void MakeOp(uint32_t index, bool final, transport::DataOp* op);
   // ---- verification (docs/integrity.md) ----
-  bool verified() const { return checksums_ != nullptr; }
   // One per planned block (verified only): a write's source checksums; a
   // read's, for whoever learns the source's (the transport, or the peer
   // check once every op completed).
