@@ -12,12 +12,23 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "tests/fuzz/corpus"
 
 MAGIC = 0x32524658  # "XFR2"
-HELLO, HELLO_ACK, WRITE, ACK, NACK, READ_REQ, READ_RESP = 1, 2, 3, 4, 5, 6, 7
+HELLO, HELLO_ACK, WRITE, ACK, NACK, READ_REQ, READ_RESP, MISMATCH = 1, 2, 3, 4, 5, 6, 7, 8
+NOTICE_FLAG, VERDICT_FLAG, CHECKSUMS_FLAG = 1, 2, 4
 NOTICE_MAGIC = 0x4E465258  # "XRFN"
 
 
-def header(ftype, flags=0, word=0, length=0, seq=0, blocks=0):
-    return struct.pack("<IBBHIIQQ", MAGIC, ftype, flags, blocks, word, length, 0, seq)
+def header(ftype, flags=0, word=0, length=0, seq=0, blocks=0, landed=0):
+    return struct.pack("<IBBHIIQQ", MAGIC, ftype, flags, blocks, word, length, landed, seq)
+
+
+def crc64(data):
+    """CRC-64/XZ, what a verified frame's checksum table holds."""
+    crc = 0xFFFFFFFFFFFFFFFF
+    for byte in data:
+        crc ^= byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0xC96C5795D7870F42 if crc & 1 else 0)
+    return crc ^ 0xFFFFFFFFFFFFFFFF
 
 
 def notice(transfer_id, offset, length, blocks=1, nbytes=None):
@@ -61,6 +72,11 @@ def tcp_frame():
     write("tcp_frame_fuzzer/hello_ack", header(HELLO_ACK))
     write("tcp_frame_fuzzer/ack", header(ACK, seq=7))
     write("tcp_frame_fuzzer/nack", header(NACK, 0, 11, 5, 3) + b"range")
+    write("tcp_frame_fuzzer/write_checksums", header(WRITE, CHECKSUMS_FLAG, 1, 8192, 4, 2))
+    write("tcp_frame_fuzzer/read_req_checksums", header(READ_REQ, CHECKSUMS_FLAG, 1, 8192, 5, 2))
+    write("tcp_frame_fuzzer/read_resp_checksums",
+          header(READ_RESP, CHECKSUMS_FLAG | VERDICT_FLAG, 0, 8192, 5))
+    write("tcp_frame_fuzzer/mismatch", header(MISMATCH, 0, 3, 0, 6, 2, 0x0123456789ABCDEF))
     write("tcp_frame_fuzzer/bad_magic", b"XFR3" + header(ACK)[4:])
     write("tcp_frame_fuzzer/protocol_1", b"XFR1" + header(ACK)[4:])
 
@@ -95,6 +111,17 @@ def tcp_lane():
           b"\x02\x10\x00\x00" + header(READ_RESP, 0, 0, 64, 1) + b"r" * 64)
     write("tcp_lane_fuzzer/out_of_sequence",
           b"\x00\x10\x00\x00" + write_frame(1, 5, [(0, 8)], b"8" * 8))
+    # Verified writes: a checksum table after the block table, one that
+    # matches the payload (acknowledged) and one that does not (MISMATCH).
+    blocks = [(1000, 256), (3000, 256)]
+    sums = b"".join(struct.pack("<Q", crc64(payload[k * 256:(k + 1) * 256])) for k in range(2))
+    verified = (header(WRITE, CHECKSUMS_FLAG, 1, 512, 1, 2) + table(*blocks) + sums + payload)
+    wrong = (header(WRITE, CHECKSUMS_FLAG, 1, 512, 2, 2) + table(*blocks) + sums[8:] + sums[:8] +
+             payload)
+    write("tcp_lane_fuzzer/verified_writes", b"\x00\x10\x00\x00" + verified + wrong)
+    # A MISMATCH for a write of ours that carried no checksums.
+    write("tcp_lane_fuzzer/mismatch_unasked",
+          b"\x01\x10\x00\x00" + header(MISMATCH, 0, 0, 0, 1, 1, 5))
     write("tcp_lane_fuzzer/hello_on_lane",
           b"\x01\x10\x00\x00" + header(HELLO, 0, 0, 16) + b"T" * 16)
     # Scripts (command byte % 6: 0 READ_RESP, 1 ACK, 2 NACK, 3 READ_REQ,

@@ -1,7 +1,7 @@
 // Fuzzes the TCP transport's frame codec (tcp_frame.h): DecodeHeader on any
 // 32 bytes, and DecodeNotice on the 40 after them. A header that decodes must
 // encode back to exactly the same bytes, and satisfy the per-type limits the
-// receiver relies on (payload and NACK lengths).
+// receiver relies on (payload and NACK lengths, flags, a MISMATCH's block).
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -18,17 +18,23 @@ void CheckHeader(const uint8_t* in) {
   uint8_t again[kHeaderBytes];
   EncodeHeader(header, again);
   FUZZ_CHECK(std::memcmp(in, again, kHeaderBytes) == 0);
+  FUZZ_CHECK(header.type == FrameType::kMismatch || header.landed_checksum == 0);
   switch (header.type) {
     case FrameType::kWrite:
     case FrameType::kReadReq:
       FUZZ_CHECK(header.length >= 1 && header.length <= kMaxSliceBytes);
       FUZZ_CHECK(header.blocks >= 1 && header.blocks <= kMaxBlocksPerOp);
-      FUZZ_CHECK((header.flags & ~(kFlagNotice | kFlagVerdict)) == 0);
-      FUZZ_CHECK(header.type == FrameType::kWrite || header.flags == 0);
+      FUZZ_CHECK((header.flags & ~(kFlagNotice | kFlagVerdict | kFlagChecksums)) == 0);
+      FUZZ_CHECK(header.type == FrameType::kWrite || (header.flags & ~kFlagChecksums) == 0);
       break;
-    case FrameType::kReadResp:  // a verdict may follow the payload
+    case FrameType::kReadResp:  // a verdict, then checksums, may follow the payload
       FUZZ_CHECK(header.length >= 1 && header.length <= kMaxSliceBytes);
-      FUZZ_CHECK(header.blocks == 0 && (header.flags & ~kFlagVerdict) == 0);
+      FUZZ_CHECK(header.blocks == 0 && (header.flags & ~(kFlagVerdict | kFlagChecksums)) == 0);
+      break;
+    case FrameType::kMismatch:  // names a block of the table it answers
+      FUZZ_CHECK(header.length == 0 && header.flags == 0);
+      FUZZ_CHECK(header.blocks >= 1 && header.blocks <= kMaxBlocksPerOp);
+      FUZZ_CHECK(header.word < kMaxBlocksPerOp);
       break;
     case FrameType::kNack:
       FUZZ_CHECK(header.length <= kMaxNackMessage);
