@@ -75,7 +75,7 @@ def tcp_frame():
     write("tcp_frame_fuzzer/write_checksums", header(WRITE, CHECKSUMS_FLAG, 1, 8192, 4, 2))
     write("tcp_frame_fuzzer/read_req_checksums", header(READ_REQ, CHECKSUMS_FLAG, 1, 8192, 5, 2))
     write("tcp_frame_fuzzer/read_resp_checksums",
-          header(READ_RESP, CHECKSUMS_FLAG | VERDICT_FLAG, 0, 8192, 5))
+          header(READ_RESP, CHECKSUMS_FLAG | VERDICT_FLAG, 0, 8192, 5, 2))
     write("tcp_frame_fuzzer/mismatch", header(MISMATCH, 0, 3, 0, 6, 2, 0x0123456789ABCDEF))
     write("tcp_frame_fuzzer/bad_magic", b"XFR3" + header(ACK)[4:])
     write("tcp_frame_fuzzer/protocol_1", b"XFR1" + header(ACK)[4:])

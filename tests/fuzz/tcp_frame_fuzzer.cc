@@ -27,9 +27,12 @@ void CheckHeader(const uint8_t* in) {
       FUZZ_CHECK((header.flags & ~(kFlagNotice | kFlagVerdict | kFlagChecksums)) == 0);
       FUZZ_CHECK(header.type == FrameType::kWrite || (header.flags & ~kFlagChecksums) == 0);
       break;
-    case FrameType::kReadResp:  // a verdict, then checksums, may follow the payload
+    case FrameType::kReadResp:  // a verdict, then `blocks` checksums, may follow the payload
       FUZZ_CHECK(header.length >= 1 && header.length <= kMaxSliceBytes);
-      FUZZ_CHECK(header.blocks == 0 && (header.flags & ~(kFlagVerdict | kFlagChecksums)) == 0);
+      FUZZ_CHECK((header.flags & ~(kFlagVerdict | kFlagChecksums)) == 0);
+      FUZZ_CHECK((header.flags & kFlagChecksums)
+                     ? header.blocks >= 1 && header.blocks <= kMaxBlocksPerOp
+                     : header.blocks == 0);
       break;
     case FrameType::kMismatch:  // names a block of the table it answers
       FUZZ_CHECK(header.length == 0 && header.flags == 0);

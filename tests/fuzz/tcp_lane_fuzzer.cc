@@ -141,10 +141,13 @@ class Outbound {
           frame += table;
           break;
         case FrameType::kAck:
+        case FrameType::kMismatch:
           break;
         case FrameType::kNack:
-        case FrameType::kReadResp:
           frame += h.length;
+          break;
+        case FrameType::kReadResp:  // its regions are plain memory: no verdict
+          frame += h.length + ((h.flags & kFlagChecksums) ? h.blocks * kChecksumBytes : 0);
           break;
         default:
           FUZZ_CHECK(false && "the lane sent a HELLO");

@@ -79,7 +79,9 @@ absl::Status DecodeHeader(const uint8_t in[kHeaderBytes], FrameHeader* header) {
   header->seq = Get64(in + 24);
   if (absl::Status s = CheckLength(*header, type); !s.ok()) return s;
   const auto t = static_cast<FrameType>(type);
-  const bool counts_blocks = CarriesTable(t) || t == FrameType::kMismatch;
+  // A verified READ_RESP says how many checksums follow its payload.
+  const bool counts_blocks = CarriesTable(t) || t == FrameType::kMismatch ||
+                             (t == FrameType::kReadResp && (header->flags & kFlagChecksums));
   if (counts_blocks ? header->blocks == 0 || header->blocks > kMaxBlocksPerOp
                     : header->blocks != 0) {
     return absl::InvalidArgumentError(absl::StrCat("block count ", header->blocks, " for type ",

@@ -6,7 +6,9 @@
 // blocks in order. Decoding validates everything a peer controls.
 //
 //   0 u32 magic "XFR2"   4 u8 type   5 u8 flags
-//   6 u16 blocks: WRITE / READ_REQ entries in the block table (1..64), else 0
+//   6 u16 blocks: WRITE / READ_REQ entries in the block table (1..64); a
+//              verified READ_RESP's checksums; MISMATCH: blocks that differ;
+//              else 0
 //   8 u32 word: WRITE / READ_REQ region id | HELLO lane index | NACK status code
 //  12 u32 length: WRITE / READ_REQ / READ_RESP payload bytes | HELLO token |
 //                 NACK message bytes
@@ -32,7 +34,8 @@
 // MISMATCH instead of acknowledging it (and lands no notice it carried).
 // A READ_REQ with the flag asks for the checksums: its READ_RESP carries
 // the flag and the table after its payload (and verdict), computed as the
-// blocks were sent, which the reader checks against what it received.
+// blocks were sent (as many as its `blocks` says), which the reader checks
+// against what it received.
 #pragma once
 
 #include <cstddef>

@@ -279,6 +279,7 @@ void TcpLane::AnswerRead(const std::shared_ptr<memory::Region>& region) {
   a->trailer_len = a->guarded ? kVerdictBytes : 0;
   const bool verified = (rx_frame_.flags & kFlagChecksums) != 0;
   resp.flags = (a->guarded ? kFlagVerdict : 0) | (verified ? kFlagChecksums : 0);
+  resp.blocks = verified ? rx_frame_.blocks : 0;
   EncodeHeader(resp, a->bytes);
   a->len = kHeaderBytes;
   a->region = region;

@@ -234,10 +234,12 @@ absl::Status TcpLane::StartReadResponse() {
     return ProtocolError(absl::StrCat("READ_RESP ", rx_frame_.seq, " does not answer a read of ",
                                       rx_frame_.length, " bytes"));
   }
-  if (((rx_frame_.flags & kFlagChecksums) != 0) != (s.checksums != nullptr)) {
+  if (((rx_frame_.flags & kFlagChecksums) != 0) != (s.checksums != nullptr) ||
+      (s.checksums != nullptr && rx_frame_.blocks != s.block_count)) {
     return ProtocolError(absl::StrCat("READ_RESP ", rx_frame_.seq,
-                                      s.checksums != nullptr ? " lacks the checksums asked for"
-                                                             : " carries checksums not asked for"));
+                                      s.checksums != nullptr
+                                          ? " lacks the checksums asked for, one per block"
+                                          : " carries checksums not asked for"));
   }
   for (uint32_t b = 0; b < s.block_count; ++b) {
     rx_iov_[b] = {s.local_base + s.blocks[b].local_offset, s.blocks[b].length};
@@ -301,7 +303,7 @@ void TcpLane::EndPayload(CompletionSink& sink) {
 // follow (rx_have_ bytes of it are in rx_header_).
 void TcpLane::EndVerdict(CompletionSink& sink) {
   if (rx_is_read_resp_ && (rx_frame_.flags & kFlagChecksums)) {
-    rx_want_ = slot(acked_ + 1).block_count * kChecksumBytes;
+    rx_want_ = rx_frame_.blocks * kChecksumBytes;  // the slot's count (StartReadResponse)
     rx_state_ = RxState::kChecksums;
     return;
   }

@@ -153,11 +153,21 @@ TEST(TcpFrameTest, ChecksumsFlagOnVerifiedFramesOnly) {
     FrameHeader h = Write(4096);
     h.type = type;
     h.flags = kFlagChecksums;
-    if (type == FrameType::kReadResp) h.blocks = 0;
     EncodeHeader(h, bytes);
     ASSERT_TRUE(DecodeHeader(bytes, &out).ok()) << static_cast<int>(type);
     EXPECT_EQ(out.flags, kFlagChecksums);
+    EXPECT_EQ(out.blocks, 3u);  // a READ_RESP's: the checksums after its payload
   }
+  FrameHeader resp;
+  resp.type = FrameType::kReadResp;
+  resp.length = 4096;
+  resp.flags = kFlagChecksums;  // without saying how many
+  EncodeHeader(resp, bytes);
+  EXPECT_FALSE(DecodeHeader(bytes, &out).ok());
+  resp.flags = 0;
+  resp.blocks = 2;  // a count with no checksums
+  EncodeHeader(resp, bytes);
+  EXPECT_FALSE(DecodeHeader(bytes, &out).ok());
   FrameHeader ack;
   ack.type = FrameType::kAck;
   ack.flags = kFlagChecksums;
