@@ -11,7 +11,6 @@
 #include "daemon/common/check.h"
 #include "daemon/engine/peer.h"
 #include "daemon/engine/transfer.h"
-#include "daemon/memory/checksum.h"
 #include "daemon/memory/guarded_copy.h"
 
 namespace xferd::engine {
@@ -85,16 +84,9 @@ class SelfLink::SelfLane final : public transport::Lane {
     const bool write = op.kind == transport::OpKind::kWrite;
     memory::Region& src = write ? local : own;
     memory::Region& dst = write ? own : local;
-    // Verified: a read's source is checksummed as it is copied (a write's
-    // was as it was posted), and what landed is checked against it.
-    if (op.checksums != nullptr && !write) {
-      for (uint32_t i = 0; i < n; ++i) {
-        if (!memory::RegionChecksum(src, static_cast<const std::byte*>(from[i].iov_base),
-                                    from[i].iov_len, &op.checksums[i])) {
-          op.checksums[i] = 0;  // the copy faults there too
-        }
-      }
-    }
+    // Verified: the source is checksummed as it is copied, and what landed
+    // is checked against it.
+    if (op.checksums != nullptr) transport::TakeChecksums(&src, from, n, op.checksums);
     absl::Status error;
     if (guarded) {
       if (memory::GuardedCopy(to, n, from, n) != static_cast<ssize_t>(op.length)) {

@@ -8,7 +8,6 @@
 #include "daemon/engine/block_plan.h"
 #include "daemon/engine/landed_ranges.h"
 #include "daemon/engine/peer.h"
-#include "daemon/memory/checksum.h"
 #include "daemon/transport/transport.h"
 
 namespace xferd::engine {
@@ -204,16 +203,18 @@ void Transfer::MakeOp(uint32_t index, bool final, transport::DataOp* op) {
   op->checksums = nullptr;
   if (checksums_ == nullptr) return;
   uint64_t* sums = checksums_->data() + first;
-  op->checksums = sums;
-  if (plan_.kind != transport::OpKind::kWrite) return;  // the source's transport fills them in
-  const memory::Region& local = *plan_.local;
-  for (uint32_t i = 0; i < count; ++i) {
-    const transport::Block& b = blocks_[first + i];
-    // A page of a file region gone: the transport fails the op on it.
-    if (!memory::RegionChecksum(local, local.data() + b.local_offset, b.length, &sums[i])) {
-      sums[i] = 0;
-    }
+  if (!plan_.verify_at_peer) {
+    op->checksums = sums;  // the transport takes and checks them
+    return;
   }
+  // Over verbs the CPU never touches a write's bytes: their checksums are
+  // taken here, as the op goes (a read's come from the peer's check).
+  if (plan_.kind != transport::OpKind::kWrite) return;
+  iovec pieces[transport::kMaxBlocksPerOp];
+  for (uint32_t i = 0; i < count; ++i) {
+    pieces[i] = {plan_.local->data() + blocks_[first + i].local_offset, blocks_[first + i].length};
+  }
+  transport::TakeChecksums(plan_.local.get(), pieces, count, sums);
 }
 
 void Transfer::MarkRunning() {

@@ -22,19 +22,31 @@ void PublishLanding(const Landing& landing) {
   landing.region->landed().Publish(event);
 }
 
+namespace {
+
+// False when a page of `region` is gone.
+bool Checksum(const memory::Region* region, const iovec& piece, uint64_t* sum) {
+  const auto* bytes = static_cast<const std::byte*>(piece.iov_base);
+  if (region != nullptr) return memory::RegionChecksum(*region, bytes, piece.iov_len, sum);
+  *sum = memory::BlockChecksum(bytes, piece.iov_len);
+  return true;
+}
+
+}  // namespace
+
+void TakeChecksums(const memory::Region* region, const iovec* pieces, uint32_t count,
+                   uint64_t* sums) {
+  for (uint32_t b = 0; b < count; ++b) {
+    if (!Checksum(region, pieces[b], &sums[b])) sums[b] = 0;
+  }
+}
+
 bool CheckLanded(const memory::Region* region, const iovec* landed, uint32_t count,
                  const uint64_t* expected, ChecksumMismatch* mismatch) {
   *mismatch = ChecksumMismatch{};
   for (uint32_t b = 0; b < count; ++b) {
-    const auto* bytes = static_cast<const std::byte*>(landed[b].iov_base);
     uint64_t sum = 0;
-    bool read = true;
-    if (region != nullptr) {
-      read = memory::RegionChecksum(*region, bytes, landed[b].iov_len, &sum);
-    } else {
-      sum = memory::BlockChecksum(bytes, landed[b].iov_len);
-    }
-    if (read && sum == expected[b]) continue;
+    if (Checksum(region, landed[b], &sum) && sum == expected[b]) continue;
     if (mismatch->blocks++ == 0) {
       mismatch->first = b;
       mismatch->landed = sum;

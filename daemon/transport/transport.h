@@ -75,6 +75,12 @@ struct Landing {
 // with what its sink took note of). Any thread.
 void PublishLanding(const Landing& landing);
 
+// The source's checksum of each of `count` blocks about to be sent (in
+// `region`, or plain memory when it is null), into `sums`; 0 for one whose
+// page is gone (its copy fails the op there too). Any thread.
+void TakeChecksums(const memory::Region* region, const iovec* pieces, uint32_t count,
+                   uint64_t* sums);
+
 // Whether each of `count` landed blocks (in `region`, or plain memory when
 // it is null) matches its source's checksum in `expected`; otherwise which
 // differ, in `mismatch` (its `checksums` is left to the caller). A page of

@@ -186,12 +186,13 @@ struct DataOp {
   uint32_t length = 0;       // sum of the blocks' lengths, <= kMaxSliceBytes
   // Writes only, on a transfer's final op only.
   const LandingNotice* notice = nullptr;
-  // Verified (null: not): one checksum per block (memory/checksum.h) of the
-  // source's bytes. A write's the engine computes as it posts the op, and
-  // they travel with the blocks; a read's the transport fills in from the
-  // source, computed there as the blocks were sent, before the op's
-  // completion. Either way the destination checks its landed bytes against
-  // them and reports blocks that differ (OpCompletion::mismatch).
+  // Verified by the transport (null: not): room for one checksum per block
+  // (memory/checksum.h) of the source's bytes, which the transport fills in
+  // before the op's completion: a write's taken as it sends the blocks, a
+  // read's from the source, taken there as it sent them. The destination
+  // checks its landed bytes against them and reports blocks that differ
+  // (OpCompletion::mismatch). Over verbs the engine checks at the peer
+  // instead and passes none.
   uint64_t* checksums = nullptr;
   // The local region itself. One whose memory can go away
   // (Region::can_lose_memory: a file region) is copied to and from with

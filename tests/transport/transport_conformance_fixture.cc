@@ -52,10 +52,12 @@ bool TransportConformanceTest::Pump(const std::function<bool()>& done, absl::Dur
 }
 
 void TransportConformanceTest::PumpOnce() {
-  for (Side* side : {&a_, &b_}) {
-    if (side->transport == nullptr) continue;
-    for (uint32_t i = 0; i < kPollers; ++i) side->transport->worker(i).Poll(side->sink);
-  }
+  for (Side* side : {&a_, &b_}) PumpSide(*side);
+}
+
+void TransportConformanceTest::PumpSide(Side& side) {
+  if (side.transport == nullptr) return;
+  for (uint32_t i = 0; i < kPollers; ++i) side.transport->worker(i).Poll(side.sink);
 }
 
 std::shared_ptr<memory::Region> TransportConformanceTest::Register(Side& side,

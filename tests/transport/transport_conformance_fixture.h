@@ -52,6 +52,8 @@ class TransportConformanceTest : public ::testing::TestWithParam<TransportFactor
   // Polls every worker of both sides until `done` or the timeout.
   bool Pump(const std::function<bool()>& done, absl::Duration timeout = kTimeout);
   void PumpOnce();
+  // Polls every worker of `side` once.
+  void PumpSide(Side& side);
 
   std::shared_ptr<memory::Region> Register(Side& side, const std::string& name, uint64_t size,
                                            bool remote_write, std::vector<std::string> acl = {},

@@ -13,7 +13,6 @@
 #include "daemon/base/endian.h"
 #include "daemon/common/check.h"
 #include "daemon/common/log.h"
-#include "daemon/memory/checksum.h"
 #include "daemon/transport/tcp/tcp_worker.h"
 
 namespace xferd::transport::tcp {
@@ -74,12 +73,10 @@ uint32_t TcpLane::Post(absl::Span<const DataOp> ops) {
       EncodeBlockEntry(op.blocks[b].remote_offset, op.blocks[b].length, s.header + s.header_len);
       s.header_len += kBlockEntryBytes;
     }
-    if (op.checksums != nullptr && op.kind == OpKind::kWrite) {
-      for (uint32_t b = 0; b < op.block_count; ++b) {
-        StoreLE(s.header + s.header_len, op.checksums[b]);
-        s.header_len += kChecksumBytes;
-      }
-    }
+    // A verified WRITE's checksum table is filled just before the frame
+    // goes (BuildIov).
+    s.checksums_due = op.checksums != nullptr && op.kind == OpKind::kWrite;
+    if (s.checksums_due) s.header_len += op.block_count * kChecksumBytes;
   }
   if (n > 0) {
     if (worker_ != nullptr) {
@@ -109,6 +106,7 @@ void TcpLane::IovOut::Add(const void* data, size_t len) {
   }
   if (full()) return;
   iov[count++] = {const_cast<std::byte*>(static_cast<const std::byte*>(data)) + skip, len - skip};
+  bytes += len - skip;
   skip = 0;
 }
 
@@ -127,7 +125,13 @@ void TcpLane::AddFrameIov(const TxSlot& s, size_t offset, IovOut& out) const {
 }
 
 // Order on the wire: the rest of a half-sent frame, then answers (which go
-// only between frames), then the following frames.
+// only between frames), then the following frames. Verified, the source's
+// checksums are taken where its bytes are in cache either way: a WRITE's
+// (its table leads) as the frame first joins a batch, and none joins one
+// already carrying kChecksumAheadBytes, so the kernel's copy follows the
+// checksum's pass closely; a READ_RESP's (its table comes last) once its
+// payload went, behind the kernel's copy, which also fetched the scattered
+// blocks faster than a checksum's pass does.
 size_t TcpLane::BuildIov(iovec* iov, size_t max_iov, Guarded* guarded) {
   IovOut out{iov, max_iov};
   *guarded = Guarded{};
@@ -144,9 +148,12 @@ size_t TcpLane::BuildIov(iovec* iov, size_t max_iov, Guarded* guarded) {
     mark(s.guarded);
   }
   for (uint64_t a = answers_sent_ + 1; a <= answers_queued_ && !out.full(); ++a) {
-    const Answer& answer = answers_[a % answers_.size()];
+    Answer& answer = answers_[a % answers_.size()];
     if (out.count + 3 + answer.payload_iovs > max_iov) return out.count;
     out.skip = a == answers_sent_ + 1 ? answer_offset_ : 0;
+    if (answer.checksums_due && out.skip == WireBytes(answer) - answer.checksums_len) {
+      TakeChecksums(answer);
+    }
     out.Add(answer.bytes, answer.len);
     uint64_t pos = 0;
     for (uint32_t i = 0; i < answer.payload_iovs; ++i) {
@@ -154,11 +161,16 @@ size_t TcpLane::BuildIov(iovec* iov, size_t max_iov, Guarded* guarded) {
       AddPayloadPiece(out, p.iov_base, p.iov_len, &pos, answer.zeros_from);
     }
     if (answer.trailer_len > 0) out.Add(Trailer(answer.zeros_from), answer.trailer_len);
+    if (answer.checksums_due) return out.count;  // the table waits for the payload to go
     if (answer.checksums_len > 0) out.Add(answer.checksums, answer.checksums_len);
     mark(answer.guarded);
   }
   while (seq <= posted_ && out.count + 2 + slot(seq).block_count <= max_iov) {
-    const TxSlot& s = slot(seq++);
+    TxSlot& s = slot(seq++);
+    if (s.checksums_due) {
+      if (out.bytes >= kChecksumAheadBytes) break;
+      TakeChecksums(s);
+    }
     AddFrameIov(s, 0, out);
     mark(s.guarded);
   }
@@ -225,13 +237,20 @@ void TcpLane::QueueAck() {
   ack_sent_ = ack_pending_;
 }
 
-void TcpLane::QueueNack(uint64_t seq, const absl::Status& why) {
-  QueueAck();  // every WRITE before the refused frame is acknowledged first
+// A slot for an answer to the peer's frame just received, after the
+// acknowledgement of every WRITE before it (answers go in the order of the
+// frames they answer); null, the lane failed, when the peer does not read
+// its answers.
+TcpLane::Answer* TcpLane::NewAnswerAfterAcks() {
+  QueueAck();
   Answer* a = NewAnswer();
-  if (a == nullptr) {
-    (void)Fail(ProtocolError("peer does not read its acknowledgements"));
-    return;
-  }
+  if (a == nullptr) (void)Fail(ProtocolError("peer does not read its answers"));
+  return a;
+}
+
+void TcpLane::QueueNack(uint64_t seq, const absl::Status& why) {
+  Answer* a = NewAnswerAfterAcks();
+  if (a == nullptr) return;
   const absl::string_view text = why.message().substr(0, kMaxNackMessage);
   FrameHeader nack;
   nack.type = FrameType::kNack;
@@ -243,34 +262,12 @@ void TcpLane::QueueNack(uint64_t seq, const absl::Status& why) {
   a->len = static_cast<uint32_t>(kHeaderBytes + text.size());
 }
 
-// Answers WRITE `seq`, whose landed bytes differ from its checksums, in
-// place of its acknowledgement.
-void TcpLane::QueueMismatch(uint64_t seq, const ChecksumMismatch& mismatch) {
-  QueueAck();  // every WRITE before it is acknowledged first
-  Answer* a = NewAnswer();
-  if (a == nullptr) {
-    (void)Fail(ProtocolError("peer does not read its acknowledgements"));
-    return;
-  }
-  FrameHeader frame;
-  frame.type = FrameType::kMismatch;
-  frame.blocks = static_cast<uint16_t>(mismatch.blocks);
-  frame.word = mismatch.first;
-  frame.landed_checksum = mismatch.landed;
-  frame.seq = seq;
-  EncodeHeader(frame, a->bytes);
-  a->len = kHeaderBytes;
-}
-
 // Answers READ_REQ rx_frame_ (validated) with the blocks of its table,
-// straight from `region`, which the answer keeps until sent.
+// straight from `region`, which the answer keeps until sent; a verified
+// one's checksums are taken once its payload went (BuildIov).
 void TcpLane::AnswerRead(const std::shared_ptr<memory::Region>& region) {
-  QueueAck();  // answers stay in the order of the frames they answer
-  Answer* a = NewAnswer();
-  if (a == nullptr) {
-    (void)Fail(ProtocolError("peer does not read its answers"));
-    return;
-  }
+  Answer* a = NewAnswerAfterAcks();
+  if (a == nullptr) return;
   FrameHeader resp;
   resp.type = FrameType::kReadResp;
   resp.length = rx_frame_.length;
@@ -288,15 +285,9 @@ void TcpLane::AnswerRead(const std::shared_ptr<memory::Region>& region) {
     uint32_t length;
     DecodeBlockEntry(rx_header_ + kHeaderBytes + b * kBlockEntryBytes, &offset, &length);
     a->payload[a->payload_iovs++] = {region->data() + offset, length};
-    if (!verified) continue;
-    // Computed now, as the blocks are queued to go: what the reader checks
-    // its landed bytes against. A page gone meanwhile fails the frame by
-    // its verdict; its checksum is then never looked at.
-    uint64_t sum = 0;
-    (void)memory::RegionChecksum(*region, region->data() + offset, length, &sum);
-    StoreLE(a->checksums + a->checksums_len, sum);
-    a->checksums_len += kChecksumBytes;
   }
+  a->checksums_due = verified;
+  a->checksums_len = verified ? rx_frame_.blocks * kChecksumBytes : 0;
   link_.counters().bytes_sent.fetch_add(rx_frame_.length, std::memory_order_relaxed);
 }
 

@@ -89,6 +89,7 @@ class TcpLane final : public Lane {
     uint32_t block_count = 0;
     memory::Region* region = nullptr;  // the local region (DataOp::local_region)
     uint64_t* checksums = nullptr;     // DataOp::checksums (verified frames)
+    bool checksums_due = false;        // a verified WRITE's, until it goes
     // A WRITE from memory that can fault: a verdict of trailer_len bytes
     // follows its payload. Payload bytes from zeros_from on are zeros once
     // the memory faulted there (`fault` says why: the op's end).
@@ -111,7 +112,8 @@ class TcpLane final : public Lane {
     bool guarded = false;
     uint32_t trailer_len = 0;
     uint32_t zeros_from = kNoZeros;
-    // A verified READ_RESP's checksum table, sent last.
+    // A verified READ_RESP's checksum table, sent last (taken as it goes).
+    bool checksums_due = false;
     uint32_t checksums_len = 0;
     uint8_t checksums[kMaxChecksumTableBytes];
   };
@@ -122,6 +124,7 @@ class TcpLane final : public Lane {
     size_t max;
     size_t skip = 0;
     size_t count = 0;
+    size_t bytes = 0;
     bool full() const { return count == max; }
     void Add(const void* data, size_t len);
   };
@@ -139,9 +142,13 @@ class TcpLane final : public Lane {
     bool first = false;
     bool any = false;
   };
+  // A verified frame's checksums are taken at most this far ahead of the
+  // kernel's copy of the batch (BuildIov).
+  static constexpr size_t kChecksumAheadBytes = 256 * 1024;
   size_t BuildIov(iovec* iov, size_t max_iov, Guarded* guarded);
   void Consume(size_t bytes);
   Answer* NewAnswer();
+  Answer* NewAnswerAfterAcks();
 
   // tcp_lane_io.cc: the socket calls, plain or TLS (see there).
   ssize_t RecvSome(void* buf, size_t len);
@@ -167,18 +174,23 @@ class TcpLane final : public Lane {
   void EndPayload(CompletionSink& sink);
   void EndVerdict(CompletionSink& sink);
   void FinishPayload(CompletionSink& sink);
-  static void FlipBitForTest(const iovec* landed, uint32_t count);
   void FinishReadResponse(CompletionSink& sink);
   absl::Status OnTextDone(CompletionSink& sink);
   void AnswerRead(const std::shared_ptr<memory::Region>& region);
   absl::Status HandleAck(uint64_t seq, CompletionSink& sink);
   absl::Status HandleNack(CompletionSink& sink);
-  absl::Status HandleMismatch(CompletionSink& sink);
   void QueueAck();
   void QueueNack(uint64_t seq, const absl::Status& why);
-  void QueueMismatch(uint64_t seq, const ChecksumMismatch& mismatch);
   absl::Status ProtocolError(absl::string_view what) const;
   absl::Status Fail(absl::Status error);
+
+  // tcp_lane_verify.cc: verified frames.
+  void TakeChecksums(TxSlot& s);
+  void TakeChecksums(Answer& a);
+  bool LandedAsSent();
+  void FinishVerifiedRead(const TxSlot& s, CompletionSink& sink);
+  absl::Status HandleMismatch(CompletionSink& sink);
+  static void FlipBitForTest(const iovec* landed, uint32_t count);
 
   // tcp_lane_fault.cc: memory that faults under a copy.
   const uint8_t* Trailer(uint32_t zeros_from) const;

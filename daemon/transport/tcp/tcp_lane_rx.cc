@@ -6,15 +6,11 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/base/endian.h"
 #include "daemon/common/log.h"
-#include "daemon/memory/checksum.h"
 #include "daemon/transport/tcp/tcp_lane.h"
 
 namespace xferd::transport::tcp {
@@ -332,32 +328,9 @@ void TcpLane::FinishPayload(CompletionSink& sink) {
     return;
   }
   link_.counters().bytes_received.fetch_add(rx_frame_.length, std::memory_order_relaxed);
-  if (rx_verdict_.ok() && (rx_frame_.flags & kFlagChecksums)) {
-    // The frame's tables are still in rx_header_ (what followed the payload
-    // went to its start).
-    const uint8_t* entries = rx_header_ + kHeaderBytes + (rx_has_notice_ ? kNoticeBytes : 0);
-    iovec landed[kMaxBlocksPerOp];
-    for (uint32_t b = 0; b < rx_frame_.blocks; ++b) {
-      uint64_t offset;
-      uint32_t length;
-      DecodeBlockEntry(entries + b * kBlockEntryBytes, &offset, &length);
-      landed[b] = {rx_region_->data() + offset, length};
-    }
-    uint64_t sent[kMaxBlocksPerOp];
-    const uint8_t* table = entries + rx_frame_.blocks * kBlockEntryBytes;
-    for (uint32_t b = 0; b < rx_frame_.blocks; ++b) {
-      sent[b] = LoadLE<uint64_t>(table + b * kChecksumBytes);
-    }
-    FlipBitForTest(landed, rx_frame_.blocks);
-    ChecksumMismatch mismatch;
-    if (!CheckLanded(rx_region_.get(), landed, rx_frame_.blocks, sent, &mismatch)) {
-      // Not acknowledged, and a notice it carries is not landed: the
-      // writer fails the transfer, naming the block.
-      link_.counters().writes_rejected.fetch_add(1, std::memory_order_relaxed);
-      QueueMismatch(rx_frame_.seq, mismatch);
-      rx_region_.reset();
-      return;
-    }
+  if (rx_verdict_.ok() && (rx_frame_.flags & kFlagChecksums) && !LandedAsSent()) {
+    rx_region_.reset();  // answered MISMATCH: not acknowledged, not landed
+    return;
   }
   ack_pending_ = rx_frame_.seq;
   if (!rx_verdict_.ok()) {
@@ -398,44 +371,11 @@ void TcpLane::FinishReadResponse(CompletionSink& sink) {
     return;
   }
   link_.counters().bytes_received.fetch_add(rx_frame_.length, std::memory_order_relaxed);
-  if (s.checksums == nullptr) {
-    sink.OnOpDone(OpCompletion{s.cookie, s.payload_len, nullptr});
+  if (s.checksums != nullptr) {
+    FinishVerifiedRead(s, sink);
     return;
   }
-  // The source's checksums are in rx_header_: they are the op's, and what
-  // landed is checked against them.
-  iovec landed[kMaxBlocksPerOp];
-  for (uint32_t b = 0; b < s.block_count; ++b) {
-    landed[b] = {s.local_base + s.blocks[b].local_offset, s.blocks[b].length};
-  }
-  for (uint32_t b = 0; b < s.block_count; ++b) {
-    s.checksums[b] = LoadLE<uint64_t>(rx_header_ + b * kChecksumBytes);
-  }
-  FlipBitForTest(landed, s.block_count);
-  ChecksumMismatch mismatch;
-  const bool good = CheckLanded(s.region, landed, s.block_count, s.checksums, &mismatch);
-  mismatch.checksums = s.checksums;
-  sink.OnOpDone(OpCompletion{s.cookie, s.payload_len, nullptr, good ? nullptr : &mismatch});
-}
-
-// Test builds only (XFERD_TEST_HOOKS, which the sanitizer configurations
-// define; never the daemon that ships): XFERD_TEST_FLIP_RX_BIT=N flips the
-// lowest bit of the first byte of the last block of the Nth verified WRITE
-// or READ_RESP payload this daemon receives (1 = the first), once, after it
-// was placed and before it is checked: a bug in the receive path, for the
-// verification tests to catch.
-void TcpLane::FlipBitForTest(const iovec* landed, uint32_t count) {
-#ifdef XFERD_TEST_HOOKS
-  static const uint64_t target = [] {
-    const char* n = std::getenv("XFERD_TEST_FLIP_RX_BIT");
-    return n == nullptr ? 0 : std::strtoull(n, nullptr, 10);
-  }();
-  static std::atomic<uint64_t> received{0};
-  if (target == 0 || received.fetch_add(1) + 1 != target) return;
-  auto* byte = static_cast<uint8_t*>(landed[count - 1].iov_base);
-  *byte ^= 1;
-  SPDLOG_WARN("test hook: flipped a bit of received payload #{} (XFERD_TEST_FLIP_RX_BIT)", target);
-#endif
+  sink.OnOpDone(OpCompletion{s.cookie, s.payload_len, nullptr});
 }
 
 absl::Status TcpLane::HandleAck(uint64_t seq, CompletionSink& sink) {
@@ -477,31 +417,6 @@ absl::Status TcpLane::HandleNack(CompletionSink& sink) {
                    s.kind == OpKind::kWrite ? "write" : "read", ": ", rx_nack_text_));
   // A frame we poisoned fails for that first, whatever the peer says.
   sink.OnOpDone(OpCompletion{s.cookie, s.payload_len, s.fault.ok() ? &error : &s.fault});
-  return absl::OkStatus();
-}
-
-// The peer placed our verified WRITE, but some blocks landed other bytes
-// than we sent (their checksums differ): the op moved, and the engine fails
-// its transfer naming the block.
-absl::Status TcpLane::HandleMismatch(CompletionSink& sink) {
-  if (rx_frame_.seq != acked_ + 1 || rx_frame_.seq > sent_) {
-    return ProtocolError(
-        absl::StrCat("MISMATCH ", rx_frame_.seq, " is not the oldest frame in flight"));
-  }
-  const TxSlot& s = slot(rx_frame_.seq);
-  if (s.kind != OpKind::kWrite || s.checksums == nullptr || rx_frame_.word >= s.block_count ||
-      rx_frame_.blocks > s.block_count) {
-    return ProtocolError(
-        absl::StrCat("MISMATCH ", rx_frame_.seq, " does not fit a verified write"));
-  }
-  ++acked_;
-  if (!s.fault.ok()) {
-    sink.OnOpDone(OpCompletion{s.cookie, s.payload_len, &s.fault});
-    return absl::OkStatus();
-  }
-  const ChecksumMismatch mismatch{s.checksums, rx_frame_.blocks, rx_frame_.word,
-                                  rx_frame_.landed_checksum};
-  sink.OnOpDone(OpCompletion{s.cookie, s.payload_len, nullptr, &mismatch});
   return absl::OkStatus();
 }
 
