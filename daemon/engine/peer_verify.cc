@@ -51,7 +51,7 @@ void VerifyAtPeer(PeerRpc& rpc, const NodeIdentity& self, Transfer& t) {
   const Transfer::Plan& p = t.plan();
   const bool write = p.kind == transport::OpKind::kWrite;
   const absl::Span<const transport::Block> blocks = t.planned_blocks();
-  uint64_t* sums = t.checksum_data();
+  uint64_t* sums = t.checksums()->data();
   for (size_t first = 0; first < blocks.size();) {
     const size_t end = ChunkEnd(blocks, first);
     ChecksumQuery query;
@@ -103,7 +103,7 @@ void VerifyAtPeer(PeerRpc& rpc, const NodeIdentity& self, Transfer& t) {
         mismatch.landed = landed;
       }
     }
-    if (mismatch.blocks > 0) t.RecordMismatch(mismatch);
+    if (mismatch.blocks > 0) t.checksums()->RecordMismatch(mismatch);
     first = end;
   }
   t.FinishVerified();

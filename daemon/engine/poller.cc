@@ -357,7 +357,7 @@ void Poller::OnOpDone(const transport::OpCompletion& c) {
   if (t->plan().spec.priority != Priority::kCritical) {
     Release(t->plan().link->lane(index_), c.length);
   }
-  if (c.mismatch != nullptr) t->RecordMismatch(*c.mismatch);
+  if (c.mismatch != nullptr) t->checksums()->RecordMismatch(*c.mismatch);
   if (c.error != nullptr) {
     t->Finish(TransferState::kFailed, *c.error);
   } else if (CookieIsFinal(c.cookie)) {

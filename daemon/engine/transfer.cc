@@ -65,7 +65,7 @@ Transfer::Transfer(Plan plan, TransferListener* listener)
       notice_(MakeNotice(plan_.id, blocks_, has_final(), plan_.spec.request_blocks, bytes_)),
       listener_(listener),
       checksums_(plan_.spec.verify.value_or(false)
-                     ? std::make_shared<std::vector<uint64_t>>(blocks_.size())
+                     ? std::make_unique<TransferChecksums>(blocks_.size())
                      : nullptr) {
   XFERD_CHECK(!blocks_.empty() && plan_.slice_size > 0 && ops() >= 1);
   plan_.local->AddUser();
@@ -99,76 +99,20 @@ void Transfer::FinishVerified() {
     Finish(TransferState::kDone, absl::OkStatus());
     return;
   }
-  absl::Status error = corrupt() ? MismatchError() : ExpectedError();
+  absl::Status error =
+      corrupt() ? checksums_->MismatchError(blocks_, plan_.kind == transport::OpKind::kRead)
+      : plan_.expected_checksums != nullptr
+          ? checksums_->ExpectedError(blocks_, *plan_.expected_checksums)
+          : absl::OkStatus();
   const TransferState end = error.ok() ? TransferState::kDone : TransferState::kFailed;
   Finish(end, std::move(error));
 }
 
-void Transfer::RecordMismatch(const transport::ChecksumMismatch& mismatch) {
-  const uint64_t block =
-      static_cast<uint64_t>(mismatch.checksums - checksums_->data()) + mismatch.first;
-  {
-    MutexLock lock(&mismatch_mu_);
-    if (block < first_differing_) {
-      first_differing_ = block;
-      first_landed_ = mismatch.landed;
-    }
-  }
-  differing_.fetch_add(mismatch.blocks, std::memory_order_release);
-}
-
 bool Transfer::FailIfCorrupt() {
   if (!corrupt()) return false;
-  Finish(TransferState::kFailed, MismatchError());
+  Finish(TransferState::kFailed,
+         checksums_->MismatchError(blocks_, plan_.kind == transport::OpKind::kRead));
   return true;
-}
-
-namespace {
-
-// "block #7 (source offset 28672, destination offset 4096, 4096 bytes)".
-std::string DescribeBlock(uint64_t index, const transport::Block& b, bool read) {
-  return absl::StrCat("block #", index, " (source offset ", read ? b.remote_offset : b.local_offset,
-                      ", destination offset ", read ? b.local_offset : b.remote_offset, ", ",
-                      b.length, " bytes)");
-}
-
-std::string Crc(uint64_t sum) { return absl::StrCat("0x", absl::Hex(sum, absl::kZeroPad16)); }
-
-}  // namespace
-
-absl::Status Transfer::MismatchError() const {
-  uint64_t first;
-  uint64_t landed;
-  {
-    MutexLock lock(&mismatch_mu_);
-    first = first_differing_;
-    landed = first_landed_;
-  }
-  const bool read = plan_.kind == transport::OpKind::kRead;
-  return absl::DataLossError(absl::StrCat(
-      "verify: ", DescribeBlock(first, blocks_[first], read), " landed with CRC-64 ", Crc(landed),
-      " where the source sent ", Crc((*checksums_)[first]), "; ",
-      differing_.load(std::memory_order_acquire), " of ", blocks_.size(),
-      " blocks differ. The destination does not hold what was sent (changed while in flight, or "
-      "corrupted on the way): ",
-      read ? "" : "no landed event was raised; ", "retry the transfer"));
-}
-
-absl::Status Transfer::ExpectedError() const {
-  if (plan_.expected_checksums == nullptr) return absl::OkStatus();
-  const std::vector<uint64_t>& expected = *plan_.expected_checksums;
-  uint64_t differ = 0;
-  uint64_t first = 0;
-  for (uint64_t i = 0; i < blocks_.size(); ++i) {
-    if ((*checksums_)[i] != expected[i] && differ++ == 0) first = i;
-  }
-  if (differ == 0) return absl::OkStatus();
-  return absl::DataLossError(absl::StrCat(
-      "verify: ", DescribeBlock(first, blocks_[first], /*read=*/true), " has CRC-64 ",
-      Crc((*checksums_)[first]), " and expected_checksums[", first, "] is ", Crc(expected[first]),
-      "; ", differ, " of ", blocks_.size(),
-      " blocks differ from expected_checksums: the source no longer holds the data they were "
-      "taken of"));
 }
 
 void Transfer::PublishReadLanded() {
@@ -312,7 +256,9 @@ TransferInfo Transfer::Info() const {
   info.finished_at = finished_at_;
   // Done: every op completed, and their checksums are in (the ops' ends
   // happen before the end that the state's acquire sees).
-  if (checksums_ != nullptr && info.state == TransferState::kDone) info.checksums = checksums_;
+  if (checksums_ != nullptr && info.state == TransferState::kDone) {
+    info.checksums = checksums_->shared();
+  }
   return info;
 }
 

@@ -22,6 +22,8 @@
 #include "absl/types/span.h"
 #include "daemon/base/mutex.h"
 #include "daemon/engine/block_spec.h"
+#include "daemon/engine/transfer_checksums.h"
+#include "daemon/engine/transfer_listener.h"
 #include "daemon/engine/transfer_spec.h"
 #include "daemon/memory/region.h"
 #include "daemon/transport/transport.h"
@@ -30,34 +32,6 @@ namespace xferd::engine {
 
 class Peer;
 struct CachedKey;
-class Transfer;
-
-// Told when a transfer ends (the engine's bookkeeping), once, on the thread
-// that decided it (often a poller), in two steps around the moment its end
-// becomes visible (state(), Info()), so that whoever sees it ended also sees
-// it counted. Both must only take note: no blocking, no lock held long
-// elsewhere, no allocation, no strings.
-class TransferListener {
- public:
-  virtual ~TransferListener() = default;
-  // Before the end is visible: count it.
-  virtual void OnTransferEnding(const Transfer& transfer, TransferState state,
-                                absl::StatusCode code) = 0;
-  // After: hand the rest (history, metrics, logs, the read's landed event,
-  // observers) to another thread, which calls Announce.
-  virtual void OnTransferEnded(Transfer& transfer) = 0;
-  // A failure the transport could not explain (transport::IsAccessRefused):
-  // true if the listener looks into it and ends the transfer itself; false
-  // to end it now with `error`. Once per transfer; must not block.
-  virtual bool ExplainFailure(const Transfer& transfer, const absl::Status& error) {
-    return false;
-  }
-  // A verified transfer checked at its peer (Plan::verify_at_peer) had all
-  // its ops complete: true if the listener asks the peer for its checksums
-  // and ends the transfer itself (FinishVerified); false to end it now.
-  // Once per transfer; must not block.
-  virtual bool VerifyAtPeer(const Transfer& transfer) { return false; }
-};
 
 class Transfer {
  public:
@@ -136,21 +110,17 @@ class Transfer {
   // A read's last op completed: ends the transfer done, raising the landed
   // event on the local region, unless it already ended (then no event).
   void OnReadDone();
-  // Fills the op for op `index` (the final op of a write when `final`); a
-  // verified write's checksums of its blocks are computed here, as it goes.
+  // Fills the op for op `index` (the final op of a write when `final`).
   void MakeOp(uint32_t index, bool final, transport::DataOp* op);
   // ---- verification (docs/integrity.md) ----
-  // One per planned block (verified only): a write's source checksums; a
-  // read's, for whoever learns the source's (the transport, or the peer
-  // check once every op completed).
-  uint64_t* checksum_data() { return checksums_->data(); }
+  // Verified only (else null): the source's checksums, one per planned
+  // block, and what the destination found. A mismatch is recorded before
+  // its op is counted done (OnBulkDone, OnFinalDone), so whoever sees every
+  // bulk op done also sees it.
+  TransferChecksums* checksums() const { return checksums_.get(); }
+  bool corrupt() const { return checksums_ != nullptr && checksums_->corrupt(); }
   // What the receiver of a write announces once all of it landed.
   const transport::LandingNotice& notice() const { return notice_; }
-  // Some blocks of a verified op landed other bytes than the source sent.
-  // Before the op is counted done (OnBulkDone, OnFinalDone), so whoever
-  // sees every bulk op done also sees it. Rare: takes a lock.
-  void RecordMismatch(const transport::ChecksumMismatch& mismatch);
-  bool corrupt() const { return differing_.load(std::memory_order_acquire) > 0; }
   // Every bulk op completed and some differed: ends the transfer DATA_LOSS
   // (a write's final op, and with it the landing notice, never goes).
   // Returns whether it did.
@@ -225,8 +195,6 @@ class Transfer {
   // Every op completed: verified at the peer first (the listener), or
   // ended now.
   void Conclude();
-  absl::Status MismatchError() const;
-  absl::Status ExpectedError() const;
 
   // blocks_[op_starts_[i] .. op_starts_[i+1]) make op i: with the blocks
   // that is at most 24 + 4 bytes per block, freed with the transfer. Taken
@@ -239,16 +207,9 @@ class Transfer {
   const absl::Time deadline_;
   const transport::LandingNotice notice_;
   TransferListener* const listener_;
-  // Verified: one checksum per block, of the source's bytes (a write's
-  // filled by MakeOp, a read's by the transport); null otherwise. Each op
-  // writes its own blocks' entries; they are read once every op is done.
-  const std::shared_ptr<std::vector<uint64_t>> checksums_;
-  // Blocks that landed other bytes; the first of them, and the checksum of
-  // its landed bytes.
-  std::atomic<uint64_t> differing_{0};
-  mutable Mutex mismatch_mu_;
-  uint64_t first_differing_ ABSL_GUARDED_BY(mismatch_mu_) = UINT64_MAX;
-  uint64_t first_landed_ ABSL_GUARDED_BY(mismatch_mu_) = 0;
+  // Verified: the source's checksums and what the destination found
+  // (transfer_checksums.h); null otherwise.
+  const std::unique_ptr<TransferChecksums> checksums_;
 
   std::atomic<TransferState> state_{TransferState::kQueued};
   std::atomic<uint32_t> next_op_{0};
