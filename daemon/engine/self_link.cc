@@ -12,6 +12,7 @@
 #include "daemon/engine/peer.h"
 #include "daemon/engine/transfer.h"
 #include "daemon/memory/guarded_copy.h"
+#include "daemon/transport/verified_op.h"
 
 namespace xferd::engine {
 namespace {

@@ -9,6 +9,7 @@
 #include "daemon/engine/landed_ranges.h"
 #include "daemon/engine/peer.h"
 #include "daemon/transport/transport.h"
+#include "daemon/transport/verified_op.h"
 
 namespace xferd::engine {
 namespace {

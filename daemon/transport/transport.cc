@@ -1,7 +1,5 @@
 #include "daemon/transport/transport.h"
 
-#include "daemon/memory/checksum.h"
-
 namespace xferd::transport {
 
 absl::string_view TransportKindName(TransportKind kind) {
@@ -20,39 +18,6 @@ void PublishLanding(const Landing& landing) {
   event.blocks = n.blocks;
   event.bytes = n.bytes;
   landing.region->landed().Publish(event);
-}
-
-namespace {
-
-// False when a page of `region` is gone.
-bool Checksum(const memory::Region* region, const iovec& piece, uint64_t* sum) {
-  const auto* bytes = static_cast<const std::byte*>(piece.iov_base);
-  if (region != nullptr) return memory::RegionChecksum(*region, bytes, piece.iov_len, sum);
-  *sum = memory::BlockChecksum(bytes, piece.iov_len);
-  return true;
-}
-
-}  // namespace
-
-void TakeChecksums(const memory::Region* region, const iovec* pieces, uint32_t count,
-                   uint64_t* sums) {
-  for (uint32_t b = 0; b < count; ++b) {
-    if (!Checksum(region, pieces[b], &sums[b])) sums[b] = 0;
-  }
-}
-
-bool CheckLanded(const memory::Region* region, const iovec* landed, uint32_t count,
-                 const uint64_t* expected, ChecksumMismatch* mismatch) {
-  *mismatch = ChecksumMismatch{};
-  for (uint32_t b = 0; b < count; ++b) {
-    uint64_t sum = 0;
-    if (Checksum(region, landed[b], &sum) && sum == expected[b]) continue;
-    if (mismatch->blocks++ == 0) {
-      mismatch->first = b;
-      mismatch->landed = sum;
-    }
-  }
-  return mismatch->blocks == 0;
 }
 
 absl::Status Link::status() const {

@@ -28,6 +28,7 @@
 #include "daemon/base/mutex.h"
 #include "daemon/memory/region_registry.h"
 #include "daemon/transport/link_rejoin.h"
+#include "daemon/transport/transport_stats.h"
 #include "daemon/transport/transport_types.h"
 
 namespace xferd::transport {
@@ -74,19 +75,6 @@ struct Landing {
 // Raises `landing`'s event on its region (the engine does, off the poller,
 // with what its sink took note of). Any thread.
 void PublishLanding(const Landing& landing);
-
-// The source's checksum of each of `count` blocks about to be sent (in
-// `region`, or plain memory when it is null), into `sums`; 0 for one whose
-// page is gone (its copy fails the op there too). Any thread.
-void TakeChecksums(const memory::Region* region, const iovec* pieces, uint32_t count,
-                   uint64_t* sums);
-
-// Whether each of `count` landed blocks (in `region`, or plain memory when
-// it is null) matches its source's checksum in `expected`; otherwise which
-// differ, in `mismatch` (its `checksums` is left to the caller). A page of
-// a file region gone meanwhile counts as a difference. Any thread.
-bool CheckLanded(const memory::Region* region, const iovec* landed, uint32_t count,
-                 const uint64_t* expected, ChecksumMismatch* mismatch);
 
 // Receives what a worker produces for the engine; implemented by the poller.
 // Both run on the poller thread and must only take note: no blocking, no

@@ -99,7 +99,7 @@ size_t TcpLane::WireBytes(const Answer& a) {
   return bytes;
 }
 
-void TcpLane::IovOut::Add(const void* data, size_t len) {
+void TcpIovOut::Add(const void* data, size_t len) {
   if (skip >= len) {
     skip -= len;
     return;

@@ -11,6 +11,7 @@
 #include "daemon/base/endian.h"
 #include "daemon/common/log.h"
 #include "daemon/transport/tcp/tcp_lane.h"
+#include "daemon/transport/verified_op.h"
 
 namespace xferd::transport::tcp {
 
