@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <optional>
@@ -30,6 +31,8 @@ struct MoveOptions {
   bool no_wait = false;
   v1::Priority priority = v1::PRIORITY_UNSPECIFIED;
   bool verify = false;
+  std::string checksums_out;       // a verified transfer's checksums, written once done
+  std::string expected_checksums;  // a read's, from a file ('-': stdin)
   BlockArgs blocks;
 };
 
@@ -150,10 +153,34 @@ absl::Status FillRequest(Client& client, const MoveOptions& o, Request* request)
   return absl::OkStatus();
 }
 
+// A file of checksums as a verified transfer returns them (Transfer.checksums:
+// one little-endian uint64 per block), e.g. saved by --checksums-out.
+absl::StatusOr<std::string> ReadChecksumsFile(const std::string& path) {
+  ASSIGN_OR_RETURN(std::string sums, ReadArgumentFile(path));
+  if (sums.empty() || sums.size() % 8 != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "checksums file ", ArgumentFileName(path), " holds ", sums.size(),
+        " bytes: expected 8 per block (little-endian uint64), as --checksums-out saves them"));
+  }
+  return sums;
+}
+
+absl::Status WriteChecksumsFile(const std::string& path, const v1::Transfer& end) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(end.checksums().data(), static_cast<std::streamsize>(end.checksums().size()));
+  out.close();
+  if (!out) return absl::UnavailableError(absl::StrCat("cannot write checksums to '", path, "'"));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<v1::Transfer> Submit(Client& client, const MoveOptions& o) {
   if (o.read) {
     v1::ReadRequest request;
     RETURN_IF_ERROR(FillRequest(client, o, &request));
+    if (!o.expected_checksums.empty()) {
+      ASSIGN_OR_RETURN(*request.mutable_expected_checksums(),
+                       ReadChecksumsFile(o.expected_checksums));
+    }
     return client.ReadBlocks(request);
   }
   v1::WriteRequest request;
@@ -181,6 +208,9 @@ absl::Status RunMove(Client& client, const GlobalOptions& global, const MoveOpti
   const bool draw = !global.json && ::isatty(STDERR_FILENO) == 1;
   ASSIGN_OR_RETURN(const v1::Transfer end, WaitWithProgress(client, queued, start, draw));
   RETURN_IF_ERROR(Emit(global, end, [&] { return WriteSummary(end, absl::Now() - start) + "\n"; }));
+  if (!o.checksums_out.empty() && end.state() == v1::TRANSFER_STATE_DONE) {
+    RETURN_IF_ERROR(WriteChecksumsFile(o.checksums_out, end));
+  }
   return TransferOutcome(end);
 }
 
@@ -208,10 +238,18 @@ void AddMoveOptions(CLI::App* command, MoveOptions* o) {
       ->transform(SizeArg());
   command->add_option("--timeout", o->timeout_ns, "fail the transfer if not done in time, e.g. 10s")
       ->transform(DurationArg());
-  command->add_flag("--no-wait", o->no_wait, "return once queued; print the transfer id");
-  command->add_flag("--verify", o->verify,
-                    "check every block end to end (a CRC-64 per block); DATA_LOSS names one "
-                    "that landed otherwise (docs/integrity.md)");
+  CLI::Option* no_wait =
+      command->add_flag("--no-wait", o->no_wait, "return once queued; print the transfer id");
+  CLI::Option* verify =
+      command->add_flag("--verify", o->verify,
+                        "check every block end to end (a CRC-64 per block); DATA_LOSS names one "
+                        "that landed otherwise (docs/integrity.md)");
+  command
+      ->add_option("--checksums-out", o->checksums_out,
+                   "with --verify: once done, save the blocks' checksums (8 bytes each, "
+                   "little-endian) to FILE, for a later read's --expected-checksums")
+      ->needs(verify)
+      ->excludes(no_wait);
   command
       ->add_option("--priority", o->priority,
                    "the transfer's class: critical, normal (default), bulk or background")
@@ -245,6 +283,10 @@ void AddMoveCommands(CLI::App& app, Action* action) {
       ->required();
   read->add_option("DST", r->dst, "local destination region")->required();
   AddMoveOptions(read, r.get());
+  read->add_option("--expected-checksums", r->expected_checksums,
+                   "a restore: FILE ('-': stdin) of the checksums the blocks must have, as a "
+                   "verified write's --checksums-out saved them; a block that differs fails "
+                   "DATA_LOSS naming it (implies --verify)");
 }
 
 }  // namespace

@@ -331,6 +331,34 @@ expect_exit 0 "$O" "$E" -- "${A[@]}" read b rsrc rdst --src-offset 7 --dst-offse
 echo "7 9 300001" >"$DIR/plain.list"
 check_blocks "$DIR/plain.list" $RSRC_SHM $RDST_SHM >/dev/null || fail "plain read differs"
 
+# --- verified: checksums saved by --checksums-out, a restore checked against
+# them with --expected-checksums, and one that no longer matches.
+expect_exit 0 "$O" "$E" -- "${A[@]}" write src b dst --length 64KiB --slice 4KiB --verify \
+  --checksums-out "$DIR/wsums" --json
+[ "$(json "$O" '.verify')" = true ] || fail "verified write: $(cat "$O")"
+[ "$(stat -c %s "$DIR/wsums")" = 128 ] || fail "16 slices, 8 bytes each: $(stat -c %s "$DIR/wsums")"
+shm zero $RDST_SHM
+expect_exit 0 "$O" "$E" -- "${A[@]}" read b rsrc rdst --length 256KiB --slice 64KiB --verify \
+  --checksums-out "$DIR/rsums"
+[ "$(stat -c %s "$DIR/rsums")" = 32 ] || fail "4 slices: $(stat -c %s "$DIR/rsums")"
+echo "0 0 262144" >"$DIR/verified.list"
+check_blocks "$DIR/verified.list" $RSRC_SHM $RDST_SHM >/dev/null || fail "verified read differs"
+expect_exit 0 "$O" "$E" -- "${A[@]}" read b rsrc rdst --length 256KiB --slice 64KiB \
+  --expected-checksums "$DIR/rsums" --json
+[ "$(json "$O" '.state')" = TRANSFER_STATE_DONE ] || fail "restore: $(cat "$O")"
+head -c 70000 /dev/urandom | shm load $RSRC_SHM  # the source's slices 0 and 1 change
+expect_exit 1 "$O" "$E" -- "${A[@]}" read b rsrc rdst --length 256KiB --slice 64KiB \
+  --expected-checksums - <"$DIR/rsums"
+grep -q "^xferctl: DATA_LOSS: verify: block #0 .*expected_checksums\[0\] is .*; 2 of 4 blocks differ" \
+  "$E" || fail "altered restore: $(cat "$E")"
+head -c 7 "$DIR/rsums" >"$DIR/short"
+expect_exit 1 "$O" "$E" -- "${A[@]}" read b rsrc rdst --length 256KiB --expected-checksums "$DIR/short"
+grep -qF "xferctl: INVALID_ARGUMENT: checksums file '$DIR/short' holds 7 bytes" "$E" ||
+  fail "short checksums file: $(cat "$E")"
+expect_exit 2 "$O" "$E" -- "${A[@]}" write src b dst --length 4KiB --checksums-out "$DIR/x"
+expect_exit 2 "$O" "$E" -- "${A[@]}" write src b dst --length 4KiB --verify --no-wait \
+  --checksums-out "$DIR/x"
+
 # On a terminal (script gives one) the bar counts blocks as well as bytes.
 # 64 MiB, so the read is still running when its reply comes back (a bar is
 # drawn only for a transfer that has not ended by then).
