@@ -163,8 +163,9 @@ std::string DevicesText(const v1::ListDevicesResponse& r) {
   return text;
 }
 
-// One row per tenant: its limits ("-": none of its own), what it uses now
-// and its refusals (docs/tenants.md).
+// One row per tenant: its limits ("-": none of its own), what it uses now,
+// its transfers' mean wait for their first op, and its refusals
+// (docs/tenants.md).
 std::string TenantsText(const v1::Stats& s) {
   Table table({{"TENANT"},
                {"REGIONS", true},
@@ -176,6 +177,7 @@ std::string TenantsText(const v1::Stats& s) {
                {"WEIGHT", true},
                {"SUBMITTED", true},
                {"BYTES", true},
+               {"MEAN WAIT", true},
                {"REFUSED QUOTA", true},
                {"REFUSED ACCESS", true}});
   for (const v1::TenantStats& t : s.tenants()) {
@@ -186,8 +188,9 @@ std::string TenantsText(const v1::Stats& s) {
                   PriorityLabel(t.max_priority()),
                   t.max_bandwidth() == 0 ? "-" : FormatBytes(t.max_bandwidth()) + "/s",
                   absl::StrCat(t.weight()), absl::StrCat(t.transfers_submitted()),
-                  FormatBytes(t.bytes()), absl::StrCat(t.refused_quota()),
-                  absl::StrCat(t.refused_access())});
+                  FormatBytes(t.bytes()),
+                  t.transfers_started() == 0 ? "-" : FormatElapsed(ToDuration(t.mean_queue_wait())),
+                  absl::StrCat(t.refused_quota()), absl::StrCat(t.refused_access())});
   }
   return table.Render();
 }

@@ -102,7 +102,7 @@ std::string ClassesText(const v1::Stats& now, const v1::Stats* before) {
 }
 
 // With [tenants], those that did anything: "kv 2 in flight, 40 submitted
-// (+5), 6.00 MiB registered, 1 refused; ops ...".
+// (+5), wait 120us, 6.00 MiB registered, 1 refused; ops ...".
 std::string TenantsText(const v1::Stats& now, const v1::Stats* before) {
   std::vector<std::string> parts;
   for (const v1::TenantStats& t : now.tenants()) {
@@ -117,6 +117,9 @@ std::string TenantsText(const v1::Stats& now, const v1::Stats* before) {
     parts.push_back(absl::StrCat(
         t.name(), " ", t.transfers_in_flight(), " in flight, ", t.transfers_submitted(),
         " submitted", Delta(t.transfers_submitted(), submitted_before, before != nullptr), ", ",
+        t.transfers_started() > 0
+            ? absl::StrCat("wait ", FormatElapsed(ToDuration(t.mean_queue_wait())), ", ")
+            : "",
         FormatBytes(t.registered_bytes()), " registered",
         refused > 0 ? absl::StrCat(", ", refused, " refused") : ""));
   }

@@ -68,8 +68,12 @@ absl::Status Tenant::Admit(uint32_t n) const {
   return absl::OkStatus();
 }
 
-void Tenant::Release(uint64_t bytes) const {
+void Tenant::Release(uint64_t bytes, std::optional<absl::Duration> queue_wait) const {
   bytes_.fetch_add(bytes, std::memory_order_relaxed);
+  if (queue_wait.has_value()) {
+    started_.fetch_add(1, std::memory_order_relaxed);
+    queue_wait_ns_.fetch_add(absl::ToInt64Nanoseconds(*queue_wait), std::memory_order_relaxed);
+  }
   in_flight_.fetch_sub(1, std::memory_order_relaxed);
 }
 
@@ -100,6 +104,8 @@ TenantStats Tenant::Stats() const {
   s.in_flight = in_flight_.load(std::memory_order_relaxed);
   s.submitted = submitted_.load(std::memory_order_relaxed);
   s.bytes = bytes_.load(std::memory_order_relaxed);
+  s.started = started_.load(std::memory_order_relaxed);
+  s.queue_wait = absl::Nanoseconds(queue_wait_ns_.load(std::memory_order_relaxed));
   s.refused_quota = refused_quota_.load(std::memory_order_relaxed);
   s.refused_access = refused_access_.load(std::memory_order_relaxed);
   s.max_bandwidth = config_.max_bandwidth;

@@ -9,12 +9,14 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "daemon/common/config.h"
 #include "daemon/engine/priority.h"
 #include "daemon/engine/rate_limit.h"
@@ -32,6 +34,10 @@ struct TenantStats {
   uint32_t in_flight = 0;
   uint64_t submitted = 0;
   uint64_t bytes = 0;           // payload bytes of its ended transfers
+  // Its ended transfers that had posted an op, and their summed wait from
+  // submission to that first op (the mean: queue_wait / started).
+  uint64_t started = 0;
+  absl::Duration queue_wait;
   uint64_t refused_quota = 0;   // RESOURCE_EXHAUSTED by one of its limits
   uint64_t refused_access = 0;  // PERMISSION_DENIED: a class or another's object
   uint64_t max_bandwidth = 0;   // bytes per second; 0: none
@@ -71,8 +77,10 @@ class Tenant {
   // Takes `n` of its max_inflight_transfers, all or none: RESOURCE_EXHAUSTED
   // naming the limit and the use (counted). Any thread, lock-free.
   absl::Status Admit(uint32_t n) const;
-  // Gives back one, when an admitted transfer ends (often on a poller).
-  void Release(uint64_t bytes) const;
+  // Gives back one, when an admitted transfer ends (often on a poller),
+  // with its payload bytes and, if it posted an op, its wait for that
+  // first op.
+  void Release(uint64_t bytes, std::optional<absl::Duration> queue_wait) const;
   // What Admit took for transfers that were then not started.
   void Unadmit(uint32_t n) const;
   // Refusals found elsewhere (a registration beyond its bytes quota).
@@ -91,6 +99,8 @@ class Tenant {
   mutable std::atomic<uint32_t> in_flight_{0};
   mutable std::atomic<uint64_t> submitted_{0};
   mutable std::atomic<uint64_t> bytes_{0};
+  mutable std::atomic<uint64_t> started_{0};
+  mutable std::atomic<int64_t> queue_wait_ns_{0};
   mutable std::atomic<uint64_t> refused_quota_{0};
   mutable std::atomic<uint64_t> refused_access_{0};
 };

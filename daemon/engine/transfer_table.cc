@@ -69,13 +69,16 @@ void TransferTable::Count(const Transfer& transfer, TransferState state, absl::S
                                         : p.failed)
       .fetch_add(1, std::memory_order_relaxed);
   p.bytes.fetch_add(transfer.end_bytes(), std::memory_order_relaxed);
+  std::optional<absl::Duration> queue_wait;
   if (const absl::Time started = transfer.started_at(); started != absl::InfinitePast()) {
+    queue_wait = started - transfer.submitted_at();
     p.started.fetch_add(1, std::memory_order_relaxed);
-    p.queue_wait_ns.fetch_add(absl::ToInt64Nanoseconds(started - transfer.submitted_at()),
-                              std::memory_order_relaxed);
+    p.queue_wait_ns.fetch_add(absl::ToInt64Nanoseconds(*queue_wait), std::memory_order_relaxed);
   }
   p.in_flight.fetch_sub(1, std::memory_order_relaxed);
-  if (const Tenant* tenant = transfer.plan().spec.tenant) tenant->Release(transfer.end_bytes());
+  if (const Tenant* tenant = transfer.plan().spec.tenant) {
+    tenant->Release(transfer.end_bytes(), queue_wait);
+  }
   const size_t index = static_cast<size_t>(code);
   if (code != absl::StatusCode::kOk && index < errors_.size()) {
     errors_[index].fetch_add(1, std::memory_order_relaxed);

@@ -199,6 +199,14 @@ void CollectTenants(const EngineStats& s, Families* out) {
       "reason=\"access\" for a class above its max_priority or another tenant's object "
       "(PERMISSION_DENIED).",
       MetricType::Counter);
+  MetricFamily wait = NewFamily(
+      "xferd_tenant_queue_wait_seconds_total",
+      "Summed wait from submission to the first op on a lane, of a tenant's transfers that ended "
+      "having posted one (xferd_tenant_started_total): their ratio is the mean wait.",
+      MetricType::Counter);
+  MetricFamily started =
+      NewFamily("xferd_tenant_started_total",
+                "A tenant's transfers that ended having posted an op.", MetricType::Counter);
   for (const engine::TenantStats& t : s.tenants) {
     const LabelPairs tenant = {{"tenant", t.name}};
     Add(registered, tenant, static_cast<double>(t.registered_bytes));
@@ -209,9 +217,11 @@ void CollectTenants(const EngineStats& s, Families* out) {
     Add(bytes, tenant, static_cast<double>(t.bytes));
     Add(refused, {{"tenant", t.name}, {"reason", "quota"}}, static_cast<double>(t.refused_quota));
     Add(refused, {{"tenant", t.name}, {"reason", "access"}}, static_cast<double>(t.refused_access));
+    Add(started, tenant, static_cast<double>(t.started));
+    Add(wait, tenant, absl::ToDoubleSeconds(t.queue_wait));
   }
-  for (MetricFamily* f :
-       {&registered, &registered_max, &in_flight, &in_flight_max, &submitted, &bytes, &refused}) {
+  for (MetricFamily* f : {&registered, &registered_max, &in_flight, &in_flight_max, &submitted,
+                          &bytes, &refused, &wait, &started}) {
     out->push_back(std::move(*f));
   }
 }

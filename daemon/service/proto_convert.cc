@@ -279,6 +279,8 @@ void ToProto(const engine::EngineStats& s, const ProcessStats& process, absl::Du
     out_tenant->set_max_bandwidth(t.max_bandwidth);
     out_tenant->set_weight(t.weight);
     out_tenant->set_admin(t.admin);
+    out_tenant->set_transfers_started(t.started);
+    if (t.started > 0) ToProto(t.queue_wait / t.started, out_tenant->mutable_mean_queue_wait());
   }
 }
 

@@ -652,11 +652,16 @@ class TenantStats:
     weight: int = 1
     #: An operators' tenant, which sees and acts on every tenant's objects.
     admin: bool = False
+    #: Of its transfers that ended, those that had posted an op, and their
+    #: mean wait from submission to it.
+    transfers_started: int = 0
+    mean_queue_wait: datetime.timedelta = datetime.timedelta(0)
 
     @classmethod
     def from_proto(cls, t: Any) -> "TenantStats":
         """Internal: converts an xferd.v1.TenantStats."""
-        return _build(cls, t, max_priority=priority_name(t.max_priority))
+        return _build(cls, t, max_priority=priority_name(t.max_priority),
+                      mean_queue_wait=_duration(t.mean_queue_wait))
 
 
 @dataclasses.dataclass(frozen=True)

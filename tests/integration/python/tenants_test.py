@@ -15,8 +15,10 @@ limits, use and refusals. Every byte moved is checked."""
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -357,6 +359,13 @@ def test_bandwidth_cap(cluster: Cluster) -> None:
             assert stats["default"].max_bandwidth == 0
             mine = {t.name: t for t in slow.stats().tenants}["slow"]
             assert mine.max_bandwidth == cap and mine.weight == 1
+            # Its four transfers posted ops, each after some wait in the queue.
+            assert mine.transfers_started == 4, mine
+            assert mine.mean_queue_wait > datetime.timedelta(0), mine
+            table = cluster.as_kv("tenants").stdout
+            assert "MEAN WAIT" in table, table
+            row = next(line for line in table.splitlines() if line.startswith("slow "))
+            assert re.search(r"\d(ns|us|ms|s)\b", row), row
         finally:
             slow.deregister_region("slow_src")
             slow.deregister_region("slow_back")

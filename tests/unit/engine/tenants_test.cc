@@ -97,12 +97,15 @@ TEST(TenantsTest, LimitsRefuseAndCount) {
             "tenant 'kv' has 2 transfers in flight of its max_inflight_transfers=3: 2 more do "
             "not fit; wait for some to end");
   ASSERT_TRUE(t.Admit(1).ok());
-  t.Release(4096);
+  t.Release(4096, absl::Milliseconds(3));
   t.Unadmit(1);
   const TenantStats s = t.Stats();
   EXPECT_EQ(s.in_flight, 1u);
   EXPECT_EQ(s.submitted, 2u);
   EXPECT_EQ(s.bytes, 4096u);
+  // One ended having posted an op, after 3 ms in the queue.
+  EXPECT_EQ(s.started, 1u);
+  EXPECT_EQ(s.queue_wait, absl::Milliseconds(3));
   EXPECT_EQ(s.refused_quota, 1u);
   EXPECT_EQ(s.refused_access, 1u);
   // The default has no limits of its own.

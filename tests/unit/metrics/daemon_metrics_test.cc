@@ -143,6 +143,11 @@ TEST_F(DaemonMetricsTest, TransfersByOutcomeLatencyAndErrors) {
   EXPECT_EQ(s.at(Series("xferd_tenant_registered_bytes", {tenant})), 1 << 20);
   EXPECT_EQ(s.at(Series("xferd_tenant_max_registered_bytes", {tenant})), 0);
   EXPECT_EQ(s.at(Series("xferd_tenant_refused_total", {"reason=\"quota\"", tenant})), 0);
+  // Its queue waits are the class's: every transfer was the default's.
+  EXPECT_EQ(s.at(Series("xferd_tenant_started_total", {tenant})),
+            s.at(Series("xferd_priority_started_total", {normal})));
+  EXPECT_EQ(s.at(Series("xferd_tenant_queue_wait_seconds_total", {tenant})),
+            s.at(Series("xferd_priority_queue_wait_seconds_total", {normal})));
   EXPECT_EQ(s.at("xferd_memory_registered_bytes"), 1 << 20);
   EXPECT_EQ(s.at("xferd_memory_regions"), 1);
   EXPECT_EQ(s.at(Series("xferd_peers", {"state=\"connected\""})), 1);
