@@ -40,6 +40,8 @@ v1::DirectoryRegion Describe(const std::string& node_id, const memory::Region& r
   record.mutable_access()->set_remote_write(region.access().remote_write);
   record.mutable_access()->set_remote_read(region.access().remote_read);
   for (const std::string& peer : region.allowed_peers()) record.add_allowed_peers(peer);
+  record.set_tenant(region.spec().owner);
+  for (const std::string& tenant : region.spec().shared_with) record.add_shared_with(tenant);
   return record;
 }
 

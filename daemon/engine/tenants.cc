@@ -27,9 +27,12 @@ Tenant::Tenant(const TenantConfig& config, uint32_t index)
       bandwidth_(config.max_bandwidth, kBandwidthBurst) {}
 
 bool Tenant::MayUse(const memory::Region& region) const {
-  const memory::RegionSpec& spec = region.spec();
-  if (Owns(spec.owner)) return true;
-  return std::any_of(spec.shared_with.begin(), spec.shared_with.end(),
+  return MayUse(region.spec().owner, region.spec().shared_with);
+}
+
+bool Tenant::MayUse(absl::string_view owner, absl::Span<const std::string> shared_with) const {
+  if (Owns(owner)) return true;
+  return std::any_of(shared_with.begin(), shared_with.end(),
                      [&](const std::string& t) { return t == "*" || t == name(); });
 }
 

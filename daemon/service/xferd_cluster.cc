@@ -2,7 +2,9 @@
 // NodeInfo.directory. Answers come from the directory's cache; a FindRegion
 // the cache cannot answer reads etcd on the directory's lookup thread, and
 // its reply goes out from there.
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -17,6 +19,14 @@ absl::Status NoDirectory() {
   return absl::FailedPreconditionError(
       "this daemon has no cluster directory: add a [cluster] section with the etcd endpoints "
       "(cluster.etcd) to its config");
+}
+
+// Whether a client of `tenant` sees the directory's `region`: its tenant's,
+// shared with it, or any for an admin tenant, as for a region of this node.
+bool Visible(const engine::Tenant& tenant, const v1::DirectoryRegion& region) {
+  const std::vector<std::string> shared_with(region.shared_with().begin(),
+                                             region.shared_with().end());
+  return tenant.MayUse(region.tenant().empty() ? kDefaultTenant : region.tenant(), shared_with);
 }
 
 }  // namespace
@@ -46,12 +56,15 @@ grpc::ServerUnaryReactor* XferdServiceImpl::ListNodes(grpc::CallbackServerContex
   // From the cache: it answers while etcd is out of reach, saying so.
   const char* others = directory->current() ? "live" : "cached";
   cluster::DirectoryListing listing = directory->Listing();
+  const engine::Tenant& tenant = Caller(*context);
   response->set_revision(listing.revision);
   for (cluster::DirectoryEntry& entry : listing.nodes) {
     v1::ClusterNode* node = response->add_nodes();
     node->set_state(entry.node.node_id() == directory->node_id() ? "self" : others);
     *node->mutable_node() = std::move(entry.node);
-    for (v1::DirectoryRegion& region : entry.regions) *node->add_regions() = std::move(region);
+    for (v1::DirectoryRegion& region : entry.regions) {
+      if (Visible(tenant, region)) *node->add_regions() = std::move(region);
+    }
   }
   return Reply(context, absl::OkStatus());
 }
@@ -65,12 +78,17 @@ grpc::ServerUnaryReactor* XferdServiceImpl::FindRegion(grpc::CallbackServerConte
     return Reply(context, absl::InvalidArgumentError("FindRegion needs a region name"));
   }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  directory->FindRegionAsync(request->name(), [reactor, response, name = request->name(),
+  // Tenants live as long as the engine: the reply may come from another thread.
+  const engine::Tenant* tenant = &Caller(*context);
+  directory->FindRegionAsync(request->name(), [reactor, response, tenant, name = request->name(),
                                                prefix = directory->config().prefix](
                                                   cluster::Directory::FoundRegions found) {
     absl::Status status = found.status();
     if (found.ok()) {
-      for (v1::DirectoryRegion& region : *found) *response->add_regions() = std::move(region);
+      // Another tenant's region is not found: its name says nothing.
+      for (v1::DirectoryRegion& region : *found) {
+        if (Visible(*tenant, region)) *response->add_regions() = std::move(region);
+      }
       if (response->regions_size() == 0) {
         status = absl::NotFoundError(absl::StrCat("no live daemon under cluster prefix ", prefix,
                                                   " publishes a region named '", name, "'"));

@@ -102,7 +102,7 @@ def test_directory_holds_nodes_and_region_descriptions(etcd: Etcd, prefix: str) 
         # The public description, and nothing else: no address, rkey or token.
         assert kv == {"nodeId": "a", "name": "kv", "size": str(MiB),
                       "backing": "REGION_BACKING_SHM", "access": {"remoteWrite": True},
-                      "allowedPeers": ["b"]}
+                      "allowedPeers": ["b"], "tenant": "default"}
 
         # The same directory through the client API, from the other daemon's
         # cache (its watch brings each change within milliseconds).
@@ -156,6 +156,37 @@ def test_directory_holds_nodes_and_region_descriptions(etcd: Etcd, prefix: str) 
         b.stop()
         assert prefix + "nodes/b" not in keys(etcd, prefix)
         wait_until("b gone from a's cache", lambda: list(listed(ca)) == ["a"], timeout=1)
+
+
+def test_the_directory_shows_each_tenant_its_own_regions(etcd: Etcd, prefix: str) -> None:
+    """Tenant names are the fleet's. On a, root's clients are tenant kv; b
+    has no [tenants], so its clients are tenant default. A region's record
+    names its tenant; b's clients see a's regions only when shared with
+    them, in ListNodes and FindRegion alike (another tenant's is not
+    found), and a's own clients see all of kv's."""
+    config = cluster_config(etcd, prefix)
+    with Cluster(("a", "b"), each={"a": {"config_extra": config + "[tenants.kv]\nuids = [0]\n"},
+                                   "b": {"config_extra": config}}) as cluster:
+        ca, cb = cluster["a"].client(), cluster["b"].client()
+        assert ca.node_info().tenant == "kv" and cb.node_info().tenant == "default"
+        ca.register_region("kv_pages", MiB)
+        ca.register_region("kv_public", MiB, shared_with=["*"])
+        published = {prefix + "regions/a/kv_pages", prefix + "regions/a/kv_public"}
+        wait_until("both published", lambda: published <= set(keys(etcd, prefix)), timeout=5)
+        held = keys(etcd, prefix)
+        assert held[prefix + "regions/a/kv_pages"]["tenant"] == "kv"
+        assert held[prefix + "regions/a/kv_public"]["sharedWith"] == ["*"]
+
+        wait_until("b's cache has a's shared region",
+                   lambda: "a" in listed(cb)
+                   and [r.name for r in listed(cb)["a"].regions] == ["kv_public"], timeout=5)
+        assert [r.name for r in cb.find_region("kv_public")] == ["kv_public"]
+        with pytest.raises(xferd.NotFound, match="publishes a region named 'kv_pages'"):
+            cb.find_region("kv_pages")
+        wait_until("a's cache has both",
+                   lambda: sorted(r.name for r in listed(ca)["a"].regions) == [
+                       "kv_pages", "kv_public"], timeout=5)
+        assert [r.node_id for r in ca.find_region("kv_pages")] == ["a"]
 
 
 def test_duplicate_live_node_id_is_refused_at_start(etcd: Etcd, prefix: str) -> None:
