@@ -17,8 +17,8 @@ constexpr size_t kBounceBytes = 64 << 10;
 
 }  // namespace
 
-uint64_t BlockChecksum(const std::byte* data, size_t length) {
-  return crc64_ecma_refl(0, reinterpret_cast<const uint8_t*>(data), length);
+uint64_t BlockChecksum(const std::byte* data, size_t length, uint64_t seed) {
+  return crc64_ecma_refl(seed, reinterpret_cast<const uint8_t*>(data), length);
 }
 
 bool RegionChecksum(const Region& region, const std::byte* data, size_t length, uint64_t* sum) {

@@ -13,8 +13,10 @@ namespace xferd::memory {
 
 class Region;
 
-// Of `length` bytes at `data`, plain memory. Any thread.
-uint64_t BlockChecksum(const std::byte* data, size_t length);
+// Of `length` bytes at `data`, plain memory; with `seed` the checksum of
+// the bytes before them, of both together (a block checksummed in pieces).
+// Any thread.
+uint64_t BlockChecksum(const std::byte* data, size_t length, uint64_t seed = 0);
 
 // Of `length` bytes at `data` inside `region`: for a region whose memory can
 // go (a file region) through guarded copies (guarded_copy.h) into a bounce

@@ -129,9 +129,10 @@ void TcpLane::AddFrameIov(const TxSlot& s, size_t offset, IovOut& out) const {
 // checksums are taken where its bytes are in cache either way: a WRITE's
 // (its table leads) as the frame first joins a batch, and none joins one
 // already carrying kChecksumAheadBytes, so the kernel's copy follows the
-// checksum's pass closely; a READ_RESP's (its table comes last) once its
-// payload went, behind the kernel's copy, which also fetched the scattered
-// blocks faster than a checksum's pass does.
+// checksum's pass closely; a READ_RESP's (its table comes last) behind the
+// kernel's copy, piece by piece as the socket takes them (Consume), the
+// copy having also fetched the scattered blocks faster than a checksum's
+// pass does.
 size_t TcpLane::BuildIov(iovec* iov, size_t max_iov, Guarded* guarded) {
   IovOut out{iov, max_iov};
   *guarded = Guarded{};
@@ -148,12 +149,9 @@ size_t TcpLane::BuildIov(iovec* iov, size_t max_iov, Guarded* guarded) {
     mark(s.guarded);
   }
   for (uint64_t a = answers_sent_ + 1; a <= answers_queued_ && !out.full(); ++a) {
-    Answer& answer = answers_[a % answers_.size()];
+    const Answer& answer = answers_[a % answers_.size()];
     if (out.count + 3 + answer.payload_iovs > max_iov) return out.count;
     out.skip = a == answers_sent_ + 1 ? answer_offset_ : 0;
-    if (answer.checksums_due && out.skip == WireBytes(answer) - answer.checksums_len) {
-      TakeChecksums(answer);
-    }
     out.Add(answer.bytes, answer.len);
     uint64_t pos = 0;
     for (uint32_t i = 0; i < answer.payload_iovs; ++i) {
@@ -161,9 +159,9 @@ size_t TcpLane::BuildIov(iovec* iov, size_t max_iov, Guarded* guarded) {
       AddPayloadPiece(out, p.iov_base, p.iov_len, &pos, answer.zeros_from);
     }
     if (answer.trailer_len > 0) out.Add(Trailer(answer.zeros_from), answer.trailer_len);
-    if (answer.checksums_due) return out.count;  // the table waits for the payload to go
-    if (answer.checksums_len > 0) out.Add(answer.checksums, answer.checksums_len);
     mark(answer.guarded);
+    if (answer.checksums_due) return out.count;  // the table waits for the payload (Consume)
+    if (answer.checksums_len > 0) out.Add(answer.checksums, answer.checksums_len);
   }
   while (seq <= posted_ && out.count + 2 + slot(seq).block_count <= max_iov) {
     TxSlot& s = slot(seq++);
@@ -195,6 +193,8 @@ void TcpLane::Consume(size_t bytes) {
   while (answers_sent_ < answers_queued_) {
     Answer& answer = answers_[(answers_sent_ + 1) % answers_.size()];
     const size_t left = WireBytes(answer) - answer_offset_;
+    if (answer.checksums_due)
+      SumSent(answer, answer_offset_, answer_offset_ + std::min(bytes, left));
     if (bytes < left) {
       answer_offset_ += bytes;
       return;
@@ -264,7 +264,7 @@ void TcpLane::QueueNack(uint64_t seq, const absl::Status& why) {
 
 // Answers READ_REQ rx_frame_ (validated) with the blocks of its table,
 // straight from `region`, which the answer keeps until sent; a verified
-// one's checksums are taken once its payload went (BuildIov).
+// one's checksums are taken as its payload goes (Consume).
 void TcpLane::AnswerRead(const std::shared_ptr<memory::Region>& region) {
   Answer* a = NewAnswerAfterAcks();
   if (a == nullptr) return;
@@ -288,6 +288,7 @@ void TcpLane::AnswerRead(const std::shared_ptr<memory::Region>& region) {
   }
   a->checksums_due = verified;
   a->checksums_len = verified ? rx_frame_.blocks * kChecksumBytes : 0;
+  if (verified) std::fill_n(a->running, a->payload_iovs, 0);
   link_.counters().bytes_sent.fetch_add(rx_frame_.length, std::memory_order_relaxed);
 }
 

@@ -139,7 +139,7 @@ class TcpLane final : public Lane {
 
   // tcp_lane_verify.cc: verified frames.
   void TakeChecksums(TxSlot& s);
-  void TakeChecksums(Answer& a);
+  void SumSent(Answer& a, size_t from, size_t to);
   bool LandedAsSent();
   void FinishVerifiedRead(const TxSlot& s, CompletionSink& sink);
   absl::Status HandleMismatch(CompletionSink& sink);

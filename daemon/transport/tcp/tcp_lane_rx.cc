@@ -259,10 +259,12 @@ absl::Status TcpLane::ReceivePayload(CompletionSink& sink, absl::Span<std::byte>
   iovec iov[kMaxBlocksPerOp + 1];
   const uint32_t blocks = rx_iov_count_ - rx_iov_next_;
   std::copy(rx_iov_ + rx_iov_next_, rx_iov_ + rx_iov_count_, iov);
-  // A READ_RESP's checksum table may be as short as one checksum.
-  const size_t follows = (rx_frame_.flags & kFlagVerdict)                         ? kVerdictBytes
-                         : rx_is_read_resp_ && (rx_frame_.flags & kFlagChecksums) ? kChecksumBytes
-                                                                                  : kHeaderBytes;
+  // A READ_RESP's checksum table (its length is the frame's) comes in whole
+  // with the payload.
+  const size_t follows = (rx_frame_.flags & kFlagVerdict) ? kVerdictBytes
+                         : rx_is_read_resp_ && (rx_frame_.flags & kFlagChecksums)
+                             ? rx_frame_.blocks * kChecksumBytes
+                             : kHeaderBytes;
   iov[blocks] = {rx_header_, follows};
   *n = rx_guarded_ && ssl_ != nullptr ? ReadGuarded(iov, blocks, scratch)
                                       : ReadVec(iov, static_cast<int>(blocks + 1));

@@ -55,11 +55,13 @@ struct TcpAnswer {
   bool guarded = false;
   uint32_t trailer_len = 0;
   uint32_t zeros_from = kTcpNoZeros;
-  // A verified READ_RESP's checksum table, sent last (taken once the
-  // payload went).
+  // A verified READ_RESP's checksum table, sent last: each block's is
+  // taken piece by piece as the socket takes its bytes (`running`), and the
+  // table is filled once the payload went.
   bool checksums_due = false;
   uint32_t checksums_len = 0;
   uint8_t checksums[kMaxChecksumTableBytes];
+  uint64_t running[kMaxBlocksPerOp];
 };
 
 // Appends pieces to an iovec array, leaving out the first `skip` bytes,

@@ -4,12 +4,14 @@
 // answer that replaces a WRITE's acknowledgement when blocks differ; and
 // the test-build hook that corrupts a received payload for the tests to
 // catch.
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
 #include "daemon/base/endian.h"
 #include "daemon/common/log.h"
+#include "daemon/memory/checksum.h"
 #include "daemon/transport/tcp/tcp_lane.h"
 #include "daemon/transport/verified_op.h"
 
@@ -27,13 +29,29 @@ void TcpLane::TakeChecksums(TxSlot& s) {
   s.checksums_due = false;
 }
 
-// A READ_RESP's table follows its payload (and verdict), and is taken once
-// that went. A page gone meanwhile fails the answer by its verdict; its
-// checksum is never looked at.
-void TcpLane::TakeChecksums(Answer& a) {
-  uint64_t sums[kMaxBlocksPerOp];
-  transport::TakeChecksums(a.region.get(), a.payload, a.payload_iovs, sums);
-  for (uint32_t b = 0; b < a.payload_iovs; ++b) StoreLE(a.checksums + b * kChecksumBytes, sums[b]);
+// Bytes [from, to) of READ_RESP `a`'s wire form just went: its blocks'
+// checksums take the payload among them while the kernel's copy left it
+// in cache, and its table (after the payload and verdict) is filled once
+// the payload went. Memory that can fault is checksummed through guarded
+// copies instead, once, at the end; a page gone meanwhile fails the answer
+// by its verdict, and its checksum is never looked at.
+void TcpLane::SumSent(Answer& a, size_t from, size_t to) {
+  size_t pos = a.len;  // the payload's first byte on the wire
+  for (uint32_t b = 0; b < a.payload_iovs; ++b) {
+    const iovec& piece = a.payload[b];
+    const size_t start = std::max(from, pos);
+    const size_t end = std::min(to, pos + piece.iov_len);
+    if (start < end && !a.guarded) {
+      a.running[b] = memory::BlockChecksum(
+          static_cast<const std::byte*>(piece.iov_base) + (start - pos), end - start, a.running[b]);
+    }
+    pos += piece.iov_len;
+  }
+  if (to < pos) return;  // more payload to go
+  if (a.guarded) transport::TakeChecksums(a.region.get(), a.payload, a.payload_iovs, a.running);
+  for (uint32_t b = 0; b < a.payload_iovs; ++b) {
+    StoreLE(a.checksums + b * kChecksumBytes, a.running[b]);
+  }
   a.checksums_due = false;
 }
 
