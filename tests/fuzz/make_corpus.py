@@ -111,13 +111,13 @@ def tcp_lane():
           b"\x02\x10\x00\x00" + header(READ_RESP, 0, 0, 64, 1) + b"r" * 64)
     write("tcp_lane_fuzzer/out_of_sequence",
           b"\x00\x10\x00\x00" + write_frame(1, 5, [(0, 8)], b"8" * 8))
-    # Verified writes: a checksum table after the block table, one that
-    # matches the payload (acknowledged) and one that does not (MISMATCH).
+    # Verified writes: a checksum table after the payload, one that
+    # matches it (acknowledged) and one that does not (MISMATCH).
     blocks = [(1000, 256), (3000, 256)]
     sums = b"".join(struct.pack("<Q", crc64(payload[k * 256:(k + 1) * 256])) for k in range(2))
-    verified = (header(WRITE, CHECKSUMS_FLAG, 1, 512, 1, 2) + table(*blocks) + sums + payload)
-    wrong = (header(WRITE, CHECKSUMS_FLAG, 1, 512, 2, 2) + table(*blocks) + sums[8:] + sums[:8] +
-             payload)
+    verified = (header(WRITE, CHECKSUMS_FLAG, 1, 512, 1, 2) + table(*blocks) + payload + sums)
+    wrong = (header(WRITE, CHECKSUMS_FLAG, 1, 512, 2, 2) + table(*blocks) + payload + sums[8:] +
+             sums[:8])
     write("tcp_lane_fuzzer/verified_writes", b"\x00\x10\x00\x00" + verified + wrong)
     # A MISMATCH for a write of ours that carried no checksums.
     write("tcp_lane_fuzzer/mismatch_unasked",

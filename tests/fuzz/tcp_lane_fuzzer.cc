@@ -135,7 +135,8 @@ class Outbound {
       size_t frame = kHeaderBytes;
       switch (h.type) {
         case FrameType::kWrite:
-          frame += ((h.flags & kFlagNotice) ? kNoticeBytes : 0) + table + h.length;
+          frame += ((h.flags & kFlagNotice) ? kNoticeBytes : 0) + table + h.length +
+                   ((h.flags & kFlagChecksums) ? h.blocks * kChecksumBytes : 0);
           break;
         case FrameType::kReadReq:
           frame += table;

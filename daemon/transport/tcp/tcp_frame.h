@@ -28,14 +28,14 @@
 // receiver then neither lands it nor reports it as good.
 //
 // A verified transfer's frames carry the checksums flag (checksum.h has the
-// CRC). A WRITE's block table is then followed by a checksum table (u64
-// per block, of the bytes sent); the receiver checks every block once its
-// payload is in place and answers a frame whose landed bytes differ with a
-// MISMATCH instead of acknowledging it (and lands no notice it carried).
-// A READ_REQ with the flag asks for the checksums: its READ_RESP carries
-// the flag and the table after its payload (and verdict), computed as the
-// blocks were sent (as many as its `blocks` says), which the reader checks
-// against what it received.
+// CRC). A WRITE's payload (and verdict) is then followed by a checksum
+// table (u64 per block, of the bytes sent, so the sender can take them as
+// the bytes go); the receiver checks every block once it is in place and
+// answers a frame whose landed bytes differ with a MISMATCH instead of
+// acknowledging it (and lands no notice it carried). A READ_REQ with the
+// flag asks for the checksums: its READ_RESP carries the flag and the table
+// in the same place (as many as its `blocks` says), which the reader
+// checks against what it received.
 #pragma once
 
 #include <cstddef>

@@ -48,16 +48,13 @@ uint32_t TcpLane::Post(absl::Span<const DataOp> ops) {
     s.block_count = op.block_count;
     s.region = op.local_region;
     s.checksums = op.checksums;
-    s.guarded = op.kind == OpKind::kWrite && op.local_region != nullptr &&
-                op.local_region->can_lose_memory();
-    s.trailer_len = s.guarded ? kVerdictBytes : 0;
-    if (s.zeros_from != kNoZeros) {  // the slot's last frame was poisoned
-      s.zeros_from = kNoZeros;
-      s.fault = absl::OkStatus();
-    }
+    s.payload.Reset(op.kind == OpKind::kWrite && op.local_region != nullptr &&
+                    op.local_region->can_lose_memory());
+    if (!s.fault.ok()) s.fault = absl::OkStatus();  // the slot's last frame was poisoned
     FrameHeader header;
     header.type = op.kind == OpKind::kWrite ? FrameType::kWrite : FrameType::kReadReq;
-    header.flags = (op.notice != nullptr ? kFlagNotice : 0) | (s.guarded ? kFlagVerdict : 0) |
+    header.flags = (op.notice != nullptr ? kFlagNotice : 0) |
+                   (s.payload.guarded ? kFlagVerdict : 0) |
                    (op.checksums != nullptr ? kFlagChecksums : 0);
     header.blocks = static_cast<uint16_t>(op.block_count);
     header.word = op.remote->region_id;
@@ -70,13 +67,13 @@ uint32_t TcpLane::Post(absl::Span<const DataOp> ops) {
       s.header_len += kNoticeBytes;
     }
     for (uint32_t b = 0; b < op.block_count; ++b) {
-      EncodeBlockEntry(op.blocks[b].remote_offset, op.blocks[b].length, s.header + s.header_len);
+      const Block& block = op.blocks[b];
+      EncodeBlockEntry(block.remote_offset, block.length, s.header + s.header_len);
       s.header_len += kBlockEntryBytes;
+      if (op.kind == OpKind::kWrite)
+        s.payload.Add(op.local_base + block.local_offset, block.length);
     }
-    // A verified WRITE's checksum table is filled just before the frame
-    // goes (BuildIov).
-    s.checksums_due = op.checksums != nullptr && op.kind == OpKind::kWrite;
-    if (s.checksums_due) s.header_len += op.block_count * kChecksumBytes;
+    if (op.kind == OpKind::kWrite && op.checksums != nullptr) s.payload.Verify();
   }
   if (n > 0) {
     if (worker_ != nullptr) {
@@ -89,15 +86,9 @@ uint32_t TcpLane::Post(absl::Span<const DataOp> ops) {
   return n;
 }
 
-size_t TcpLane::WireBytes(const TxSlot& s) {
-  return s.header_len + (s.kind == OpKind::kWrite ? s.payload_len + s.trailer_len : 0);
-}
+size_t TcpLane::WireBytes(const TxSlot& s) { return s.header_len + s.payload.wire_bytes(); }
 
-size_t TcpLane::WireBytes(const Answer& a) {
-  size_t bytes = a.len + a.trailer_len + a.checksums_len;
-  for (uint32_t i = 0; i < a.payload_iovs; ++i) bytes += a.payload[i].iov_len;
-  return bytes;
-}
+size_t TcpLane::WireBytes(const Answer& a) { return a.len + a.payload.wire_bytes(); }
 
 void TcpIovOut::Add(const void* data, size_t len) {
   if (skip >= len) {
@@ -110,29 +101,34 @@ void TcpIovOut::Add(const void* data, size_t len) {
   skip = 0;
 }
 
-// The pieces of frame `s` from byte `offset` on: header, then (WRITE) each
-// block's payload straight from the region, then the verdict if it has one.
-void TcpLane::AddFrameIov(const TxSlot& s, size_t offset, IovOut& out) const {
+// The pieces of frame `s` from byte `offset` on: header, then (WRITE) its
+// payload. False if its checksum table is held back (AddPayloadIov).
+bool TcpLane::AddFrameIov(const TxSlot& s, size_t offset, IovOut& out) const {
   out.skip = offset;
   out.Add(s.header, s.header_len);
-  if (s.kind != OpKind::kWrite) return;
+  return AddPayloadIov(s.payload, out);
+}
+
+// Payload `p`: its pieces straight from the region, its verdict, and its
+// checksum table, unless that waits for the pieces to go first (false).
+bool TcpLane::AddPayloadIov(const Payload& p, IovOut& out) const {
   uint64_t pos = 0;
-  for (uint32_t b = 0; b < s.block_count; ++b) {
-    const Block& block = s.blocks[b];
-    AddPayloadPiece(out, s.local_base + block.local_offset, block.length, &pos, s.zeros_from);
+  for (uint32_t i = 0; i < p.count; ++i) {
+    AddPayloadPiece(out, p.pieces[i].iov_base, p.pieces[i].iov_len, &pos, p.zeros_from);
   }
-  if (s.trailer_len > 0) out.Add(Trailer(s.zeros_from), s.trailer_len);
+  if (p.trailer_len > 0) out.Add(Trailer(p.zeros_from), p.trailer_len);
+  if (p.checksums_due) return false;
+  if (p.checksums_len > 0) out.Add(p.checksums, p.checksums_len);
+  return true;
 }
 
 // Order on the wire: the rest of a half-sent frame, then answers (which go
-// only between frames), then the following frames. Verified, the source's
-// checksums are taken where its bytes are in cache either way: a WRITE's
-// (its table leads) as the frame first joins a batch, and none joins one
-// already carrying kChecksumAheadBytes, so the kernel's copy follows the
-// checksum's pass closely; a READ_RESP's (its table comes last) behind the
-// kernel's copy, piece by piece as the socket takes them (Consume), the
-// copy having also fetched the scattered blocks faster than a checksum's
-// pass does.
+// only between frames), then the following frames. A verified payload's
+// checksums are taken where its bytes are in cache: a large one's behind
+// the kernel's copy, piece by piece as the socket takes them (Consume), so
+// nothing follows it in a batch until its table may go; a small one's
+// (SumAheadIfSmall) as it joins the batch, just before its copy, so a batch
+// still carries many.
 size_t TcpLane::BuildIov(iovec* iov, size_t max_iov, Guarded* guarded) {
   IovOut out{iov, max_iov};
   *guarded = Guarded{};
@@ -145,32 +141,23 @@ size_t TcpLane::BuildIov(iovec* iov, size_t max_iov, Guarded* guarded) {
   };
   if (send_offset_ > 0) {
     const TxSlot& s = slot(seq++);
-    AddFrameIov(s, send_offset_, out);
-    mark(s.guarded);
+    mark(s.payload.guarded);
+    if (!AddFrameIov(s, send_offset_, out)) return out.count;
   }
   for (uint64_t a = answers_sent_ + 1; a <= answers_queued_ && !out.full(); ++a) {
-    const Answer& answer = answers_[a % answers_.size()];
-    if (out.count + 3 + answer.payload_iovs > max_iov) return out.count;
+    Answer& answer = answers_[a % answers_.size()];
+    if (out.count + 3 + answer.payload.count > max_iov) return out.count;
+    SumAheadIfSmall(answer.payload, answer.region.get(), nullptr);
     out.skip = a == answers_sent_ + 1 ? answer_offset_ : 0;
     out.Add(answer.bytes, answer.len);
-    uint64_t pos = 0;
-    for (uint32_t i = 0; i < answer.payload_iovs; ++i) {
-      const iovec& p = answer.payload[i];
-      AddPayloadPiece(out, p.iov_base, p.iov_len, &pos, answer.zeros_from);
-    }
-    if (answer.trailer_len > 0) out.Add(Trailer(answer.zeros_from), answer.trailer_len);
-    mark(answer.guarded);
-    if (answer.checksums_due) return out.count;  // the table waits for the payload (Consume)
-    if (answer.checksums_len > 0) out.Add(answer.checksums, answer.checksums_len);
+    mark(answer.payload.guarded);
+    if (!AddPayloadIov(answer.payload, out)) return out.count;
   }
-  while (seq <= posted_ && out.count + 2 + slot(seq).block_count <= max_iov) {
+  while (seq <= posted_ && out.count + 3 + slot(seq).payload.count <= max_iov) {
     TxSlot& s = slot(seq++);
-    if (s.checksums_due) {
-      if (out.bytes >= kChecksumAheadBytes) break;
-      TakeChecksums(s);
-    }
-    AddFrameIov(s, 0, out);
-    mark(s.guarded);
+    SumAheadIfSmall(s.payload, s.region, s.checksums);
+    mark(s.payload.guarded);
+    if (!AddFrameIov(s, 0, out)) break;
   }
   return out.count;
 }
@@ -178,7 +165,12 @@ size_t TcpLane::BuildIov(iovec* iov, size_t max_iov, Guarded* guarded) {
 // Advances the send cursors over `bytes` just written, in BuildIov's order.
 void TcpLane::Consume(size_t bytes) {
   auto consume_frame = [&]() -> bool {
-    const size_t left = WireBytes(slot(sent_ + 1)) - send_offset_;
+    TxSlot& s = slot(sent_ + 1);
+    const size_t left = WireBytes(s) - send_offset_;
+    if (s.payload.checksums_due) {
+      SumSent(s.payload, s.region, s.header_len, send_offset_, send_offset_ + std::min(bytes, left),
+              s.checksums);
+    }
     if (bytes < left) {
       send_offset_ += bytes;
       bytes = 0;
@@ -193,8 +185,10 @@ void TcpLane::Consume(size_t bytes) {
   while (answers_sent_ < answers_queued_) {
     Answer& answer = answers_[(answers_sent_ + 1) % answers_.size()];
     const size_t left = WireBytes(answer) - answer_offset_;
-    if (answer.checksums_due)
-      SumSent(answer, answer_offset_, answer_offset_ + std::min(bytes, left));
+    if (answer.payload.checksums_due) {
+      SumSent(answer.payload, answer.region.get(), answer.len, answer_offset_,
+              answer_offset_ + std::min(bytes, left), nullptr);
+    }
     if (bytes < left) {
       answer_offset_ += bytes;
       return;
@@ -213,12 +207,8 @@ TcpLane::Answer* TcpLane::NewAnswer() {
   if (answers_queued_ - answers_sent_ >= answers_.size()) return nullptr;
   Answer& a = answers_[++answers_queued_ % answers_.size()];
   a.len = 0;
-  a.payload_iovs = 0;
   a.region.reset();
-  a.guarded = false;
-  a.trailer_len = 0;
-  a.zeros_from = kNoZeros;
-  a.checksums_len = 0;
+  a.payload.Reset(false);
   return &a;
 }
 
@@ -264,7 +254,7 @@ void TcpLane::QueueNack(uint64_t seq, const absl::Status& why) {
 
 // Answers READ_REQ rx_frame_ (validated) with the blocks of its table,
 // straight from `region`, which the answer keeps until sent; a verified
-// one's checksums are taken as its payload goes (Consume).
+// one's checksums are taken as its payload goes (BuildIov says when).
 void TcpLane::AnswerRead(const std::shared_ptr<memory::Region>& region) {
   Answer* a = NewAnswerAfterAcks();
   if (a == nullptr) return;
@@ -272,10 +262,9 @@ void TcpLane::AnswerRead(const std::shared_ptr<memory::Region>& region) {
   resp.type = FrameType::kReadResp;
   resp.length = rx_frame_.length;
   resp.seq = rx_frame_.seq;
-  a->guarded = region->can_lose_memory();
-  a->trailer_len = a->guarded ? kVerdictBytes : 0;
+  a->payload.Reset(region->can_lose_memory());
   const bool verified = (rx_frame_.flags & kFlagChecksums) != 0;
-  resp.flags = (a->guarded ? kFlagVerdict : 0) | (verified ? kFlagChecksums : 0);
+  resp.flags = (a->payload.guarded ? kFlagVerdict : 0) | (verified ? kFlagChecksums : 0);
   resp.blocks = verified ? rx_frame_.blocks : 0;
   EncodeHeader(resp, a->bytes);
   a->len = kHeaderBytes;
@@ -284,11 +273,9 @@ void TcpLane::AnswerRead(const std::shared_ptr<memory::Region>& region) {
     uint64_t offset;
     uint32_t length;
     DecodeBlockEntry(rx_header_ + kHeaderBytes + b * kBlockEntryBytes, &offset, &length);
-    a->payload[a->payload_iovs++] = {region->data() + offset, length};
+    a->payload.Add(region->data() + offset, length);
   }
-  a->checksums_due = verified;
-  a->checksums_len = verified ? rx_frame_.blocks * kChecksumBytes : 0;
-  if (verified) std::fill_n(a->running, a->payload_iovs, 0);
+  if (verified) a->payload.Verify();
   link_.counters().bytes_sent.fetch_add(rx_frame_.length, std::memory_order_relaxed);
 }
 

@@ -78,26 +78,28 @@ class TcpLane final : public Lane {
  private:
   using TxSlot = TcpTxSlot;
   using Answer = TcpAnswer;
+  using Payload = TcpPayload;
   using IovOut = TcpIovOut;
   static constexpr uint32_t kNoZeros = kTcpNoZeros;
 
-  // kText: a NACK's message, or a verdict's; kChecksums: a READ_RESP's
-  // checksum table.
+  // kText: a NACK's message, or a verdict's; kChecksums: a verified
+  // frame's checksum table, after its payload and verdict.
   enum class RxState { kHeader, kTable, kPayload, kDiscard, kVerdict, kText, kChecksums };
 
   TxSlot& slot(uint64_t seq) { return tx_ring_[seq % tx_ring_.size()]; }
   static size_t WireBytes(const TxSlot& s);
   static size_t WireBytes(const Answer& a);
-  void AddFrameIov(const TxSlot& s, size_t offset, IovOut& out) const;
+  bool AddFrameIov(const TxSlot& s, size_t offset, IovOut& out) const;
+  bool AddPayloadIov(const Payload& p, IovOut& out) const;
   // Which pieces of a batch are memory that can fault, which TLS copies
   // guarded: the first frame or answer's, and any.
   struct Guarded {
     bool first = false;
     bool any = false;
   };
-  // A verified frame's checksums are taken at most this far ahead of the
-  // kernel's copy of the batch (BuildIov).
-  static constexpr size_t kChecksumAheadBytes = 256 * 1024;
+  // A verified payload this small has its checksums taken just ahead of
+  // the kernel's copy, a larger one behind it (BuildIov).
+  static constexpr size_t kSumAheadBytes = 64 * 1024;
   size_t BuildIov(iovec* iov, size_t max_iov, Guarded* guarded);
   void Consume(size_t bytes);
   Answer* NewAnswer();
@@ -138,8 +140,10 @@ class TcpLane final : public Lane {
   absl::Status Fail(absl::Status error);
 
   // tcp_lane_verify.cc: verified frames.
-  void TakeChecksums(TxSlot& s);
-  void SumSent(Answer& a, size_t from, size_t to);
+  static void SumSent(Payload& p, const memory::Region* region, size_t payload_at, size_t from,
+                      size_t to, uint64_t* out);
+  static void SumAheadIfSmall(Payload& p, const memory::Region* region, uint64_t* out);
+  void SumForTls(size_t len);
   bool LandedAsSent();
   void FinishVerifiedRead(const TxSlot& s, CompletionSink& sink);
   absl::Status HandleMismatch(CompletionSink& sink);
@@ -188,16 +192,20 @@ class TcpLane final : public Lane {
 
   // ---- receive ----
   RxState rx_state_ = RxState::kHeader;
-  // Header, notice, block and checksum tables of the frame being received;
-  // also its verdict and (READ_RESP) checksum table after the payload.
-  uint8_t rx_header_[kHeaderBytes + kNoticeBytes + kMaxTableBytes + kMaxChecksumTableBytes];
+  // Header, notice and block table of the frame being received; then what
+  // follows its payload, from the start: its verdict, its checksum table.
+  uint8_t rx_header_[kHeaderBytes + kNoticeBytes + kMaxTableBytes];
+  static_assert(kMaxTableBytes >= kMaxChecksumTableBytes);
   size_t rx_have_ = 0;
   size_t rx_want_ = kHeaderBytes;
   FrameHeader rx_frame_;
   std::shared_ptr<memory::Region> rx_region_;
-  // Payload being received: rx_iov_[rx_iov_next_ .. rx_iov_count_) still to fill.
-  iovec rx_iov_[kMaxBlocksPerOp + 1];
+  // The blocks of the payload being received (kept whole for its check):
+  // rx_iov_[rx_iov_next_ .. rx_iov_count_) still to fill, the first of them
+  // from byte rx_iov_done_ on.
+  iovec rx_iov_[kMaxBlocksPerOp];
   uint32_t rx_iov_next_ = 0;
+  size_t rx_iov_done_ = 0;
   uint32_t rx_iov_count_ = 0;
   uint32_t rx_left_ = 0;
   bool rx_is_read_resp_ = false;

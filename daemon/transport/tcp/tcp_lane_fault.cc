@@ -73,29 +73,28 @@ ssize_t TcpLane::OnSendFault(iovec* iov, size_t count, Guarded guarded) {
 // there, and a failed verdict. False if it has no verdict to say so (its
 // memory was not supposed to fault).
 bool TcpLane::PoisonAtCursor() {
-  uint32_t* zeros_from = nullptr;
-  uint32_t* trailer_len = nullptr;
+  Payload* payload = nullptr;
+  size_t offset = 0;  // of the cursor in the payload
   absl::Status fault;
   if (send_offset_ > 0) {
     TxSlot& s = slot(sent_ + 1);
-    if (!s.guarded || send_offset_ < s.header_len) return false;
+    if (!s.payload.guarded || send_offset_ < s.header_len) return false;
     s.fault = s.region->MarkLost();
     fault = s.fault;
-    zeros_from = &s.zeros_from;
-    trailer_len = &s.trailer_len;
-    *zeros_from = static_cast<uint32_t>(send_offset_ - s.header_len);
+    payload = &s.payload;
+    offset = send_offset_ - s.header_len;
   } else if (answers_sent_ < answers_queued_) {
     Answer& a = answers_[(answers_sent_ + 1) % answers_.size()];
-    if (!a.guarded || answer_offset_ < a.len) return false;
+    if (!a.payload.guarded || answer_offset_ < a.len) return false;
     fault = a.region->MarkLost();
-    zeros_from = &a.zeros_from;
-    trailer_len = &a.trailer_len;
-    *zeros_from = static_cast<uint32_t>(answer_offset_ - a.len);
+    payload = &a.payload;
+    offset = answer_offset_ - a.len;
   } else {
     return false;  // a frame's header: our own memory
   }
+  payload->zeros_from = static_cast<uint32_t>(offset);
   fault_trailer_ = EncodeVerdict(fault);
-  *trailer_len = static_cast<uint32_t>(fault_trailer_.size());
+  payload->trailer_len = static_cast<uint32_t>(fault_trailer_.size());
   SPDLOG_DEBUG("lane to {}: {}", link_.peer().node_id, fault.message());
   return true;
 }
@@ -134,7 +133,9 @@ absl::Status TcpLane::OnPlaceFault(CompletionSink& sink, int err, ssize_t* n) {
   SPDLOG_DEBUG("lane to {}: {}", link_.peer().node_id, rx_refusal_.message());
   uint64_t left = 0;
   for (uint32_t i = rx_iov_next_; i < rx_iov_count_; ++i) left += rx_iov_[i].iov_len;
+  left -= rx_iov_done_;
   rx_iov_next_ = rx_iov_count_;
+  rx_iov_done_ = 0;
   rx_have_ = 0;
   *n = 1;
   if (left == 0) {

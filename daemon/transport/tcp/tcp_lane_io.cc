@@ -179,7 +179,9 @@ ssize_t TcpLane::SendTls(const iovec* iov, size_t count, Guarded guarded) {
   // The piece in front goes direct only if it is not guarded memory: a
   // write OpenSSL asks to repeat is then repeated direct, with its bytes.
   if (!guarded.first && iov[0].iov_len >= kTlsDirectBytes) {
-    return WriteTls(iov[0].iov_base, std::min(iov[0].iov_len, kTlsRecordBytes));
+    const size_t len = std::min(iov[0].iov_len, kTlsRecordBytes);
+    SumForTls(len);
+    return WriteTls(iov[0].iov_base, len);
   }
   size_t len = 0;
   if (guarded.any) {

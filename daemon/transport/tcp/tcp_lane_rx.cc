@@ -106,14 +106,10 @@ absl::Status TcpLane::OnHeader(CompletionSink& sink) {
     case FrameType::kReadReq:
       if (rx_frame_.seq != rx_last_seq_ + 1) return ProtocolError("frame out of sequence");
       rx_last_seq_ = rx_frame_.seq;
-      // The header stays in place; the notice, the block table and a
-      // WRITE's checksum table follow it.
+      // The header stays in place; the notice and the block table follow it.
       rx_have_ = kHeaderBytes;
       rx_want_ = kHeaderBytes + rx_frame_.blocks * kBlockEntryBytes +
-                 ((rx_frame_.flags & kFlagNotice) ? kNoticeBytes : 0) +
-                 (rx_frame_.type == FrameType::kWrite && (rx_frame_.flags & kFlagChecksums)
-                      ? rx_frame_.blocks * kChecksumBytes
-                      : 0);
+                 ((rx_frame_.flags & kFlagNotice) ? kNoticeBytes : 0);
       rx_state_ = RxState::kTable;
       return absl::OkStatus();
     case FrameType::kAck:
@@ -172,6 +168,7 @@ absl::Status TcpLane::OnTable() {
     rx_iov_[b] = {region->data() + offset, length};
   }
   rx_iov_next_ = 0;
+  rx_iov_done_ = 0;
   rx_iov_count_ = rx_frame_.blocks;
   rx_guarded_ = region->can_lose_memory();
   rx_region_ = std::move(region);
@@ -241,6 +238,7 @@ absl::Status TcpLane::StartReadResponse() {
     rx_iov_[b] = {s.local_base + s.blocks[b].local_offset, s.blocks[b].length};
   }
   rx_iov_next_ = 0;
+  rx_iov_done_ = 0;
   rx_iov_count_ = s.block_count;
   rx_is_read_resp_ = true;
   rx_guarded_ = s.region != nullptr && s.region->can_lose_memory();
@@ -251,20 +249,20 @@ absl::Status TcpLane::StartReadResponse() {
 }
 
 // Receives payload straight into the blocks; what follows it (the next
-// header, or the frame's verdict) comes in with it when available, saving a
-// syscall per frame. Over TLS into memory that can fault, the payload goes
-// through a guarded copy instead, alone.
+// header, or the frame's verdict or checksum table, whose length is the
+// frame's) comes in with it when available, saving a syscall per frame.
+// Over TLS into memory that can fault, the payload goes through a guarded
+// copy instead, alone.
 absl::Status TcpLane::ReceivePayload(CompletionSink& sink, absl::Span<std::byte> scratch,
                                      ssize_t* n) {
   iovec iov[kMaxBlocksPerOp + 1];
   const uint32_t blocks = rx_iov_count_ - rx_iov_next_;
   std::copy(rx_iov_ + rx_iov_next_, rx_iov_ + rx_iov_count_, iov);
-  // A READ_RESP's checksum table (its length is the frame's) comes in whole
-  // with the payload.
-  const size_t follows = (rx_frame_.flags & kFlagVerdict) ? kVerdictBytes
-                         : rx_is_read_resp_ && (rx_frame_.flags & kFlagChecksums)
-                             ? rx_frame_.blocks * kChecksumBytes
-                             : kHeaderBytes;
+  iov[0].iov_base = static_cast<std::byte*>(iov[0].iov_base) + rx_iov_done_;
+  iov[0].iov_len -= rx_iov_done_;
+  const size_t follows = (rx_frame_.flags & kFlagVerdict)     ? kVerdictBytes
+                         : (rx_frame_.flags & kFlagChecksums) ? rx_frame_.blocks * kChecksumBytes
+                                                              : kHeaderBytes;
   iov[blocks] = {rx_header_, follows};
   *n = rx_guarded_ && ssl_ != nullptr ? ReadGuarded(iov, blocks, scratch)
                                       : ReadVec(iov, static_cast<int>(blocks + 1));
@@ -272,12 +270,13 @@ absl::Status TcpLane::ReceivePayload(CompletionSink& sink, absl::Span<std::byte>
   if (*n <= 0) return absl::OkStatus();
   size_t got = static_cast<size_t>(*n);
   while (got > 0 && rx_iov_next_ < rx_iov_count_) {
-    iovec& target = rx_iov_[rx_iov_next_];
-    const size_t take = std::min(got, target.iov_len);
-    target.iov_base = static_cast<std::byte*>(target.iov_base) + take;
-    target.iov_len -= take;
+    const size_t take = std::min(got, rx_iov_[rx_iov_next_].iov_len - rx_iov_done_);
+    rx_iov_done_ += take;
     got -= take;
-    if (target.iov_len == 0) ++rx_iov_next_;
+    if (rx_iov_done_ == rx_iov_[rx_iov_next_].iov_len) {
+      ++rx_iov_next_;
+      rx_iov_done_ = 0;
+    }
   }
   if (rx_fault_) return OnPlaceFault(sink, EFAULT, n);
   if (rx_iov_next_ < rx_iov_count_) return absl::OkStatus();
@@ -297,11 +296,11 @@ void TcpLane::EndPayload(CompletionSink& sink) {
   EndVerdict(sink);
 }
 
-// The payload and its verdict are in; a READ_RESP's checksum table may
-// follow (rx_have_ bytes of it are in rx_header_).
+// The payload and its verdict are in; a verified frame's checksum table
+// follows (rx_have_ bytes of it are in rx_header_).
 void TcpLane::EndVerdict(CompletionSink& sink) {
-  if (rx_is_read_resp_ && (rx_frame_.flags & kFlagChecksums)) {
-    rx_want_ = rx_frame_.blocks * kChecksumBytes;  // the slot's count (StartReadResponse)
+  if (rx_frame_.flags & kFlagChecksums) {
+    rx_want_ = rx_frame_.blocks * kChecksumBytes;  // a READ_RESP's: its slot's count
     rx_state_ = RxState::kChecksums;
     return;
   }

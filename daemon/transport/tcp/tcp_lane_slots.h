@@ -5,6 +5,7 @@
 
 #include <sys/uio.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -18,9 +19,53 @@ namespace xferd::transport::tcp {
 
 inline constexpr uint32_t kTcpNoZeros = UINT32_MAX;  // zeros_from: no zeros
 
-// One of our frames: header, notice and block table, then (WRITE) the
-// blocks' payload from region memory. A READ's payload comes back into
-// the same blocks.
+// What follows the header of a frame or answer we send: its payload,
+// straight from region memory; a verdict if that memory can fault; then, if
+// verified, the payload's checksum table.
+struct TcpPayload {
+  uint32_t count = 0;   // pieces
+  uint32_t length = 0;  // their bytes
+  iovec pieces[kMaxBlocksPerOp];
+  // Memory that can fault: a verdict of trailer_len bytes follows the
+  // pieces. Bytes from zeros_from on are zeros once the memory faulted
+  // there.
+  bool guarded = false;
+  uint32_t trailer_len = 0;
+  uint32_t zeros_from = kTcpNoZeros;
+  // Verified: each piece's checksum, taken as the socket takes its bytes
+  // (`running`); the table (checksums_len bytes) is filled once they all
+  // went, and is held back until then (`checksums_due`).
+  bool checksums_due = false;
+  uint32_t checksums_len = 0;
+  uint32_t summed = 0;  // payload bytes in `running`
+  uint64_t running[kMaxBlocksPerOp];
+  uint8_t checksums[kMaxChecksumTableBytes];
+
+  // Empty, to be filled from memory that can fault or not.
+  void Reset(bool can_fault) {
+    count = length = 0;
+    guarded = can_fault;
+    trailer_len = can_fault ? kVerdictBytes : 0;
+    zeros_from = kTcpNoZeros;
+    checksums_due = false;
+    checksums_len = 0;
+  }
+  void Add(std::byte* data, uint32_t len) {
+    pieces[count++] = {data, len};
+    length += len;
+  }
+  // Once every piece is in: verified, its table follows the verdict.
+  void Verify() {
+    checksums_due = true;
+    checksums_len = count * kChecksumBytes;
+    summed = 0;
+    std::fill_n(running, count, 0);
+  }
+  size_t wire_bytes() const { return size_t{length} + trailer_len + checksums_len; }
+};
+
+// One of our frames: header, notice and block table, then (WRITE) its
+// payload. A READ's payload comes back into the same blocks.
 struct TcpTxSlot {
   uint64_t cookie = 0;
   OpKind kind = OpKind::kWrite;
@@ -31,15 +76,9 @@ struct TcpTxSlot {
   uint32_t block_count = 0;
   memory::Region* region = nullptr;  // the local region (DataOp::local_region)
   uint64_t* checksums = nullptr;     // DataOp::checksums (verified frames)
-  bool checksums_due = false;        // a verified WRITE's, until it goes
-  // A WRITE from memory that can fault: a verdict of trailer_len bytes
-  // follows its payload. Payload bytes from zeros_from on are zeros once
-  // the memory faulted there (`fault` says why: the op's end).
-  bool guarded = false;
-  uint32_t trailer_len = 0;
-  uint32_t zeros_from = kTcpNoZeros;
-  absl::Status fault;
-  uint8_t header[kHeaderBytes + kNoticeBytes + kMaxTableBytes + kMaxChecksumTableBytes];
+  TcpPayload payload;                // WRITE only
+  absl::Status fault;                // the memory faulted under the payload: the op's end
+  uint8_t header[kHeaderBytes + kNoticeBytes + kMaxTableBytes];
 };
 
 // One of our answers to the peer (ACK, NACK or READ_RESP), sent between
@@ -49,19 +88,7 @@ struct TcpAnswer {
   uint32_t len = 0;  // of bytes
   uint8_t bytes[kHeaderBytes + kMaxNackMessage];
   std::shared_ptr<memory::Region> region;
-  uint32_t payload_iovs = 0;
-  iovec payload[kMaxBlocksPerOp];
-  // As TcpTxSlot's: a READ_RESP from memory that can fault.
-  bool guarded = false;
-  uint32_t trailer_len = 0;
-  uint32_t zeros_from = kTcpNoZeros;
-  // A verified READ_RESP's checksum table, sent last: each block's is
-  // taken piece by piece as the socket takes its bytes (`running`), and the
-  // table is filled once the payload went.
-  bool checksums_due = false;
-  uint32_t checksums_len = 0;
-  uint8_t checksums[kMaxChecksumTableBytes];
-  uint64_t running[kMaxBlocksPerOp];
+  TcpPayload payload;
 };
 
 // Appends pieces to an iovec array, leaving out the first `skip` bytes,

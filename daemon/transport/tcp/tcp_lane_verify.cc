@@ -1,6 +1,6 @@
 // TcpLane, verified frames (docs/integrity.md): the source's checksums,
-// taken as a frame or answer goes out (BuildIov says when) and carried in
-// it; the destination's check of what landed against them; the MISMATCH
+// taken as a frame's or answer's payload goes out (BuildIov says when) and
+// sent after it; the destination's check of what landed against them; the MISMATCH
 // answer that replaces a WRITE's acknowledgement when blocks differ; and
 // the test-build hook that corrupts a received payload for the tests to
 // catch.
@@ -17,42 +17,59 @@
 
 namespace xferd::transport::tcp {
 
-// A WRITE's table follows its block table in the header.
-void TcpLane::TakeChecksums(TxSlot& s) {
-  iovec pieces[kMaxBlocksPerOp];
-  for (uint32_t b = 0; b < s.block_count; ++b) {
-    pieces[b] = {s.local_base + s.blocks[b].local_offset, s.blocks[b].length};
-  }
-  transport::TakeChecksums(s.region, pieces, s.block_count, s.checksums);
-  uint8_t* table = s.header + s.header_len - s.block_count * kChecksumBytes;
-  for (uint32_t b = 0; b < s.block_count; ++b) StoreLE(table + b * kChecksumBytes, s.checksums[b]);
-  s.checksums_due = false;
-}
-
-// Bytes [from, to) of READ_RESP `a`'s wire form just went: its blocks'
-// checksums take the payload among them while the kernel's copy left it
-// in cache, and its table (after the payload and verdict) is filled once
-// the payload went. Memory that can fault is checksummed through guarded
-// copies instead, once, at the end; a page gone meanwhile fails the answer
-// by its verdict, and its checksum is never looked at.
-void TcpLane::SumSent(Answer& a, size_t from, size_t to) {
-  size_t pos = a.len;  // the payload's first byte on the wire
-  for (uint32_t b = 0; b < a.payload_iovs; ++b) {
-    const iovec& piece = a.payload[b];
+// Bytes [from, to) of a frame's or answer's wire form just went, its
+// payload `p` starting at byte `payload_at`: each piece's checksum takes
+// the bytes among them while the kernel's copy left them in cache, and the
+// table is filled (and copied to `out`, if any) once the payload went.
+// Memory that can fault is checksummed through guarded copies instead,
+// once, at the end; a page gone meanwhile fails the payload by its verdict,
+// and its checksum is never looked at.
+void TcpLane::SumSent(Payload& p, const memory::Region* region, size_t payload_at, size_t from,
+                      size_t to, uint64_t* out) {
+  from = std::max(from, payload_at + p.summed);  // OpenSSL's repeated writes (SumForTls)
+  size_t pos = payload_at;
+  for (uint32_t b = 0; b < p.count && pos < to; ++b) {
+    const iovec& piece = p.pieces[b];
     const size_t start = std::max(from, pos);
     const size_t end = std::min(to, pos + piece.iov_len);
-    if (start < end && !a.guarded) {
-      a.running[b] = memory::BlockChecksum(
-          static_cast<const std::byte*>(piece.iov_base) + (start - pos), end - start, a.running[b]);
+    if (start < end && !p.guarded) {
+      p.running[b] = memory::BlockChecksum(
+          static_cast<const std::byte*>(piece.iov_base) + (start - pos), end - start, p.running[b]);
     }
     pos += piece.iov_len;
   }
-  if (to < pos) return;  // more payload to go
-  if (a.guarded) transport::TakeChecksums(a.region.get(), a.payload, a.payload_iovs, a.running);
-  for (uint32_t b = 0; b < a.payload_iovs; ++b) {
-    StoreLE(a.checksums + b * kChecksumBytes, a.running[b]);
+  if (to > from) p.summed = static_cast<uint32_t>(std::min(to - payload_at, size_t{p.length}));
+  if (p.summed < p.length) return;  // more payload to go
+  if (p.guarded) transport::TakeChecksums(region, p.pieces, p.count, p.running);
+  for (uint32_t b = 0; b < p.count; ++b) StoreLE(p.checksums + b * kChecksumBytes, p.running[b]);
+  if (out != nullptr) std::copy_n(p.running, p.count, out);
+  p.checksums_due = false;
+}
+
+// OpenSSL encrypts the bytes of a direct write (tcp_lane_io.cc) when first
+// asked, and may report them written only when asked again: `len` bytes at
+// the send cursor are checksummed as it is given them. Such a piece is
+// never an item's start (a header is gathered), so the cursor is inside a
+// half-sent frame or answer.
+void TcpLane::SumForTls(size_t len) {
+  if (send_offset_ > 0) {
+    TxSlot& s = slot(sent_ + 1);
+    if (s.payload.checksums_due) {
+      SumSent(s.payload, s.region, s.header_len, send_offset_, send_offset_ + len, s.checksums);
+    }
+  } else if (answers_sent_ < answers_queued_) {
+    Answer& a = answers_[(answers_sent_ + 1) % answers_.size()];
+    if (a.payload.checksums_due) {
+      SumSent(a.payload, a.region.get(), a.len, answer_offset_, answer_offset_ + len, nullptr);
+    }
   }
-  a.checksums_due = false;
+}
+
+// A small verified payload's checksums are taken as it joins a batch: its
+// bytes are then in cache for the copy right behind, and the frames after
+// it need not wait for its table.
+void TcpLane::SumAheadIfSmall(Payload& p, const memory::Region* region, uint64_t* out) {
+  if (p.checksums_due && p.length <= kSumAheadBytes) SumSent(p, region, 0, 0, p.length, out);
 }
 
 // The verified WRITE rx_frame_ is placed: whether its blocks hold what the
@@ -61,22 +78,14 @@ void TcpLane::SumSent(Answer& a, size_t from, size_t to) {
 // notice it carries is not landed: the writer fails the transfer, naming
 // the block.
 bool TcpLane::LandedAsSent() {
-  // The frame's tables are still in rx_header_ (what followed the payload
-  // went to its start).
-  const uint8_t* entries = rx_header_ + kHeaderBytes + (rx_has_notice_ ? kNoticeBytes : 0);
-  const uint8_t* table = entries + rx_frame_.blocks * kBlockEntryBytes;
-  iovec landed[kMaxBlocksPerOp];
+  // The blocks are rx_iov_; the table followed the payload into rx_header_.
   uint64_t sent[kMaxBlocksPerOp];
   for (uint32_t b = 0; b < rx_frame_.blocks; ++b) {
-    uint64_t offset;
-    uint32_t length;
-    DecodeBlockEntry(entries + b * kBlockEntryBytes, &offset, &length);
-    landed[b] = {rx_region_->data() + offset, length};
-    sent[b] = LoadLE<uint64_t>(table + b * kChecksumBytes);
+    sent[b] = LoadLE<uint64_t>(rx_header_ + b * kChecksumBytes);
   }
-  FlipBitForTest(landed, rx_frame_.blocks);
+  FlipBitForTest(rx_iov_, rx_frame_.blocks);
   ChecksumMismatch mismatch;
-  if (CheckLanded(rx_region_.get(), landed, rx_frame_.blocks, sent, &mismatch)) return true;
+  if (CheckLanded(rx_region_.get(), rx_iov_, rx_frame_.blocks, sent, &mismatch)) return true;
   link_.counters().writes_rejected.fetch_add(1, std::memory_order_relaxed);
   Answer* a = NewAnswerAfterAcks();
   if (a == nullptr) return false;
@@ -91,17 +100,16 @@ bool TcpLane::LandedAsSent() {
   return false;
 }
 
-// Our verified READ `s` is in, with the source's checksums in rx_header_:
-// they become the op's, and what landed is checked against them.
+// Our verified READ `s` is in (its blocks are rx_iov_), with the source's
+// checksums in rx_header_: they become the op's, and what landed is checked
+// against them.
 void TcpLane::FinishVerifiedRead(const TxSlot& s, CompletionSink& sink) {
-  iovec landed[kMaxBlocksPerOp];
   for (uint32_t b = 0; b < s.block_count; ++b) {
-    landed[b] = {s.local_base + s.blocks[b].local_offset, s.blocks[b].length};
     s.checksums[b] = LoadLE<uint64_t>(rx_header_ + b * kChecksumBytes);
   }
-  FlipBitForTest(landed, s.block_count);
+  FlipBitForTest(rx_iov_, s.block_count);
   ChecksumMismatch mismatch;
-  const bool good = CheckLanded(s.region, landed, s.block_count, s.checksums, &mismatch);
+  const bool good = CheckLanded(s.region, rx_iov_, s.block_count, s.checksums, &mismatch);
   mismatch.checksums = s.checksums;
   sink.OnOpDone(OpCompletion{s.cookie, s.payload_len, nullptr, good ? nullptr : &mismatch});
 }
