@@ -70,8 +70,9 @@ uint32_t TcpLane::Post(absl::Span<const DataOp> ops) {
       const Block& block = op.blocks[b];
       EncodeBlockEntry(block.remote_offset, block.length, s.header + s.header_len);
       s.header_len += kBlockEntryBytes;
-      if (op.kind == OpKind::kWrite)
+      if (op.kind == OpKind::kWrite) {
         s.payload.Add(op.local_base + block.local_offset, block.length);
+      }
     }
     if (op.kind == OpKind::kWrite && op.checksums != nullptr) s.payload.Verify();
   }
