@@ -100,11 +100,10 @@ void Transfer::FinishVerified() {
     Finish(TransferState::kDone, absl::OkStatus());
     return;
   }
-  absl::Status error =
-      corrupt() ? checksums_->MismatchError(blocks_, plan_.kind == transport::OpKind::kRead)
-      : plan_.expected_checksums != nullptr
-          ? checksums_->ExpectedError(blocks_, *plan_.expected_checksums)
-          : absl::OkStatus();
+  if (FailIfCorrupt()) return;
+  absl::Status error = plan_.expected_checksums != nullptr
+                           ? checksums_->ExpectedError(blocks_, *plan_.expected_checksums)
+                           : absl::OkStatus();
   const TransferState end = error.ok() ? TransferState::kDone : TransferState::kFailed;
   Finish(end, std::move(error));
 }
