@@ -30,12 +30,6 @@ bool Tenant::MayUse(const memory::Region& region) const {
   return MayUse(region.spec().owner, region.spec().shared_with);
 }
 
-bool Tenant::MayUse(absl::string_view owner, absl::Span<const std::string> shared_with) const {
-  if (Owns(owner)) return true;
-  return std::any_of(shared_with.begin(), shared_with.end(),
-                     [&](const std::string& t) { return t == "*" || t == name(); });
-}
-
 absl::Status Tenant::CheckUse(const memory::Region& region) const {
   if (MayUse(region)) return absl::OkStatus();
   return Denied(absl::StrCat("region '", region.name(), "' belongs to tenant '",

@@ -6,6 +6,7 @@
 // requests and transfers hold plain pointers to it.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -17,7 +18,6 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "absl/types/span.h"
 #include "daemon/common/config.h"
 #include "daemon/engine/priority.h"
 #include "daemon/engine/rate_limit.h"
@@ -68,9 +68,14 @@ class Tenant {
   // Whether its clients may use `region` in transfers, watch and map it:
   // its own, or one shared with it. Any thread.
   bool MayUse(const memory::Region& region) const;
-  // The same for a region `owner` registered, shared with `shared_with`
-  // (one of another node's, as the cluster directory describes it).
-  bool MayUse(absl::string_view owner, absl::Span<const std::string> shared_with) const;
+  // The same for a region `owner` registered, shared with the tenant names
+  // in `shared_with` (one of another node's, as the cluster directory
+  // describes it: any range of strings).
+  template <typename Names>
+  bool MayUse(absl::string_view owner, const Names& shared_with) const {
+    return Owns(owner) || std::any_of(shared_with.begin(), shared_with.end(),
+                                      [&](absl::string_view t) { return t == "*" || t == name(); });
+  }
   // PERMISSION_DENIED naming the region's owner unless MayUse; counted.
   absl::Status CheckUse(const memory::Region& region) const;
   // PERMISSION_DENIED unless it owns `region` (deregistering, ACLs); counted.

@@ -4,7 +4,6 @@
 // its reply goes out from there.
 #include <string>
 #include <utility>
-#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -24,9 +23,8 @@ absl::Status NoDirectory() {
 // Whether a client of `tenant` sees the directory's `region`: its tenant's,
 // shared with it, or any for an admin tenant, as for a region of this node.
 bool Visible(const engine::Tenant& tenant, const v1::DirectoryRegion& region) {
-  const std::vector<std::string> shared_with(region.shared_with().begin(),
-                                             region.shared_with().end());
-  return tenant.MayUse(region.tenant().empty() ? kDefaultTenant : region.tenant(), shared_with);
+  return tenant.MayUse(region.tenant().empty() ? kDefaultTenant : region.tenant(),
+                       region.shared_with());
 }
 
 }  // namespace
