@@ -14,18 +14,22 @@ Builds the daemon and the Python client with --config=opt (unless
     random order) to b and reads them back.
 Phases, one after the other:
   1. the critical client alone;
-  2. the background alone, every write normal (its reference throughput);
-  3. both, everyone normal;
-  4. the background alone, its writes bulk (the reference for 5);
-  5. both, the critical client critical, the background bulk.
-Prints the critical writes' and reads' p50/p99 in phases 1, 3 and 5, their
-p99 against phase 1's (target with priorities: <= 2), the same requests'
-time inside daemon a (submitted to finished, from its history: the rest is
-the client's and the request rings'), and the background's
-throughput in 3 and 5 against 2 and 4 (target: >= 0.9). The background's
-throughput is a's payload bytes sent (Stats.bytes_sent) less the critical
-writes'. A benchmark, not a test: it checks every byte moved (the critical
-blocks after each read, the background regions at the end), never the speed.
+  2. the background, every write normal, in windows of 2 s that alternate
+     between the background alone (its reference throughput) and the
+     critical client beside it, everyone normal;
+  3. the same with the background's writes bulk and the critical client
+     critical.
+Alternating the windows (5 pairs, 2 with --quick) keeps this shared host's
+drift out of the ratio. Prints the critical writes' and reads' p50/p99 in
+each phase, their p99 against phase 1's (target with priorities: <= 2),
+the same requests' time inside daemon a (submitted to finished, from its
+history: the rest is the client's and the request rings'), and the
+background's throughput beside the critical client against alone (target:
+>= 0.9). The background's throughput is a's payload bytes sent
+(Stats.bytes_sent) less the critical writes'. A benchmark, not a test: it
+checks every byte moved (the stamps of the critical blocks after each
+read, the blocks whole after each window, the background regions at the
+end), never the speed.
 """
 
 from __future__ import annotations
@@ -40,6 +44,8 @@ import threading
 import time
 from typing import Any, Dict, List, Tuple
 
+import numpy as np
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib  # noqa: E402
 from benchlib import GiB, KiB, MiB, table  # noqa: E402
@@ -50,6 +56,7 @@ BLOCK = 16 * KiB
 PERIOD_S = 0.010
 TARGET_P99_RATIO = 2.0
 TARGET_THROUGHPUT_RATIO = 0.9
+WINDOW_S = 2.0
 
 
 def parse_args() -> argparse.Namespace:
@@ -123,23 +130,31 @@ class Background:
 
 class Critical:
     """Every PERIOD_S: 64 blocks of 16 KiB written to b, then read back into
-    another region, each checked."""
+    another region. Each cycle first stamps its number into the first 8
+    bytes of every source block and, once read back, checks the stamps: a
+    write or read that moved nothing is caught at once. The whole 1 MiB is
+    compared once the phase or window is over (finish): beside the
+    background's copies that comparison took 1.4 ms of CPU, which the
+    background would pay for every cycle. Only the stamps change between
+    cycles."""
 
     def __init__(self, client: Any, src: Any, back: Any, seed: int) -> None:
-        self.client, self.src, self.back = client, src, back
+        self.client = client
         rng = random.Random(seed)
         slots = list(range(BLOCKS * 4))
         rng.shuffle(slots)
-        self.src_offsets = [s * BLOCK for s in slots[:BLOCKS]]
+        self.slots = np.array(slots[:BLOCKS])
+        self.src_offsets = [int(s) * BLOCK for s in self.slots]
         self.dst_offsets = [k * BLOCK for k in range(BLOCKS)]
+        self.src_blocks = np.frombuffer(src.buffer, dtype=np.uint8).reshape(-1, BLOCK)
+        self.back_blocks = np.frombuffer(back.buffer, dtype=np.uint8).reshape(BLOCKS, BLOCK)
+        self.cycle = 0
 
-    def run(self, seconds: float, priority: str) -> Dict[str, List[float]]:
-        """The phase's latencies (us): "write" and "read" as the client saw
-        them, "write_daemon" and "read_daemon" inside daemon a (submitted to
-        finished, read back from its history once the phase is over)."""
-        writes: List[float] = []
-        reads: List[float] = []
-        ids: Dict[str, List[int]] = {"write": [], "read": []}
+    def run(self, seconds: float, priority: str) -> Dict[str, List[Any]]:
+        """The latencies (us) over `seconds`, "write" and "read" as the
+        client saw them, and the transfers' ids ("write_ids", "read_ids"),
+        which finish() needs."""
+        lat: Dict[str, List[Any]] = {"write": [], "read": [], "write_ids": [], "read_ids": []}
         end = time.monotonic() + seconds
         next_at = time.monotonic()
         while time.monotonic() < end:
@@ -147,6 +162,7 @@ class Critical:
             if now < next_at:
                 time.sleep(next_at - now)
             next_at += PERIOD_S
+            self.stamp()
             start = time.perf_counter()
             w = self.client.write_blocks("crit_src", "b", "crit_dst", self.src_offsets,
                                          self.dst_offsets, block_length=BLOCK,
@@ -156,32 +172,46 @@ class Critical:
                                         self.dst_offsets, block_length=BLOCK,
                                         priority=priority).wait(60).raise_for_state()
             done = time.perf_counter()
-            writes.append((middle - start) * 1e6)
-            reads.append((done - middle) * 1e6)
-            ids["write"].append(w.id)
-            ids["read"].append(r.id)
-            self.check()
-        inside = self.daemon_times(ids["write"] + ids["read"])
-        return {"write": writes, "read": reads,
-                "write_daemon": [inside[i] for i in ids["write"] if i in inside],
-                "read_daemon": [inside[i] for i in ids["read"] if i in inside]}
+            lat["write"].append((middle - start) * 1e6)
+            lat["read"].append((done - middle) * 1e6)
+            lat["write_ids"].append(w.id)
+            lat["read_ids"].append(r.id)
+            self.check_stamps()
+        return lat
 
-    def daemon_times(self, ids: List[int]) -> Dict[int, float]:
-        """Submitted to finished (us) of these transfers, by id, from the
-        daemon's history (newest first: the phase's background writes are
-        among them)."""
-        wanted = set(ids)
+    def finish(self, lat: Dict[str, List[Any]]) -> None:
+        """After run(), outside the time measured: compares the last cycle's
+        blocks whole, and adds "write_daemon" and "read_daemon" to `lat`,
+        its transfers' time inside daemon a (submitted to finished, us), from
+        its history (newest first: the background's writes are among them)."""
+        self.check()
+        ids = lat["write_ids"] + lat["read_ids"]
         times: Dict[int, float] = {}
         for t in self.client.transfers(include_finished=True, limit=len(ids) + 1000):
-            if t.id in wanted and t.submitted_at and t.finished_at:
+            if t.submitted_at and t.finished_at:
                 times[t.id] = (t.finished_at - t.submitted_at).total_seconds() * 1e6
-        return times
+        for op in ("write", "read"):
+            lat[f"{op}_daemon"] = [times[i] for i in lat[f"{op}_ids"] if i in times]
+
+    def stamp(self) -> None:
+        """Writes this cycle's number into the first 8 bytes of every
+        source block."""
+        self.cycle += 1
+        self.src_blocks[self.slots, :8] = np.frombuffer(
+            self.cycle.to_bytes(8, "little"), dtype=np.uint8)
+
+    def check_stamps(self) -> None:
+        stamps = self.back_blocks[:, :8].copy().view(np.uint64).ravel()
+        if not np.all(stamps == self.cycle):
+            bad = int(np.argmax(stamps != self.cycle))
+            raise SystemExit(f"critical block {bad} of cycle {self.cycle}: read back holds "
+                             f"cycle {int(stamps[bad])}'s bytes")
 
     def check(self) -> None:
-        src, back = self.src.buffer, self.back.buffer
-        for k, at in enumerate(self.src_offsets):
-            if src[at:at + BLOCK] != back[k * BLOCK:(k + 1) * BLOCK]:
-                raise SystemExit(f"critical block {k}: read back differs from what was written")
+        if not np.array_equal(self.back_blocks, self.src_blocks[self.slots]):
+            bad = int(np.argmax(np.any(self.back_blocks != self.src_blocks[self.slots], axis=1)))
+            raise SystemExit(f"critical block {bad} of cycle {self.cycle}: read back differs "
+                             "from what was written")
 
 
 def percentiles(samples: List[float]) -> Dict[str, float]:
@@ -190,10 +220,11 @@ def percentiles(samples: List[float]) -> Dict[str, float]:
             "p99_us": benchlib.percentile(ordered, 99)}
 
 
-def background_gbps(ca: Any, seconds: float, critical: Any = None,
-                    priority: str = "normal") -> Tuple[float, Dict[str, Any]]:
-    """a's payload bytes sent per second over `seconds`, less the critical
-    client's writes when it runs (then also its latencies)."""
+def background_window(ca: Any, seconds: float, critical: Any = None,
+                      priority: str = "normal") -> Tuple[int, float, Dict[str, Any]]:
+    """a's payload bytes sent over about `seconds` and the time it took,
+    less the critical client's writes when it runs (then also its
+    latencies)."""
     before = ca.stats().bytes_sent
     start = time.monotonic()
     lat: Dict[str, Any] = {}
@@ -203,7 +234,28 @@ def background_gbps(ca: Any, seconds: float, critical: Any = None,
         lat = critical.run(seconds, priority)
     elapsed = time.monotonic() - start
     sent = ca.stats().bytes_sent - before - len(lat.get("write", [])) * BLOCKS * BLOCK
-    return sent / elapsed / 1e9, lat
+    if critical is not None:
+        critical.finish(lat)
+    return sent, elapsed, lat
+
+
+def background_beside(ca: Any, critical: Any, priority: str,
+                      pairs: int) -> Tuple[float, float, Dict[str, List[float]]]:
+    """The background's GB/s alone and beside the critical client (in
+    `priority`), over `pairs` pairs of alternating windows, and the critical
+    client's latencies."""
+    sent = {False: 0, True: 0}
+    took = {False: 0.0, True: 0.0}
+    lat: Dict[str, List[float]] = {}
+    for _ in range(pairs):
+        for beside in (False, True):
+            n, elapsed, window = background_window(ca, WINDOW_S, critical if beside else None,
+                                                   priority)
+            sent[beside] += n
+            took[beside] += elapsed
+            for key, values in window.items():
+                lat.setdefault(key, []).extend(values)
+    return sent[False] / took[False] / 1e9, sent[True] / took[True] / 1e9, lat
 
 
 def sha(view: Any) -> str:
@@ -214,10 +266,10 @@ def main() -> None:
     args = parse_args()
     bins = benchlib.build(args.no_build, args.bazel_bin)
     bins.import_client()
-    import numpy as np
     import xferd
     size = args.size or (256 * MiB if args.quick else GiB)
     phase_s = 4.0 if args.quick else 10.0
+    pairs = 2 if args.quick else 5
     children = benchlib.Children()
     workdir = tempfile.mkdtemp(prefix="qos-bench-")
     children.dirs.append(workdir)
@@ -242,19 +294,18 @@ def main() -> None:
         critical.run(1.0, "normal")  # warm: connections, keys, page faults
         benchlib.log(f"phase 1: the critical client alone, {phase_s:.0f} s")
         alone = critical.run(phase_s, "critical")
+        critical.finish(alone)
 
         background = Background(xferd, a.target, size)
         background.start()
         background.switch("normal")
-        benchlib.log(f"phase 2: the background alone (normal), {phase_s:.0f} s")
-        ref_normal, _ = background_gbps(ca, phase_s)
-        benchlib.log(f"phase 3: both, everyone normal, {phase_s:.0f} s")
-        mixed_normal, lat_normal = background_gbps(ca, phase_s, critical, "normal")
+        benchlib.log(f"phase 2: the background (normal) alone and beside the critical client "
+                     f"(normal), {pairs} x {2 * WINDOW_S:.0f} s")
+        ref_normal, mixed_normal, lat_normal = background_beside(ca, critical, "normal", pairs)
         background.switch("bulk")
-        benchlib.log(f"phase 4: the background alone (bulk), {phase_s:.0f} s")
-        ref_bulk, _ = background_gbps(ca, phase_s)
-        benchlib.log(f"phase 5: both, critical over bulk, {phase_s:.0f} s")
-        mixed_bulk, lat_prio = background_gbps(ca, phase_s, critical, "critical")
+        benchlib.log(f"phase 3: the background (bulk) alone and beside the critical client "
+                     f"(critical), {pairs} x {2 * WINDOW_S:.0f} s")
+        ref_bulk, mixed_bulk, lat_prio = background_beside(ca, critical, "critical", pairs)
         background.check()
         background.close()
         background = None
@@ -264,7 +315,7 @@ def main() -> None:
                 raise SystemExit(f"bg_dst{i} differs from bg_src after the run")
 
         figures: Dict[str, Any] = {"bytes_per_background_write": size, "phase_s": phase_s,
-                                   "toml": toml, "transport": args.transport}
+                                   "window_pairs": pairs, "window_s": WINDOW_S, "toml": toml, "transport": args.transport}
         rows = []
         for op in ("write", "read"):
             base = percentiles(alone[op])
