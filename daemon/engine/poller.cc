@@ -279,22 +279,28 @@ bool Poller::ServiceOne(Transfer& t, uint32_t* posted, uint64_t* bytes) {
   }
   // Critical ops go first but never take a lane's last credit, which the
   // other classes keep so that they progress under any critical load. The
-  // others join a lane only while it holds less than lane_bytes of theirs
-  // (a critical op waits behind that much at most), or than two of this
-  // transfer's slices if they are larger: with one, the lane would idle
-  // while each slice's acknowledgement comes back.
+  // others join a lane only while it holds less than lane_bytes (a critical
+  // op waits behind that much at most), or than two of this transfer's
+  // slices if they are larger: with one, the lane would idle while each
+  // slice's acknowledgement comes back. Critical ops' bytes count too: the
+  // others give way while a critical burst drains, rather than add to what
+  // the socket or send queue holds (which slowed them all), but they always
+  // keep one op on the lane, so none starves.
   const bool critical = t.plan().spec.priority == Priority::kCritical;
   const uint32_t lane_credits = lane.credits();
   const uint32_t credits =
       std::min(critical ? (lane_credits > 0 ? lane_credits - 1 : 0) : lane_credits, kMaxPostBatch);
   if (credits == 0) return true;
-  const auto held_at = critical ? lane_bytes_.end() : lane_bytes_.find(&lane);
-  const uint64_t held = held_at == lane_bytes_.end() ? 0 : held_at->second;
+  const auto held_at = lane_bytes_.find(&lane);
+  const LaneHeld held = held_at == lane_bytes_.end() ? LaneHeld{} : held_at->second;
   const uint64_t limit = std::max<uint64_t>(options_.lane_bytes, 2 * uint64_t{t.plan().slice_size});
   transport::DataOp ops[kMaxPostBatch];
   uint32_t n = 0;
   uint64_t batch_bytes = 0;  // of ops[0, n)
-  auto room = [&] { return batch_bytes < allowance && (critical || held + batch_bytes < limit); };
+  auto room = [&] {
+    return batch_bytes < allowance && (critical || held.all + batch_bytes < limit ||
+                                       (held.below_critical == 0 && batch_bytes == 0));
+  };
   bool bulk_claimed_out = false;
   while (n < credits && room()) {
     if (t.BulkClaimedOut()) {
@@ -324,7 +330,9 @@ bool Poller::ServiceOne(Transfer& t, uint32_t* posted, uint64_t* bytes) {
     t.MarkRunning();
     // Held before the post: a lane may complete ops inside it (a same-host
     // copy does), and their completions release what they held.
-    if (!critical) lane_bytes_[&lane] += batch_bytes;
+    LaneHeld& holds = lane_bytes_[&lane];
+    holds.all += batch_bytes;
+    if (!critical) holds.below_critical += batch_bytes;
     const uint32_t taken = lane.Post(absl::MakeConstSpan(ops, n));
     *bytes += batch_bytes;
     if (taken < n) {
@@ -336,7 +344,7 @@ bool Poller::ServiceOne(Transfer& t, uint32_t* posted, uint64_t* bytes) {
         t.RemoveInFlight();
       }
       *bytes -= untaken_bytes;
-      if (!critical) Release(lane, untaken_bytes);
+      Release(lane, untaken_bytes, critical);
       t.Finish(TransferState::kFailed,
                link.status().ok() ? absl::UnavailableError("lane refused writes") : link.status());
       return false;
@@ -354,9 +362,7 @@ void Poller::OnOpDone(const transport::OpCompletion& c) {
   Transfer* t = CookieTransfer(c.cookie);
   // Its lane holds this op's bytes no more (completions come to the poller
   // that posted, with the op's length even when it failed).
-  if (t->plan().spec.priority != Priority::kCritical) {
-    Release(t->plan().link->lane(index_), c.length);
-  }
+  Release(t->plan().link->lane(index_), c.length, t->plan().spec.priority == Priority::kCritical);
   if (c.mismatch != nullptr) t->checksums()->RecordMismatch(*c.mismatch);
   if (c.error != nullptr) {
     t->Finish(TransferState::kFailed, *c.error);
@@ -374,14 +380,13 @@ void Poller::OnOpDone(const transport::OpCompletion& c) {
   t->RemoveInFlight();  // last touch: the transfer may be freed after this
 }
 
-void Poller::Release(const transport::Lane& lane, uint64_t bytes) {
+void Poller::Release(const transport::Lane& lane, uint64_t bytes, bool critical) {
   const auto held = lane_bytes_.find(&lane);
   if (held == lane_bytes_.end()) return;
-  if (held->second <= bytes) {
-    lane_bytes_.erase(held);
-  } else {
-    held->second -= bytes;
-  }
+  LaneHeld& h = held->second;
+  h.all -= std::min(h.all, bytes);
+  if (!critical) h.below_critical -= std::min(h.below_critical, bytes);
+  if (h.all == 0) lane_bytes_.erase(held);
 }
 
 std::optional<std::chrono::nanoseconds> Poller::Sleep() {

@@ -5,10 +5,10 @@
 // served first on every pass (short of a lane's last credit); the other
 // classes take turns by how many bytes they have posted per unit of weight,
 // and post to a lane only while it holds less than PollerOptions::lane_bytes
-// of theirs. Within a class, tenants share by weight (TenantShares), and a
-// tenant over its bandwidth waits (docs/tenants.md).
-// Idle pollers spin for a short while, then sleep on the worker's fd and their
-// inbox's, so an idle daemon uses no CPU.
+// (critical ops' bytes included; one op of theirs at least). Within a class, tenants share by
+// weight (TenantShares), and a tenant over its bandwidth waits (docs/tenants.md). Idle pollers spin
+// for a short while, then sleep on the worker's fd and their inbox's, so an idle daemon uses no
+// CPU.
 #pragma once
 
 #include <array>
@@ -46,7 +46,9 @@ struct PollerOptions {
   // By PriorityIndex; the critical class's is unused (it goes first).
   std::array<uint32_t, kPriorities> weights = {1, 8, 2, 1};
   // Below critical, an op is posted only to a lane holding less than this
-  // of such ops (or than two of its transfer's slices, if larger).
+  // (or than two of its transfer's slices, if larger), counting every op
+  // this poller posted there and has not seen complete, critical ones too;
+  // but each lane may always hold one op from below critical.
   uint64_t lane_bytes = 2 << 20;
   // The daemon's tenants (Tenants::all()): within a class, they share the
   // lanes by their weights (TenantShares).
@@ -123,8 +125,8 @@ class Poller final : public transport::CompletionSink {
   // Posts what it can for `transfer` (see the top), within its tenant's
   // bandwidth; false once this poller is done with it.
   bool ServiceOne(Transfer& transfer, uint32_t* posted, uint64_t* bytes);
-  // `lane` holds `bytes` of ops below critical no more.
-  void Release(const transport::Lane& lane, uint64_t bytes);
+  // `lane` holds `bytes` of ops no more, of the critical class or not.
+  void Release(const transport::Lane& lane, uint64_t bytes, bool critical);
   // Sleeps until there is work; how long it slept, or nullopt when work
   // came before it could fall asleep.
   std::optional<std::chrono::nanoseconds> Sleep();
@@ -159,9 +161,13 @@ class Poller final : public transport::CompletionSink {
   // longer than that.
   int64_t now_ns_ = 0;
   int64_t throttled_until_ns_ = 0;
-  // Bytes of ops below critical each lane holds: posted by this poller, not
-  // yet completed. Only lanes holding some are in it.
-  absl::flat_hash_map<const transport::Lane*, uint64_t> lane_bytes_;
+  // Bytes of ops each lane holds: posted by this poller, not yet completed.
+  // Only lanes holding some are in it.
+  struct LaneHeld {
+    uint64_t all = 0;
+    uint64_t below_critical = 0;
+  };
+  absl::flat_hash_map<const transport::Lane*, LaneHeld> lane_bytes_;
   std::vector<std::shared_ptr<PollSource>> sources_;
 
   std::atomic<uint64_t> sleeps_{0};

@@ -1,6 +1,7 @@
 // Priority classes where bytes wait (docs/priorities.md): the order ops
-// reach a lane, the bytes a lane holds below critical, the share by weight,
-// the critical reserve of admission, and the per-class counters.
+// reach a lane, the bytes a lane holds for the classes below critical, the
+// share by weight, the critical reserve of admission, and the per-class
+// counters.
 #include "daemon/engine/priority.h"
 
 #include <gtest/gtest.h>
@@ -87,6 +88,57 @@ TEST_F(LaneBytesTest, ACriticalTransferOvertakesAQueuedBulkOne) {
   EXPECT_EQ(bc.done, 1u);
   EXPECT_EQ(bc.bytes, kBulk);
   EXPECT_EQ(counters.by_priority[PriorityIndex(Priority::kNormal)].submitted, 0u);
+}
+
+EngineConfig OnePoller(uint32_t lane_depth, uint64_t lane_bytes) {
+  EngineConfig config = Config(lane_depth, lane_bytes);
+  config.pollers = 1;
+  return config;
+}
+
+class OneLaneTest : public TwoEngineTest {
+ protected:
+  OneLaneTest() : TwoEngineTest(OnePoller(64, 2 * kSlice)) {}
+};
+
+// A critical burst's bytes count against lane_bytes too: a bulk transfer
+// that comes while the lane holds them keeps one op on the lane (none
+// starves), not the two lane_bytes would allow it alone, and the rest waits
+// until the burst has drained.
+TEST_F(OneLaneTest, BulkKeepsOneOpOnALaneACriticalBurstFills) {
+  Fill(*src_, 7);
+  FakeTransport& fake = *a_->transport;
+  fake.HoldCompletions(true);
+  constexpr uint64_t kCritical = 4 * kSlice, kBulk = 64 << 10;
+  auto count = [&](uint64_t from, uint64_t to) {
+    uint64_t n = 0;
+    for (const PostedOp& op : fake.posted()) n += Into(op, from, to) ? 1 : 0;
+    return n;
+  };
+  auto critical =
+      h_.Submit(*a_, {Classed(Spec("src", "b", "dst", kCritical), Priority::kCritical)});
+  ASSERT_TRUE(critical.ok()) << critical.status();
+  ASSERT_TRUE(WaitUntil([&] { return count(0, kCritical) + 1 >= kCritical / kSlice; }));
+  auto bulk = h_.Submit(
+      *a_, {Classed(Spec("src", "b", "dst", kBulk, kCritical, kCritical), Priority::kBulk)});
+  ASSERT_TRUE(bulk.ok()) << bulk.status();
+  ASSERT_TRUE(WaitUntil([&] { return count(kCritical, kCritical + kBulk) >= 1; }))
+      << "the bulk transfer got no op onto a lane the critical one filled";
+  // A second critical transfer, taken on a later pass than the bulk op's:
+  // once its op is posted, the bulk one has had its chance to post more.
+  constexpr uint64_t kSecond = kCritical + kBulk;
+  auto second = h_.Submit(
+      *a_, {Classed(Spec("src", "b", "dst", 2 * kSlice, kSecond, kSecond), Priority::kCritical)});
+  ASSERT_TRUE(second.ok()) << second.status();
+  ASSERT_TRUE(WaitUntil([&] { return count(kSecond, kSecond + 2 * kSlice) >= 1; }));
+  EXPECT_EQ(count(kCritical, kCritical + kBulk), 1u)
+      << "bulk ops joined a lane holding a critical burst past lane_bytes";
+
+  fake.HoldCompletions(false);
+  for (const auto* ids : {&*critical, &*bulk, &*second}) {
+    ASSERT_EQ(h_.Wait((*ids)[0]).state, TransferState::kDone);
+  }
+  EXPECT_EQ(std::memcmp(src_->data(), dst_->data(), kSecond + 2 * kSlice), 0);
 }
 
 class ShallowLanesTest : public TwoEngineTest {
