@@ -34,13 +34,23 @@ absl::Status GrpcPeerRpc::Finish(const grpc::Status& status, const std::string& 
       "CA)"));
 }
 
-v1::PeerService::Stub& GrpcPeerRpc::StubFor(const std::string& address) {
+std::shared_ptr<GrpcPeerRpc::Stub> GrpcPeerRpc::StubFor(const std::string& address) {
   MutexLock lock(&mu_);
-  auto& stub = stubs_[address];
+  std::shared_ptr<Stub>& stub = stubs_[address];
   if (stub == nullptr) {
-    stub = v1::PeerService::NewStub(grpc::CreateChannel(address, credentials_));
+    grpc::ChannelArguments args;
+    // Connections of its own: through gRPC's global subchannel pool, a
+    // channel made after Forget would share the stalled connection.
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    stub = v1::PeerService::NewStub(grpc::CreateCustomChannel(address, credentials_, args));
   }
-  return *stub;
+  return stub;
+}
+
+void GrpcPeerRpc::Forget(const std::string& address, const std::shared_ptr<Stub>& stub) {
+  MutexLock lock(&mu_);
+  // Unless another call has already replaced it with a new one.
+  if (auto it = stubs_.find(address); it != stubs_.end() && it->second == stub) stubs_.erase(it);
 }
 
 absl::StatusOr<engine::HandshakeMessage> GrpcPeerRpc::Handshake(

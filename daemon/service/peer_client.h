@@ -1,5 +1,7 @@
 // engine::PeerRpc over gRPC: blocking calls with deadlines on cached channels,
-// one per peer address. Called from the engine's control executor only. With
+// one per peer address, dropped after a call that timed out or found the peer
+// unreachable (the next call connects anew). Called from the engine's control
+// executor only. With
 // mTLS, a handshake's callee must present a certificate naming the node id it
 // answers with (PeerAuth), and connection failures say what mTLS needs.
 #pragma once
@@ -52,7 +54,14 @@ class GrpcPeerRpc final : public engine::PeerRpc {
                                              absl::Time deadline) override;
 
  private:
-  v1::PeerService::Stub& StubFor(const std::string& address);
+  using Stub = v1::PeerService::Stub;
+  std::shared_ptr<Stub> StubFor(const std::string& address);
+  // After a call on `stub` that timed out or could not reach the peer: its
+  // connection may be stalled rather than closed (a partition drops packets
+  // without a reset, and TCP then retransmits at backed-off intervals, up to
+  // minutes apart, long after the network healed), so the next call to
+  // `address` opens a new one.
+  void Forget(const std::string& address, const std::shared_ptr<Stub>& stub);
   // The status of a finished call, with what mTLS needs when it failed to connect.
   absl::Status Finish(const grpc::Status& status, const std::string& address) const;
   // One call of `method` on the peer service at `address`, bounded by
@@ -60,21 +69,25 @@ class GrpcPeerRpc final : public engine::PeerRpc {
   // read the callee's certificate afterwards (null: one of its own).
   template <typename Request, typename Response>
   absl::Status Call(const std::string& address, absl::Time deadline,
-                    grpc::Status (v1::PeerService::Stub::*method)(grpc::ClientContext*,
-                                                                 const Request&, Response*),
+                    grpc::Status (Stub::*method)(grpc::ClientContext*, const Request&, Response*),
                     const Request& request, Response* response,
                     grpc::ClientContext* context = nullptr) {
     grpc::ClientContext own;
     if (context == nullptr) context = &own;
     context->set_deadline(absl::ToChronoTime(deadline));
-    return Finish((StubFor(address).*method)(context, request, response), address);
+    const std::shared_ptr<Stub> stub = StubFor(address);
+    const grpc::Status status = ((*stub).*method)(context, request, response);
+    if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ||
+        status.error_code() == grpc::StatusCode::UNAVAILABLE) {
+      Forget(address, stub);
+    }
+    return Finish(status, address);
   }
 
   const std::shared_ptr<grpc::ChannelCredentials> credentials_;
   const PeerAuth auth_;
   Mutex mu_;
-  absl::flat_hash_map<std::string, std::unique_ptr<v1::PeerService::Stub>> stubs_
-      ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, std::shared_ptr<Stub>> stubs_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace xferd::service

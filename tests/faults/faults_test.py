@@ -1,9 +1,9 @@
 """Faults on the TCP transport between two daemons in their own network
 namespaces, joined by a veth pair (see netns.py): packet loss, delay,
 reordering, duplication and corruption (tc netem), a link down and up, a
-partition shorter and longer than the lanes' user timeout, SIGKILL and
-restart of a peer, SIGTERM during transfers on either side, and a full disk
-under a file-backed region.
+partition shorter and longer than the lanes' user timeout, the control
+plane after a long partition, SIGKILL and restart of a peer, SIGTERM during
+transfers on either side, and a full disk under a file-backed region.
 
 Every transfer either completes with every byte verified or fails with a
 clear status, none outlives its deadline, and after each test the surviving
@@ -159,9 +159,13 @@ def regions(cluster: Cluster, net: NetPair) -> Iterator[Regions]:
         if cluster[n].pid != pids[n]:
             continue  # restarted by the test: a new process, a new baseline
         c = client(cluster, n)
+        # Up to 30 s: a connection closed during a partition leaves its FIN
+        # behind unacknowledged bytes, which TCP retransmits at backed-off
+        # intervals (12.8 s apart by then), and the peer holds its end open
+        # until it arrives.
         try:
             wait_until(f"{n} back to its resources before the test",
-                       lambda: settled(before[n], resources(c)), timeout=10.0)
+                       lambda: settled(before[n], resources(c)), timeout=30.0)
         except AssertionError:
             raise AssertionError(f"{n} leaks: before {before[n]}, after {resources(c)}") from None
 
@@ -313,6 +317,36 @@ def test_partition_deadline_then_user_timeout_then_heals(cluster: Cluster, net: 
     assert dst_sha(cluster, "b", "deadline_dst") == digest
     assert next(p for p in a.peers() if p.node_id == "b").state == "connected"
     print("partition healed: the next write reconnected by itself, bytes verified")
+
+
+def test_control_plane_speaks_at_once_after_a_long_partition(cluster: Cluster, net: NetPair,
+                                                              regions: Regions) -> None:
+    """A call stranded by a partition leaves bytes unacknowledged on the
+    peer's gRPC connection, which TCP retransmits at backed-off intervals
+    (from 0.2 s, doubling: 12.6 s, then 25.4 s after it was sent). Kept after
+    a heal at 16 s, that connection would next speak about 9 s later, so a
+    write with 5 s to resolve its region would fail although the network is
+    back. The daemon drops a connection a call timed out on: the write
+    connects anew and lands in time."""
+    a = client(cluster, "a")
+    s = regions.make("a", "stall_src", MiB)
+    regions.make("b", "stall_dst", MiB, remote_write=True)
+    net.netem("loss 100%")
+    try:
+        partitioned = time.monotonic()
+        err, _ = failure_of(lambda: a.write("stall_src", "b", "stall_dst", MiB,
+                                            timeout=2.0).wait(WAIT_S))
+        assert isinstance(err, xferd.DeadlineExceeded), err
+        time.sleep(max(0.0, partitioned + 16.0 - time.monotonic()))
+    finally:
+        net.clear()
+    digest = sha(fill(s, 16))
+    healed = time.monotonic()
+    a.write("stall_src", "b", "stall_dst", MiB, timeout=5.0).wait(WAIT_S)
+    took = time.monotonic() - healed
+    assert dst_sha(cluster, "b", "stall_dst") == digest
+    print(f"\nheal after 16 s of partition: the next write resolved and landed in {took:.1f} s, "
+          "bytes verified")
 
 
 # ---- process faults ---------------------------------------------------------
