@@ -5,10 +5,11 @@
 // served first on every pass (short of a lane's last credit); the other
 // classes take turns by how many bytes they have posted per unit of weight,
 // and post to a lane only while it holds less than PollerOptions::lane_bytes
-// (critical ops' bytes included; one op of theirs at least). Within a class, tenants share by
-// weight (TenantShares), and a tenant over its bandwidth waits (docs/tenants.md). Idle pollers spin
-// for a short while, then sleep on the worker's fd and their inbox's, so an idle daemon uses no
-// CPU.
+// (critical ops' bytes included; one op of theirs at least). Within a class,
+// tenants share by weight (TenantShares), and a tenant over its bandwidth
+// waits (docs/tenants.md).
+// Idle pollers spin for a short while, then sleep on the worker's fd and their
+// inbox's, so an idle daemon uses no CPU.
 #pragma once
 
 #include <array>

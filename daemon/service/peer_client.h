@@ -1,9 +1,9 @@
 // engine::PeerRpc over gRPC: blocking calls with deadlines on cached channels,
 // one per peer address, dropped after a call that timed out or found the peer
 // unreachable (the next call connects anew). Called from the engine's control
-// executor only. With
-// mTLS, a handshake's callee must present a certificate naming the node id it
-// answers with (PeerAuth), and connection failures say what mTLS needs.
+// executor only. With mTLS, a handshake's callee must present a certificate
+// naming the node id it answers with (PeerAuth), and connection failures say
+// what mTLS needs.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
