@@ -13,15 +13,18 @@ Builds the daemon and the Python client with --config=opt (unless
   - a critical client that every 10 ms writes 64 blocks of 16 KiB (in a
     random order) to b and reads them back.
 Phases, one after the other:
-  1. the critical client alone;
+  1. the critical client alone, for half its time;
   2. the background, every write normal, in windows of 2 s that alternate
      between the background alone (its reference throughput) and the
      critical client beside it, everyone normal;
   3. the same with the background's writes bulk and the critical client
-     critical.
-Alternating the windows (5 pairs, 2 with --quick) keeps this shared host's
-drift out of the ratio. Prints the critical writes' and reads' p50/p99 in
-each phase, their p99 against phase 1's (target with priorities: <= 2),
+     critical;
+  4. the critical client alone again, once the background has stopped: the
+     other half of phase 1.
+Alternating the windows (5 pairs, 2 with --quick), and taking the critical
+client alone before and after, keep this shared host's drift out of the
+ratios. Prints the critical writes' and reads' p50/p99 in each phase, their
+p99 against alone's (phases 1 and 4; target with priorities: <= 2),
 the same requests' time inside daemon a (submitted to finished, from its
 history: the rest is the client's and the request rings'), and the
 background's throughput beside the critical client against alone (target:
@@ -292,8 +295,8 @@ def main() -> None:
         crit_back = ca.register_region("crit_back", BLOCKS * BLOCK, backing="shm")
         critical = Critical(ca, crit_src, crit_back, 3)
         critical.run(1.0, "normal")  # warm: connections, keys, page faults
-        benchlib.log(f"phase 1: the critical client alone, {phase_s:.0f} s")
-        alone = critical.run(phase_s, "critical")
+        benchlib.log(f"phase 1: the critical client alone, {phase_s / 2:.0f} s")
+        alone = critical.run(phase_s / 2, "critical")
         critical.finish(alone)
 
         background = Background(xferd, a.target, size)
@@ -309,13 +312,19 @@ def main() -> None:
         background.check()
         background.close()
         background = None
+        benchlib.log(f"phase 4: the critical client alone again, {phase_s / 2:.0f} s")
+        again = critical.run(phase_s / 2, "critical")
+        critical.finish(again)
+        for key, values in again.items():
+            alone[key].extend(values)
         want = sha(src.buffer)
         for i, d in enumerate(dsts):
             if sha(d.buffer) != want:
                 raise SystemExit(f"bg_dst{i} differs from bg_src after the run")
 
         figures: Dict[str, Any] = {"bytes_per_background_write": size, "phase_s": phase_s,
-                                   "window_pairs": pairs, "window_s": WINDOW_S, "toml": toml, "transport": args.transport}
+                                   "window_pairs": pairs, "window_s": WINDOW_S, "toml": toml,
+                                   "transport": args.transport}
         rows = []
         for op in ("write", "read"):
             base = percentiles(alone[op])
