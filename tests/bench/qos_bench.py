@@ -243,13 +243,13 @@ def background_window(ca: Any, seconds: float, critical: Any = None,
 
 
 def background_beside(ca: Any, critical: Any, priority: str,
-                      pairs: int) -> Tuple[float, float, Dict[str, List[float]]]:
+                      pairs: int) -> Tuple[float, float, Dict[str, List[Any]]]:
     """The background's GB/s alone and beside the critical client (in
     `priority`), over `pairs` pairs of alternating windows, and the critical
     client's latencies."""
     sent = {False: 0, True: 0}
     took = {False: 0.0, True: 0.0}
-    lat: Dict[str, List[float]] = {}
+    lat: Dict[str, List[Any]] = {}
     for _ in range(pairs):
         for beside in (False, True):
             n, elapsed, window = background_window(ca, WINDOW_S, critical if beside else None,
