@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "tests/testing/wait_until.h"
 #include "tests/unit/engine/engine_harness.h"
@@ -39,6 +40,13 @@ bool Into(const PostedOp& op, uint64_t from, uint64_t to) {
          op.blocks[0].remote_offset < to;
 }
 
+// How many of the ops `fake` has posted so far go Into [from, to).
+uint64_t PostedInto(const FakeTransport& fake, uint64_t from, uint64_t to) {
+  const std::vector<PostedOp> posted = fake.posted();
+  return static_cast<uint64_t>(std::count_if(
+      posted.begin(), posted.end(), [&](const PostedOp& op) { return Into(op, from, to); }));
+}
+
 class LaneBytesTest : public TwoEngineTest {
  protected:
   LaneBytesTest() : TwoEngineTest(Config(64, 2 * kSlice)) {}
@@ -59,14 +67,11 @@ TEST_F(LaneBytesTest, ACriticalTransferOvertakesAQueuedBulkOne) {
   ASSERT_TRUE(critical.ok()) << critical.status();
   const uint64_t critical_ops = kCritical / kSlice;
   ASSERT_TRUE(WaitUntil([&] {
-    uint64_t n = 0;
-    for (const PostedOp& op : fake.posted()) n += Into(op, kBulk, kBulk + kCritical) ? 1 : 0;
-    return n + 1 >= critical_ops;  // every bulk op of it (the final waits for them)
+    // every bulk op of it (the final waits for them)
+    return PostedInto(fake, kBulk, kBulk + kCritical) + 1 >= critical_ops;
   })) << "the critical transfer's ops did not reach the lanes past the held bulk ones";
   // Meanwhile the bulk transfer stayed within lane_bytes on each of 2 lanes.
-  uint64_t bulk_posted = 0;
-  for (const PostedOp& op : fake.posted()) bulk_posted += Into(op, 0, kBulk) ? 1 : 0;
-  EXPECT_LE(bulk_posted, 2 * 2u) << "bulk ops went past lane_bytes";
+  EXPECT_LE(PostedInto(fake, 0, kBulk), 2 * 2u) << "bulk ops went past lane_bytes";
 
   fake.HoldCompletions(false);
   const engine::TransferInfo c = h_.Wait((*critical)[0]);
@@ -110,19 +115,14 @@ TEST_F(OneLaneTest, BulkKeepsOneOpOnALaneACriticalBurstFills) {
   FakeTransport& fake = *a_->transport;
   fake.HoldCompletions(true);
   constexpr uint64_t kCritical = 4 * kSlice, kBulk = 64 << 10;
-  auto count = [&](uint64_t from, uint64_t to) {
-    uint64_t n = 0;
-    for (const PostedOp& op : fake.posted()) n += Into(op, from, to) ? 1 : 0;
-    return n;
-  };
   auto critical =
       h_.Submit(*a_, {Classed(Spec("src", "b", "dst", kCritical), Priority::kCritical)});
   ASSERT_TRUE(critical.ok()) << critical.status();
-  ASSERT_TRUE(WaitUntil([&] { return count(0, kCritical) + 1 >= kCritical / kSlice; }));
+  ASSERT_TRUE(WaitUntil([&] { return PostedInto(fake, 0, kCritical) + 1 >= kCritical / kSlice; }));
   auto bulk = h_.Submit(
       *a_, {Classed(Spec("src", "b", "dst", kBulk, kCritical, kCritical), Priority::kBulk)});
   ASSERT_TRUE(bulk.ok()) << bulk.status();
-  ASSERT_TRUE(WaitUntil([&] { return count(kCritical, kCritical + kBulk) >= 1; }))
+  ASSERT_TRUE(WaitUntil([&] { return PostedInto(fake, kCritical, kCritical + kBulk) >= 1; }))
       << "the bulk transfer got no op onto a lane the critical one filled";
   // A second critical transfer, taken on a later pass than the bulk op's:
   // once its op is posted, the bulk one has had its chance to post more.
@@ -130,8 +130,8 @@ TEST_F(OneLaneTest, BulkKeepsOneOpOnALaneACriticalBurstFills) {
   auto second = h_.Submit(
       *a_, {Classed(Spec("src", "b", "dst", 2 * kSlice, kSecond, kSecond), Priority::kCritical)});
   ASSERT_TRUE(second.ok()) << second.status();
-  ASSERT_TRUE(WaitUntil([&] { return count(kSecond, kSecond + 2 * kSlice) >= 1; }));
-  EXPECT_EQ(count(kCritical, kCritical + kBulk), 1u)
+  ASSERT_TRUE(WaitUntil([&] { return PostedInto(fake, kSecond, kSecond + 2 * kSlice) >= 1; }));
+  EXPECT_EQ(PostedInto(fake, kCritical, kCritical + kBulk), 1u)
       << "bulk ops joined a lane holding a critical burst past lane_bytes";
 
   fake.HoldCompletions(false);
