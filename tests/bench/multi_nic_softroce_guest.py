@@ -1,11 +1,12 @@
 """The multi-NIC part of the Soft-RoCE bench: runs inside ONE Soft-RoCE VM
-boot (tests/softroce/vm_run.sh), adds a second device rxe1 on dummy1
-(tests/softroce/second_device.sh) beside the harness's rxe0, and prints the
-report. Started from the host by `tests/bench/softroce_bench.py --multi-nic`;
+boot (tests/softroce/vm_run.sh), lays two veth cables with an rxe device on
+each end (tests/softroce/rxe_wire.sh: rxe1-rxe2 and rxe3-rxe4), and prints
+the report. Started from the host by `tests/bench/softroce_bench.py --multi-nic`;
 not meant to be run by hand outside the VM.
 
-Two daemon pairs in the same boot, one driving rxe0 only and one driving
-rxe0 and rxe1 (transport.verbs_devices; paired by index), take turns writing
+Two daemon pairs in the same boot, one over cable 1 only (a on rxe1, b on
+rxe2) and one over both cables (a on rxe1 and rxe3, b on rxe2 and rxe4;
+transport.verbs_devices, paired by index), take turns writing
 the same SHM region of WRITE_BYTES: MiB/s by the client's clock around a
 Write with wait, and per device the bytes it carried (Stats.devices). The
 last write of each pair is checked by sha256. Every figure is functional:
@@ -25,7 +26,7 @@ import statistics
 import subprocess
 import sys
 import time
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Tuple
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchlib  # noqa: E402
@@ -33,7 +34,9 @@ from benchlib import MiB  # noqa: E402
 
 WRITE_BYTES = 128 * MiB
 SLICE = 1 * MiB
-DEVICES = {"one device": ["rxe0"], "two devices": ["rxe0", "rxe1"]}
+# Each pair's devices: daemon a's, then b's.
+DEVICES = {"one device": (["rxe1"], ["rxe2"]),
+           "two devices": (["rxe1", "rxe3"], ["rxe2", "rxe4"])}
 
 
 def parse_args() -> argparse.Namespace:
@@ -52,13 +55,16 @@ class Pair:
     with a's `src` and b's `dst` SHM regions."""
 
     def __init__(self, children: benchlib.Children, bins: benchlib.Binaries, workdir: str,
-                 tag: str, devices: List[str]) -> None:
+                 tag: str, devices: Tuple[List[str], List[str]]) -> None:
         import xferd
-        toml = f"[transport]\nverbs_devices = {devices!r}\n".replace("'", '"')
+
+        def toml(names: List[str]) -> str:
+            return f"[transport]\nverbs_devices = {names!r}\n".replace("'", '"')
+
         self.a = benchlib.start_daemon(children, bins.xferd, workdir, f"{tag}a", "verbs",
-                                       toml=toml)
+                                       toml=toml(devices[0]))
         self.b = benchlib.start_daemon(children, bins.xferd, workdir, f"{tag}b", "verbs",
-                                       toml=toml)
+                                       toml=toml(devices[1]))
         self.ca, self.cb = xferd.Client(self.a.target), xferd.Client(self.b.target)
         self.ca.connect_peer(self.b.address)
         self.peer = self.b.name
@@ -99,13 +105,13 @@ def main() -> int:
     args = parse_args()
     bins, children, workdir = benchlib.guest_start(args.bazel_bin, "xfmn")
     started = time.monotonic()
-    if subprocess.run(["bash", os.path.join(benchlib.REPO, "tests", "softroce",
-                                            "second_device.sh")],
-                      stdin=subprocess.DEVNULL).returncode != 0:
-        raise SystemExit("no second Soft-RoCE device")
+    wire = os.path.join(benchlib.REPO, "tests", "softroce", "rxe_wire.sh")
+    for cable in ("1", "2"):
+        if subprocess.run(["bash", wire, cable], stdin=subprocess.DEVNULL).returncode != 0:
+            raise SystemExit(f"cable {cable}'s Soft-RoCE devices did not come up")
     rates: Dict[str, List[float]] = {label: [] for label in DEVICES}
     try:
-        pairs = {label: Pair(children, bins, workdir, f"d{len(devs)}", devs)
+        pairs = {label: Pair(children, bins, workdir, f"d{len(devs[0])}", devs)
                  for label, devs in DEVICES.items()}
         for label, pair in pairs.items():
             pair.run()  # warm-up: resolves the region, faults the pages in
@@ -131,12 +137,13 @@ def main() -> int:
         total = sum(splits[label].values()) or 1
         shares = ", ".join(f"{name} {100 * sent / total:.1f}%"
                            for name, sent in sorted(splits[label].items()))
-        rows.append([label, ", ".join(devices), f"{statistics.median(rates[label]):.1f}",
+        pair_devices = " - ".join(", ".join(names) for names in devices)
+        rows.append([label, pair_devices, f"{statistics.median(rates[label]):.1f}",
                      shares, "match" if verified[label] else "MISMATCH"])
     print(benchlib.table(["pair", "devices", "MiB/s (median)", "bytes per device",
                           "last write sha256"], rows, align="llrll"))
-    print(f"\ntwo devices / one device: {two / one:.2f}x. Functional figures: both rxe "
-          "devices are software in one TCG guest, so the emulated CPU bounds both pairs; the "
+    print(f"\ntwo devices / one device: {two / one:.2f}x. Functional figures: every rxe "
+          "device is software in one TCG guest, so the emulated CPU bounds both pairs; the "
           "split shows the striping, not a NIC's bandwidth.\n")
     summary: Dict[str, Any] = {
         "bench": "softroce_multi_nic", "quick": args.quick, "vcpus": os.cpu_count(),

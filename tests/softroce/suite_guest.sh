@@ -3,7 +3,7 @@
 # one after the other, each from what Bazel built on the host. A suite that
 # fails does not stop the others; the last line tallies them.
 set -uo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 1
 bin=${XFERD_BAZEL_BIN:-$PWD/bazel-bin}  # run.sh passes its build's
 
 export XFERD_TEST_TRANSPORT=verbs TEST_WORKSPACE=xferd
@@ -51,9 +51,6 @@ run python_suites bazel_test tests/integration/python/verbs_suites
 # Load over verbs, scaled to Soft-RoCE's ~50 MB/s (TCP runs the full size).
 XFERD_LOAD_CLIENTS=8 XFERD_LOAD_TRANSFERS=25 run load bazel_test tests/load/load_test
 
-# Last, so every suite above runs with one device: a second rxe device on its
-# own dummy netdev (Soft-RoCE cannot join QPs of two rxe devices in one VM,
-# so the daemons pair rxe0 with rxe0 and rxe1 with rxe1).
 # Debian's kernel has the tls module (the CI host's may not): every encrypted
 # TCP lane must run TLS in it both ways there (OpenSSL's send offload and the
 # daemon's receive), still carry no plaintext, interoperate with peers whose
@@ -65,8 +62,11 @@ else
   failures+=("kernel_tls_module")
 fi
 
-if bash tests/softroce/second_device.sh; then
-  XFERD_MULTI_NIC=1 run python_multi_nic_test bazel_test tests/integration/python/multi_nic_test
+# Last, so every suite above runs with one device: two veth cables with an
+# rxe device on each end (rxe_wire.sh says how), for the multi-NIC suite.
+if bash tests/softroce/rxe_wire.sh 1 && bash tests/softroce/rxe_wire.sh 2; then
+  XFERD_RXE_WIRE=$PWD/tests/softroce/rxe_wire.sh \
+    run python_multi_nic_test bazel_test tests/integration/python/multi_nic_test
 else
   failed=$((failed + 1))
   failures+=("second_rxe_device")

@@ -1,18 +1,21 @@
 """Several RDMA devices per daemon (transport.verbs_devices), in the
-Soft-RoCE VM: rxe0 on dummy0 and rxe1 on dummy1, set up by
-tests/softroce/suite_guest.sh before it runs this with XFERD_MULTI_NIC=1.
-Daemons a and b drive both devices, c only rxe0. Pairing is by index, so
-each queue pair joins two ports of the same rxe device (Soft-RoCE cannot
-connect two different rxe devices inside one VM).
+Soft-RoCE VM. tests/softroce/rxe_wire.sh lays two veth "cables": rxe1 and
+rxe2 on the ends of cable 1, rxe3 and rxe4 on cable 2; suite_guest.sh then
+runs this with XFERD_RXE_WIRE set to that script. Daemon a drives rxe1 and
+rxe3, b rxe2 and rxe4, c only rxe2. Pairing is by index, so a's rxe1 joins
+b's and c's rxe2 over cable 1, and a's rxe3 joins b's rxe4 over cable 2.
 
 Checked: a transfer's slices and a many-block transfer's blocks are striped
 over both devices (each carries >= 30% of the bytes); a daemon with two
-devices and one with one exchange data both ways; taking dummy1 down in the
-middle of two transfers completes them on rxe0 (the ops then in flight on
-rxe1, if any, move there, counted as failovers); a
-transfer running while dummy1 comes back completes, and the same link (no
-reconnect) takes rxe1 back: both devices carry the next write again. Every
-byte is checked by sha256. Without XFERD_MULTI_NIC the module is skipped (no second device)."""
+devices and one with one exchange data both ways. Failover, made to happen:
+in the middle of two writes, cable 2 stops carrying rxe3's packets (tc
+netem), so the ops posted there can no longer complete; then the cable is
+pulled (c2a down). The ops held on rxe3 move to rxe1 and are counted as
+failovers (required > 0), and both writes complete with every byte in
+place. A transfer running while the cable comes back completes, both ends
+rejoin, and the same link (no reconnect) stripes over both devices again.
+Every byte is checked by sha256. Without XFERD_RXE_WIRE the module is
+skipped."""
 
 from __future__ import annotations
 
@@ -31,18 +34,24 @@ from testlib import WAIT_S, fill, sha, wait_until
 MiB = 1 << 20
 KiB = 1 << 10
 
+WIRE = os.environ.get("XFERD_RXE_WIRE", "")
 pytestmark = pytest.mark.skipif(
-    os.environ.get("XFERD_MULTI_NIC") != "1",
-    reason="needs two Soft-RoCE devices (rxe0, rxe1): run by tests/softroce/suite_guest.sh")
+    not WIRE, reason="needs the Soft-RoCE devices of tests/softroce/rxe_wire.sh: "
+    "run by tests/softroce/suite_guest.sh")
 
-TWO = '[transport]\nverbs_devices = ["rxe0", "rxe1"]\n'
+# a's queue pairs retry for about 17 s (4 tries of 4.3 s) before they
+# give up: long enough that ops held on the cable are moved by the port
+# going down, not by their own timeout.
+A_DEVICES = '[transport]\nverbs_devices = ["rxe1", "rxe3"]\nverbs_qp_timeout = 20\n'
+B_DEVICES = '[transport]\nverbs_devices = ["rxe2", "rxe4"]\n'
+C_DEVICE = '[transport]\nverbs_devices = ["rxe2"]\n'
 
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
-    each: Dict[str, Dict[str, object]] = {"a": {"config_extra": TWO},
-                                          "b": {"config_extra": TWO},
-                                          "c": {"config_extra": ""}}
+    each: Dict[str, Dict[str, object]] = {"a": {"config_extra": A_DEVICES},
+                                          "b": {"config_extra": B_DEVICES},
+                                          "c": {"config_extra": C_DEVICE}}
     with Cluster(("a", "b", "c"), each=each, transport="verbs") as c:
         c["a"].client().connect_peer(c["b"].address)
         c["a"].client().connect_peer(c["c"].address)
@@ -71,15 +80,15 @@ def assert_striped(moved: Dict[str, int], total: int) -> None:
 
 def test_devices_are_reported(clients: Dict[str, xferd.Client]) -> None:
     stats = clients["a"].stats()
-    assert [(d.name, d.up) for d in stats.devices] == [("rxe0", True), ("rxe1", True)]
+    assert [(d.name, d.up) for d in stats.devices] == [("rxe1", True), ("rxe3", True)]
     # The notice rings of a's links to b hold memory windows on both devices.
     assert all(0 < d.memory_windows <= d.max_memory_windows for d in stats.devices), stats
-    assert [d.name for d in clients["c"].stats().devices] == ["rxe0"]
+    assert [d.name for d in clients["c"].stats().devices] == ["rxe2"]
     driven = [d for d in clients["a"].devices() if d.in_use]
-    assert [d.name for d in driven] == ["rxe0", "rxe1"]
+    assert [d.name for d in driven] == ["rxe1", "rxe3"]
     assert all(d.stats is not None for d in driven)
     info = clients["a"].node_info()
-    assert "rxe0" in info.device and "rxe1" in info.device, info.device
+    assert "rxe1" in info.device and "rxe3" in info.device, info.device
 
 
 def test_a_transfer_is_striped_over_both_devices(clients: Dict[str, xferd.Client]) -> None:
@@ -138,8 +147,8 @@ def test_two_devices_and_one_device_exchange_data(clients: Dict[str, xferd.Clien
         a.write("mixed_a", "c", "mixed_c", size).wait(WAIT_S)
         assert sha(c_src.buffer) == sha(there)
         moved = split(before, device_bytes(a))
-        # Index pairing: a's rxe1 has no partner on c.
-        assert moved["rxe0"] >= size and moved["rxe1"] == 0, moved
+        # Index pairing: a's rxe3 has no partner on c.
+        assert moved["rxe1"] >= size and moved["rxe3"] == 0, moved
         back = fill(c_src, seed=8)
         c.write("mixed_c", "a", "mixed_a", size).wait(WAIT_S)
         assert sha(a_src.buffer) == sha(back)
@@ -165,9 +174,9 @@ def rejoins(client: xferd.Client) -> Dict[str, int]:
     return {d.name: d.rejoins for d in client.stats().devices}
 
 
-# The local route of rxe1's address, which taking dummy1 down removes.
-RXE1_LOCAL_ROUTE = ["local", "10.9.10.1", "dev", "dummy1", "table", "local", "proto", "kernel",
-                    "scope", "host", "src", "10.9.10.1"]
+def cable(*command: str) -> None:
+    """Acts on c2a, rxe3's end of cable 2."""
+    subprocess.run(list(command), check=True)
 
 
 def test_a_device_going_down_mid_transfer(clients: Dict[str, xferd.Client]) -> None:
@@ -179,76 +188,75 @@ def test_a_device_going_down_mid_transfer(clients: Dict[str, xferd.Client]) -> N
     try:
         data = fill(src, seed=202)
         failovers = {d.name: d.failovers for d in a.stats().devices}
-        rejoined = {"a": rejoins(a), "b": rejoins(b)}
-        # Small slices: thousands of ops, striped over both devices while
-        # the port goes down; two of the same write (same bytes) run until
-        # daemon a hears of the port error, however fast one runs.
-        handles: List[xferd.TransferHandle] = []
-
-        def keep_two_running() -> bool:
-            if not device_up(a, "rxe1"):
-                return True
-            running = [h for h in handles if not h.snapshot().terminal]
-            for _ in range(2 - len(running)):
-                handles.append(a.write("fail_src", "b", "fail_dst", size, slice_size=64 * KiB))
-            return False
-
-        keep_two_running()
-        wait_until("the transfer to be under way",
-                   lambda: handles[0].snapshot().bytes_done >= 2 * MiB, period=0.005)
-        subprocess.run(["ip", "link", "set", "dummy1", "down"], check=True)
+        rejoined = {"a": rejoins(a)["rxe3"], "b": rejoins(b)["rxe4"]}
+        # Small slices: thousands of ops, striped over both devices.
+        before = device_bytes(a)
+        handles = [a.write("fail_src", "b", "fail_dst", size, slice_size=64 * KiB)
+                   for _ in range(2)]
+        wait_until("rxe3 to carry part of the writes",
+                   lambda: device_bytes(a)["rxe3"] - before["rxe3"] >= 2 * MiB, period=0.005)
+        # The cable stops carrying rxe3's packets: the ops posted on it can
+        # no longer complete, and the writes cannot finish without them.
+        cable("tc", "qdisc", "replace", "dev", "c2a", "root", "netem", "loss", "100%")
         try:
-            wait_until("a to see rxe1 down", keep_two_running, period=0.005)
-            assert "DOWN" in port_state("rxe1")
+            held: List[int] = []
+
+            def rxe3_holds_still() -> bool:
+                held.append(device_bytes(a)["rxe3"])
+                return len(held) >= 2 and held[-1] == held[-2]
+
+            wait_until("rxe3 to stop completing ops", rxe3_holds_still, period=0.5)
+            assert not all(h.snapshot().terminal for h in handles), \
+                [h.snapshot() for h in handles]
+            stats = {d.name: d for d in a.stats().devices}
+            assert stats["rxe3"].up and stats["rxe3"].failovers == failovers["rxe3"], stats
+            cable("ip", "link", "set", "c2a", "down")
+            wait_until("a to see rxe3 down", lambda: not device_up(a, "rxe3"))
+            assert "DOWN" in port_state("rxe3")
             for handle in handles:
                 done = handle.wait(WAIT_S)
                 assert done.state == "done", done
             assert sha(dst.buffer) == sha(data)
-            print(f"{len(handles)} writes of {size >> 20} MiB ran until a saw rxe1 down")
             stats = {d.name: d for d in a.stats().devices}
-            print(f"after dummy1 down: {[(d.name, d.up, d.failovers) for d in stats.values()]}")
-            assert not stats["rxe1"].up
-            moved_off = stats["rxe1"].failovers - failovers["rxe1"]
-            # Ops in flight on rxe1 when a heard of the port error failed and
-            # moved to rxe0. Whether any were is chance: Soft-RoCE carries
-            # rxe1's packets to itself inside the kernel, and neither taking
-            # its local route away nor an iptables rule on UDP 4791 stopped
-            # them (rxe1 kept carrying bytes for 30 s), so none can be held
-            # until the port goes down. striped_lane_test proves the moving
-            # and counting with device lanes whose ops do not complete.
-            print(f"ops moved off rxe1: {moved_off}")
-            assert stats["rxe0"].failovers == failovers["rxe0"]
-            # The link to b lives on, on rxe0 alone.
+            print(f"after c2a down: {[(d.name, d.up, d.failovers) for d in stats.values()]}")
+            # The ops held on rxe3 were flushed when its port went down and
+            # carried by rxe1; nothing moved the other way.
+            assert stats["rxe3"].failovers > failovers["rxe3"], stats
+            assert stats["rxe1"].failovers == failovers["rxe1"], stats
+            print(f"ops moved off rxe3: {stats['rxe3'].failovers - failovers['rxe3']}")
+            # The link to b lives on, on rxe1 alone.
             dst.buffer[:] = bytes(size)
             before = device_bytes(a)
             a.write("fail_src", "b", "fail_dst", 32 * MiB).wait(WAIT_S)
             moved = split(before, device_bytes(a))
-            assert moved["rxe1"] == 0 and moved["rxe0"] >= 32 * MiB, moved
+            assert moved["rxe3"] == 0 and moved["rxe1"] >= 32 * MiB, moved
             assert sha(dst.buffer[:32 * MiB]) == sha(data[:32 * MiB])
-            # A transfer running while the port comes back completes.
+            # A transfer running while the cable comes back completes.
             dst.buffer[:] = bytes(size)
             handle = a.write("fail_src", "b", "fail_dst", size, slice_size=64 * KiB)
             wait_until("the transfer to be under way",
                        lambda: handle.snapshot().bytes_done >= 2 * MiB, period=0.005)
         finally:
-            subprocess.run(["ip", "link", "set", "dummy1", "up"], check=True)
-            # Bringing dummy1 up adds its local route again; make sure of it.
-            subprocess.run(["ip", "route", "replace", *RXE1_LOCAL_ROUTE], check=True)
-        wait_until("rxe1 to be ACTIVE again", lambda: "ACTIVE" in port_state("rxe1"))
+            cable("tc", "qdisc", "del", "dev", "c2a", "root")
+            cable("ip", "link", "set", "c2a", "up")
+            # Taking c2a down removed the cable's routes and neighbours.
+            cable("bash", WIRE, "routes", "2")
+        for device in ("rxe3", "rxe4"):
+            wait_until(f"{device} to be ACTIVE again", lambda d=device: "ACTIVE" in port_state(d))
         done = handle.wait(WAIT_S)
         assert done.state == "done", done
         assert sha(dst.buffer) == sha(data)
-        wait_until("a to see rxe1 up", lambda: all(d.up for d in a.stats().devices))
-        # Both ends put their side of the rxe1 pair back in service.
-        for name, client in (("a", a), ("b", b)):
-            wait_until(f"{name} to rejoin rxe1",
-                       lambda c=client, n=name: rejoins(c)["rxe1"] > rejoined[n]["rxe1"])
+        wait_until("a to see rxe3 up", lambda: all(d.up for d in a.stats().devices))
+        # Both ends put their side of the cable's pair back in service.
+        for name, client, device in (("a", a, "rxe3"), ("b", b, "rxe4")):
+            wait_until(f"{name} to rejoin {device}",
+                       lambda c=client, n=name, d=device: rejoins(c)[d] > rejoined[n])
         print(f"rejoins: a {rejoins(a)}, b {rejoins(b)}")
         # The same link, no reconnect, stripes over both devices again. The
         # rejoin counts as soon as a pair is in service; b's keys for a's
         # fresh queue pairs come with the region's next resolution, once
         # the daemons have forgotten the keys of the pairs replaced (after
-        # the commit's round trip): a write or two may still go to rxe0.
+        # the commit's round trip): a write or two may still go to rxe1.
         assert peer_link(a, "b").connected_at == link
         assert peer_link(a, "b").state == "connected"
         moved: Dict[str, int] = {}
@@ -259,7 +267,7 @@ def test_a_device_going_down_mid_transfer(clients: Dict[str, xferd.Client]) -> N
             a.write("fail_src", "b", "fail_dst", size).wait(WAIT_S)
             assert sha(dst.buffer) == sha(data)
             moved.update(split(before, device_bytes(a)))
-            print(f"after dummy1 up, on the same link, bytes per device: {moved}")
+            print(f"after c2a up, on the same link, bytes per device: {moved}")
             return all(count >= 0.3 * size for count in moved.values())
 
         wait_until("a write striped over both devices again", striped_again, period=0)
