@@ -170,7 +170,11 @@ absl::StatusOr<uint64_t> LocalRings::Submit(const RingRequest& r) {
   e.form = r.form;
   e.ext = static_cast<uint8_t>(ext);
   e.flags = (r.queued_notice ? rings::kFlagQueuedNotice : 0) |
-            (r.detached ? rings::kFlagDetached : 0);
+            (r.detached ? rings::kFlagDetached : 0) |
+            (!r.verify.has_value() ? 0
+             : *r.verify           ? rings::kFlagVerify
+                                   : rings::kFlagNoVerify);
+  e.expected = r.expected;
   e.slice_kib = static_cast<uint16_t>(r.slice_kib);
   e.priority = r.priority;
   e.peer = handles[0];
@@ -226,12 +230,14 @@ RingCompletion LocalRings::Decode(uint64_t position) const {
   out.blocks = c.blocks;
   out.slices = c.slices;
   out.duration = absl::Nanoseconds(static_cast<int64_t>(c.duration_ns));
-  if (c.code != 0) {
-    const char* message = reinterpret_cast<const char*>(mapped_->base + g.messages_offset) +
-                          (position & (g.cq_entries - 1)) * rings::kMessageBytes;
-    out.status = absl::Status(static_cast<absl::StatusCode>(c.code),
-                              absl::string_view(message, std::min<size_t>(c.message_bytes,
-                                                                          rings::kMessageBytes)));
+  out.verified = (c.flags & rings::kCqeVerified) != 0;
+  const char* slot = reinterpret_cast<const char*>(mapped_->base + g.messages_offset) +
+                     (position & (g.cq_entries - 1)) * rings::kMessageBytes;
+  const absl::string_view held(slot, std::min<size_t>(c.message_bytes, rings::kMessageBytes));
+  if ((c.flags & rings::kCqeChecksums) != 0) {
+    out.checksums = std::string(held);
+  } else if (c.code != 0) {
+    out.status = absl::Status(static_cast<absl::StatusCode>(c.code), held);
   }
   return out;
 }

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,8 @@ struct RingRequest {
   uint32_t slice_kib = 0;
   uint32_t timeout_ms = 0;
   uint8_t priority = 0;  // the v1::Priority number; 0: the daemon's default
+  std::optional<bool> verify;  // unset: the daemon's engine.verify
+  uint32_t expected = 0;       // a read's expected checksums, at the end of `arrays`
   bool queued_notice = false;
   // Runs on if this client goes first (kFlagDetached).
   bool detached = false;
@@ -65,6 +68,10 @@ struct RingCompletion {
   uint32_t slices = 0;
   absl::Duration duration;
   absl::Status status;
+  bool verified = false;  // its blocks were verified end to end
+  // A verified transfer's, once done, when they fit a completion's slot
+  // (packed little-endian uint64, as Transfer.checksums).
+  std::string checksums;
 };
 
 class LocalRings {

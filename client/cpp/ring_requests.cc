@@ -1,5 +1,8 @@
 #include "client/cpp/ring_requests.h"
 
+#include <algorithm>
+#include <cstring>
+
 #include "absl/time/clock.h"
 
 namespace xferd::client {
@@ -25,9 +28,52 @@ bool WholeArrays(const v1::BlockList& l) {
   return n % 8 == 0 && l.dst_offsets().size() == n && (l.lengths().empty() || l.lengths().size() == n);
 }
 
-// The fields WriteRequest and ReadRequest share, the direction aside.
+// A completion's slot holds a verified transfer's checksums when there are
+// at most this many.
+constexpr uint64_t kRingChecksums = rings::kMessageBytes / sizeof(uint64_t);
+
+// How many checksums verified `r` returns (one per block, or per slice of a
+// block longer than the slice size, as the daemon plans it), counted only
+// up to past kRingChecksums; nullopt when that cannot be told cheaply (a
+// layout's blocks) or `r` is malformed (gRPC's errors then say why).
 template <typename Request>
-std::optional<RingRequest> Convert(const Request& r, uint8_t opcode) {
+std::optional<uint64_t> ChecksumCount(const Request& r, uint64_t default_slice) {
+  const uint64_t slice = r.slice_size() != 0 ? r.slice_size() : default_slice;
+  if (slice == 0) return std::nullopt;
+  auto slices = [slice](uint64_t length) {
+    return std::max<uint64_t>(1, (length + slice - 1) / slice);
+  };
+  if (!r.has_blocks()) return slices(r.length());
+  const v1::Blocks& b = r.blocks();
+  if (b.has_list()) {
+    const v1::BlockList& l = b.list();
+    const uint64_t n = l.src_offsets().size() / 8;
+    if (n > kRingChecksums || l.block_length() != 0) return n * slices(l.block_length());
+    if (l.lengths().size() != 8 * n) return std::nullopt;
+    uint64_t count = 0;
+    for (uint64_t i = 0; i < n; ++i) {
+      uint64_t length;
+      std::memcpy(&length, l.lengths().data() + 8 * i, sizeof(length));
+      count += slices(length);
+    }
+    return count;
+  }
+  if (b.has_strided()) {
+    uint64_t count = 0;
+    for (const v1::StridedRun& run : b.strided().runs()) {
+      count += run.count() * slices(run.block_length());
+      if (count > kRingChecksums) break;
+    }
+    return count;
+  }
+  return std::nullopt;
+}
+
+// The fields WriteRequest and ReadRequest share, the direction aside; a
+// read's expected checksums go at the end of the arrays.
+template <typename Request>
+std::optional<RingRequest> Convert(const Request& r, uint8_t opcode, uint64_t default_slice,
+                                   const std::string& expected = {}) {
   RingRequest out;
   out.opcode = opcode;
   out.peer = r.peer();
@@ -35,8 +81,15 @@ std::optional<RingRequest> Convert(const Request& r, uint8_t opcode) {
   if (r.slice_size() % 1024 != 0 || r.slice_size() / 1024 > kMaxSliceKib) return std::nullopt;
   // The daemon lingers only for small transfers (its gRPC rule): gRPC keeps it.
   if (r.has_linger()) return std::nullopt;
-  // Nor does an entry carry verify (or the checksums back): gRPC does.
-  if (r.has_verify()) return std::nullopt;
+  // Verified: through the ring only when its checksums fit a completion
+  // (only gRPC returns more).
+  if (expected.size() % sizeof(uint64_t) != 0) return std::nullopt;
+  if ((r.has_verify() && r.verify()) || !expected.empty()) {
+    const std::optional<uint64_t> count = ChecksumCount(r, default_slice);
+    if (!count.has_value() || *count > kRingChecksums) return std::nullopt;
+  }
+  if (r.has_verify()) out.verify = r.verify();
+  out.expected = static_cast<uint32_t>(expected.size() / sizeof(uint64_t));
   out.slice_kib = static_cast<uint32_t>(r.slice_size() / 1024);
   // A number the daemon does not know goes over gRPC, whose error says so.
   if (!v1::Priority_IsValid(r.priority())) return std::nullopt;
@@ -53,6 +106,7 @@ std::optional<RingRequest> Convert(const Request& r, uint8_t opcode) {
     out.a = r.src_offset();
     out.b = r.dst_offset();
     out.length = r.length();
+    out.arrays = expected;  // a range's only arrays, inline
     return Internable(out) ? std::optional<RingRequest>(out) : std::nullopt;
   }
   const v1::Blocks& b = r.blocks();
@@ -95,6 +149,7 @@ std::optional<RingRequest> Convert(const Request& r, uint8_t opcode) {
   if (r.src_offset() != 0 || r.dst_offset() != 0 || r.length() != 0 || out.a == 0) {
     return std::nullopt;
   }
+  out.arrays += expected;
   return Internable(out) ? std::optional<RingRequest>(out) : std::nullopt;
 }
 
@@ -119,13 +174,12 @@ void SetTime(absl::Time t, google::protobuf::Timestamp* out) {
 
 }  // namespace
 
-std::optional<RingRequest> RingWrite(const v1::WriteRequest& request) {
-  return Convert(request, rings::kOpWrite);
+std::optional<RingRequest> RingWrite(const v1::WriteRequest& request, uint64_t default_slice) {
+  return Convert(request, rings::kOpWrite, default_slice);
 }
 
-std::optional<RingRequest> RingRead(const v1::ReadRequest& request) {
-  if (!request.expected_checksums().empty()) return std::nullopt;  // as verify (Convert)
-  return Convert(request, rings::kOpRead);
+std::optional<RingRequest> RingRead(const v1::ReadRequest& request, uint64_t default_slice) {
+  return Convert(request, rings::kOpRead, default_slice, request.expected_checksums());
 }
 
 absl::StatusOr<v1::Transfer> TransferOf(const RingRequest& r, const RingCompletion& c,
@@ -154,6 +208,8 @@ absl::StatusOr<v1::Transfer> TransferOf(const RingRequest& r, const RingCompleti
     t.set_src_region(r.src);
     t.set_dst_region(r.dst);
   }
+  t.set_verify(c.verified);
+  t.set_checksums(c.checksums);
   if (!c.status.ok()) {
     t.mutable_error()->set_code(static_cast<int32_t>(c.status.code()));
     t.mutable_error()->set_message(std::string(c.status.message()));

@@ -10,11 +10,13 @@
 
 namespace xferd::client {
 
-// The ring entry for `request`, or nullopt when the ring cannot say it the
-// same (a layout request that also names its regions, a slice size that is
-// not whole KiB, a timeout beyond 49 days): then it goes over gRPC.
-std::optional<RingRequest> RingWrite(const v1::WriteRequest& request);
-std::optional<RingRequest> RingRead(const v1::ReadRequest& request);
+// The ring entry for `request` (the daemon's default slice size given), or
+// nullopt when the ring cannot say it the same (a layout request that also
+// names its regions, a slice size that is not whole KiB, a timeout beyond 49
+// days, a verified request whose checksums might not fit a completion):
+// then it goes over gRPC.
+std::optional<RingRequest> RingWrite(const v1::WriteRequest& request, uint64_t default_slice);
+std::optional<RingRequest> RingRead(const v1::ReadRequest& request, uint64_t default_slice);
 
 // The snapshot a completion stands for, with what the request said
 // (regions, offsets, label) and the daemon's transport and default slice

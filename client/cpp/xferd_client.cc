@@ -325,7 +325,7 @@ absl::StatusOr<v1::DisconnectPeerResponse> Client::DisconnectPeer(const std::str
 absl::StatusOr<v1::Transfer> Client::Write(const v1::WriteRequest& request) {
   const absl::Duration timeout = WaitingCallTimeout(request.wait(), &request);
   if (rings_ != nullptr) {
-    if (std::optional<RingRequest> r = RingWrite(request)) {
+    if (std::optional<RingRequest> r = RingWrite(request, default_slice_)) {
       return RingCall(*r, request.wait(), timeout);
     }
   }
@@ -425,7 +425,7 @@ absl::StatusOr<v1::Transfer> Client::Read(const v1::ReadRequest& request) {
   if (request.has_timeout()) *bound.mutable_timeout() = request.timeout();
   const absl::Duration timeout = WaitingCallTimeout(request.wait(), &bound);
   if (rings_ != nullptr) {
-    if (std::optional<RingRequest> r = RingRead(request)) {
+    if (std::optional<RingRequest> r = RingRead(request, default_slice_)) {
       return RingCall(*r, request.wait(), timeout);
     }
   }

@@ -63,6 +63,10 @@ enum SqeFlags : uint8_t {
   // (a request nobody waits for: its id is all the caller keeps). Without
   // it the session's closing (its socket closed, its process dead) ends it.
   kFlagDetached = 2,
+  // Verify the blocks end to end (the gRPC `verify`: kFlagVerify true,
+  // kFlagNoVerify false; neither: the daemon's engine.verify).
+  kFlagVerify = 4,
+  kFlagNoVerify = 8,
 };
 
 // Fields by form (a, b, c):
@@ -77,6 +81,9 @@ enum SqeFlags : uint8_t {
 //            dst_indices[count]; src and dst name the two layouts
 // Where arrays are: with ext > 0, in the `ext` SQ slots after the entry
 // (c must be 0); else at byte c of the buffer area.
+// A read's expected checksums (a restore; implies verify): `expected`
+// uint64s right after the form's arrays, wherever those are; a range has
+// no arrays, so its checksums are inline (ext slots).
 struct Sqe {
   uint8_t opcode;
   uint8_t form;
@@ -94,7 +101,7 @@ struct Sqe {
   uint64_t b;
   uint64_t c;
   uint32_t timeout_ms;  // 0: none
-  uint32_t reserved1;   // 0
+  uint32_t expected;    // expected checksums after the arrays (reads), 0: none
 };
 static_assert(sizeof(Sqe) == 64, "an SQE is one cache line");
 // Inline arrays: at most this many slots (2 KiB, 85 list blocks).
@@ -106,6 +113,12 @@ inline constexpr uint32_t kMaxExt = 32;
 enum State : uint8_t { kStateQueued = 1, kStateDone = 3, kStateFailed = 4, kStateCancelled = 5 };
 enum CqeFlags : uint8_t {
   kCqeMore = 1,  // a queued notice: the final completion follows
+  // The transfer was verified end to end (WriteRequest.verify).
+  kCqeVerified = 2,
+  // A verified transfer that ended done: the message slot holds its
+  // checksums (message_bytes / 8 uint64s, Transfer.checksums), when they fit
+  // (kMessageBytes / 8 = 64 of them); otherwise only GetTransfer has them.
+  kCqeChecksums = 4,
 };
 
 struct Cqe {

@@ -21,7 +21,7 @@ constexpr size_t kRunBytes = 6 * sizeof(uint64_t);
 absl::StatusOr<absl::Span<const std::byte>> Locate(const Sqe& e, const EntryArrays& arrays,
                                                    uint64_t bytes) {
   if (e.ext > 0) {
-    if (e.c != 0) {
+    if (e.form != kFormRange && e.c != 0) {
       return absl::InvalidArgumentError(
           "c must be 0 when the arrays are inline (ext > 0): they follow the entry");
     }
@@ -56,23 +56,39 @@ absl::Status CheckCount(uint64_t count, const char* what) {
   return absl::OkStatus();
 }
 
-absl::Status ReadBlocks(const Sqe& e, const EntryArrays& arrays, engine::BlockSpec* b) {
+// The bytes of the form's arrays (a range has none), their count checked.
+absl::StatusOr<uint64_t> ArrayBytes(const Sqe& e) {
+  switch (e.form) {
+    case kFormRange:
+      return 0;
+    case kFormList:
+      RETURN_IF_ERROR(CheckCount(e.a, "a (the block count)"));
+      return e.a * (e.b == 0 ? 3 : 2) * sizeof(uint64_t);
+    case kFormStrided:
+      RETURN_IF_ERROR(CheckCount(e.a, "a (the run count)"));
+      return e.a * kRunBytes;
+    case kFormLayout:
+      RETURN_IF_ERROR(CheckCount(e.a, "a (the block count)"));
+      return e.a * 2 * sizeof(uint32_t);
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("form ", int{e.form}, " is unknown: 0 range, 1 list, 2 strided, 3 layout"));
+  }
+}
+
+// The blocks of a list, runs or layout from their arrays, `at` (bounded).
+void ReadBlocks(const Sqe& e, absl::Span<const std::byte> at, engine::BlockSpec* b) {
   switch (e.form) {
     case kFormList: {
-      RETURN_IF_ERROR(CheckCount(e.a, "a (the block count)"));
       const uint64_t n = e.a;
-      const uint64_t per_block = (e.b == 0 ? 3 : 2) * sizeof(uint64_t);
-      ASSIGN_OR_RETURN(absl::Span<const std::byte> at, Locate(e, arrays, n * per_block));
       b->form = engine::BlockSpec::Form::kList;
       b->block_length = e.b;
       b->src_offsets = CopyOut<uint64_t>(at, n);
       b->dst_offsets = CopyOut<uint64_t>(at.subspan(n * 8), n);
       if (e.b == 0) b->lengths = CopyOut<uint64_t>(at.subspan(n * 16), n);
-      return absl::OkStatus();
+      return;
     }
     case kFormStrided: {
-      RETURN_IF_ERROR(CheckCount(e.a, "a (the run count)"));
-      ASSIGN_OR_RETURN(absl::Span<const std::byte> at, Locate(e, arrays, e.a * kRunBytes));
       b->form = engine::BlockSpec::Form::kStrided;
       const std::vector<uint64_t> words = CopyOut<uint64_t>(at, e.a * 6);
       b->runs.resize(e.a);
@@ -80,20 +96,15 @@ absl::Status ReadBlocks(const Sqe& e, const EntryArrays& arrays, engine::BlockSp
         const uint64_t* w = &words[r * 6];
         b->runs[r] = engine::StridedRun{w[0], w[1], w[2], w[3], w[4], w[5]};
       }
-      return absl::OkStatus();
+      return;
     }
-    case kFormLayout: {
-      RETURN_IF_ERROR(CheckCount(e.a, "a (the block count)"));
+    default: {  // kFormLayout (ArrayBytes knows no other)
       const uint64_t n = e.a;
-      ASSIGN_OR_RETURN(absl::Span<const std::byte> at, Locate(e, arrays, n * 2 * sizeof(uint32_t)));
       b->form = engine::BlockSpec::Form::kLayout;
       b->src_indices = CopyOut<uint32_t>(at, n);
       b->dst_indices = CopyOut<uint32_t>(at.subspan(n * 4), n);
-      return absl::OkStatus();
+      return;
     }
-    default:
-      return absl::InvalidArgumentError(
-          absl::StrCat("form ", int{e.form}, " is unknown: 0 range, 1 list, 2 strided, 3 layout"));
   }
 }
 
@@ -102,11 +113,20 @@ absl::Status CheckHeader(const Sqe& e) {
     return absl::InvalidArgumentError(
         absl::StrCat("opcode ", int{e.opcode}, " is unknown: 1 write, 2 read"));
   }
-  if ((e.flags & ~(kFlagQueuedNotice | kFlagDetached)) != 0) {
+  if ((e.flags & ~(kFlagQueuedNotice | kFlagDetached | kFlagVerify | kFlagNoVerify)) != 0) {
     return absl::InvalidArgumentError(absl::StrCat("flags ", int{e.flags}, " has unknown bits"));
   }
-  if (e.reserved0 != 0 || e.reserved1 != 0) {
-    return absl::InvalidArgumentError("reserved fields must be 0");
+  if ((e.flags & kFlagVerify) != 0 && (e.flags & kFlagNoVerify) != 0) {
+    return absl::InvalidArgumentError("flags ask for verify and for no verify: give one");
+  }
+  if (e.reserved0 != 0) return absl::InvalidArgumentError("reserved0 must be 0");
+  if (e.expected != 0 && e.opcode != kOpRead) {
+    return absl::InvalidArgumentError(
+        "expected checksums are for reads (a restore checked against them): expected must be 0");
+  }
+  if (e.expected != 0 && (e.flags & kFlagNoVerify) != 0) {
+    return absl::InvalidArgumentError(
+        "expected checksums imply verify: flags must not ask for no verify");
   }
   if (engine::Priority p; !engine::PriorityFromWire(e.priority, &p)) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -117,8 +137,10 @@ absl::Status CheckHeader(const Sqe& e) {
     return absl::InvalidArgumentError(
         absl::StrCat("ext is ", int{e.ext}, ": at most ", kMaxExt, " inline slots"));
   }
-  if (e.form == kFormRange && e.ext != 0) {
-    return absl::InvalidArgumentError("a range has no arrays: ext must be 0");
+  if (e.form == kFormRange && (e.ext != 0) != (e.expected != 0)) {
+    return absl::InvalidArgumentError(
+        "a range's only arrays are its expected checksums, inline: ext > 0 exactly when "
+        "expected > 0");
   }
   return absl::OkStatus();
 }
@@ -141,6 +163,8 @@ absl::StatusOr<RingRequest> ReadEntry(const Sqe& e, const EntryArrays& arrays,
   s.slice_size = uint64_t{e.slice_kib} << 10;
   engine::PriorityFromWire(e.priority, &s.priority);  // checked by CheckHeader
   if (e.timeout_ms != 0) s.timeout = absl::Milliseconds(e.timeout_ms);
+  if ((e.flags & kFlagVerify) != 0 || e.expected != 0) s.verify = true;
+  if ((e.flags & kFlagNoVerify) != 0) s.verify = false;
   if (e.form == kFormLayout) {
     // The layouts name their regions (the engine binds them).
     ASSIGN_OR_RETURN(s.blocks.src_layout, names.Lookup(e.src, "src (a layout)"));
@@ -153,9 +177,16 @@ absl::StatusOr<RingRequest> ReadEntry(const Sqe& e, const EntryArrays& arrays,
     s.src_offset = e.a;
     s.dst_offset = e.b;
     s.length = e.c;
-    return r;
   }
-  RETURN_IF_ERROR(ReadBlocks(e, arrays, &s.blocks));
+  ASSIGN_OR_RETURN(const uint64_t array_bytes, ArrayBytes(e));
+  const uint64_t expected_bytes = uint64_t{e.expected} * sizeof(uint64_t);
+  if (array_bytes + expected_bytes == 0) return r;
+  ASSIGN_OR_RETURN(absl::Span<const std::byte> at, Locate(e, arrays, array_bytes + expected_bytes));
+  if (e.form != kFormRange) ReadBlocks(e, at, &s.blocks);
+  if (e.expected != 0) {
+    s.expected_checksums = std::make_shared<const std::vector<uint64_t>>(
+        CopyOut<uint64_t>(at.subspan(array_bytes), e.expected));
+  }
   return r;
 }
 

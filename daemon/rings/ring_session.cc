@@ -174,7 +174,8 @@ bool RingSession::HasCqRoom(uint32_t n) {
 
 void RingSession::Complete(uint64_t user_data, uint64_t transfer_id, uint8_t state, uint8_t flags,
                            const absl::Status& status, uint64_t bytes, uint64_t length,
-                           uint64_t blocks, uint32_t slices, absl::Duration duration) {
+                           uint64_t blocks, uint32_t slices, absl::Duration duration,
+                           absl::Span<const uint64_t> checksums) {
   if (closed()) return;  // no reader
   const uint64_t pos = cq_claimed_.fetch_add(1, std::memory_order_acq_rel);
   Cqe& c = memory_->cq()[pos & (memory_->geometry().cq_entries - 1)];
@@ -188,12 +189,17 @@ void RingSession::Complete(uint64_t user_data, uint64_t transfer_id, uint8_t sta
   c.flags = flags;
   c.duration_ns = static_cast<uint64_t>(std::max<int64_t>(0, absl::ToInt64Nanoseconds(duration)));
   c.length = length;
-  const absl::string_view message = status.message();
-  const size_t kept = std::min(message.size(), kMessageBytes);
   char* slot = memory_->message(pos);
-  if (kept > 0) std::memcpy(slot, message.data(), kept);  // an OK status's data() is null
-  if (kept < message.size()) std::memcpy(slot + kept - 3, "...", 3);  // cut
-  c.message_bytes = static_cast<uint16_t>(kept);
+  if (!checksums.empty()) {  // in place of a message (kCqeChecksums): the status is OK
+    std::memcpy(slot, checksums.data(), checksums.size() * sizeof(uint64_t));
+    c.message_bytes = static_cast<uint16_t>(checksums.size() * sizeof(uint64_t));
+  } else {
+    const absl::string_view message = status.message();
+    const size_t kept = std::min(message.size(), kMessageBytes);
+    if (kept > 0) std::memcpy(slot, message.data(), kept);  // an OK status's data() is null
+    if (kept < message.size()) std::memcpy(slot + kept - 3, "...", 3);  // cut
+    c.message_bytes = static_cast<uint16_t>(kept);
+  }
   StoreRelease(c.seq, pos + 1);
   counters_.completed.fetch_add(1, std::memory_order_relaxed);
   FullFence();  // the seq before the client's flag (its side: the flag, then the seq)
@@ -218,8 +224,21 @@ void RingSession::NoticeQueued(const engine::Transfer& t) {
 }
 
 void RingSession::OnTransferEnded(const engine::Transfer& t) {
-  Complete(t.plan().spec.user_data, t.id(), StateOf(t.state()), 0, t.end_error(), t.end_bytes(),
-           t.bytes(), t.plan().spec.request_blocks, t.ops(), t.finished_at() - t.submitted_at());
+  uint8_t flags = 0;
+  absl::Span<const uint64_t> checksums;
+  if (t.checksums() != nullptr) {
+    flags |= kCqeVerified;
+    // Done: every op completed and their checksums are in (Transfer::Info).
+    const std::vector<uint64_t>& sums = *t.checksums()->shared();
+    if (t.state() == engine::TransferState::kDone && !sums.empty() &&
+        sums.size() * sizeof(uint64_t) <= kMessageBytes) {
+      flags |= kCqeChecksums;
+      checksums = sums;
+    }
+  }
+  Complete(t.plan().spec.user_data, t.id(), StateOf(t.state()), flags, t.end_error(), t.end_bytes(),
+           t.bytes(), t.plan().spec.request_blocks, t.ops(), t.finished_at() - t.submitted_at(),
+           checksums);
 }
 
 bool RingSession::PrepareToSleep() {

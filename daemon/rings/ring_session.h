@@ -94,10 +94,12 @@ class RingSession final : public engine::PollSource,
   // read before, never past what was written.
   uint64_t ClientCqHead();
   // Any thread: writes a completion at the next position and rings the
-  // client if it waits.
+  // client if it waits. Its slot holds `checksums` if any (kCqeChecksums),
+  // else the status's message.
   void Complete(uint64_t user_data, uint64_t transfer_id, uint8_t state, uint8_t flags,
                 const absl::Status& status, uint64_t bytes, uint64_t length, uint64_t blocks,
-                uint32_t slices, absl::Duration duration);
+                uint32_t slices, absl::Duration duration,
+                absl::Span<const uint64_t> checksums = {});
   void Refuse(uint64_t user_data, const absl::Status& status, bool unreserve_notice);
   // A queued notice for `transfer`, unless it already ended.
   void NoticeQueued(const engine::Transfer& transfer);

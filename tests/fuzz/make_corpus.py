@@ -293,9 +293,9 @@ def ring_entry():
     """Submission entries of a local client's ring (daemon/base/ring_layout.h):
     names 1..4 are node-b, src, dst, label; inline slots, then the buffer."""
     def sqe(op=1, form=0, ext=0, flags=0, slice_kib=0, peer=1, src=2, dst=3, label=0,
-            a=0, b=0, c=0, timeout_ms=0, priority=0):
+            a=0, b=0, c=0, timeout_ms=0, priority=0, expected=0):
         return struct.pack("<BBBBHBBIIIIQQQQII", op, form, ext, flags, slice_kib, priority, 0,
-                           peer, src, dst, label, 7, a, b, c, timeout_ms, 0)
+                           peer, src, dst, label, 7, a, b, c, timeout_ms, expected)
     def u64(*values):
         return struct.pack(f"<{len(values)}Q", *values)
     write("ring_entry_fuzzer/range", sqe(a=0, b=4096, c=65536, label=4, timeout_ms=1000))
@@ -311,6 +311,14 @@ def ring_entry():
     write("ring_entry_fuzzer/buffer_past_end", sqe(form=1, a=3, b=4096, c=2**64 - 8) + u64(1))
     write("ring_entry_fuzzer/unknown_handle", sqe(peer=9, c=4096))
     write("ring_entry_fuzzer/too_many_blocks", sqe(form=1, a=2**40, b=4096))
+    # Verified: a write asking for it, a restore of a range (its expected
+    # checksums inline) and of a list (after its arrays in the buffer).
+    write("ring_entry_fuzzer/verified_write", sqe(flags=4, c=1 << 20, slice_kib=64))
+    write("ring_entry_fuzzer/restore_range", sqe(op=2, ext=1, c=2 << 20, expected=2)
+          + u64(0x1234, 0x5678) + bytes(48))
+    write("ring_entry_fuzzer/restore_list_buffer",
+          sqe(op=2, form=1, a=2, b=4096, c=8, expected=2) + bytes(8) + u64(0, 8192)
+          + u64(4096, 0) + u64(0xC1, 0xC2))
 
 
 if __name__ == "__main__":

@@ -52,16 +52,25 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const xferd::engine::TransferSpec& s = r->spec;
   FUZZ_CHECK(e.opcode == kOpWrite || e.opcode == kOpRead);
   FUZZ_CHECK((s.direction == xferd::transport::OpKind::kRead) == (e.opcode == kOpRead));
-  FUZZ_CHECK(e.priority <= 4 && e.reserved0 == 0 && e.reserved1 == 0);
+  FUZZ_CHECK(e.priority <= 4 && e.reserved0 == 0);
   FUZZ_CHECK(xferd::engine::PriorityToWire(s.priority) == (e.priority == 0 ? 2u : e.priority));
-  FUZZ_CHECK((e.flags & ~(kFlagQueuedNotice | kFlagDetached)) == 0);
+  FUZZ_CHECK((e.flags & ~(kFlagQueuedNotice | kFlagDetached | kFlagVerify | kFlagNoVerify)) == 0);
+  // verify as asked; expected checksums only on reads, as many as given.
+  if ((e.flags & kFlagNoVerify) != 0) FUZZ_CHECK(s.verify == false && e.expected == 0);
+  if ((e.flags & kFlagVerify) != 0 || e.expected != 0) FUZZ_CHECK(s.verify == true);
+  if ((e.flags & (kFlagVerify | kFlagNoVerify)) == 0 && e.expected == 0) {
+    FUZZ_CHECK(!s.verify.has_value());
+  }
+  FUZZ_CHECK(e.expected == 0 ? s.expected_checksums == nullptr
+                             : e.opcode == kOpRead && s.expected_checksums != nullptr &&
+                                   s.expected_checksums->size() == e.expected);
   FUZZ_CHECK(r->queued_notice == ((e.flags & kFlagQueuedNotice) != 0));
   FUZZ_CHECK(s.user_data == e.user_data);
   FUZZ_CHECK(s.peer == *Names().Lookup(e.peer, "peer"));
   FUZZ_CHECK(s.slice_size == uint64_t{e.slice_kib} << 10);
   FUZZ_CHECK(e.ext <= kMaxExt);
   if (e.form == kFormRange) {
-    FUZZ_CHECK(e.ext == 0);
+    FUZZ_CHECK((e.ext == 0) == (e.expected == 0));
     FUZZ_CHECK(s.src_offset == e.a && s.dst_offset == e.b && s.length == e.c);
   } else {
     FUZZ_CHECK(e.form == kFormList || e.form == kFormStrided || e.form == kFormLayout);

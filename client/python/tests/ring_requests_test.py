@@ -5,6 +5,7 @@ arguments the message would refuse leave it to the generic path; a
 completion becomes the Transfer a gRPC reply converts to."""
 
 import itertools
+import struct
 import sys
 import unittest
 from typing import Any, Dict
@@ -32,7 +33,11 @@ def _fast(direction: str, **kw: Any) -> Any:
 
 def _slow(direction: str, **kw: Any) -> Any:
     """ring_request's entry of the message the same call builds."""
-    return ring_requests.ring_request(requests.transfer_request(direction, **{**_DEFAULTS, **kw}))
+    return ring_requests.ring_request(requests.transfer_request(direction, **{**_DEFAULTS, **kw}),
+                                      _DEFAULT_SLICE)
+
+
+_DEFAULT_SLICE = 1 << 20
 
 
 class RangeRequestTest(unittest.TestCase):
@@ -60,15 +65,47 @@ class RangeRequestTest(unittest.TestCase):
             with self.subTest(**kw):
                 self.assertIsNone(_fast("write", **kw))
 
-    def test_verified_requests_go_over_grpc(self) -> None:
-        # An entry carries neither verify nor expected checksums, nor the
-        # checksums back: such a request is never a ring entry.
-        self.assertIsNotNone(_slow("write"))
-        for direction, kw in (("write", {"verify": True}), ("write", {"verify": False}),
-                              ("read", {"verify": True}),
-                              ("read", {"expected_checksums": [1]})):
-            with self.subTest(direction=direction, **kw):
-                self.assertIsNone(_slow(direction, **kw))
+    def test_verify_rides_the_entry_when_its_checksums_fit_a_completion(self) -> None:
+        self.assertIsNone(_slow("write").verify)  # the daemon's default
+        self.assertEqual(_slow("write", verify=False).verify, False)
+        fits = 64 * _DEFAULT_SLICE  # one checksum per slice of a range: 64
+        r = _slow("write", verify=True, length=fits)
+        self.assertEqual((r.verify, r.expected, r.arrays), (True, 0, b""))
+        self.assertIsNone(_slow("write", verify=True, length=fits + 1))
+        self.assertIsNone(_slow("write", verify=True, length=fits, slice_size=512 << 10))
+        self.assertIsNotNone(_slow("write", verify=False, length=fits + 1))
+        # A restore: its checksums after the arrays (a range has none: alone).
+        r = _slow("read", expected_checksums=[7, 8], length=2 * _DEFAULT_SLICE)
+        self.assertEqual((r.expected, r.arrays), (2, struct.pack("<2Q", 7, 8)))
+        self.assertIsNone(_slow("read", expected_checksums=list(range(65)),
+                                length=65 * _DEFAULT_SLICE))
+
+    def test_verified_blocks_are_counted_per_slice(self) -> None:
+        kib = 1 << 10
+
+        def listed(direction: str, n: int, slice_size: int = 0, **kw: Any) -> Any:
+            offsets = struct.pack(f"<{n}Q", *(i * 8 * kib for i in range(n)))
+            m = requests.transfer_request(direction, "b", "src", "dst", slice_size=slice_size,
+                                          wait=True, **kw)
+            m.blocks.list.CopyFrom(xferd_pb2.BlockList(src_offsets=offsets, dst_offsets=offsets,
+                                                       block_length=4 * kib))
+            return ring_requests.ring_request(m, _DEFAULT_SLICE)
+
+        def strided(count: int) -> Any:
+            m = requests.transfer_request("write", "b", "src", "dst", wait=True, verify=True)
+            m.blocks.strided.runs.add(block_length=4 * kib, src_stride=8 * kib,
+                                      dst_stride=8 * kib, count=count)
+            return ring_requests.ring_request(m, _DEFAULT_SLICE)
+
+        r = listed("read", 2, expected_checksums=[5, 6])
+        self.assertEqual((r.form, r.a, r.expected), (L.FORM_LIST, 2, 2))
+        self.assertEqual(r.arrays[-16:], struct.pack("<2Q", 5, 6))
+        # 64 blocks of two slices each: 128 checksums, beyond a completion.
+        self.assertIsNone(listed("write", 64, slice_size=2 * kib, verify=True))
+        self.assertIsNotNone(listed("write", 64, slice_size=2 * kib, verify=False))
+        self.assertIsNotNone(listed("write", 64, verify=True))
+        self.assertIsNotNone(strided(64))
+        self.assertIsNone(strided(65))
 
 
 class TransferOfTest(unittest.TestCase):
@@ -102,6 +139,16 @@ class TransferOfTest(unittest.TestCase):
         self.assertEqual((t.state, t.direction, t.transport), ("failed", "read", "verbs"))
         assert t.error is not None
         self.assertEqual((t.error.code.value[0], t.error.message), (14, "lane to b failed"))
+
+    def test_a_verified_completion_carries_its_checksums(self) -> None:
+        sums = struct.pack("<2Q", 0xAB, 0xCD)
+        c = RingCompletion(7, 46, L.STATE_DONE, False, 8192, 8192, 2, 2, 10, 0, "", True, sums)
+        t = ring_requests.transfer_of(self._entry(), c, "tcp", 1 << 20)
+        self.assertEqual((t.verify, t.checksums), (True, sums))
+        plain = ring_requests.transfer_of(
+            self._entry(), RingCompletion(7, 47, L.STATE_DONE, False, 1, 1, 1, 1, 1, 0, ""),
+            "tcp", 1 << 20)
+        self.assertEqual((plain.verify, plain.checksums), (False, b""))
 
     def test_a_queued_notice_has_no_end(self) -> None:
         c = RingCompletion(7, 44, L.STATE_QUEUED, True, 0, 4096, 1, 0, 0, 0, "")

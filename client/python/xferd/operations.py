@@ -144,7 +144,7 @@ class ClientBase(Generic[W]):
         request, deadline (time.monotonic()) and linger in seconds; else None."""
         if self._rings is None or call.method not in ("Write", "Read"):
             return None
-        r = ring_request(call.request)
+        r = ring_request(call.request, self._default_slice)
         if r is None or len(r.arrays) > self._rings.geometry.buffer_bytes:
             return None
         deadline = None if call.timeout is None else time.monotonic() + call.timeout
@@ -173,7 +173,7 @@ class ClientBase(Generic[W]):
         if len(values) != len(names):  # an unknown keyword: op's TypeError
             return None
         if values["verify"] is not None or values.get("expected_checksums") is not None:
-            return None  # a ring entry carries neither, nor the checksums back
+            return None  # the generic path: ring_request() says if the ring carries them
         r = range_request(opcode, values["peer"], values["src_region"], values["dst_region"],
                           values["length"], values["src_offset"], values["dst_offset"],
                           values["slice_size"], values["timeout"], values["label"],

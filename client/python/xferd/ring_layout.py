@@ -15,8 +15,9 @@ from typing import NamedTuple
 __all__ = [
     "MAGIC", "VERSION", "PAGE", "MAX_EXT", "MESSAGE_BYTES", "SQE", "CQE", "GEOMETRY",
     "Geometry", "OP_WRITE", "OP_READ", "FORM_RANGE", "FORM_LIST", "FORM_STRIDED",
-    "FORM_LAYOUT", "FLAG_QUEUED_NOTICE", "FLAG_DETACHED", "STATE_QUEUED", "STATE_DONE",
-    "STATE_FAILED", "STATE_CANCELLED", "CQE_MORE", "SQ_TAIL", "SQ_HEAD", "CQ_HEAD",
+    "FORM_LAYOUT", "FLAG_QUEUED_NOTICE", "FLAG_DETACHED", "FLAG_VERIFY", "FLAG_NO_VERIFY",
+    "STATE_QUEUED", "STATE_DONE", "STATE_FAILED", "STATE_CANCELLED", "CQE_MORE",
+    "CQE_VERIFIED", "CQE_CHECKSUMS", "SQ_TAIL", "SQ_HEAD", "CQ_HEAD",
     "DAEMON_IDLE", "CLIENT_WAITS", "CLOSED",
 ]
 
@@ -55,14 +56,17 @@ class Geometry(NamedTuple):
 
 OP_WRITE, OP_READ = 1, 2
 FORM_RANGE, FORM_LIST, FORM_STRIDED, FORM_LAYOUT = 0, 1, 2, 3
-FLAG_QUEUED_NOTICE, FLAG_DETACHED = 1, 2
+FLAG_QUEUED_NOTICE, FLAG_DETACHED, FLAG_VERIFY, FLAG_NO_VERIFY = 1, 2, 4, 8
 
 # struct Sqe (64 bytes): opcode, form, ext, flags, slice_kib, priority,
-# reserved0, peer, src, dst, label, user_data, a, b, c, timeout_ms, reserved1.
+# reserved0, peer, src, dst, label, user_data, a, b, c, timeout_ms, expected
+# (a read's expected checksums, packed after the arrays).
 SQE = struct.Struct("<BBBBHBBIIIIQQQQII")
 
 STATE_QUEUED, STATE_DONE, STATE_FAILED, STATE_CANCELLED = 1, 3, 4, 5
 CQE_MORE = 1  # a queued notice: the final completion follows
+CQE_VERIFIED = 2  # its blocks were verified end to end
+CQE_CHECKSUMS = 4  # the message slot holds its checksums (message_bytes / 8 uint64)
 
 # struct Cqe (64 bytes): seq, user_data, transfer_id, bytes_done, length,
 # duration_ns, blocks, slices, code, state, flags, message_bytes.

@@ -19,7 +19,7 @@ from xferd.requests import PRIORITIES
 from xferd.rings import RingCompletion, RingRequest
 from xferd.v1 import xferd_pb2
 
-__all__ = ["LINGER_MAX_BYTES", "range_request", "ring_request", "transfer_of"]
+__all__ = ["LINGER_MAX_BYTES", "RING_CHECKSUMS", "range_request", "ring_request", "transfer_of"]
 
 #: A reply lingers only for transfers this small (the daemon's rule for its
 #: gRPC replies, kLingerMaxBytes): a larger one returns once queued.
@@ -31,25 +31,35 @@ _MAX_NAME_BYTES = 255  # of an interned name (local.proto)
 _U64_MAX = (1 << 64) - 1
 
 
-def ring_request(r: Union[xferd_pb2.WriteRequest, xferd_pb2.ReadRequest]
-                 ) -> Optional[RingRequest]:
-    """The ring entry for `r`, or None when the ring cannot say it the same
-    (a slice size not whole KiB, a timeout beyond 49 days, arrays the daemon
-    would refuse as malformed, a layout request that names regions too, a
-    linger with wait, verify or expected checksums): then it goes over gRPC,
-    whose errors say it best."""
+def ring_request(r: Union[xferd_pb2.WriteRequest, xferd_pb2.ReadRequest],
+                 default_slice: int) -> Optional[RingRequest]:
+    """The ring entry for `r` (the daemon's default slice size given), or
+    None when the ring cannot say it the same (a slice size not whole KiB, a
+    timeout beyond 49 days, arrays the daemon would refuse as malformed, a
+    layout request that names regions too, a linger with wait, a verified
+    request whose checksums might not fit a completion): then it goes over
+    gRPC, whose errors say it best."""
     if r.HasField("linger") and r.wait:
         return None
-    if r.HasField("verify") or (isinstance(r, xferd_pb2.ReadRequest) and r.expected_checksums):
-        return None  # the entry carries neither, nor the checksums back
+    expected = r.expected_checksums if isinstance(r, xferd_pb2.ReadRequest) else b""
+    if len(expected) % 8:
+        return None
+    if (r.HasField("verify") and r.verify) or expected:
+        count = _checksum_count(r, default_slice)
+        if count is None or count > RING_CHECKSUMS:
+            return None  # only gRPC returns them all
     out = _entry(L.OP_WRITE if isinstance(r, xferd_pb2.WriteRequest) else L.OP_READ, r.peer,
                  r.src_region, r.dst_region, r.label, r.wait, r.slice_size,
                  r.timeout.ToNanoseconds() if r.HasField("timeout") else None)
     if out is None or r.priority not in _PRIORITY_NAMES:
         return None
     out.priority = r.priority
+    if r.HasField("verify"):
+        out.verify = r.verify
+    out.expected = len(expected) // 8
     if not r.HasField("blocks"):
         out.a, out.b, out.length = r.src_offset, r.dst_offset, r.length
+        out.arrays = expected  # a range's only arrays, inline
         return out if _internable(out) else None
     b = r.blocks
     form = b.WhichOneof("form")
@@ -74,7 +84,49 @@ def ring_request(r: Union[xferd_pb2.WriteRequest, xferd_pb2.ReadRequest]
         return None
     if r.src_offset or r.dst_offset or r.length or out.a == 0:
         return None
+    out.arrays += expected
     return out if _internable(out) else None
+
+
+#: A completion's message slot holds a verified transfer's checksums when
+#: there are at most this many (docs/local-rings.md).
+RING_CHECKSUMS = L.MESSAGE_BYTES // 8
+
+
+def _checksum_count(r: Union[xferd_pb2.WriteRequest, xferd_pb2.ReadRequest],
+                    default_slice: int) -> Optional[int]:
+    """How many checksums verified `r` returns (one per block, or per slice
+    of a block longer than the slice size, as the daemon plans it), counted
+    only up to past RING_CHECKSUMS; None when the client cannot tell cheaply
+    (a layout's blocks) or `r` is malformed (gRPC's errors then say why)."""
+    slice_size = r.slice_size or default_slice
+    if slice_size <= 0:
+        return None
+
+    def slices(length: int) -> int:
+        return max(1, -(-length // slice_size))
+
+    if not r.HasField("blocks"):
+        return slices(r.length)
+    b = r.blocks
+    form = b.WhichOneof("form")
+    if form == "list":
+        n = len(b.list.src_offsets) // 8
+        if n > RING_CHECKSUMS:
+            return n
+        if b.list.block_length:
+            return n * slices(b.list.block_length)
+        if len(b.list.lengths) != 8 * n:
+            return None
+        return sum(slices(x) for x in struct.unpack(f"<{n}Q", b.list.lengths))
+    if form == "strided":
+        count = 0
+        for run in b.strided.runs:
+            count += run.count * slices(run.block_length)
+            if count > RING_CHECKSUMS:
+                break
+        return count
+    return None
 
 
 def range_request(opcode: int, peer: Any, src_region: Any, dst_region: Any, length: Any,
@@ -170,7 +222,8 @@ def transfer_of(r: RingRequest, c: RingCompletion, transport: Transport,
         error=Status(code_from_number(c.code), c.message) if c.code != 0 else None,
         submitted_at=_datetime(submitted), finished_at=None if queued else _datetime(now),
         batch_id=0, label=r.label, direction="read" if r.opcode == L.OP_READ else "write",
-        blocks=c.blocks, priority=_PRIORITY_NAMES[r.priority]))
+        blocks=c.blocks, priority=_PRIORITY_NAMES[r.priority], verify=c.verified,
+        checksums=c.checksums))
 
 
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)

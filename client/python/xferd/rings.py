@@ -84,6 +84,8 @@ class RingRequest:
     queued_notice: bool = False
     detached: bool = False  # runs on if this client's session closes first
     priority: int = 0  # the Priority number; 0: the daemon's default (normal)
+    verify: Optional[bool] = None  # None: the daemon's engine.verify
+    expected: int = 0  # a read's expected checksums, packed after the arrays
 
 
 @dataclasses.dataclass(slots=True)
@@ -101,6 +103,8 @@ class RingCompletion:
     duration_ns: int
     code: int  # 0: OK
     message: str
+    verified: bool = False  # its blocks were verified end to end
+    checksums: bytes = b""  # a verified transfer's, once done, if they fit the slot
 
 
 @dataclasses.dataclass
@@ -269,12 +273,14 @@ class LocalRings:
             user_data = self._next_user_data
             self._next_user_data += 1
             flags = ((L.FLAG_QUEUED_NOTICE if r.queued_notice else 0)
-                     | (L.FLAG_DETACHED if r.detached else 0))
+                     | (L.FLAG_DETACHED if r.detached else 0)
+                     | (0 if r.verify is None else
+                        L.FLAG_VERIFY if r.verify else L.FLAG_NO_VERIFY))
             c = r.length if r.form == L.FORM_RANGE else 0
             mask = g.sq_entries - 1
             L.SQE.pack_into(self._view, g.sq_offset + (tail & mask) * L.SQE.size, r.opcode,
                             r.form, ext, flags, r.slice_kib, r.priority, 0, *handles, user_data,
-                            r.a, r.b, c, r.timeout_ms, 0)
+                            r.a, r.b, c, r.timeout_ms, r.expected)
             for i in range(ext):  # at most MAX_EXT slots, whatever the block count
                 chunk = r.arrays[i * L.SQE.size:(i + 1) * L.SQE.size]
                 at = g.sq_offset + ((tail + 1 + i) & mask) * L.SQE.size
@@ -305,13 +311,17 @@ class LocalRings:
         slot = position & self._cq_mask
         (_, user_data, transfer_id, bytes_done, length, duration_ns, blocks, slices, code, state,
          flags, message_bytes) = L.CQE.unpack_from(self._view, g.cq_offset + slot * L.CQE.size)
-        message = ""
-        if code != 0:
+        message, checksums = "", b""
+        if code != 0 or flags & L.CQE_CHECKSUMS:
             at = g.messages_offset + slot * L.MESSAGE_BYTES
             n = min(message_bytes, L.MESSAGE_BYTES)
-            message = bytes(self._view[at:at + n]).decode("utf-8", errors="replace")
+            if flags & L.CQE_CHECKSUMS:
+                checksums = bytes(self._view[at:at + n])
+            else:
+                message = bytes(self._view[at:at + n]).decode("utf-8", errors="replace")
         return RingCompletion(user_data, transfer_id, state, bool(flags & L.CQE_MORE), bytes_done,
-                              length, blocks, slices, duration_ns, code, message)
+                              length, blocks, slices, duration_ns, code, message,
+                              bool(flags & L.CQE_VERIFIED), checksums)
 
     def reap_ready(self, limit: int = 64) -> List[RingCompletion]:
         """The completions that have arrived (one reaper at a time), their

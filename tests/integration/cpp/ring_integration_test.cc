@@ -5,9 +5,9 @@
 // write garbage into their rings, break the indices or die mid-transfer hurt
 // no one but themselves and leave nothing behind.
 #include <gtest/gtest.h>
+#include <spawn.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
-#include <spawn.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "client/cpp/local_socket.h"
+#include "client/cpp/ring_requests.h"
 #include "client/cpp/xferd_client.h"
 #include "daemon/base/ring_layout.h"
 #include "tests/integration/cpp/daemon_harness.h"
@@ -355,6 +356,61 @@ TEST_F(RingIntegrationTest, ReadsAndLayoutsGoThroughTheRingToo) {
   for (size_t i = 0; i < from.size(); ++i) {
     EXPECT_EQ(std::memcmp(src_->data() + from[i] * 4096, dst_->data() + to[i] * 4096, 4096), 0);
   }
+}
+
+// A verified request takes the ring when its checksums fit a completion
+// (64 of them), and comes back as over gRPC: the same CRC-64s, a restore
+// checked against them, the same DATA_LOSS when the source changed since;
+// with more checksums it goes over gRPC and gets them all.
+TEST_F(RingIntegrationTest, VerifiedRequestsRideTheRingWhenTheirChecksumsFit) {
+  const uint64_t default_slice = Unwrap(ring_->GetNodeInfo(), "node info").default_slice_size();
+  v1::WriteRequest blocks = Write(0, 0, 0);
+  std::vector<uint64_t> from(64), to(64);
+  for (uint64_t i = 0; i < 64; ++i) {
+    from[i] = i * 16384;
+    to[i] = (63 - i) * 16384;
+  }
+  blocks.mutable_blocks()->mutable_list()->set_src_offsets(Packed(from));
+  blocks.mutable_blocks()->mutable_list()->set_dst_offsets(Packed(to));
+  blocks.mutable_blocks()->mutable_list()->set_block_length(16384);
+  blocks.set_verify(true);
+  v1::WriteRequest range = Write(0, 0, 1 << 20);
+  range.set_slice_size(64 << 10);  // 16 checksums
+  range.set_verify(true);
+  for (const v1::WriteRequest* w : {&blocks, &range}) {
+    ASSERT_TRUE(client::RingWrite(*w, default_slice).has_value());
+    std::memset(dst_->data(), 0, kSize);
+    const v1::Transfer over_ring = Unwrap(ring_->Write(*w), "verified ring write");
+    ASSERT_EQ(over_ring.state(), v1::TRANSFER_STATE_DONE) << over_ring.error().message();
+    const v1::Transfer over_grpc = Unwrap(grpc_->Write(*w), "verified gRPC write");
+    EXPECT_TRUE(over_ring.verify());
+    EXPECT_EQ(over_ring.checksums().size(), (w == &blocks ? 64u : 16u) * 8);
+    EXPECT_EQ(over_ring.checksums(), over_grpc.checksums());
+  }
+  const std::string stored = Unwrap(ring_->Write(range), "write").checksums();
+  v1::ReadRequest restore;
+  restore.set_peer("node-b");
+  restore.set_src_region("dst");
+  restore.set_dst_region("src");
+  restore.set_length(1 << 20);
+  restore.set_slice_size(64 << 10);
+  restore.set_expected_checksums(stored);
+  restore.set_wait(true);
+  ASSERT_TRUE(client::RingRead(restore, default_slice).has_value());
+  const v1::Transfer restored = Unwrap(ring_->Read(restore), "restore");
+  ASSERT_EQ(restored.state(), v1::TRANSFER_STATE_DONE) << restored.error().message();
+  EXPECT_EQ(restored.checksums(), stored);
+  dst_->data()[7 * 65536 + 5] ^= 0xff;  // altered since: slice 7 differs
+  const v1::Transfer ring_says = Unwrap(ring_->Read(restore), "altered restore (ring)");
+  const v1::Transfer grpc_says = Unwrap(grpc_->Read(restore), "altered restore (gRPC)");
+  EXPECT_EQ(ring_says.error().code(), static_cast<int>(absl::StatusCode::kDataLoss));
+  EXPECT_EQ(ring_says.error().code(), grpc_says.error().code());
+  EXPECT_NE(ring_says.error().message().find("block #7 "), std::string::npos)
+      << ring_says.error().message();
+  // 128 checksums: over gRPC, every one of them.
+  range.set_slice_size(8 << 10);
+  EXPECT_FALSE(client::RingWrite(range, default_slice).has_value());
+  EXPECT_EQ(Unwrap(ring_->Write(range), "write").checksums().size(), 128u * 8);
 }
 
 // A ring transfer is the daemon's like any other: queued with its id,

@@ -105,6 +105,57 @@ def test_ring_and_grpc_give_the_same_transfers(regions: Regions,
         same_snapshot(r, g)
 
 
+def test_verified_transfers_ride_the_ring_when_their_checksums_fit(
+        regions: Regions, both: Tuple[xferd.Client, xferd.Client]) -> None:
+    ring, grpc_only = both
+    size = 1 * MiB
+    data = fill_random(regions.make("a", "ver_src", size), seed=4)
+    dst = regions.make("b", "ver_dst", size, remote_write=True, remote_read=True)
+    back = regions.make("a", "ver_back", size)
+    offsets = np.arange(0, 64 * 16 * KiB, 16 * KiB, dtype=np.uint64)
+    results: Dict[str, List[xferd.Transfer]] = {}
+    for name, client in (("ring", ring), ("grpc", grpc_only)):
+        as_array(dst)[:] = 0
+        sent = client.ring_requests
+        results[name] = [
+            # 64 blocks of 16 KiB, the KV-cache shape: 64 checksums, one slot.
+            client.write_blocks("ver_src", "b", "ver_dst", offsets, offsets[::-1],
+                                block_length=16 * KiB, verify=True, wait=True).wait(WAIT_S),
+            client.write("ver_src", "b", "ver_dst", size, slice_size=64 * KiB, verify=True,
+                         wait=True).wait(WAIT_S),
+        ]
+        assert client.ring_requests - sent == (2 if name == "ring" else 0)
+        np.testing.assert_array_equal(as_array(dst), data)
+    for r, g in zip(results["ring"], results["grpc"]):
+        same_snapshot(r, g)
+        assert r.verify and g.verify
+        assert r.checksums == g.checksums  # the same bytes, the same CRC-64s
+    assert len(results["ring"][0].checksums) == 64 * 8
+    assert len(results["ring"][1].checksums) == 16 * 8  # one per 64 KiB slice
+    # A restore through the ring: checked against the stored checksums.
+    stored = results["ring"][1].checksums
+    sent = ring.ring_requests
+    done = ring.read("b", "ver_dst", "ver_back", size, slice_size=64 * KiB,
+                     expected_checksums=stored, wait=True).wait(WAIT_S)
+    assert ring.ring_requests - sent == 1
+    assert (done.state, done.verify, done.checksums) == ("done", True, stored)
+    np.testing.assert_array_equal(as_array(back), data)
+    as_array(dst)[5 * 64 * KiB + 3] ^= 0xFF  # altered since: slice 5 differs
+    ring_says = refusal(lambda: ring.read("b", "ver_dst", "ver_back", size, slice_size=64 * KiB,
+                                          expected_checksums=stored, wait=True).wait(WAIT_S))
+    grpc_says = refusal(lambda: grpc_only.read("b", "ver_dst", "ver_back", size,
+                                               slice_size=64 * KiB, expected_checksums=stored,
+                                               wait=True).wait(WAIT_S))
+    assert ring_says[:2] == grpc_says[:2] == (xferd.DataLoss, "DATA_LOSS"), (ring_says, grpc_says)
+    assert "block #5 " in ring_says[2] and "1 of 16 blocks differ" in ring_says[2], ring_says
+    assert ring.ring_requests - sent == 2
+    # More checksums than a completion holds: gRPC carries it, all of them.
+    sent = ring.ring_requests
+    many = ring.write("ver_src", "b", "ver_dst", size, slice_size=8 * KiB, verify=True,
+                      wait=True).wait(WAIT_S)
+    assert ring.ring_requests == sent and len(many.checksums) == 128 * 8
+
+
 def refusal(call: Callable[[], Any]) -> Tuple[type, str, str]:
     with pytest.raises(xferd.XferdError) as e:
         call()

@@ -106,6 +106,53 @@ TEST_F(EntryReaderTest, ListsComeInlineOrFromTheBuffer) {
   EXPECT_EQ(r->spec.blocks.lengths, (std::vector<uint64_t>{50, 60}));
 }
 
+TEST_F(EntryReaderTest, VerifyIsAskedForEitherWayOrLeftToTheDaemon) {
+  Sqe e = Entry();
+  e.c = 4096;
+  absl::StatusOr<RingRequest> r = Read(e, {}, {});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->spec.verify.has_value());  // the daemon's engine.verify
+  e.flags = kFlagVerify;
+  r = Read(e, {}, {});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->spec.verify, std::optional<bool>(true));
+  e.flags = kFlagNoVerify;
+  r = Read(e, {}, {});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->spec.verify, std::optional<bool>(false));
+  EXPECT_EQ(r->spec.expected_checksums, nullptr);
+}
+
+TEST_F(EntryReaderTest, ExpectedChecksumsFollowTheArraysWhereverTheyAre) {
+  // A range has no arrays: its checksums are inline.
+  Sqe e = Entry();
+  e.opcode = kOpRead;
+  e.c = 3 << 20;
+  e.expected = 3;
+  e.ext = 1;
+  absl::StatusOr<RingRequest> r = Read(e, {11, 22, 33, 0, 0, 0, 0, 0}, {});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->spec.length, 3u << 20);
+  EXPECT_EQ(r->spec.verify, std::optional<bool>(true));  // implied
+  ASSERT_NE(r->spec.expected_checksums, nullptr);
+  EXPECT_EQ(*r->spec.expected_checksums, (std::vector<uint64_t>{11, 22, 33}));
+  // A list in the buffer area: its checksums after its two offset arrays.
+  e = Entry(kFormList);
+  e.opcode = kOpRead;
+  e.a = 2;
+  e.b = 4096;
+  e.c = 8;
+  e.expected = 2;
+  r = Read(e, {}, {0xdead, 0, 8192, 4096, 0, 0xc1, 0xc2});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->spec.blocks.src_offsets, (std::vector<uint64_t>{0, 8192}));
+  EXPECT_EQ(r->spec.blocks.dst_offsets, (std::vector<uint64_t>{4096, 0}));
+  ASSERT_NE(r->spec.expected_checksums, nullptr);
+  EXPECT_EQ(*r->spec.expected_checksums, (std::vector<uint64_t>{0xc1, 0xc2}));
+  // ... and bounded with them: one checksum short of the area.
+  ExpectRefused(Read(e, {}, {0xdead, 0, 8192, 4096, 0, 0xc1}), "exceed the buffer area");
+}
+
 TEST_F(EntryReaderTest, RefusalsNameWhatIsWrong) {
   Sqe e = Entry();
   e.opcode = 9;
@@ -136,6 +183,22 @@ TEST_F(EntryReaderTest, RefusalsNameWhatIsWrong) {
   e.a = uint64_t{1} << 40;
   e.b = 4096;
   ExpectRefused(Read(e, {}, {}), "give 1 to");
+  e = Entry();
+  e.flags = kFlagVerify | kFlagNoVerify;
+  ExpectRefused(Read(e, {}, {}), "verify and for no verify");
+  e = Entry();  // a write
+  e.expected = 1;
+  e.ext = 1;
+  ExpectRefused(Read(e, {1, 0, 0, 0, 0, 0, 0, 0}, {}), "expected checksums are for reads");
+  e.opcode = kOpRead;
+  e.flags = kFlagNoVerify;
+  ExpectRefused(Read(e, {1, 0, 0, 0, 0, 0, 0, 0}, {}), "imply verify");
+  e.flags = 0;
+  e.ext = 0;  // a range's checksums are inline
+  ExpectRefused(Read(e, {}, {1}), "ext > 0 exactly when expected > 0");
+  e = Entry();
+  e.ext = 1;  // a range without checksums has no slots
+  ExpectRefused(Read(e, {0, 0, 0, 0, 0, 0, 0, 0}, {}), "ext > 0 exactly when expected > 0");
 }
 
 }  // namespace
