@@ -81,9 +81,9 @@ enum SqeFlags : uint8_t {
 //            dst_indices[count]; src and dst name the two layouts
 // Where arrays are: with ext > 0, in the `ext` SQ slots after the entry
 // (c must be 0); else at byte c of the buffer area.
-// A read's expected checksums (a restore; implies verify): `expected`
-// uint64s right after the form's arrays, wherever those are; a range has
-// no arrays, so its checksums are inline (ext slots).
+// A read's expected checksums (a restore; implies verify, as on gRPC):
+// `expected` uint64s right after the form's arrays, wherever those are; a
+// range has no arrays, so its checksums are inline (ext slots).
 struct Sqe {
   uint8_t opcode;
   uint8_t form;

@@ -120,14 +120,6 @@ absl::Status CheckHeader(const Sqe& e) {
     return absl::InvalidArgumentError("flags ask for verify and for no verify: give one");
   }
   if (e.reserved0 != 0) return absl::InvalidArgumentError("reserved0 must be 0");
-  if (e.expected != 0 && e.opcode != kOpRead) {
-    return absl::InvalidArgumentError(
-        "expected checksums are for reads (a restore checked against them): expected must be 0");
-  }
-  if (e.expected != 0 && (e.flags & kFlagNoVerify) != 0) {
-    return absl::InvalidArgumentError(
-        "expected checksums imply verify: flags must not ask for no verify");
-  }
   if (engine::Priority p; !engine::PriorityFromWire(e.priority, &p)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "priority ", int{e.priority},
@@ -163,7 +155,9 @@ absl::StatusOr<RingRequest> ReadEntry(const Sqe& e, const EntryArrays& arrays,
   s.slice_size = uint64_t{e.slice_kib} << 10;
   engine::PriorityFromWire(e.priority, &s.priority);  // checked by CheckHeader
   if (e.timeout_ms != 0) s.timeout = absl::Milliseconds(e.timeout_ms);
-  if ((e.flags & kFlagVerify) != 0 || e.expected != 0) s.verify = true;
+  // Expected checksums on a write, or with verify off, are the engine's to
+  // refuse, with gRPC's words.
+  if ((e.flags & kFlagVerify) != 0) s.verify = true;
   if ((e.flags & kFlagNoVerify) != 0) s.verify = false;
   if (e.form == kFormLayout) {
     // The layouts name their regions (the engine binds them).

@@ -168,6 +168,7 @@ def test_ring_refuses_as_grpc_does(regions: Regions,
     regions.make("a", "ref_src", 64 * KiB)
     regions.make("b", "ref_dst", 64 * KiB, remote_write=True)
     regions.make("b", "ref_ro", 64 * KiB)
+    regions.make("b", "ref_rd", 64 * KiB, remote_read=True)
     bad: List[Callable[[xferd.Client], Any]] = [
         lambda c: c.write("no_such_region", "b", "ref_dst", KiB, wait=True),
         lambda c: c.write("ref_src", "b", "ref_dst", 128 * KiB, wait=True),
@@ -177,6 +178,11 @@ def test_ring_refuses_as_grpc_does(regions: Regions,
         lambda c: c.write_blocks("ref_src", "b", "ref_dst", [0, 8 * KiB], [0, 60 * KiB],
                                  block_length=8 * KiB, wait=True),
         lambda c: c.write("ref_src", "b", "ref_ro", KiB, wait=True),  # refused by the peer
+        # A restore's checksums: too few for its slices, and beside verify off.
+        lambda c: c.read("b", "ref_rd", "ref_src", 64 * KiB, slice_size=16 * KiB,
+                         expected_checksums=[1, 2, 3], wait=True),
+        lambda c: c.read("b", "ref_rd", "ref_src", KiB, verify=False, expected_checksums=[1],
+                         wait=True),
     ]
     for i, call in enumerate(bad):
         ring_says = refusal(lambda: call(ring))

@@ -133,7 +133,7 @@ TEST_F(EntryReaderTest, ExpectedChecksumsFollowTheArraysWhereverTheyAre) {
   absl::StatusOr<RingRequest> r = Read(e, {11, 22, 33, 0, 0, 0, 0, 0}, {});
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->spec.length, 3u << 20);
-  EXPECT_EQ(r->spec.verify, std::optional<bool>(true));  // implied
+  EXPECT_FALSE(r->spec.verify.has_value());  // implied, by the engine
   ASSERT_NE(r->spec.expected_checksums, nullptr);
   EXPECT_EQ(*r->spec.expected_checksums, (std::vector<uint64_t>{11, 22, 33}));
   // A list in the buffer area: its checksums after its two offset arrays.
@@ -151,6 +151,23 @@ TEST_F(EntryReaderTest, ExpectedChecksumsFollowTheArraysWhereverTheyAre) {
   EXPECT_EQ(*r->spec.expected_checksums, (std::vector<uint64_t>{0xc1, 0xc2}));
   // ... and bounded with them: one checksum short of the area.
   ExpectRefused(Read(e, {}, {0xdead, 0, 8192, 4096, 0, 0xc1}), "exceed the buffer area");
+}
+
+// What only the engine can refuse (it does, as for gRPC) passes through.
+TEST_F(EntryReaderTest, ExpectedChecksumsOnAWriteOrWithoutVerifyAreTheEnginesToRefuse) {
+  Sqe e = Entry();  // a write
+  e.c = 4096;
+  e.expected = 1;
+  e.ext = 1;
+  absl::StatusOr<RingRequest> r = Read(e, {9, 0, 0, 0, 0, 0, 0, 0}, {});
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_NE(r->spec.expected_checksums, nullptr);
+  e.opcode = kOpRead;
+  e.flags = kFlagNoVerify;
+  r = Read(e, {9, 0, 0, 0, 0, 0, 0, 0}, {});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->spec.verify, std::optional<bool>(false));
+  ASSERT_NE(r->spec.expected_checksums, nullptr);
 }
 
 TEST_F(EntryReaderTest, RefusalsNameWhatIsWrong) {
@@ -186,14 +203,9 @@ TEST_F(EntryReaderTest, RefusalsNameWhatIsWrong) {
   e = Entry();
   e.flags = kFlagVerify | kFlagNoVerify;
   ExpectRefused(Read(e, {}, {}), "verify and for no verify");
-  e = Entry();  // a write
-  e.expected = 1;
-  e.ext = 1;
-  ExpectRefused(Read(e, {1, 0, 0, 0, 0, 0, 0, 0}, {}), "expected checksums are for reads");
+  e = Entry();
   e.opcode = kOpRead;
-  e.flags = kFlagNoVerify;
-  ExpectRefused(Read(e, {1, 0, 0, 0, 0, 0, 0, 0}, {}), "imply verify");
-  e.flags = 0;
+  e.expected = 1;
   e.ext = 0;  // a range's checksums are inline
   ExpectRefused(Read(e, {}, {1}), "ext > 0 exactly when expected > 0");
   e = Entry();
