@@ -379,8 +379,10 @@ class Transfer:
     #: each block as its source sent it, packed little-endian uint64 in the
     #: order of the request's blocks (numpy.frombuffer(c, "<u8")). Store it
     #: beside the data; pass it back as a read's expected_checksums to check
-    #: a restore. Empty otherwise, and in list_transfers() and ring
-    #: completions.
+    #: a restore. Empty otherwise, in list_transfers(), and through the
+    #: request rings for a transfer of more than 64 (verified by the
+    #: daemon's default: the clients send those they ask to verify over
+    #: gRPC).
     checksums: bytes = b""
 
     @property

@@ -19,7 +19,7 @@ from xferd.requests import PRIORITIES
 from xferd.rings import RingCompletion, RingRequest
 from xferd.v1 import xferd_pb2
 
-__all__ = ["LINGER_MAX_BYTES", "RING_CHECKSUMS", "range_request", "ring_request", "transfer_of"]
+__all__ = ["LINGER_MAX_BYTES", "range_request", "ring_request", "transfer_of"]
 
 #: A reply lingers only for transfers this small (the daemon's rule for its
 #: gRPC replies, kLingerMaxBytes): a larger one returns once queued.
@@ -46,7 +46,7 @@ def ring_request(r: Union[xferd_pb2.WriteRequest, xferd_pb2.ReadRequest],
         return None
     if (r.HasField("verify") and r.verify) or expected:
         count = _checksum_count(r, default_slice)
-        if count is None or count > RING_CHECKSUMS:
+        if count is None or count > _RING_CHECKSUMS:
             return None  # only gRPC returns them all
     out = _entry(L.OP_WRITE if isinstance(r, xferd_pb2.WriteRequest) else L.OP_READ, r.peer,
                  r.src_region, r.dst_region, r.label, r.wait, r.slice_size,
@@ -90,14 +90,14 @@ def ring_request(r: Union[xferd_pb2.WriteRequest, xferd_pb2.ReadRequest],
 
 #: A completion's message slot holds a verified transfer's checksums when
 #: there are at most this many (docs/local-rings.md).
-RING_CHECKSUMS = L.MESSAGE_BYTES // 8
+_RING_CHECKSUMS = L.MESSAGE_BYTES // 8
 
 
 def _checksum_count(r: Union[xferd_pb2.WriteRequest, xferd_pb2.ReadRequest],
                     default_slice: int) -> Optional[int]:
     """How many checksums verified `r` returns (one per block, or per slice
     of a block longer than the slice size, as the daemon plans it), counted
-    only up to past RING_CHECKSUMS; None when the client cannot tell cheaply
+    only up to past _RING_CHECKSUMS; None when the client cannot tell cheaply
     (a layout's blocks) or `r` is malformed (gRPC's errors then say why)."""
     slice_size = r.slice_size or default_slice
     if slice_size <= 0:
@@ -112,7 +112,7 @@ def _checksum_count(r: Union[xferd_pb2.WriteRequest, xferd_pb2.ReadRequest],
     form = b.WhichOneof("form")
     if form == "list":
         n = len(b.list.src_offsets) // 8
-        if n > RING_CHECKSUMS:
+        if n > _RING_CHECKSUMS:
             return n
         if b.list.block_length:
             return n * slices(b.list.block_length)
@@ -123,7 +123,7 @@ def _checksum_count(r: Union[xferd_pb2.WriteRequest, xferd_pb2.ReadRequest],
         count = 0
         for run in b.strided.runs:
             count += run.count * slices(run.block_length)
-            if count > RING_CHECKSUMS:
+            if count > _RING_CHECKSUMS:
                 break
         return count
     return None
