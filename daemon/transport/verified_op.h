@@ -24,4 +24,9 @@ void TakeChecksums(const memory::Region* region, const iovec* pieces, uint32_t c
 bool CheckLanded(const memory::Region* region, const iovec* landed, uint32_t count,
                  const uint64_t* expected, ChecksumMismatch* mismatch);
 
+// CheckLanded for blocks whose checksums were taken when they landed
+// (TakeChecksums), before the source's were known.
+bool MatchLanded(const uint64_t* landed, uint32_t count, const uint64_t* expected,
+                 ChecksumMismatch* mismatch);
+
 }  // namespace xferd::transport

@@ -223,5 +223,47 @@ TEST_P(TransportConformanceTest, VerifiedAndPlainOpsShareALane) {
   ExpectBlocksEqual(*a_buf, *b_buf, blocks);
 }
 
+// A large verified read's answer has its table follow in a frame of its own
+// (TCP: after later answers of the same kind, before any other answer):
+// large and small verified reads, plain reads and writes (whose ACKs the
+// same peer sends) all in flight on one lane at once; each ends with its
+// own source's checksums and bytes.
+TEST_P(TransportConformanceTest, VerifiedReadsAnswersAndAcknowledgementsKeepTheirOrder) {
+  SKIP_UNLESS_VERIFIES();
+  constexpr uint32_t kOps = 12;
+  constexpr uint64_t kOpBytes = uint64_t{kMaxBlocksPerOp} * kBlockBytes;
+  auto a_buf = Register(a_, "abuf", kOps * kOpBytes, true);
+  auto b_buf = Register(b_, "bbuf", 2 * kOps * kOpBytes, true, {}, /*remote_read=*/true);
+  Fill(*a_buf, 11);
+  Fill(*b_buf, 12);
+  const RemoteRegion key = Keys(b_, *b_buf);
+  std::vector<std::vector<uint64_t>> sums(kOps);
+  std::vector<std::vector<Block>> op_blocks(kOps);
+  std::vector<uint64_t> ops;
+  for (uint32_t k = 0; k < kOps; ++k) {
+    // Reads come from b's first half, writes land in its second half.
+    const uint64_t base = uint64_t{k} * kOpBytes;
+    const uint32_t count = k % 4 == 3 ? 8 : kMaxBlocksPerOp;  // 32 KiB: its table inline
+    for (uint32_t i = 0; i < count; ++i) {
+      const uint64_t at = base + uint64_t{(i * 5) % count} * kBlockBytes;
+      op_blocks[k].push_back(
+          {base + uint64_t{i} * kBlockBytes, k % 4 == 1 ? kOps * kOpBytes + at : at, kBlockBytes});
+    }
+    sums[k].assign(count, 0);
+    const OpKind kind = k % 4 == 1 ? OpKind::kWrite : OpKind::kRead;
+    const bool verified = k % 4 != 2;
+    ops.push_back(PostBlocks(a_, 0, kind, *a_buf, key, op_blocks[k], nullptr,
+                             verified ? sums[k].data() : nullptr));
+  }
+  for (uint32_t k = 0; k < kOps; ++k) {
+    ASSERT_TRUE(WaitFor(a_, ops[k]).ok()) << "op " << k;
+    EXPECT_EQ(a_.sink.mismatched.count(ops[k]), 0u) << "op " << k;
+    ExpectBlocksEqual(*a_buf, *b_buf, op_blocks[k]);
+    if (k % 4 == 2) continue;  // plain
+    EXPECT_EQ(sums[k], Checksums(k % 4 == 1 ? *a_buf : *b_buf, op_blocks[k], k % 4 == 1))
+        << "op " << k;
+  }
+}
+
 }  // namespace
 }  // namespace xferd::transport::conformance

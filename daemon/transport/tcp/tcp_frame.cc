@@ -38,6 +38,7 @@ absl::Status CheckLength(const FrameHeader& h, uint8_t type) {
     case FrameType::kHelloAck:
     case FrameType::kAck:
     case FrameType::kMismatch:
+    case FrameType::kSums:
       if (h.length != 0) return absl::InvalidArgumentError("unexpected frame payload");
       return absl::OkStatus();
   }
@@ -79,9 +80,11 @@ absl::Status DecodeHeader(const uint8_t in[kHeaderBytes], FrameHeader* header) {
   header->seq = Get64(in + 24);
   if (absl::Status s = CheckLength(*header, type); !s.ok()) return s;
   const auto t = static_cast<FrameType>(type);
-  // A verified READ_RESP says how many checksums follow its payload.
-  const bool counts_blocks = CarriesTable(t) || t == FrameType::kMismatch ||
-                             (t == FrameType::kReadResp && (header->flags & kFlagChecksums));
+  // A verified READ_RESP says how many checksums follow its payload, or
+  // its SUMS frame.
+  const bool counts_blocks =
+      CarriesTable(t) || t == FrameType::kMismatch || t == FrameType::kSums ||
+      (t == FrameType::kReadResp && (header->flags & (kFlagChecksums | kFlagSumsLater)));
   if (counts_blocks ? header->blocks == 0 || header->blocks > kMaxBlocksPerOp
                     : header->blocks != 0) {
     return absl::InvalidArgumentError(absl::StrCat("block count ", header->blocks, " for type ",
@@ -89,12 +92,17 @@ absl::Status DecodeHeader(const uint8_t in[kHeaderBytes], FrameHeader* header) {
                                                    ")"));
   }
   const uint8_t allowed_flags = t == FrameType::kWrite ? kFlagNotice | kFlagVerdict | kFlagChecksums
-                                : t == FrameType::kReadReq  ? kFlagChecksums
-                                : t == FrameType::kReadResp ? kFlagVerdict | kFlagChecksums
-                                                            : 0;
+                                : t == FrameType::kReadReq ? kFlagChecksums
+                                : t == FrameType::kReadResp
+                                    ? kFlagVerdict | kFlagChecksums | kFlagSumsLater
+                                    : 0;
   if ((header->flags & ~allowed_flags) != 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("unknown frame flags 0x", absl::Hex(header->flags)));
+  }
+  if ((header->flags & kFlagChecksums) && (header->flags & kFlagSumsLater)) {
+    return absl::InvalidArgumentError(
+        "a READ_RESP's checksums cannot both follow it and come later");
   }
   if (t == FrameType::kMismatch && header->word >= kMaxBlocksPerOp) {
     return absl::InvalidArgumentError(absl::StrCat("MISMATCH names block ", header->word,

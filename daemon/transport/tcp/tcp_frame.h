@@ -7,15 +7,15 @@
 //
 //   0 u32 magic "XFR2"   4 u8 type   5 u8 flags
 //   6 u16 blocks: WRITE / READ_REQ entries in the block table (1..64); a
-//              verified READ_RESP's checksums; MISMATCH: blocks that differ;
-//              else 0
+//              verified READ_RESP's checksums (inline or later), and a SUMS
+//              frame's; MISMATCH: blocks that differ; else 0
 //   8 u32 word: WRITE / READ_REQ region id | HELLO lane index | NACK status code
 //  12 u32 length: WRITE / READ_REQ / READ_RESP payload bytes | HELLO token |
 //                 NACK message bytes
 //  16 u64 MISMATCH: the landed checksum of its first differing block, else 0
 //  24 u64 seq: WRITE / READ_REQ sequence number on this lane (one space for
-//              both); ACK: highest WRITE acknowledged (cumulative); NACK and
-//              READ_RESP: the refused or answered frame
+//              both); ACK: highest WRITE acknowledged (cumulative); NACK,
+//              READ_RESP and SUMS: the refused or answered frame
 //
 // A block table entry is 12 bytes: u64 offset in the region, u32 length.
 //
@@ -35,7 +35,14 @@
 // acknowledging it (and lands no notice it carried). A READ_REQ with the
 // flag asks for the checksums: its READ_RESP carries the flag and the table
 // in the same place (as many as its `blocks` says), which the reader
-// checks against what it received.
+// checks against what it received. A READ_RESP may instead carry the
+// sums-later flag: its table then comes in a SUMS frame of its own (`seq`
+// the READ_RESP's, `blocks` checksums after the header), sent after the
+// payload and verdict but possibly after later READ_RESPs with the same
+// flag, and before any other answer. The source can so take a large
+// answer's checksums behind the kernel's copy without ending its batch of
+// answers there; the reader checks the blocks that landed when their table
+// comes.
 #pragma once
 
 #include <cstddef>
@@ -69,6 +76,9 @@ enum class FrameType : uint8_t {
   // WRITE `seq` landed, but `blocks` of its blocks differ from their
   // checksums, the first at index `word` of its table.
   kMismatch = 8,
+  // The checksum table of READ_RESP `seq` (sent with kFlagSumsLater):
+  // `blocks` checksums follow.
+  kSums = 9,
 };
 
 inline constexpr uint8_t kFlagNotice = 0x1;   // WRITE: a landing notice follows
@@ -77,6 +87,8 @@ inline constexpr size_t kVerdictBytes = 8;
 // WRITE, READ_REQ, READ_RESP: the frame is verified (checksum tables).
 inline constexpr uint8_t kFlagChecksums = 0x4;
 inline constexpr size_t kChecksumBytes = 8;
+// READ_RESP: verified, its checksum table comes in a later SUMS frame.
+inline constexpr uint8_t kFlagSumsLater = 0x8;
 inline constexpr size_t kMaxChecksumTableBytes = kMaxBlocksPerOp * kChecksumBytes;
 
 struct FrameHeader {

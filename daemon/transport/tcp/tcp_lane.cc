@@ -24,7 +24,10 @@ TcpLane::TcpLane(Link& link, const memory::RegionRegistry& regions, uint32_t dep
       // The peer has at most its own depth of frames in flight, each earning
       // at most one answer, and ACKs coalesce: a peer that overflows this
       // does not read what we send.
-      answers_(2 * size_t{depth} + 8) {}
+      answers_(2 * size_t{depth} + 8),
+      // Waiting SUMS frames: those of answers queued, and of answers that
+      // went in the last batch (those of earlier ones go before any more).
+      sums_(2 * answers_.size()) {}
 
 TcpLane::~TcpLane() = default;
 
@@ -74,7 +77,7 @@ uint32_t TcpLane::Post(absl::Span<const DataOp> ops) {
         s.payload.Add(op.local_base + block.local_offset, block.length);
       }
     }
-    if (op.kind == OpKind::kWrite && op.checksums != nullptr) s.payload.Verify();
+    if (op.kind == OpKind::kWrite && op.checksums != nullptr) s.payload.Verify(false);
   }
   if (n > 0) {
     if (worker_ != nullptr) {
@@ -118,21 +121,25 @@ bool TcpLane::AddPayloadIov(const Payload& p, IovOut& out) const {
     AddPayloadPiece(out, p.pieces[i].iov_base, p.pieces[i].iov_len, &pos, p.zeros_from);
   }
   if (p.trailer_len > 0) out.Add(Trailer(p.zeros_from), p.trailer_len);
-  if (p.checksums_due) return false;
+  if (p.checksums_due && !p.table_later) return false;
   if (p.checksums_len > 0) out.Add(p.checksums, p.checksums_len);
   return true;
 }
 
-// Order on the wire: the rest of a half-sent frame, then answers (which go
-// only between frames), then the following frames. A verified payload's
-// checksums are taken where its bytes are in cache: a large one's behind
-// the kernel's copy, piece by piece as the socket takes them (Consume), so
-// nothing follows it in a batch until its table may go; a small one's
-// (SumAheadIfSmall) as it joins the batch, just before its copy, so a batch
-// still carries many.
+// Order on the wire: the rest of a half-sent frame, then the SUMS frames of
+// answers that went, then answers (both go only between frames), then the
+// following frames. A verified payload's checksums are taken where its
+// bytes are in cache: a large one's behind the kernel's copy, piece by
+// piece as the socket takes them (Consume); a small one's
+// (SumAheadIfSmall) as it joins the batch, just before its copy. Nothing
+// follows a large WRITE in a batch until its table may go; a large
+// READ_RESP's table goes in a SUMS frame in a later batch, so a batch
+// carries many answers (a scattered read's 64-block answers), but any
+// other answer waits for the SUMS frames of those before it.
 size_t TcpLane::BuildIov(iovec* iov, size_t max_iov, Guarded* guarded) {
   IovOut out{iov, max_iov};
   *guarded = Guarded{};
+  sums_in_batch_ = 0;
   uint64_t seq = sent_ + 1;
   bool first = true;
   auto mark = [&](bool item_guarded) {
@@ -145,9 +152,24 @@ size_t TcpLane::BuildIov(iovec* iov, size_t max_iov, Guarded* guarded) {
     mark(s.payload.guarded);
     if (!AddFrameIov(s, send_offset_, out)) return out.count;
   }
+  if (answer_offset_ == 0) {
+    for (uint64_t t = sums_sent_ + 1; t <= sums_queued_ && !out.full(); ++t) {
+      const SumsOut& sums = sums_[t % sums_.size()];
+      if (!sums.ready) break;
+      out.skip = t == sums_sent_ + 1 ? sums_offset_ : 0;
+      out.Add(sums.bytes, sums.len);
+      mark(false);
+      ++sums_in_batch_;
+    }
+  }
   for (uint64_t a = answers_sent_ + 1; a <= answers_queued_ && !out.full(); ++a) {
     Answer& answer = answers_[a % answers_.size()];
     if (out.count + 3 + answer.payload.count > max_iov) return out.count;
+    const uint64_t next_sums = sums_sent_ + sums_in_batch_ + 1;
+    if (!answer.payload.table_later && next_sums <= sums_queued_ &&
+        sums_[next_sums % sums_.size()].answer < a) {
+      return out.count;  // after the SUMS of an answer in this batch
+    }
     SumAheadIfSmall(answer.payload, answer.region.get(), nullptr);
     out.skip = a == answers_sent_ + 1 ? answer_offset_ : 0;
     out.Add(answer.bytes, answer.len);
@@ -183,6 +205,16 @@ void TcpLane::Consume(size_t bytes) {
     return true;
   };
   if (send_offset_ > 0 && !consume_frame()) return;
+  for (; sums_in_batch_ > 0; --sums_in_batch_) {
+    const size_t left = sums_[(sums_sent_ + 1) % sums_.size()].len - sums_offset_;
+    if (bytes < left) {
+      sums_offset_ += bytes;
+      return;
+    }
+    bytes -= left;
+    sums_offset_ = 0;
+    ++sums_sent_;
+  }
   while (answers_sent_ < answers_queued_) {
     Answer& answer = answers_[(answers_sent_ + 1) % answers_.size()];
     const size_t left = WireBytes(answer) - answer_offset_;
@@ -196,6 +228,7 @@ void TcpLane::Consume(size_t bytes) {
     }
     bytes -= left;
     answer_offset_ = 0;
+    if (answer.payload.table_later) SumsReady(answer);
     answer.region.reset();  // its payload is on the wire
     ++answers_sent_;
   }
@@ -257,6 +290,12 @@ void TcpLane::QueueNack(uint64_t seq, const absl::Status& why) {
 // straight from `region`, which the answer keeps until sent; a verified
 // one's checksums are taken as its payload goes (BuildIov says when).
 void TcpLane::AnswerRead(const std::shared_ptr<memory::Region>& region) {
+  const bool verified = (rx_frame_.flags & kFlagChecksums) != 0;
+  const bool later = verified && rx_frame_.length > kSumAheadBytes;
+  if (later && sums_queued_ - sums_sent_ >= sums_.size()) {
+    (void)Fail(ProtocolError("peer does not read its answers"));
+    return;
+  }
   Answer* a = NewAnswerAfterAcks();
   if (a == nullptr) return;
   FrameHeader resp;
@@ -264,8 +303,9 @@ void TcpLane::AnswerRead(const std::shared_ptr<memory::Region>& region) {
   resp.length = rx_frame_.length;
   resp.seq = rx_frame_.seq;
   a->payload.Reset(region->can_lose_memory());
-  const bool verified = (rx_frame_.flags & kFlagChecksums) != 0;
-  resp.flags = (a->payload.guarded ? kFlagVerdict : 0) | (verified ? kFlagChecksums : 0);
+  resp.flags = (a->payload.guarded ? kFlagVerdict : 0) | (!verified ? 0
+                                                          : later   ? kFlagSumsLater
+                                                                    : kFlagChecksums);
   resp.blocks = verified ? rx_frame_.blocks : 0;
   EncodeHeader(resp, a->bytes);
   a->len = kHeaderBytes;
@@ -276,7 +316,18 @@ void TcpLane::AnswerRead(const std::shared_ptr<memory::Region>& region) {
     DecodeBlockEntry(rx_header_ + kHeaderBytes + b * kBlockEntryBytes, &offset, &length);
     a->payload.Add(region->data() + offset, length);
   }
-  if (verified) a->payload.Verify();
+  if (verified) a->payload.Verify(later);
+  if (later) {
+    SumsOut& sums = sums_[++sums_queued_ % sums_.size()];
+    sums.answer = answers_queued_;
+    sums.ready = false;
+    FrameHeader header;
+    header.type = FrameType::kSums;
+    header.blocks = rx_frame_.blocks;
+    header.seq = rx_frame_.seq;
+    EncodeHeader(header, sums.bytes);
+    sums.len = static_cast<uint32_t>(kHeaderBytes + rx_frame_.blocks * kChecksumBytes);
+  }
   link_.counters().bytes_sent.fetch_add(rx_frame_.length, std::memory_order_relaxed);
 }
 
@@ -301,6 +352,9 @@ void TcpLane::Detach(const absl::Status& error, CompletionSink& sink) {
   for (Answer& a : answers_) a.region.reset();
   answers_sent_ = answers_queued_;
   answer_offset_ = 0;
+  sums_sent_ = sums_queued_;
+  sums_offset_ = 0;
+  rx_awaiting_sums_ = 0;
   rx_region_.reset();
   tls_stage_len_ = tls_stage_sent_ = 0;
   ssl_.reset();  // before its socket

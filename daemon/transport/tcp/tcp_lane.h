@@ -78,13 +78,15 @@ class TcpLane final : public Lane {
  private:
   using TxSlot = TcpTxSlot;
   using Answer = TcpAnswer;
+  using SumsOut = TcpSumsOut;
   using Payload = TcpPayload;
   using IovOut = TcpIovOut;
   static constexpr uint32_t kNoZeros = kTcpNoZeros;
 
   // kText: a NACK's message, or a verdict's; kChecksums: a verified
   // frame's checksum table, after its payload and verdict.
-  enum class RxState { kHeader, kTable, kPayload, kDiscard, kVerdict, kText, kChecksums };
+  // kSums: a SUMS frame's table.
+  enum class RxState { kHeader, kTable, kPayload, kDiscard, kVerdict, kText, kChecksums, kSums };
 
   TxSlot& slot(uint64_t seq) { return tx_ring_[seq % tx_ring_.size()]; }
   static size_t WireBytes(const TxSlot& s);
@@ -130,6 +132,7 @@ class TcpLane final : public Lane {
   void EndVerdict(CompletionSink& sink);
   void FinishPayload(CompletionSink& sink);
   void FinishReadResponse(CompletionSink& sink);
+  absl::Status ReadOutcome();
   absl::Status OnTextDone(CompletionSink& sink);
   void AnswerRead(const std::shared_ptr<memory::Region>& region);
   absl::Status HandleAck(uint64_t seq, CompletionSink& sink);
@@ -146,6 +149,10 @@ class TcpLane final : public Lane {
   void SumForTls(size_t len);
   bool LandedAsSent();
   void FinishVerifiedRead(const TxSlot& s, CompletionSink& sink);
+  void AwaitSums(TxSlot& s, const absl::Status& outcome);
+  absl::Status OnSumsHeader();
+  void FinishSums(CompletionSink& sink);
+  void SumsReady(const Answer& a);
   absl::Status HandleMismatch(CompletionSink& sink);
   static void FlipBitForTest(const iovec* landed, uint32_t count);
 
@@ -180,6 +187,15 @@ class TcpLane final : public Lane {
   uint64_t answers_queued_ = 0;
   uint64_t answers_sent_ = 0;
   size_t answer_offset_ = 0;
+  // SUMS frames of our READ_RESPs, in (sums_sent_, sums_queued_], the first
+  // one partly sent by sums_offset_ bytes; they go between frames, before
+  // the answers, and before any answer but a later READ_RESP that follows
+  // their own (BuildIov). sums_in_batch_: how many the last BuildIov took.
+  std::vector<SumsOut> sums_;
+  uint64_t sums_queued_ = 0;
+  uint64_t sums_sent_ = 0;
+  size_t sums_offset_ = 0;
+  size_t sums_in_batch_ = 0;
   bool wants_writable_ = false;
   // The verdict of the one poisoned frame or answer at the send cursor.
   std::string fault_trailer_;
@@ -223,6 +239,9 @@ class TcpLane final : public Lane {
   uint32_t rx_text_len_ = 0;
   std::string rx_nack_text_;
   uint64_t rx_last_seq_ = 0;  // last inbound WRITE / READ_REQ (must increase by one)
+  // Our verified READs whose answer landed and whose SUMS frame is still
+  // to come: frames (acked_, acked_ + rx_awaiting_sums_].
+  uint64_t rx_awaiting_sums_ = 0;
   uint64_t ack_pending_ = 0;  // highest landed inbound WRITE not yet acknowledged
   uint64_t ack_sent_ = 0;
 };

@@ -58,7 +58,8 @@ absl::Status TcpLane::ReceiveOnce(CompletionSink& sink, absl::Span<std::byte> sc
     case RxState::kHeader:
     case RxState::kTable:
     case RxState::kVerdict:
-    case RxState::kChecksums: {
+    case RxState::kChecksums:
+    case RxState::kSums: {
       const size_t want = rx_want_ - rx_have_;
       *n = want > 0 ? RecvSome(rx_header_ + rx_have_, want) : 1;
       if (want > 0 && *n > 0) rx_have_ += static_cast<size_t>(*n);
@@ -69,6 +70,10 @@ absl::Status TcpLane::ReceiveOnce(CompletionSink& sink, absl::Span<std::byte> sc
       if (rx_state_ == RxState::kChecksums) {
         rx_have_ = 0;
         FinishPayload(sink);
+        return absl::OkStatus();
+      }
+      if (rx_state_ == RxState::kSums) {
+        FinishSums(sink);
         return absl::OkStatus();
       }
       ++*frames;
@@ -101,6 +106,11 @@ absl::Status TcpLane::OnHeader(CompletionSink& sink) {
   }
   rx_have_ = 0;
   rx_want_ = kHeaderBytes;
+  const bool answer = rx_frame_.type == FrameType::kAck || rx_frame_.type == FrameType::kNack ||
+                      rx_frame_.type == FrameType::kMismatch;
+  if (answer && rx_awaiting_sums_ > 0) {
+    return ProtocolError(absl::StrCat("an answer came before the SUMS of READ_RESP ", acked_ + 1));
+  }
   switch (rx_frame_.type) {
     case FrameType::kWrite:
     case FrameType::kReadReq:
@@ -123,6 +133,8 @@ absl::Status TcpLane::OnHeader(CompletionSink& sink) {
       return absl::OkStatus();
     case FrameType::kReadResp:
       return StartReadResponse();
+    case FrameType::kSums:
+      return OnSumsHeader();
     default:
       return ProtocolError("unexpected HELLO on an attached lane");
   }
@@ -218,7 +230,7 @@ absl::Status TcpLane::CheckInbound(std::shared_ptr<memory::Region>* out) {
 // READ_RESP: the payload of our oldest READ_REQ in flight, received straight
 // into its blocks of the local region.
 absl::Status TcpLane::StartReadResponse() {
-  if (rx_frame_.seq != acked_ + 1 || rx_frame_.seq > sent_) {
+  if (rx_frame_.seq != acked_ + rx_awaiting_sums_ + 1 || rx_frame_.seq > sent_) {
     return ProtocolError(
         absl::StrCat("READ_RESP ", rx_frame_.seq, " is not the oldest frame in flight"));
   }
@@ -227,7 +239,12 @@ absl::Status TcpLane::StartReadResponse() {
     return ProtocolError(absl::StrCat("READ_RESP ", rx_frame_.seq, " does not answer a read of ",
                                       rx_frame_.length, " bytes"));
   }
-  if (((rx_frame_.flags & kFlagChecksums) != 0) != (s.checksums != nullptr) ||
+  const bool later = (rx_frame_.flags & kFlagSumsLater) != 0;
+  if (rx_awaiting_sums_ > 0 && !later) {
+    return ProtocolError(absl::StrCat("READ_RESP ", rx_frame_.seq,
+                                      " came before the SUMS of READ_RESP ", acked_ + 1));
+  }
+  if (((rx_frame_.flags & (kFlagChecksums | kFlagSumsLater)) != 0) != (s.checksums != nullptr) ||
       (s.checksums != nullptr && rx_frame_.blocks != s.block_count)) {
     return ProtocolError(absl::StrCat("READ_RESP ", rx_frame_.seq,
                                       s.checksums != nullptr
@@ -357,26 +374,37 @@ void TcpLane::FinishPayload(CompletionSink& sink) {
 }
 
 // Our READ's payload is in: it is done, unless this side could not place it
-// (rx_refusal_) or the peer's memory failed under it (its verdict).
+// (rx_refusal_) or the peer's memory failed under it (its verdict); a
+// verified one whose table comes later ends with its SUMS frame.
 void TcpLane::FinishReadResponse(CompletionSink& sink) {
+  const absl::Status outcome = ReadOutcome();
+  if (rx_frame_.flags & kFlagSumsLater) {
+    AwaitSums(slot(acked_ + ++rx_awaiting_sums_), outcome);
+    return;
+  }
   const TxSlot& s = slot(++acked_);
-  if (!rx_refusal_.ok()) {
-    sink.OnOpDone(OpCompletion{s.cookie, s.payload_len, &rx_refusal_});
+  if (!outcome.ok()) {
+    sink.OnOpDone(OpCompletion{s.cookie, s.payload_len, &outcome});
     return;
   }
-  if (!rx_verdict_.ok()) {
-    const absl::Status error(rx_verdict_.code(),
-                             absl::StrCat("peer ", link_.peer().node_id,
-                                          " failed the read: ", rx_verdict_.message()));
-    sink.OnOpDone(OpCompletion{s.cookie, s.payload_len, &error});
-    return;
-  }
-  link_.counters().bytes_received.fetch_add(rx_frame_.length, std::memory_order_relaxed);
   if (s.checksums != nullptr) {
     FinishVerifiedRead(s, sink);
     return;
   }
   sink.OnOpDone(OpCompletion{s.cookie, s.payload_len, nullptr});
+}
+
+// How the READ_RESP just received ended for us; its bytes are counted
+// received when it landed.
+absl::Status TcpLane::ReadOutcome() {
+  if (!rx_refusal_.ok()) return rx_refusal_;
+  if (!rx_verdict_.ok()) {
+    return absl::Status(
+        rx_verdict_.code(),
+        absl::StrCat("peer ", link_.peer().node_id, " failed the read: ", rx_verdict_.message()));
+  }
+  link_.counters().bytes_received.fetch_add(rx_frame_.length, std::memory_order_relaxed);
+  return absl::OkStatus();
 }
 
 absl::Status TcpLane::HandleAck(uint64_t seq, CompletionSink& sink) {

@@ -34,8 +34,10 @@ struct TcpPayload {
   uint32_t zeros_from = kTcpNoZeros;
   // Verified: each piece's checksum, taken as the socket takes its bytes
   // (`running`); the table (checksums_len bytes) is filled once they all
-  // went, and is held back until then (`checksums_due`).
+  // went, and is held back until then (`checksums_due`), unless it goes in
+  // a SUMS frame of its own (`table_later`, a READ_RESP's).
   bool checksums_due = false;
+  bool table_later = false;
   uint32_t checksums_len = 0;
   uint32_t summed = 0;  // payload bytes in `running`
   uint64_t running[kMaxBlocksPerOp];
@@ -48,16 +50,19 @@ struct TcpPayload {
     trailer_len = can_fault ? kVerdictBytes : 0;
     zeros_from = kTcpNoZeros;
     checksums_due = false;
+    table_later = false;
     checksums_len = 0;
   }
   void Add(std::byte* data, uint32_t len) {
     pieces[count++] = {data, len};
     length += len;
   }
-  // Once every piece is in: verified, its table follows the verdict.
-  void Verify() {
+  // Once every piece is in: verified, its table follows the verdict, or
+  // goes later in a frame of its own.
+  void Verify(bool later) {
     checksums_due = true;
-    checksums_len = count * kChecksumBytes;
+    table_later = later;
+    checksums_len = later ? 0 : count * kChecksumBytes;
     summed = 0;
     std::fill_n(running, count, 0);
   }
@@ -78,6 +83,10 @@ struct TcpTxSlot {
   uint64_t* checksums = nullptr;     // DataOp::checksums (verified frames)
   TcpPayload payload;                // WRITE only
   absl::Status fault;                // the memory faulted under the payload: the op's end
+  // A verified READ whose answer came with its table to follow: the
+  // checksums of what landed, or why it could not land.
+  uint64_t landed[kMaxBlocksPerOp];
+  absl::Status read_error;
   uint8_t header[kHeaderBytes + kNoticeBytes + kMaxTableBytes];
 };
 
@@ -89,6 +98,15 @@ struct TcpAnswer {
   uint8_t bytes[kHeaderBytes + kMaxNackMessage];
   std::shared_ptr<memory::Region> region;
   TcpPayload payload;
+};
+
+// The SUMS frame of one of our READ_RESPs whose table goes later: ready
+// once that answer's payload went (its checksums are then known).
+struct TcpSumsOut {
+  uint64_t answer = 0;  // the answer's number (TcpLane's answers_queued_ then)
+  bool ready = false;
+  uint32_t len = 0;  // of bytes
+  uint8_t bytes[kHeaderBytes + kMaxChecksumTableBytes];
 };
 
 // Appends pieces to an iovec array, leaving out the first `skip` bytes,

@@ -7,9 +7,11 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "daemon/base/endian.h"
+#include "daemon/common/check.h"
 #include "daemon/common/log.h"
 #include "daemon/memory/checksum.h"
 #include "daemon/transport/tcp/tcp_lane.h"
@@ -112,6 +114,64 @@ void TcpLane::FinishVerifiedRead(const TxSlot& s, CompletionSink& sink) {
   const bool good = CheckLanded(s.region, rx_iov_, s.block_count, s.checksums, &mismatch);
   mismatch.checksums = s.checksums;
   sink.OnOpDone(OpCompletion{s.cookie, s.payload_len, nullptr, good ? nullptr : &mismatch});
+}
+
+// Our verified READ `s` is in (its blocks are rx_iov_), its table to come
+// in a SUMS frame: what landed is checksummed now, while it is in cache.
+void TcpLane::AwaitSums(TxSlot& s, const absl::Status& outcome) {
+  s.read_error = outcome;
+  if (!outcome.ok()) return;
+  FlipBitForTest(rx_iov_, s.block_count);
+  TakeChecksums(s.region, rx_iov_, s.block_count, s.landed);
+}
+
+// A SUMS frame: the source's checksums of the oldest read awaiting them.
+absl::Status TcpLane::OnSumsHeader() {
+  if (rx_awaiting_sums_ == 0 || rx_frame_.seq != acked_ + 1) {
+    return ProtocolError(absl::StrCat("SUMS ", rx_frame_.seq,
+                                      " does not follow a READ_RESP whose table is to come"));
+  }
+  const TxSlot& s = slot(rx_frame_.seq);
+  if (rx_frame_.blocks != s.block_count) {
+    return ProtocolError(absl::StrCat("SUMS ", rx_frame_.seq, " holds ", rx_frame_.blocks,
+                                      " checksums for a read of ", s.block_count, " blocks"));
+  }
+  rx_want_ = rx_frame_.blocks * kChecksumBytes;
+  rx_state_ = RxState::kSums;
+  return absl::OkStatus();
+}
+
+// The SUMS frame is in (rx_header_): they become the read's checksums, and
+// what landed is compared with them.
+void TcpLane::FinishSums(CompletionSink& sink) {
+  rx_state_ = RxState::kHeader;
+  rx_have_ = 0;
+  rx_want_ = kHeaderBytes;
+  --rx_awaiting_sums_;
+  const TxSlot& s = slot(++acked_);
+  if (!s.read_error.ok()) {
+    sink.OnOpDone(OpCompletion{s.cookie, s.payload_len, &s.read_error});
+    return;
+  }
+  for (uint32_t b = 0; b < s.block_count; ++b) {
+    s.checksums[b] = LoadLE<uint64_t>(rx_header_ + b * kChecksumBytes);
+  }
+  ChecksumMismatch mismatch;
+  const bool good = MatchLanded(s.landed, s.block_count, s.checksums, &mismatch);
+  mismatch.checksums = s.checksums;
+  sink.OnOpDone(OpCompletion{s.cookie, s.payload_len, nullptr, good ? nullptr : &mismatch});
+}
+
+// A READ_RESP whose table goes later went whole: its checksums are known,
+// and its SUMS frame (the oldest one not ready: they become ready in the
+// order of their answers) may go.
+void TcpLane::SumsReady(const Answer& a) {
+  uint64_t t = sums_sent_ + 1;
+  while (sums_[t % sums_.size()].ready) ++t;
+  SumsOut& sums = sums_[t % sums_.size()];
+  XFERD_DCHECK(t <= sums_queued_ && sums.answer == answers_sent_ + 1);
+  std::memcpy(sums.bytes + kHeaderBytes, a.payload.checksums, a.payload.count * kChecksumBytes);
+  sums.ready = true;
 }
 
 // The peer placed our verified WRITE, but some blocks landed other bytes

@@ -175,6 +175,60 @@ TEST(TcpFrameTest, ChecksumsFlagOnVerifiedFramesOnly) {
   EXPECT_FALSE(DecodeHeader(bytes, &out).ok());
 }
 
+// A large verified READ_RESP's table may come later, in a SUMS frame that
+// says whose it is and how many checksums follow it.
+TEST(TcpFrameTest, SumsLaterOnAReadResponseAndTheSumsFrameThatFollows) {
+  uint8_t bytes[kHeaderBytes];
+  FrameHeader out;
+  FrameHeader resp;
+  resp.type = FrameType::kReadResp;
+  resp.length = 64 * 4096;
+  resp.blocks = 64;
+  resp.seq = 12;
+  resp.flags = kFlagSumsLater;
+  EncodeHeader(resp, bytes);
+  ASSERT_TRUE(DecodeHeader(bytes, &out).ok());
+  EXPECT_EQ(out.flags, kFlagSumsLater);
+  EXPECT_EQ(out.blocks, 64u);
+  resp.flags = kFlagSumsLater | kFlagChecksums;  // the table both after it and later
+  EncodeHeader(resp, bytes);
+  EXPECT_FALSE(DecodeHeader(bytes, &out).ok());
+  resp.flags = kFlagSumsLater;
+  resp.blocks = 0;  // later, but how many?
+  EncodeHeader(resp, bytes);
+  EXPECT_FALSE(DecodeHeader(bytes, &out).ok());
+  for (FrameType type : {FrameType::kWrite, FrameType::kReadReq}) {
+    FrameHeader h = Write(4096);
+    h.type = type;
+    h.flags = kFlagSumsLater;  // a READ_RESP's flag only
+    EncodeHeader(h, bytes);
+    EXPECT_FALSE(DecodeHeader(bytes, &out).ok()) << static_cast<int>(type);
+  }
+
+  FrameHeader sums;
+  sums.type = FrameType::kSums;
+  sums.blocks = 64;
+  sums.seq = 12;
+  EncodeHeader(sums, bytes);
+  ASSERT_TRUE(DecodeHeader(bytes, &out).ok());
+  EXPECT_EQ(out.type, FrameType::kSums);
+  EXPECT_EQ(out.blocks, 64u);
+  EXPECT_EQ(out.seq, 12u);
+  for (uint16_t blocks : {uint16_t{0}, uint16_t{kMaxBlocksPerOp + 1}}) {
+    sums.blocks = blocks;
+    EncodeHeader(sums, bytes);
+    EXPECT_FALSE(DecodeHeader(bytes, &out).ok()) << blocks;
+  }
+  sums.blocks = 1;
+  sums.length = 8;  // its size is its count's
+  EncodeHeader(sums, bytes);
+  EXPECT_FALSE(DecodeHeader(bytes, &out).ok());
+  sums.length = 0;
+  sums.flags = kFlagChecksums;
+  EncodeHeader(sums, bytes);
+  EXPECT_FALSE(DecodeHeader(bytes, &out).ok());
+}
+
 TEST(TcpFrameTest, MismatchCarriesTheFirstBlockAndItsLandedChecksum) {
   uint8_t bytes[kHeaderBytes];
   FrameHeader m;
