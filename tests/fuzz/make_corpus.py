@@ -12,8 +12,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "tests/fuzz/corpus"
 
 MAGIC = 0x32524658  # "XFR2"
-HELLO, HELLO_ACK, WRITE, ACK, NACK, READ_REQ, READ_RESP, MISMATCH = 1, 2, 3, 4, 5, 6, 7, 8
-NOTICE_FLAG, VERDICT_FLAG, CHECKSUMS_FLAG = 1, 2, 4
+HELLO, HELLO_ACK, WRITE, ACK, NACK, READ_REQ, READ_RESP, MISMATCH, SUMS = range(1, 10)
+NOTICE_FLAG, VERDICT_FLAG, CHECKSUMS_FLAG, SUMS_LATER_FLAG = 1, 2, 4, 8
 NOTICE_MAGIC = 0x4E465258  # "XRFN"
 
 
@@ -76,6 +76,9 @@ def tcp_frame():
     write("tcp_frame_fuzzer/read_req_checksums", header(READ_REQ, CHECKSUMS_FLAG, 1, 8192, 5, 2))
     write("tcp_frame_fuzzer/read_resp_checksums",
           header(READ_RESP, CHECKSUMS_FLAG | VERDICT_FLAG, 0, 8192, 5, 2))
+    write("tcp_frame_fuzzer/read_resp_sums_later",
+          header(READ_RESP, SUMS_LATER_FLAG, 0, 64 * 4096, 7, 64))
+    write("tcp_frame_fuzzer/sums", header(SUMS, 0, 0, 0, 7, 64) + bytes(range(256)) * 2)
     write("tcp_frame_fuzzer/mismatch", header(MISMATCH, 0, 3, 0, 6, 2, 0x0123456789ABCDEF))
     write("tcp_frame_fuzzer/bad_magic", b"XFR3" + header(ACK)[4:])
     write("tcp_frame_fuzzer/protocol_1", b"XFR1" + header(ACK)[4:])

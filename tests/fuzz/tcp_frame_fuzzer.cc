@@ -29,10 +29,15 @@ void CheckHeader(const uint8_t* in) {
       break;
     case FrameType::kReadResp:  // a verdict, then `blocks` checksums, may follow the payload
       FUZZ_CHECK(header.length >= 1 && header.length <= kMaxSliceBytes);
-      FUZZ_CHECK((header.flags & ~(kFlagVerdict | kFlagChecksums)) == 0);
-      FUZZ_CHECK((header.flags & kFlagChecksums)
+      FUZZ_CHECK((header.flags & ~(kFlagVerdict | kFlagChecksums | kFlagSumsLater)) == 0);
+      FUZZ_CHECK(!((header.flags & kFlagChecksums) && (header.flags & kFlagSumsLater)));
+      FUZZ_CHECK((header.flags & (kFlagChecksums | kFlagSumsLater))
                      ? header.blocks >= 1 && header.blocks <= kMaxBlocksPerOp
                      : header.blocks == 0);
+      break;
+    case FrameType::kSums:  // `blocks` checksums follow
+      FUZZ_CHECK(header.length == 0 && header.flags == 0);
+      FUZZ_CHECK(header.blocks >= 1 && header.blocks <= kMaxBlocksPerOp);
       break;
     case FrameType::kMismatch:  // names a block of the table it answers
       FUZZ_CHECK(header.length == 0 && header.flags == 0);

@@ -150,6 +150,9 @@ class Outbound {
         case FrameType::kReadResp:  // its regions are plain memory: no verdict
           frame += h.length + ((h.flags & kFlagChecksums) ? h.blocks * kChecksumBytes : 0);
           break;
+        case FrameType::kSums:
+          frame += h.blocks * kChecksumBytes;
+          break;
         default:
           FUZZ_CHECK(false && "the lane sent a HELLO");
       }
