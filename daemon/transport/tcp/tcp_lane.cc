@@ -155,7 +155,7 @@ size_t TcpLane::BuildIov(iovec* iov, size_t max_iov, Guarded* guarded) {
   if (answer_offset_ == 0) {
     for (uint64_t t = sums_sent_ + 1; t <= sums_queued_ && !out.full(); ++t) {
       const SumsOut& sums = sums_[t % sums_.size()];
-      if (!sums.ready) break;
+      if (sums.answer > answers_sent_) break;  // its answer's payload has not gone
       out.skip = t == sums_sent_ + 1 ? sums_offset_ : 0;
       out.Add(sums.bytes, sums.len);
       mark(false);
@@ -320,7 +320,6 @@ void TcpLane::AnswerRead(const std::shared_ptr<memory::Region>& region) {
   if (later) {
     SumsOut& sums = sums_[++sums_queued_ % sums_.size()];
     sums.answer = answers_queued_;
-    sums.ready = false;
     FrameHeader header;
     header.type = FrameType::kSums;
     header.blocks = rx_frame_.blocks;

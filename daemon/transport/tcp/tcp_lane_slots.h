@@ -101,10 +101,10 @@ struct TcpAnswer {
 };
 
 // The SUMS frame of one of our READ_RESPs whose table goes later: ready
-// once that answer's payload went (its checksums are then known).
+// once that answer's payload went (its checksums are then known), so once
+// the lane's answers_sent_ reached `answer`.
 struct TcpSumsOut {
   uint64_t answer = 0;  // the answer's number (TcpLane's answers_queued_ then)
-  bool ready = false;
   uint32_t len = 0;  // of bytes
   uint8_t bytes[kHeaderBytes + kMaxChecksumTableBytes];
 };

@@ -162,16 +162,15 @@ void TcpLane::FinishSums(CompletionSink& sink) {
   sink.OnOpDone(OpCompletion{s.cookie, s.payload_len, nullptr, good ? nullptr : &mismatch});
 }
 
-// A READ_RESP whose table goes later went whole: its checksums are known,
-// and its SUMS frame (the oldest one not ready: they become ready in the
-// order of their answers) may go.
+// A READ_RESP whose table goes later, answer answers_sent_ + 1, went whole:
+// its checksums are known and go into its SUMS frame (the first of those
+// whose answer had not gone), which may go from now on.
 void TcpLane::SumsReady(const Answer& a) {
   uint64_t t = sums_sent_ + 1;
-  while (sums_[t % sums_.size()].ready) ++t;
+  while (sums_[t % sums_.size()].answer <= answers_sent_) ++t;
   SumsOut& sums = sums_[t % sums_.size()];
   XFERD_DCHECK(t <= sums_queued_ && sums.answer == answers_sent_ + 1);
   std::memcpy(sums.bytes + kHeaderBytes, a.payload.checksums, a.payload.count * kChecksumBytes);
-  sums.ready = true;
 }
 
 // The peer placed our verified WRITE, but some blocks landed other bytes
