@@ -5,6 +5,7 @@ tests/bench/softroce_bench.py --qos).
 
   tests/bench/qos_bench.py [--quick] [--no-build] [--bazel-bin DIR] [--json-out FILE]
                            [--toml TEXT] [--transport tcp|verbs] [--size BYTES]
+                           [--critical-fifo]
 
 Builds the daemon and the Python client with --config=opt (unless
 --no-build), starts two daemons (a connected to b) and runs, on a:
@@ -14,33 +15,43 @@ Builds the daemon and the Python client with --config=opt (unless
     random order) to b and reads them back.
 Phases, one after the other:
   1. the critical client alone, for half its time;
-  2. the background, every write normal, in windows of 2 s that alternate
-     between the background alone (its reference throughput) and the
-     critical client beside it, everyone normal;
-  3. the same with the background's writes bulk and the critical client
+  2. the reference: loopback_load.py streaming over loopback TCP (two
+     sender/receiver process pairs: as many busy threads as the daemons'
+     pollers, the same kernel paths, no daemon work), in windows of 2 s
+     that alternate between the load alone and the critical client
+     (critical) beside it. The daemons then have nothing to arbitrate:
+     what the load costs the critical client, and what the critical
+     client costs the load, are this host's CPU scheduling, the floor
+     under the two targets below;
+  3. the background, every write normal, in alternating windows as in 2:
+     the background alone (its reference throughput) and the critical
+     client beside it, everyone normal;
+  4. the same with the background's writes bulk and the critical client
      critical;
-  4. the critical client alone again, once the background has stopped: the
+  5. the critical client alone again, once the background has stopped: the
      other half of phase 1.
 Alternating the windows (5 pairs, 2 with --quick), and taking the critical
 client alone before and after, keep this shared host's drift out of the
 ratios. Prints the critical writes' and reads' p50/p99 in each phase, their
-p99 against alone's (phases 1 and 4; target with priorities: <= 2),
-the same requests' time inside daemon a (submitted to finished, from its
-history: the rest is the client's and the request rings'), and the
-background's throughput beside the critical client against alone (target:
->= 0.9). The background's throughput is a's payload bytes sent
-(Stats.bytes_sent) less the critical writes'. A benchmark, not a test: it
-checks every byte moved (the stamps of the critical blocks after each
-read, the blocks whole after each window, the background regions at the
-end), never the speed.
+p99 against alone's (phases 1 and 5; target with priorities: <= 2), each
+request's time split in three from daemon a's history (until a took it,
+inside a, back to the client: the host's wall clock on both sides), and
+the background's throughput beside the critical client against alone
+(target: >= 0.9), and the reference load's. The background's throughput
+is a's payload bytes sent (Stats.bytes_sent) less the critical writes'. A
+benchmark, not a test: it checks every byte moved through the daemons (the
+stamps of the critical blocks after each read, the blocks whole after each
+window, the background regions at the end), never the speed.
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import mmap
 import os
 import random
+import struct
 import sys
 import tempfile
 import threading
@@ -57,6 +68,9 @@ BACKGROUND_CLIENTS = 4
 BLOCKS = 64
 BLOCK = 16 * KiB
 PERIOD_S = 0.010
+# Four busy processes, as many busy threads as the two daemons' pollers at
+# the default engine.pollers = 2.
+REFERENCE_PAIRS = 2
 TARGET_P99_RATIO = 2.0
 TARGET_THROUGHPUT_RATIO = 0.9
 WINDOW_S = 2.0
@@ -72,6 +86,12 @@ def parse_args() -> argparse.Namespace:
                    help="the daemons' transport (verbs: where an RDMA device is, the VM)")
     p.add_argument("--size", type=int, help="bytes of each background write (default 1 GiB, "
                                             "--quick 256 MiB)")
+    p.add_argument("--critical-fifo", action="store_true",
+                   help="run the critical client's thread at real-time priority (SCHED_FIFO "
+                        "1; needs root or CAP_SYS_NICE): how much of its time under load is "
+                        "waiting for a core. A diagnostic: beside the reference load the "
+                        "thread's spinning keeps the daemons' pollers off its core, and its "
+                        "requests stall for up to a second")
     p.add_argument("--toml", default="",
                    help="extra configuration for both daemons, e.g. "
                         "'[priorities]\\nlane_bytes = \"1MiB\"'")
@@ -157,7 +177,8 @@ class Critical:
         """The latencies (us) over `seconds`, "write" and "read" as the
         client saw them, and the transfers' ids ("write_ids", "read_ids"),
         which finish() needs."""
-        lat: Dict[str, List[Any]] = {"write": [], "read": [], "write_ids": [], "read_ids": []}
+        lat: Dict[str, List[Any]] = {"write": [], "read": [], "write_ids": [], "read_ids": [],
+                                     "write_wall": [], "read_wall": []}
         end = time.monotonic() + seconds
         next_at = time.monotonic()
         while time.monotonic() < end:
@@ -166,35 +187,45 @@ class Critical:
                 time.sleep(next_at - now)
             next_at += PERIOD_S
             self.stamp()
-            start = time.perf_counter()
+            start, start_wall = time.perf_counter(), time.time()
             w = self.client.write_blocks("crit_src", "b", "crit_dst", self.src_offsets,
                                          self.dst_offsets, block_length=BLOCK,
                                          priority=priority).wait(60).raise_for_state()
-            middle = time.perf_counter()
+            middle, middle_wall = time.perf_counter(), time.time()
             r = self.client.read_blocks("b", "crit_dst", "crit_back", self.dst_offsets,
                                         self.dst_offsets, block_length=BLOCK,
                                         priority=priority).wait(60).raise_for_state()
-            done = time.perf_counter()
+            done, done_wall = time.perf_counter(), time.time()
             lat["write"].append((middle - start) * 1e6)
             lat["read"].append((done - middle) * 1e6)
             lat["write_ids"].append(w.id)
             lat["read_ids"].append(r.id)
+            lat["write_wall"].append((start_wall, middle_wall))
+            lat["read_wall"].append((middle_wall, done_wall))
             self.check_stamps()
         return lat
 
     def finish(self, lat: Dict[str, List[Any]]) -> None:
         """After run(), outside the time measured: compares the last cycle's
-        blocks whole, and adds "write_daemon" and "read_daemon" to `lat`,
-        its transfers' time inside daemon a (submitted to finished, us), from
-        its history (newest first: the background's writes are among them)."""
+        blocks whole, and splits each request's time (us) in three from
+        daemon a's history (newest first: the background's writes are among
+        them): "<op>_before", from the call until a took it (the client's
+        submission and a's poller picking it up); "<op>_daemon", inside a
+        (submitted to finished); "<op>_after", from then until the client's
+        call returned (the completion's way back, the client thread's
+        wake-up). Both clocks are the host's wall clock."""
         self.check()
         ids = lat["write_ids"] + lat["read_ids"]
-        times: Dict[int, float] = {}
+        times: Dict[int, Tuple[float, float]] = {}
         for t in self.client.transfers(include_finished=True, limit=len(ids) + 1000):
             if t.submitted_at and t.finished_at:
-                times[t.id] = (t.finished_at - t.submitted_at).total_seconds() * 1e6
+                times[t.id] = (t.submitted_at.timestamp(), t.finished_at.timestamp())
         for op in ("write", "read"):
-            lat[f"{op}_daemon"] = [times[i] for i in lat[f"{op}_ids"] if i in times]
+            split = [(times[i], wall) for i, wall in zip(lat[f"{op}_ids"], lat[f"{op}_wall"])
+                     if i in times]
+            lat[f"{op}_before"] = [(sub - start) * 1e6 for (sub, _), (start, _) in split]
+            lat[f"{op}_daemon"] = [(fin - sub) * 1e6 for (sub, fin), _ in split]
+            lat[f"{op}_after"] = [(end - fin) * 1e6 for (_, fin), (_, end) in split]
 
     def stamp(self) -> None:
         """Writes this cycle's number into the first 8 bytes of every
@@ -217,18 +248,56 @@ class Critical:
                              "from what was written")
 
 
+class ReferenceLoad:
+    """loopback_load.py: REFERENCE_PAIRS sender/receiver process pairs
+    streaming over loopback TCP, the kernel paths of the daemons' TCP lanes
+    with no daemon work. Beside it the daemons' scheduling has nothing to
+    arbitrate: what it costs the critical client, and what the critical
+    client costs it, are this host's, not the daemon's."""
+
+    def __init__(self, children: Any, workdir: str) -> None:
+        path = os.path.join(workdir, "reference-load-counters")
+        self.proc = children.start([benchlib.PYTHON, os.path.join(os.path.dirname(
+            os.path.abspath(__file__)), "loopback_load.py"), str(REFERENCE_PAIRS), path])
+        deadline = time.monotonic() + 30
+        while not os.path.exists(path) or os.path.getsize(path) < 8 * REFERENCE_PAIRS:
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                raise SystemExit("loopback_load.py did not start")
+            time.sleep(0.05)
+        fd = os.open(path, os.O_RDONLY)
+        self.counters = mmap.mmap(fd, 8 * REFERENCE_PAIRS, prot=mmap.PROT_READ)
+        os.close(fd)
+        while min(self._slots()) == 0:  # every pair streaming
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                raise SystemExit("loopback_load.py did not start streaming")
+            time.sleep(0.05)
+
+    def _slots(self) -> List[int]:
+        return [struct.unpack_from("<Q", self.counters, 8 * i)[0] for i in range(REFERENCE_PAIRS)]
+
+    def received(self) -> int:
+        return sum(self._slots())
+
+    def stop(self) -> None:
+        benchlib.stop_process(self.proc)
+        self.counters.close()
+
+
 def percentiles(samples: List[float]) -> Dict[str, float]:
     ordered = sorted(samples)
     return {"n": len(ordered), "p50_us": benchlib.percentile(ordered, 50),
             "p99_us": benchlib.percentile(ordered, 99)}
 
 
-def background_window(ca: Any, seconds: float, critical: Any = None,
-                      priority: str = "normal") -> Tuple[int, float, Dict[str, Any]]:
+def background_window(ca: Any, seconds: float, critical: Any = None, priority: str = "normal",
+                      reference: Any = None) -> Tuple[int, float, Dict[str, Any]]:
     """a's payload bytes sent over about `seconds` and the time it took,
     less the critical client's writes when it runs (then also its
-    latencies)."""
-    before = ca.stats().bytes_sent
+    latencies); with `reference`, the reference load's bytes instead."""
+    if reference is not None:
+        before = reference.received()
+    else:
+        before = ca.stats().bytes_sent
     start = time.monotonic()
     lat: Dict[str, Any] = {}
     if critical is None:
@@ -236,24 +305,27 @@ def background_window(ca: Any, seconds: float, critical: Any = None,
     else:
         lat = critical.run(seconds, priority)
     elapsed = time.monotonic() - start
-    sent = ca.stats().bytes_sent - before - len(lat.get("write", [])) * BLOCKS * BLOCK
+    if reference is not None:
+        sent = reference.received() - before
+    else:
+        sent = ca.stats().bytes_sent - before - len(lat.get("write", [])) * BLOCKS * BLOCK
     if critical is not None:
         critical.finish(lat)
     return sent, elapsed, lat
 
 
-def background_beside(ca: Any, critical: Any, priority: str,
-                      pairs: int) -> Tuple[float, float, Dict[str, List[Any]]]:
+def background_beside(ca: Any, critical: Any, priority: str, pairs: int,
+                      reference: Any = None) -> Tuple[float, float, Dict[str, List[Any]]]:
     """The background's GB/s alone and beside the critical client (in
     `priority`), over `pairs` pairs of alternating windows, and the critical
-    client's latencies."""
+    client's latencies; with `reference`, the reference load's GB/s."""
     sent = {False: 0, True: 0}
     took = {False: 0.0, True: 0.0}
     lat: Dict[str, List[Any]] = {}
     for _ in range(pairs):
         for beside in (False, True):
             n, elapsed, window = background_window(ca, WINDOW_S, critical if beside else None,
-                                                   priority)
+                                                   priority, reference)
             sent[beside] += n
             took[beside] += elapsed
             for key, values in window.items():
@@ -294,25 +366,34 @@ def main() -> None:
                            remote_read=True)
         crit_back = ca.register_region("crit_back", BLOCKS * BLOCK, backing="shm")
         critical = Critical(ca, crit_src, crit_back, 3)
+        if args.critical_fifo:  # this thread runs the critical client
+            os.sched_setscheduler(threading.get_native_id(), os.SCHED_FIFO, os.sched_param(1))
         critical.run(1.0, "normal")  # warm: connections, keys, page faults
         benchlib.log(f"phase 1: the critical client alone, {phase_s / 2:.0f} s")
         alone = critical.run(phase_s / 2, "critical")
         critical.finish(alone)
 
+        benchlib.log(f"phase 2: the reference load alone and beside the critical client "
+                     f"(critical), {pairs} x {2 * WINDOW_S:.0f} s")
+        reference = ReferenceLoad(children, workdir)
+        ref_load, mixed_load, lat_ref = background_beside(ca, critical, "critical", pairs,
+                                                          reference)
+        reference.stop()
+
         background = Background(xferd, a.target, size)
         background.start()
         background.switch("normal")
-        benchlib.log(f"phase 2: the background (normal) alone and beside the critical client "
+        benchlib.log(f"phase 3: the background (normal) alone and beside the critical client "
                      f"(normal), {pairs} x {2 * WINDOW_S:.0f} s")
         ref_normal, mixed_normal, lat_normal = background_beside(ca, critical, "normal", pairs)
         background.switch("bulk")
-        benchlib.log(f"phase 3: the background (bulk) alone and beside the critical client "
+        benchlib.log(f"phase 4: the background (bulk) alone and beside the critical client "
                      f"(critical), {pairs} x {2 * WINDOW_S:.0f} s")
         ref_bulk, mixed_bulk, lat_prio = background_beside(ca, critical, "critical", pairs)
         background.check()
         background.close()
         background = None
-        benchlib.log(f"phase 4: the critical client alone again, {phase_s / 2:.0f} s")
+        benchlib.log(f"phase 5: the critical client alone again, {phase_s / 2:.0f} s")
         again = critical.run(phase_s / 2, "critical")
         critical.finish(again)
         for key, values in again.items():
@@ -324,35 +405,44 @@ def main() -> None:
 
         figures: Dict[str, Any] = {"bytes_per_background_write": size, "phase_s": phase_s,
                                    "window_pairs": pairs, "window_s": WINDOW_S, "toml": toml,
+                                   "critical_fifo": args.critical_fifo,
                                    "transport": args.transport}
         rows = []
         for op in ("write", "read"):
             base = percentiles(alone[op])
-            for name, lat in (("alone", alone), ("under load, all normal", lat_normal),
-                              ("under load, critical over bulk", lat_prio)):
+            for key, name, lat in (
+                    ("alone", "alone", alone),
+                    ("beside_reference", "beside the reference load", lat_ref),
+                    ("all_normal", "under load, all normal", lat_normal),
+                    ("critical_over_bulk", "under load, critical over bulk", lat_prio)):
                 p = percentiles(lat[op])
-                inside = percentiles(lat[f"{op}_daemon"])
+                split = {part: percentiles(lat[f"{op}_{part}"])
+                         for part in ("before", "daemon", "after")}
                 ratio = p["p99_us"] / base["p99_us"]
-                figures[f"{op}_{name.split(',')[-1].strip().replace(' ', '_')}"] = dict(
-                    p, p99_ratio=ratio, daemon_p50_us=inside["p50_us"],
-                    daemon_p99_us=inside["p99_us"])
+                figures[f"{op}_{key}"] = dict(
+                    p, p99_ratio=ratio,
+                    **{f"{part}_{q}": split[part][q] for part in split
+                       for q in ("p50_us", "p99_us")})
                 verdict = (benchlib.verdict(ratio, TARGET_P99_RATIO, higher_is_better=False)
-                           if "critical over" in name else "")
+                           if key == "critical_over_bulk" else "")
                 rows.append([f"critical {op}, {name}", p["n"], f"{p['p50_us']:.0f}",
-                             f"{p['p99_us']:.0f}", f"{ratio:.2f}", verdict,
-                             f"{inside['p50_us']:.0f}", f"{inside['p99_us']:.0f}"])
+                             f"{p['p99_us']:.0f}", f"{ratio:.2f}", verdict] +
+                            [f"{split[part][q]:.0f}" for part in split
+                             for q in ("p50_us", "p99_us")])
         print(table(["64 x 16 KiB", "requests", "p50 us", "p99 us", "p99 / alone", "target <= 2",
-                     "in daemon a: p50 us", "p99 us"], rows))
+                     "until a took it: p50", "p99", "in daemon a: p50", "p99",
+                     "back to the client: p50", "p99"], rows))
         print()
         t_rows = []
-        for name, ref, mixed in (("all normal", ref_normal, mixed_normal),
-                                 ("bulk, critical beside", ref_bulk, mixed_bulk)):
+        for key, name, ref, mixed in (
+                ("reference_load", "reference load (no daemon work)", ref_load, mixed_load),
+                ("background_all_normal", "background, all normal", ref_normal, mixed_normal),
+                ("background_bulk", "background, bulk, critical beside", ref_bulk, mixed_bulk)):
             ratio = mixed / ref
-            figures[f"background_{name.split(',')[0].replace(' ', '_')}"] = {
-                "alone_gbps": ref, "beside_critical_gbps": mixed, "ratio": ratio}
-            t_rows.append([f"background, {name}", f"{ref:.2f}", f"{mixed:.2f}", f"{ratio:.2f}",
+            figures[key] = {"alone_gbps": ref, "beside_critical_gbps": mixed, "ratio": ratio}
+            t_rows.append([name, f"{ref:.2f}", f"{mixed:.2f}", f"{ratio:.2f}",
                            benchlib.verdict(ratio, TARGET_THROUGHPUT_RATIO)
-                           if "critical" in name else ""])
+                           if key == "background_bulk" else ""])
         print(table(["", "alone GB/s", "beside the critical client GB/s", "ratio",
                      "target >= 0.9"], t_rows))
         print(f"load average: {benchlib.load_average()}")
