@@ -211,6 +211,7 @@ void DefineEngine(TableReader& r, EngineConfig& c) {
   r.On("history", Integer(&c.history));
   r.On("spin", Duration(&c.spin));
   r.On("spin_max", Duration(&c.spin_max));
+  r.On("poller_slice", Duration(&c.poller_slice));
   r.On("drain_timeout", Duration(&c.drain_timeout));
 }
 

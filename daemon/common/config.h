@@ -128,6 +128,10 @@ struct EngineConfig {
   // spin_max while its sleeps are short (work comes back within spin_max).
   absl::Duration spin = absl::Microseconds(50);
   absl::Duration spin_max = absl::Microseconds(200);
+  // The pollers' time slice under the kernel's fair scheduler (Linux 6.12
+  // and later; 0: the kernel's default): a short one lets a poller woken on
+  // a busy host preempt the thread that runs there (docs/priorities.md).
+  absl::Duration poller_slice;
   // On SIGTERM: how long in-flight transfers may take before they are failed.
   absl::Duration drain_timeout = absl::Seconds(10);
   PriorityConfig priorities;

@@ -91,6 +91,12 @@ absl::Status ValidateEngine(const EngineConfig& engine) {
   if (engine.history > (1u << 22)) return InvalidKey("engine.history", "must be <= 4194304");
   if (engine.spin > absl::Seconds(1)) return InvalidKey("engine.spin", "must be <= 1s");
   if (engine.spin_max > absl::Seconds(1)) return InvalidKey("engine.spin_max", "must be <= 1s");
+  if (engine.poller_slice != absl::ZeroDuration() &&
+      (engine.poller_slice < absl::Microseconds(100) || engine.poller_slice > absl::Seconds(0.1))) {
+    return InvalidKey("engine.poller_slice",
+                      "must be 0 (the kernel's default) or between 100us and 100ms, the kernel's "
+                      "range");
+  }
   return ValidatePriorities(engine.priorities, engine.max_inflight_transfers);
 }
 

@@ -1,9 +1,9 @@
 #include "daemon/engine/poller.h"
 
 #include <poll.h>
-#include <sys/epoll.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/epoll.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -15,6 +15,7 @@
 #include "daemon/base/status_macros.h"
 #include "daemon/common/check.h"
 #include "daemon/common/log.h"
+#include "daemon/common/thread_slice.h"
 #include "daemon/engine/spin_window.h"
 
 namespace xferd::engine {
@@ -62,6 +63,7 @@ void Poller::Start() {
   thread_ = std::thread([this] {
     const std::string name = absl::StrCat("xferd-poll-", index_);
     pthread_setname_np(pthread_self(), name.c_str());
+    if (options_.slice > absl::ZeroDuration()) AskForSlice();
     Run();
   });
   const std::vector<uint32_t> wanted = worker_.preferred_cpus();
@@ -85,6 +87,21 @@ void Poller::Start() {
   } else {
     spdlog::info("poller {} pinned to CPUs {} (its device's NUMA node)", index_,
                  absl::StrJoin(cpus_, ","));
+  }
+}
+
+void Poller::AskForSlice() {
+  const absl::StatusOr<bool> honoured = SetThreadSlice(options_.slice);
+  if (index_ != 0) return;  // one line for the pool: every poller asks alike
+  if (!honoured.ok()) {
+    spdlog::warn("pollers keep the kernel's time slice: {}", honoured.status().message());
+  } else if (*honoured) {
+    spdlog::info("pollers run with a {} time slice (engine.poller_slice)",
+                 absl::FormatDuration(options_.slice));
+  } else {
+    spdlog::info(
+        "this kernel keeps no time slice per thread (Linux 6.12 and later do): "
+        "engine.poller_slice has no effect");
   }
 }
 

@@ -41,6 +41,9 @@ struct PollerOptions {
   // up to `spin_max` while sleeps are short (see SpinWindow).
   absl::Duration spin = absl::Microseconds(50);
   absl::Duration spin_max = absl::Microseconds(200);
+  // The thread's slice under the fair scheduler (SetThreadSlice); 0: the
+  // kernel's default.
+  absl::Duration slice;
   // Upper bound on transfers a poller holds (the engine's in-flight limit):
   // its queues are sized once so the data path never allocates.
   uint32_t max_transfers = 4096;
@@ -114,6 +117,9 @@ class Poller final : public transport::CompletionSink {
   void OnLanded(transport::Landing landing) override { notes_.Landed(landing); }
 
  private:
+  // On the poller's thread, before Run: options_.slice; poller 0 logs how
+  // the kernel took it.
+  void AskForSlice();
   void Run();
   uint32_t ServiceTransfers();
   // One class's transfers, tenant by tenant (TenantShares), round robin

@@ -29,6 +29,7 @@ absl::Status TransferRunner::StartPollers(transport::Transport& transport) {
   PollerOptions options;
   options.spin = config_.spin;
   options.spin_max = config_.spin_max;
+  options.slice = config_.poller_slice;
   options.max_transfers = config_.max_inflight_transfers;
   const PriorityConfig& priorities = config_.priorities;
   options.weights[PriorityIndex(Priority::kNormal)] = priorities.normal_weight;

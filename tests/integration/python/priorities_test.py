@@ -8,6 +8,9 @@ Every byte moved is checked by sha256."""
 
 from __future__ import annotations
 
+import ctypes
+import os
+import struct
 import sys
 import urllib.request
 from typing import Dict
@@ -25,6 +28,9 @@ from testlib import WAIT_S, fill, sha
 DAEMONS = ("a", "b")
 CONNECT = (("a", "b"),)
 DAEMON_CONFIG = """
+[engine]
+poller_slice = "150us"
+
 [priorities]
 critical_reserve = 8
 
@@ -141,6 +147,40 @@ def test_the_metrics_count_by_class(cluster: Cluster, clients: Clients,
              if line.startswith('xferd_priority_transfers_total{') and 'background' in line
              and 'outcome="done"' in line]
     assert lines and float(lines[0].rsplit(" ", 1)[1]) >= 1, text
+
+
+def thread_slice_ns(tid: int) -> int:
+    """sched_getattr(2)'s sched_runtime of thread `tid`: its slice under the
+    fair scheduler on Linux 6.12 and later, 0 before."""
+    attr = ctypes.create_string_buffer(56)  # struct sched_attr, SCHED_ATTR_SIZE_VER1
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.syscall(315, tid, attr, 56, 0) != 0:  # x86-64's SYS_sched_getattr
+        raise OSError(ctypes.get_errno(), f"sched_getattr({tid})")
+    return int(struct.unpack_from("<Q", attr.raw, 24)[0])
+
+
+def test_pollers_run_with_the_configured_slice(cluster: Cluster, clients: Clients,
+                                               regions: Regions) -> None:
+    major, minor = (int(n) for n in os.uname().release.split(".")[:2])
+    if (major, minor) < (6, 12):
+        pytest.skip(f"kernel {os.uname().release} keeps no time slice per thread (6.12 does)")
+    src = regions.make("a", "ps_src", 64 * KiB)
+    dst = regions.make("b", "ps_dst", 64 * KiB, remote_write=True)
+    data = fill(src, 17)
+    t = clients["a"].write("ps_src", "b", "ps_dst", 64 * KiB, priority="critical").wait(WAIT_S)
+    assert t.state == "done"
+    assert sha(dst.buffer[:]) == sha(data)
+    pid = cluster["a"].pid
+    tasks = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{tid}/comm") as f:
+            tasks[int(tid)] = f.read().strip()
+    pollers = [tid for tid, name in tasks.items() if name.startswith("xferd-poll-")]
+    assert pollers, tasks
+    assert {thread_slice_ns(tid) for tid in pollers} == {150_000}
+    # Only the pollers ask: the daemon's other threads keep the default.
+    others = [tid for tid, name in tasks.items() if not name.startswith("xferd-poll-")]
+    assert 150_000 not in {thread_slice_ns(tid) for tid in others}
 
 
 if __name__ == "__main__":

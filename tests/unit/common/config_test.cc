@@ -34,6 +34,7 @@ pollers = 4
 slice_size = "256KiB"
 spin = "20us"
 spin_max = "150us"
+poller_slice = "200us"
 drain_timeout = "3s"
 [regions]
 max_registered_bytes = "2GiB"
@@ -54,6 +55,7 @@ json = true
   EXPECT_EQ(config->engine.slice_size, 256u << 10);
   EXPECT_EQ(config->engine.spin, absl::Microseconds(20));
   EXPECT_EQ(config->engine.spin_max, absl::Microseconds(150));
+  EXPECT_EQ(config->engine.poller_slice, absl::Microseconds(200));
   EXPECT_EQ(config->engine.drain_timeout, absl::Seconds(3));
   EXPECT_EQ(config->regions.max_registered_bytes, 2ull << 30);
   EXPECT_TRUE(config->log.json);
@@ -195,6 +197,14 @@ TEST(ConfigTest, ValidateRejectsOutOfRangeValues) {
   config = Config();
   config.engine.spin_max = absl::Seconds(2);
   EXPECT_NE(Validate(config).message().find("engine.spin_max"), absl::string_view::npos);
+  config = Config();
+  EXPECT_EQ(config.engine.poller_slice, absl::ZeroDuration());  // the kernel's
+  for (absl::Duration outside : {absl::Microseconds(50), absl::Milliseconds(101)}) {
+    config.engine.poller_slice = outside;
+    EXPECT_NE(Validate(config).message().find("engine.poller_slice"), absl::string_view::npos);
+  }
+  config.engine.poller_slice = absl::Milliseconds(100);
+  EXPECT_TRUE(Validate(config).ok());
 }
 
 TEST(ConfigTest, ParsesAndChecksPriorities) {
