@@ -361,6 +361,12 @@ def emit_summary(summary: Dict[str, Any], json_out: Optional[str]) -> None:
             f.write(line + "\n")
 
 
+def toml_text(arg: str) -> str:
+    """A --toml argument as configuration: "\\n" in it is a newline, so
+    '[engine]\\npollers = 1' fits on a command line (argparse's type=)."""
+    return arg.replace("\\n", "\n")
+
+
 def size_name(size: int) -> str:
     for unit, name in ((GiB, "GiB"), (MiB, "MiB"), (KiB, "KiB")):
         if size >= unit and size % unit == 0:

@@ -92,7 +92,7 @@ def parse_args() -> argparse.Namespace:
                         "waiting for a core. A diagnostic: beside the reference load the "
                         "thread's spinning keeps the daemons' pollers off its core, and its "
                         "requests stall for up to a second")
-    p.add_argument("--toml", default="",
+    p.add_argument("--toml", default="", type=benchlib.toml_text,
                    help="extra configuration for both daemons, e.g. "
                         "'[priorities]\\nlane_bytes = \"1MiB\"'")
     return p.parse_args()
@@ -350,9 +350,10 @@ def main() -> None:
     children.dirs.append(workdir)
     background = None
     try:
-        toml = args.toml.replace("\\n", "\n")
-        a = benchlib.start_daemon(children, bins.xferd, workdir, "a", args.transport, toml=toml)
-        b = benchlib.start_daemon(children, bins.xferd, workdir, "b", args.transport, toml=toml)
+        a = benchlib.start_daemon(children, bins.xferd, workdir, "a", args.transport,
+                                  toml=args.toml)
+        b = benchlib.start_daemon(children, bins.xferd, workdir, "b", args.transport,
+                                  toml=args.toml)
         ca, cb = xferd.Client(a.target), xferd.Client(b.target)
         ca.connect_peer(b.address)
         src = ca.register_region("bg_src", size, backing="shm")
@@ -404,7 +405,7 @@ def main() -> None:
                 raise SystemExit(f"bg_dst{i} differs from bg_src after the run")
 
         figures: Dict[str, Any] = {"bytes_per_background_write": size, "phase_s": phase_s,
-                                   "window_pairs": pairs, "window_s": WINDOW_S, "toml": toml,
+                                   "window_pairs": pairs, "window_s": WINDOW_S, "toml": args.toml,
                                    "critical_fifo": args.critical_fifo,
                                    "transport": args.transport}
         rows = []

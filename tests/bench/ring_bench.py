@@ -74,7 +74,9 @@ def main() -> int:
     parser.add_argument("--bazel-bin")
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--pollers", type=int, default=0, help="0: the daemon's default")
-    parser.add_argument("--toml", default="", help="extra configuration for both daemons")
+    parser.add_argument("--toml", default="", type=benchlib.toml_text,
+                        help="extra configuration for both daemons, e.g. "
+                             "'[engine]\\npoller_slice = \"100us\"'")
     args = parser.parse_args()
     bins = benchlib.build(args.no_build, args.bazel_bin)
     bins.import_client()

@@ -67,8 +67,9 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--no-build", action="store_true", help="use the existing --config=opt build")
     p.add_argument("--bazel-bin", help="bazel-bin of an optimized build (default: bazel info)")
     p.add_argument("--pollers", type=int, help="xferd --pollers (default: the daemon's, 2)")
-    p.add_argument("--toml", default="", help="extra xferd config for both daemons, e.g. "
-                   "'[transport]\\ntcp_socket_buffer = 0' (for investigations)")
+    p.add_argument("--toml", default="", type=benchlib.toml_text,
+                   help="extra xferd config for both daemons, e.g. "
+                        "'[transport]\\ntcp_socket_buffer = 0' (for investigations)")
     p.add_argument("--size", type=int, default=GiB, help="bytes per bulk write (default 1 GiB)")
     p.add_argument("--reps", type=int, help="bulk runs per slice size (default 5, quick 2)")
     p.add_argument("--json-out", help="also write the JSON summary to this file")
@@ -78,7 +79,6 @@ def parse_args() -> argparse.Namespace:
                    help="with --encryption: TLS in user space, with kernel send, and with kernel "
                         "send and receive, beside plain (needs the kernel's tls module)")
     args = p.parse_args()
-    args.toml = args.toml.replace("\\n", "\n")
     args.reps = args.reps or (2 if args.quick else 5)
     args.iperf_seconds = 1 if args.quick else 2
     args.loop_seconds = 0.5 if args.quick else 2.0
