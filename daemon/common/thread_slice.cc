@@ -16,7 +16,7 @@ namespace {
 // The kernel's struct sched_attr (SCHED_ATTR_SIZE_VER1). Its uapi header
 // redefines glibc's sched_param, and glibc 2.36 has neither the struct nor
 // the calls' wrappers.
-struct sched_attr {
+struct SchedAttr {
   uint32_t size;
   uint32_t sched_policy;
   uint64_t sched_flags;
@@ -28,20 +28,20 @@ struct sched_attr {
   uint32_t sched_util_min;
   uint32_t sched_util_max;
 };
-static_assert(sizeof(sched_attr) == 56, "SCHED_ATTR_SIZE_VER1");
+static_assert(sizeof(SchedAttr) == 56, "SCHED_ATTR_SIZE_VER1");
 
-int GetAttr(sched_attr& attr) {
+int GetAttr(SchedAttr& attr) {
   return static_cast<int>(::syscall(SYS_sched_getattr, 0, &attr, sizeof(attr), 0));
 }
 
-int SetAttr(sched_attr& attr) {
+int SetAttr(SchedAttr& attr) {
   return static_cast<int>(::syscall(SYS_sched_setattr, 0, &attr, 0));
 }
 
 }  // namespace
 
 absl::StatusOr<bool> SetThreadSlice(absl::Duration slice) {
-  sched_attr attr{};
+  SchedAttr attr{};
   // Read first: sched_setattr sets the policy and the nice value too, and
   // the daemon may run niced (systemd's Nice=).
   if (GetAttr(attr) != 0) {
@@ -53,7 +53,7 @@ absl::StatusOr<bool> SetThreadSlice(absl::Duration slice) {
   if (SetAttr(attr) != 0) {
     return absl::InternalError(absl::StrCat("sched_setattr: ", std::strerror(errno)));
   }
-  sched_attr now{};
+  SchedAttr now{};
   if (GetAttr(now) != 0) {
     return absl::InternalError(absl::StrCat("sched_getattr: ", std::strerror(errno)));
   }
