@@ -56,7 +56,7 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Any, Dict, List, Tuple
+from typing import Any, Callable, Dict, List, Tuple
 
 import numpy as np
 
@@ -172,6 +172,7 @@ class Critical:
         self.src_blocks = np.frombuffer(src.buffer, dtype=np.uint8).reshape(-1, BLOCK)
         self.back_blocks = np.frombuffer(back.buffer, dtype=np.uint8).reshape(BLOCKS, BLOCK)
         self.cycle = 0
+        self.written = 0  # payload bytes of its writes so far
 
     def run(self, seconds: float, priority: str) -> Dict[str, List[Any]]:
         """The latencies (us) over `seconds`, "write" and "read" as the
@@ -199,6 +200,7 @@ class Critical:
             lat["write"].append((middle - start) * 1e6)
             lat["read"].append((done - middle) * 1e6)
             lat["write_ids"].append(w.id)
+            self.written += BLOCKS * BLOCK
             lat["read_ids"].append(r.id)
             lat["write_wall"].append((start_wall, middle_wall))
             lat["read_wall"].append((middle_wall, done_wall))
@@ -289,15 +291,12 @@ def percentiles(samples: List[float]) -> Dict[str, float]:
             "p99_us": benchlib.percentile(ordered, 99)}
 
 
-def background_window(ca: Any, seconds: float, critical: Any = None, priority: str = "normal",
-                      reference: Any = None) -> Tuple[int, float, Dict[str, Any]]:
-    """a's payload bytes sent over about `seconds` and the time it took,
-    less the critical client's writes when it runs (then also its
-    latencies); with `reference`, the reference load's bytes instead."""
-    if reference is not None:
-        before = reference.received()
-    else:
-        before = ca.stats().bytes_sent
+def background_window(load_bytes: Callable[[], int], seconds: float, critical: Any = None,
+                      priority: str = "normal") -> Tuple[int, float, Dict[str, Any]]:
+    """The load's bytes (`load_bytes()`, a running count) over about
+    `seconds` and the time it took; with `critical`, the critical client
+    runs meanwhile and its latencies come too."""
+    before = load_bytes()
     start = time.monotonic()
     lat: Dict[str, Any] = {}
     if critical is None:
@@ -305,27 +304,24 @@ def background_window(ca: Any, seconds: float, critical: Any = None, priority: s
     else:
         lat = critical.run(seconds, priority)
     elapsed = time.monotonic() - start
-    if reference is not None:
-        sent = reference.received() - before
-    else:
-        sent = ca.stats().bytes_sent - before - len(lat.get("write", [])) * BLOCKS * BLOCK
+    sent = load_bytes() - before
     if critical is not None:
         critical.finish(lat)
     return sent, elapsed, lat
 
 
-def background_beside(ca: Any, critical: Any, priority: str, pairs: int,
-                      reference: Any = None) -> Tuple[float, float, Dict[str, List[Any]]]:
-    """The background's GB/s alone and beside the critical client (in
-    `priority`), over `pairs` pairs of alternating windows, and the critical
-    client's latencies; with `reference`, the reference load's GB/s."""
+def background_beside(load_bytes: Callable[[], int], critical: Any, priority: str,
+                      pairs: int) -> Tuple[float, float, Dict[str, List[Any]]]:
+    """The load's GB/s alone and beside the critical client (in `priority`),
+    over `pairs` pairs of alternating windows, and the critical client's
+    latencies."""
     sent = {False: 0, True: 0}
     took = {False: 0.0, True: 0.0}
     lat: Dict[str, List[Any]] = {}
     for _ in range(pairs):
         for beside in (False, True):
-            n, elapsed, window = background_window(ca, WINDOW_S, critical if beside else None,
-                                                   priority, reference)
+            n, elapsed, window = background_window(load_bytes, WINDOW_S,
+                                                   critical if beside else None, priority)
             sent[beside] += n
             took[beside] += elapsed
             for key, values in window.items():
@@ -377,20 +373,27 @@ def main() -> None:
         benchlib.log(f"phase 2: the reference load alone and beside the critical client "
                      f"(critical), {pairs} x {2 * WINDOW_S:.0f} s")
         reference = ReferenceLoad(children, workdir)
-        ref_load, mixed_load, lat_ref = background_beside(ca, critical, "critical", pairs,
-                                                          reference)
+        ref_load, mixed_load, lat_ref = background_beside(reference.received, critical,
+                                                          "critical", pairs)
         reference.stop()
 
         background = Background(xferd, a.target, size)
         background.start()
+
+        def background_bytes() -> int:
+            """a's payload bytes sent so far, less the critical client's."""
+            return int(ca.stats().bytes_sent) - critical.written
+
         background.switch("normal")
         benchlib.log(f"phase 3: the background (normal) alone and beside the critical client "
                      f"(normal), {pairs} x {2 * WINDOW_S:.0f} s")
-        ref_normal, mixed_normal, lat_normal = background_beside(ca, critical, "normal", pairs)
+        ref_normal, mixed_normal, lat_normal = background_beside(background_bytes, critical,
+                                                                 "normal", pairs)
         background.switch("bulk")
         benchlib.log(f"phase 4: the background (bulk) alone and beside the critical client "
                      f"(critical), {pairs} x {2 * WINDOW_S:.0f} s")
-        ref_bulk, mixed_bulk, lat_prio = background_beside(ca, critical, "critical", pairs)
+        ref_bulk, mixed_bulk, lat_prio = background_beside(background_bytes, critical,
+                                                           "critical", pairs)
         background.check()
         background.close()
         background = None
