@@ -5,6 +5,15 @@
 
 namespace xferd::transport::verbs {
 
+absl::Status EveryDeviceBroke(const std::string& peer, const absl::Status& last, size_t devices) {
+  if (devices == 1) return last;
+  absl::Status all(last.code(), absl::StrCat("no RDMA device reaches peer ", peer,
+                                             " any more; the last one: ", last.message()));
+  last.ForEachPayload(
+      [&all](absl::string_view url, const absl::Cord& payload) { all.SetPayload(url, payload); });
+  return all;
+}
+
 StripedLane::StripedLane(Link& link, std::weak_ptr<Link> link_alive, WaitingLanes& waiting,
                          uint32_t ops_depth)
     : link_(link),
@@ -59,6 +68,27 @@ bool StripedLane::Reachable(const DataOp& op) const {
     if (!d.lane->broken() && d.lane->Reaches(*op.remote)) return true;
   }
   return false;
+}
+
+absl::Status StripedLane::Unreachable(const DataOp& op) const {
+  // Every pair broke: the striped link closes with the last one's reason as
+  // soon as the thread that broke it gets there (StripedLink::
+  // OnDeviceLinkClosed). The op fails with that reason now, so the engine
+  // reads the cause (a dead peer's NIC refusing access) the link will give.
+  const Device* last_broken = nullptr;
+  for (const Device& d : devices_) {
+    if (!d.lane->broken()) {
+      last_broken = nullptr;
+      break;
+    }
+    last_broken = &d;
+  }
+  if (last_broken != nullptr) {
+    return EveryDeviceBroke(link_.peer().node_id, last_broken->owner->status(), devices_.size());
+  }
+  return absl::UnavailableError(absl::StrCat("no RDMA device of this daemon reaches region id ",
+                                             op.remote->region_id, " on peer ",
+                                             link_.peer().node_id));
 }
 
 int StripedLane::Choose(const DataOp& op, bool need_credit) const {
@@ -125,11 +155,7 @@ bool StripedLane::ServiceWaiting(CompletionSink& sink) {
     const DataOp& op = waiting_.Front();
     if (link_.broken() || !Reachable(op)) {
       const DataOp failed = waiting_.Pop();
-      const absl::Status status =
-          link_.broken() ? link_.status()
-                         : absl::UnavailableError(absl::StrCat(
-                               "no RDMA device of this daemon reaches region id ",
-                               failed.remote->region_id, " on peer ", link_.peer().node_id));
+      const absl::Status status = link_.broken() ? link_.status() : Unreachable(failed);
       sink.OnOpDone(OpCompletion{failed.cookie, failed.length, &status});
       continue;
     }

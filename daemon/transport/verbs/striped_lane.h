@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/types/span.h"
@@ -16,6 +17,11 @@
 #include "daemon/transport/verbs/stripe_members.h"
 
 namespace xferd::transport::verbs {
+
+// Why a striped link to `peer` broke when the last of its `devices` device
+// pairs did, `last` being that pair's reason (its payloads kept: the engine
+// reads the cause from them). One pair: its reason as it is.
+absl::Status EveryDeviceBroke(const std::string& peer, const absl::Status& last, size_t devices);
 
 class StripedLane final : public Lane, public OpReporter {
  public:
@@ -88,6 +94,8 @@ class StripedLane final : public Lane, public OpReporter {
   // already chosen).
   int Choose(const DataOp& op, bool need_credit) const;
   bool Reachable(const DataOp& op) const;
+  // Why `op` fails without a device that reaches its region.
+  absl::Status Unreachable(const DataOp& op) const;
   void Hold(const DataOp& op);
   void PostBatch(Device& device);
   // Puts the rejoined lane in place of the drained broken one.

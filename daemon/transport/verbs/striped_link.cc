@@ -223,7 +223,7 @@ uint64_t StripedLink::Weight(uint64_t rate_mbps) const {
 void StripedLink::OnDeviceLinkClosed() {
   if (broken() || !active_.load(std::memory_order_acquire)) return;
   absl::Status last;
-  int paired = 0;
+  size_t paired = 0;
   {
     MutexLock lock(&mu_);
     for (const DevicePairLink& d : device_links_) {
@@ -234,18 +234,7 @@ void StripedLink::OnDeviceLinkClosed() {
     }
   }
   // Outside mu_: Close takes it.
-  // One device: its reason as it is (what a single-device daemon always said).
-  if (paired == 1) {
-    Close(last);
-    return;
-  }
-  absl::Status all(last.code(), absl::StrCat("no RDMA device reaches peer ", peer().node_id,
-                                             " any more; the last one: ", last.message()));
-  // What the engine reads of the cause (kAccessRefused) goes with it.
-  last.ForEachPayload([&all](absl::string_view url, const absl::Cord& payload) {
-    all.SetPayload(url, payload);
-  });
-  Close(all);
+  Close(EveryDeviceBroke(peer().node_id, last, paired));
 }
 
 void StripedLink::Close(absl::Status reason) {

@@ -1,7 +1,8 @@
 // StripedLane on fake device-pair lanes (PairLane), without an RDMA device:
 // ops by rate and bytes in flight, a broken pair taking no new op and its
 // ops moving to the others (counted as failovers), keys that only some pairs
-// have, and a rejoined pair taking the place of the broken one.
+// have, ops failing with the cause once no pair is left, and a rejoined pair
+// taking the place of the broken one.
 #include "daemon/transport/verbs/striped_lane.h"
 
 #include <gtest/gtest.h>
@@ -200,21 +201,48 @@ TEST_F(StripedLaneTest, OpsGoOnlyToPairsTheirKeysWorkOn) {
   EXPECT_EQ(failovers_[0]->load(), 0u);
 }
 
-// An op waiting to move when the last pair that reaches its region breaks
-// too fails saying so, rather than wait forever.
-TEST_F(StripedLaneTest, AWaitingOpNoPairReachesFailsSayingSo) {
+// An op waiting to move when every pair broke fails with the reason the
+// striped link is about to close with, before it has: the last pair's,
+// with its payloads, from which the engine reads the cause (a dead peer's
+// NIC refusing access).
+TEST_F(StripedLaneTest, AWaitingOpFailsWithTheLastPairsReasonWhenEveryPairBroke) {
   Build({1, 1});
   Post(Ops(2));
-  owners_[1]->Close(absl::UnavailableError("port down"));
-  const absl::Status flushed = absl::UnavailableError("flushed");
-  lanes_[1]->Complete(sink_, &flushed);  // moves: pair 0 still reaches it
-  EXPECT_EQ(failovers_[1]->load(), 1u);
   owners_[0]->Close(absl::UnavailableError("port down"));
+  const absl::Status flushed = absl::UnavailableError("flushed");
+  lanes_[0]->Complete(sink_, &flushed);  // moves: pair 1 still reaches it
+  EXPECT_EQ(failovers_[0]->load(), 1u);
+  absl::Status refused = absl::UnavailableError("peer peer-b refused the RDMA write");
+  refused.SetPayload(kAccessRefused, absl::Cord("remote access error"));
+  owners_[1]->Close(refused);
+  ASSERT_FALSE(link_->broken());
   EXPECT_FALSE(stripe_->ServiceWaiting(sink_));
   ASSERT_EQ(sink_.errors.size(), 1u);
   const absl::Status& error = sink_.errors.begin()->second;
   EXPECT_EQ(error.code(), absl::StatusCode::kUnavailable);
-  EXPECT_EQ(error.message(), "no RDMA device of this daemon reaches region id 1 on peer peer-b");
+  EXPECT_EQ(error.message(),
+            "no RDMA device reaches peer peer-b any more; the last one: peer peer-b refused the "
+            "RDMA write");
+  EXPECT_TRUE(IsAccessRefused(error)) << "the cause was lost: " << error;
+}
+
+// An op waiting to move when the pairs that reach its region broke, and
+// only pairs without its keys are left, fails saying so.
+TEST_F(StripedLaneTest, AWaitingOpNoLivePairReachesFailsSayingSo) {
+  Build({1, 1, 1});
+  lanes_[2]->regions = {8};  // pair 2 has keys of region 8 only
+  const RemoteRegion seven{7, 1 << 30};
+  Post(Ops(2, &seven));
+  ASSERT_EQ(lanes_[0]->held.size(), 1u);
+  owners_[0]->Close(absl::UnavailableError("port down"));
+  const absl::Status flushed = absl::UnavailableError("flushed");
+  lanes_[0]->Complete(sink_, &flushed);  // moves: pair 1 still reaches it
+  owners_[1]->Close(absl::UnavailableError("port down"));
+  EXPECT_FALSE(stripe_->ServiceWaiting(sink_));
+  ASSERT_EQ(sink_.errors.size(), 1u);
+  const absl::Status& error = sink_.errors.begin()->second;
+  EXPECT_EQ(error.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(error.message(), "no RDMA device of this daemon reaches region id 7 on peer peer-b");
 }
 
 // A rejoined pair takes its place once the broken lane gave back every op
