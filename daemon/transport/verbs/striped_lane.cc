@@ -1,5 +1,7 @@
 #include "daemon/transport/verbs/striped_lane.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "daemon/common/check.h"
 
@@ -75,16 +77,10 @@ absl::Status StripedLane::Unreachable(const DataOp& op) const {
   // soon as the thread that broke it gets there (StripedLink::
   // OnDeviceLinkClosed). The op fails with that reason now, so the engine
   // reads the cause (a dead peer's NIC refusing access) the link will give.
-  const Device* last_broken = nullptr;
-  for (const Device& d : devices_) {
-    if (!d.lane->broken()) {
-      last_broken = nullptr;
-      break;
-    }
-    last_broken = &d;
-  }
-  if (last_broken != nullptr) {
-    return EveryDeviceBroke(link_.peer().node_id, last_broken->owner->status(), devices_.size());
+  const bool every_device_broke = std::all_of(devices_.begin(), devices_.end(),
+                                              [](const Device& d) { return d.lane->broken(); });
+  if (every_device_broke && !devices_.empty()) {
+    return EveryDeviceBroke(link_.peer().node_id, devices_.back().owner->status(), devices_.size());
   }
   return absl::UnavailableError(absl::StrCat("no RDMA device of this daemon reaches region id ",
                                              op.remote->region_id, " on peer ",
