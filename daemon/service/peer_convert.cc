@@ -88,6 +88,7 @@ void ToProto(const transport::LinkEndpoints& e, v1::LinkEndpoints* out) {
     out->mutable_tcp()->set_host(e.tcp.host);
     out->mutable_tcp()->set_port(e.tcp.port);
     out->mutable_tcp()->set_session_token(e.tcp.session_token);
+    out->mutable_tcp()->set_sums_frames(e.tcp.sums_frames);
   }
   out->set_notice_ring_slots(e.notice_ring_slots);
   out->set_max_rd_atomic(e.max_rd_atomic);
@@ -138,6 +139,7 @@ absl::StatusOr<transport::LinkEndpoints> FromProto(const v1::LinkEndpoints& p) {
     e.tcp.host = p.tcp().host();
     e.tcp.port = static_cast<uint16_t>(p.tcp().port());
     e.tcp.session_token = p.tcp().session_token();
+    e.tcp.sums_frames = p.tcp().sums_frames();
   }
   e.notice_ring_slots = p.notice_ring_slots();
   return e;

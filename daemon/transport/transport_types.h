@@ -45,6 +45,9 @@ struct TcpEndpoint {
   std::string host;
   uint16_t port = 0;
   std::string session_token;  // raw bytes
+  // Whether this end reads SUMS frames (tcp_frame.h); false from a daemon
+  // that predates them.
+  bool sums_frames = false;
 };
 
 // Verbs: one RDMA device's share of a link: a queue pair per lane and the

@@ -63,37 +63,43 @@ DataOp OneBlockWrite(uint64_t cookie, const memory::Region& src, const RemoteReg
   return op;
 }
 
-std::vector<TransportFactory> AllTransportFactories() {
-  std::vector<TransportFactory> factories;
-  factories.push_back(
-      TransportFactory{"tcp",
-                       [](const memory::RegionRegistry& regions, uint32_t pollers,
-                          const std::string&) -> absl::StatusOr<std::unique_ptr<Transport>> {
-                         tcp::TcpTransportOptions options;
-                         options.pollers = pollers;
-                         options.lane_depth = 16;
-                         auto transport = tcp::TcpTransport::Create(options, regions);
-                         if (!transport.ok()) return transport.status();
-                         return std::unique_ptr<Transport>(*std::move(transport));
-                       },
-                       /*refuses_per_write=*/true, /*enforces_acl_per_write=*/true,
-                       /*verifies=*/true});
-  // The same over TLS 1.3 lanes, each side with a certificate naming it.
-  factories.push_back(TransportFactory{
-      "tcp_tls",
-      [](const memory::RegionRegistry& regions, uint32_t pollers,
-         const std::string& node_id) -> absl::StatusOr<std::unique_ptr<Transport>> {
+namespace {
+
+// TCP lanes, plain or over TLS 1.3 (each side with a certificate naming
+// it). `predates_sums_frames`: the node that stands for a daemon older than
+// SUMS frames, which neither reads nor sends them (empty: none).
+TransportFactory TcpFactory(std::string name, bool tls, std::string predates_sums_frames = "") {
+  return TransportFactory{
+      std::move(name),
+      [tls, predates_sums_frames](
+          const memory::RegionRegistry& regions, uint32_t pollers,
+          const std::string& node_id) -> absl::StatusOr<std::unique_ptr<Transport>> {
         tcp::TcpTransportOptions options;
         options.pollers = pollers;
         options.lane_depth = 16;
-        absl::StatusOr<tcp::LaneTlsFiles> files = TestLaneTlsFiles(node_id);
-        if (!files.ok()) return files.status();
-        options.tls = *std::move(files);
+        options.sums_frames = node_id != predates_sums_frames;
+        if (tls) {
+          absl::StatusOr<tcp::LaneTlsFiles> files = TestLaneTlsFiles(node_id);
+          if (!files.ok()) return files.status();
+          options.tls = *std::move(files);
+        }
         auto transport = tcp::TcpTransport::Create(options, regions);
         if (!transport.ok()) return transport.status();
         return std::unique_ptr<Transport>(*std::move(transport));
       },
-      /*refuses_per_write=*/true, /*enforces_acl_per_write=*/true, /*verifies=*/true});
+      /*refuses_per_write=*/true, /*enforces_acl_per_write=*/true, /*verifies=*/true};
+}
+
+}  // namespace
+
+std::vector<TransportFactory> AllTransportFactories() {
+  std::vector<TransportFactory> factories;
+  factories.push_back(TcpFactory("tcp", /*tls=*/false));
+  factories.push_back(TcpFactory("tcp_tls", /*tls=*/true));
+  // Daemons of two versions on one link: "a" predates SUMS frames, so b's
+  // answers to a's verified reads carry their tables inline, and a's
+  // refuse a SUMS frame as a protocol error, as a daemon of that version did.
+  factories.push_back(TcpFactory("tcp_a_predates_sums_frames", /*tls=*/false, "a"));
   // Real verbs on whatever device this machine has (Soft-RoCE in the VM
   // suite); skipped where there is none.
   factories.push_back(

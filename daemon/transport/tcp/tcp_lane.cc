@@ -291,7 +291,9 @@ void TcpLane::QueueNack(uint64_t seq, const absl::Status& why) {
 // one's checksums are taken as its payload goes (BuildIov says when).
 void TcpLane::AnswerRead(const std::shared_ptr<memory::Region>& region) {
   const bool verified = (rx_frame_.flags & kFlagChecksums) != 0;
-  const bool later = verified && rx_frame_.length > kSumAheadBytes;
+  // A peer that predates SUMS frames gets every table inline, after its
+  // payload, as it always did.
+  const bool later = verified && rx_frame_.length > kSumAheadBytes && peer_reads_sums_;
   if (later && sums_queued_ - sums_sent_ >= sums_.size()) {
     (void)Fail(ProtocolError("peer does not read its answers"));
     return;

@@ -41,6 +41,14 @@ class TcpLane final : public Lane {
   bool broken() const override { return link_.broken() || !error_.ok(); }
 
   Link& link() { return link_; }
+  // Whether this end reads SUMS frames (a READ_RESP with the sums-later
+  // flag is refused otherwise), and whether the peer does (a large verified
+  // answer's table goes inline otherwise). Both by default. Control thread,
+  // before Attach.
+  void SetSumsFrames(bool ours, bool peers) {
+    reads_sums_ = ours;
+    peer_reads_sums_ = peers;
+  }
   // The first error this lane hit itself (OK if none); the worker then closes
   // the link with it.
   const absl::Status& error() const { return error_; }
@@ -169,6 +177,8 @@ class TcpLane final : public Lane {
   Link& link_;
   const memory::RegionRegistry& regions_;
   TcpWorker* worker_ = nullptr;  // set by Attach
+  bool reads_sums_ = true;       // SetSumsFrames
+  bool peer_reads_sums_ = true;
   UniqueFd fd_;
   UniqueSsl ssl_;  // null: a plain lane, or kernel_tls_
   bool kernel_tls_ = false;  // the kernel encrypts and decrypts the records

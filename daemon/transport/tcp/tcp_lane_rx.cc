@@ -240,6 +240,11 @@ absl::Status TcpLane::StartReadResponse() {
                                       rx_frame_.length, " bytes"));
   }
   const bool later = (rx_frame_.flags & kFlagSumsLater) != 0;
+  if (later && !reads_sums_) {
+    return ProtocolError(absl::StrCat("READ_RESP ", rx_frame_.seq,
+                                      " puts its table in a SUMS frame, which this end did not "
+                                      "say it reads"));
+  }
   if (rx_awaiting_sums_ > 0 && !later) {
     return ProtocolError(absl::StrCat("READ_RESP ", rx_frame_.seq,
                                       " came before the SUMS of READ_RESP ", acked_ + 1));

@@ -10,11 +10,12 @@ namespace xferd::transport::tcp {
 
 TcpLink::TcpLink(PeerIdentity peer, std::vector<TcpWorker*> workers,
                  const memory::RegionRegistry& regions, uint32_t lanes, uint32_t depth,
-                 DataSocketOptions socket_options, const LaneTls* tls)
+                 DataSocketOptions socket_options, const LaneTls* tls, bool sums_frames)
     : Link(std::move(peer)),
       workers_(std::move(workers)),
       socket_options_(socket_options),
-      tls_(tls) {
+      tls_(tls),
+      sums_frames_(sums_frames) {
   lanes_.reserve(lanes);
   for (uint32_t i = 0; i < lanes; ++i) {
     lanes_.push_back(std::make_unique<TcpLane>(*this, regions, depth));
@@ -22,6 +23,10 @@ TcpLink::TcpLink(PeerIdentity peer, std::vector<TcpWorker*> workers,
 }
 
 TcpLink::~TcpLink() = default;
+
+void TcpLink::AgreeFraming(const TcpEndpoint& remote) {
+  for (auto& lane : lanes_) lane->SetSumsFrames(sums_frames_, remote.sums_frames);
+}
 
 bool TcpLink::ready() const {
   return !broken() && lanes_handed_over_.load(std::memory_order_acquire) == lanes_.size();
@@ -71,6 +76,7 @@ absl::Status TcpLink::Connect(const PeerIdentity& remote_peer, const LinkEndpoin
   // The responder settles the lane count (the smaller poller count of the
   // two). Nothing uses the link before Connect returns, so trimming is safe.
   lanes_.resize(remote.lanes);
+  AgreeFraming(remote.tcp);
   if (remote.tcp.host.empty()) {
     // Dialing "" would reach this host's own loopback, not the peer.
     return absl::InvalidArgumentError(

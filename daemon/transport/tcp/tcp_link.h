@@ -20,9 +20,11 @@ class TcpWorker;
 class TcpLink final : public Link, public std::enable_shared_from_this<TcpLink> {
  public:
   // `workers[i]` serves lane i; they outlive the link's lanes, and `tls`
-  // (null: plain lanes) outlives the link.
+  // (null: plain lanes) outlives the link. `sums_frames`: whether its lanes
+  // read SUMS frames (what this end's endpoints say).
   TcpLink(PeerIdentity peer, std::vector<TcpWorker*> workers, const memory::RegionRegistry& regions,
-          uint32_t lanes, uint32_t depth, DataSocketOptions socket_options, const LaneTls* tls);
+          uint32_t lanes, uint32_t depth, DataSocketOptions socket_options, const LaneTls* tls,
+          bool sums_frames);
   ~TcpLink() override;
 
   // Dials every lane of the responder (`remote.tcp`, whose host the engine
@@ -33,6 +35,11 @@ class TcpLink final : public Link, public std::enable_shared_from_this<TcpLink> 
   uint32_t lane_count() const override { return static_cast<uint32_t>(lanes_.size()); }
   Lane& lane(uint32_t index) override { return *lanes_[index]; }
   bool ready() const override;
+
+  // What the lanes send the peer, from its endpoints: SUMS frames only to
+  // a peer that reads them. Control thread, before any lane is attached
+  // (Connect calls it; the responder's transport, before it expects them).
+  void AgreeFraming(const TcpEndpoint& remote);
 
   // Responder side: hands an accepted, HELLO-checked connection (and its
   // TLS session, or null) to its lane.
@@ -47,6 +54,7 @@ class TcpLink final : public Link, public std::enable_shared_from_this<TcpLink> 
   const std::vector<TcpWorker*> workers_;
   const DataSocketOptions socket_options_;
   const LaneTls* const tls_;
+  const bool sums_frames_;
   std::vector<std::unique_ptr<TcpLane>> lanes_;
   std::atomic<uint32_t> lanes_handed_over_{0};
 };

@@ -80,8 +80,9 @@ TcpTransport::~TcpTransport() { Shutdown(); }
 std::shared_ptr<TcpLink> TcpTransport::NewLink(const PeerIdentity& peer, uint32_t lanes) {
   std::vector<TcpWorker*> workers;
   for (uint32_t i = 0; i < lanes; ++i) workers.push_back(workers_[i].get());
-  auto link = std::make_shared<TcpLink>(peer, std::move(workers), regions_, lanes,
-                                        options_.lane_depth, options_.socket, tls_.get());
+  auto link =
+      std::make_shared<TcpLink>(peer, std::move(workers), regions_, lanes, options_.lane_depth,
+                                options_.socket, tls_.get(), options_.sums_frames);
   links_.Add(link);
   return link;
 }
@@ -97,6 +98,7 @@ absl::Status CheckEndpoints(const LinkEndpoints& e) {
 absl::StatusOr<std::shared_ptr<Link>> TcpTransport::CreateLink(LinkEndpoints* local) {
   local->kind = TransportKind::kTcp;
   local->lanes = options_.pollers;
+  local->tcp.sums_frames = options_.sums_frames;
   // The lane count is settled by the responder's answer; see Connect.
   return std::shared_ptr<Link>(NewLink(PeerIdentity{}, options_.pollers));
 }
@@ -108,10 +110,12 @@ absl::StatusOr<std::shared_ptr<Link>> TcpTransport::AcceptLink(const PeerIdentit
                    AcceptedLanes(TransportKind::kTcp, options_.pollers, peer, remote));
   ASSIGN_OR_RETURN(std::string token, RandomToken());
   std::shared_ptr<TcpLink> link = NewLink(peer, lanes);
+  link->AgreeFraming(remote.tcp);
   acceptor_->Expect(token, link, lanes, absl::Now() + options_.connect_timeout);
   local->kind = TransportKind::kTcp;
   local->lanes = lanes;
-  local->tcp = TcpEndpoint{advertise_host_, acceptor_->port(), std::move(token)};
+  local->tcp =
+      TcpEndpoint{advertise_host_, acceptor_->port(), std::move(token), options_.sums_frames};
   return std::shared_ptr<Link>(std::move(link));
 }
 

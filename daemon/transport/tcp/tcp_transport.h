@@ -39,6 +39,9 @@ struct TcpTransportOptions {
   // Tests: prepare lanes for kernel receive even where the kernel has no
   // "tls" module (they then settle in user space).
   bool assume_kernel_tls = false;
+  // Whether lanes read SUMS frames and say so in the handshake. Tests set
+  // false to stand in for a daemon that predates them.
+  bool sums_frames = true;
 };
 
 // OK if TCP endpoints `e` name a data host of at most 255 bytes and a

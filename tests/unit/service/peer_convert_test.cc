@@ -92,7 +92,7 @@ TEST(PeerConvertTest, RoundTripsTcpEndpoints) {
   transport::LinkEndpoints e;
   e.kind = transport::TransportKind::kTcp;
   e.lanes = 4;
-  e.tcp = transport::TcpEndpoint{"10.0.0.1", 7301, std::string(16, 'k')};
+  e.tcp = transport::TcpEndpoint{"10.0.0.1", 7301, std::string(16, 'k'), /*sums_frames=*/true};
   v1::LinkEndpoints proto;
   ToProto(e, &proto);
   auto parsed = FromProto(proto);
@@ -100,6 +100,12 @@ TEST(PeerConvertTest, RoundTripsTcpEndpoints) {
   EXPECT_EQ(parsed->tcp.host, "10.0.0.1");
   EXPECT_EQ(parsed->tcp.port, 7301);
   EXPECT_EQ(parsed->tcp.session_token, std::string(16, 'k'));
+  EXPECT_TRUE(parsed->tcp.sums_frames);
+  // A daemon that predates SUMS frames sends no such field.
+  proto.mutable_tcp()->clear_sums_frames();
+  parsed = FromProto(proto);
+  ASSERT_TRUE(parsed.ok());
+  EXPECT_FALSE(parsed->tcp.sums_frames);
 }
 
 // What the domain types cannot hold. The limits of queue pairs, devices and
