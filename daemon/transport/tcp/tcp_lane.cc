@@ -293,7 +293,7 @@ void TcpLane::AnswerRead(const std::shared_ptr<memory::Region>& region) {
   const bool verified = (rx_frame_.flags & kFlagChecksums) != 0;
   // A peer that predates SUMS frames gets every table inline, after its
   // payload, as it always did.
-  const bool later = verified && rx_frame_.length > kSumAheadBytes && peer_reads_sums_;
+  const bool later = verified && rx_frame_.length > kSumAheadBytes && sums_frames_.peers;
   if (later && sums_queued_ - sums_sent_ >= sums_.size()) {
     (void)Fail(ProtocolError("peer does not read its answers"));
     return;

@@ -41,14 +41,8 @@ class TcpLane final : public Lane {
   bool broken() const override { return link_.broken() || !error_.ok(); }
 
   Link& link() { return link_; }
-  // Whether this end reads SUMS frames (a READ_RESP with the sums-later
-  // flag is refused otherwise), and whether the peer does (a large verified
-  // answer's table goes inline otherwise). Both by default. Control thread,
-  // before Attach.
-  void SetSumsFrames(bool ours, bool peers) {
-    reads_sums_ = ours;
-    peer_reads_sums_ = peers;
-  }
+  // Control thread, before Attach. Both read them by default.
+  void set_sums_frames(TcpSumsFrames sums) { sums_frames_ = sums; }
   // The first error this lane hit itself (OK if none); the worker then closes
   // the link with it.
   const absl::Status& error() const { return error_; }
@@ -89,6 +83,7 @@ class TcpLane final : public Lane {
   using SumsOut = TcpSumsOut;
   using Payload = TcpPayload;
   using IovOut = TcpIovOut;
+  using Guarded = TcpGuarded;
   static constexpr uint32_t kNoZeros = kTcpNoZeros;
 
   // kText: a NACK's message, or a verdict's; kChecksums: a verified
@@ -101,12 +96,6 @@ class TcpLane final : public Lane {
   static size_t WireBytes(const Answer& a);
   bool AddFrameIov(const TxSlot& s, size_t offset, IovOut& out) const;
   bool AddPayloadIov(const Payload& p, IovOut& out) const;
-  // Which pieces of a batch are memory that can fault, which TLS copies
-  // guarded: the first frame or answer's, and any.
-  struct Guarded {
-    bool first = false;
-    bool any = false;
-  };
   // A verified payload this small has its checksums taken just ahead of
   // the kernel's copy, a larger one behind it (BuildIov).
   static constexpr size_t kSumAheadBytes = 64 * 1024;
@@ -177,8 +166,7 @@ class TcpLane final : public Lane {
   Link& link_;
   const memory::RegionRegistry& regions_;
   TcpWorker* worker_ = nullptr;  // set by Attach
-  bool reads_sums_ = true;       // SetSumsFrames
-  bool peer_reads_sums_ = true;
+  TcpSumsFrames sums_frames_;
   UniqueFd fd_;
   UniqueSsl ssl_;  // null: a plain lane, or kernel_tls_
   bool kernel_tls_ = false;  // the kernel encrypts and decrypts the records

@@ -240,7 +240,7 @@ absl::Status TcpLane::StartReadResponse() {
                                       rx_frame_.length, " bytes"));
   }
   const bool later = (rx_frame_.flags & kFlagSumsLater) != 0;
-  if (later && !reads_sums_) {
+  if (later && !sums_frames_.ours) {
     return ProtocolError(absl::StrCat("READ_RESP ", rx_frame_.seq,
                                       " puts its table in a SUMS frame, which this end did not "
                                       "say it reads"));

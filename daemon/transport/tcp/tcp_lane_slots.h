@@ -1,6 +1,6 @@
 // What a TCP lane (tcp_lane.h) keeps to send: its frames in flight, its
-// answers to the peer's frames, and the builder that gathers their pieces
-// into one sendmsg.
+// answers to the peer's frames, the builder that gathers their pieces into
+// one sendmsg, and which end reads SUMS frames.
 #pragma once
 
 #include <sys/uio.h>
@@ -107,6 +107,22 @@ struct TcpSumsOut {
   uint64_t answer = 0;  // the answer's number (TcpLane's answers_queued_ then)
   uint32_t len = 0;  // of bytes
   uint8_t bytes[kHeaderBytes + kMaxChecksumTableBytes];
+};
+
+// Whether this end reads SUMS frames (a READ_RESP with the sums-later flag
+// is refused otherwise), and whether the peer does (a large verified
+// answer's table goes inline otherwise): TcpLink::AgreeFraming, from the
+// handshake.
+struct TcpSumsFrames {
+  bool ours = true;
+  bool peers = true;
+};
+
+// Which pieces of a batch are memory that can fault, which TLS copies
+// guarded: the first frame or answer's, and any.
+struct TcpGuarded {
+  bool first = false;
+  bool any = false;
 };
 
 // Appends pieces to an iovec array, leaving out the first `skip` bytes,

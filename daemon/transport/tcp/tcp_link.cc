@@ -25,7 +25,7 @@ TcpLink::TcpLink(PeerIdentity peer, std::vector<TcpWorker*> workers,
 TcpLink::~TcpLink() = default;
 
 void TcpLink::AgreeFraming(const TcpEndpoint& remote) {
-  for (auto& lane : lanes_) lane->SetSumsFrames(sums_frames_, remote.sums_frames);
+  for (auto& lane : lanes_) lane->set_sums_frames({sums_frames_, remote.sums_frames});
 }
 
 bool TcpLink::ready() const {
