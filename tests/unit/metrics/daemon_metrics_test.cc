@@ -101,7 +101,8 @@ TEST_F(DaemonMetricsTest, TransfersByOutcomeLatencyAndErrors) {
   a_->transport->HoldCompletions(true);
   auto cancelled = (*h_.Submit(*a_, {Spec("src", "b", "dst", 4096)}))[0];
   ASSERT_TRUE(a_->engine->CancelTransfer(cancelled->id()).ok());
-  auto failed = (*h_.Submit(*a_, {Spec("src", "b", "dst", 4096)}))[0];
+  // Into other bytes of dst: the two may land at once, on two pollers.
+  auto failed = (*h_.Submit(*a_, {Spec("src", "b", "dst", 4096, 0, /*dst_offset=*/4096)}))[0];
   EXPECT_EQ(a_->engine->FailAll(absl::UnavailableError("peer went away")), 1u);
   a_->transport->HoldCompletions(false);
   EXPECT_EQ(h_.Wait(failed).state, TransferState::kFailed);
