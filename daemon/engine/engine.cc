@@ -127,9 +127,10 @@ void Engine::Stop() {
   executor_.Stop();
   timer_.Stop();
   // Closing links makes the pollers fail what is still posted; the runner
-  // lets them hand those completions back before they stop.
+  // lets them hand those completions back before they stop, then finishes
+  // what its notes thread was told.
   transport_.Shutdown();
-  runner_.StopPollers();
+  runner_.Stop();
 }
 
 EngineStats Engine::Stats() const {

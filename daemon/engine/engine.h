@@ -193,7 +193,9 @@ class Engine final {
   void SayGoodbye(const std::string& reason, absl::Time deadline) {
     peers_.SayGoodbye(reason, deadline);
   }
-  // Stops executor, timer and pollers; closes links. Idempotent.
+  // Stops executor, timer and pollers; closes links. Every end decided
+  // before it returns has reached the recorder and the observers by then.
+  // Idempotent.
   void Stop();
 
   EngineStats Stats() const;

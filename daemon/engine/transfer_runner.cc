@@ -44,12 +44,7 @@ absl::Status TransferRunner::StartPollers(transport::Transport& transport) {
   return absl::OkStatus();
 }
 
-TransferRunner::~TransferRunner() {
-  StopPollers();
-  // Last: ends decided on the way down (shutdown fails what is left) still
-  // reach history and their observers.
-  if (notes_ != nullptr) notes_->Stop();
-}
+TransferRunner::~TransferRunner() { Stop(); }
 
 absl::StatusOr<std::vector<std::shared_ptr<Transfer>>> TransferRunner::Admit(
     std::vector<Transfer::Plan> plans, bool batch, absl::Time submitted_at) {
@@ -144,13 +139,18 @@ void TransferRunner::SweepUntilReleased() {
   for (int i = 0; i < 200 && table_.Sweep() > 0; ++i) absl::SleepFor(absl::Milliseconds(10));
 }
 
-void TransferRunner::StopPollers() {
-  if (pollers_ == nullptr) return;
-  // Closing links makes the pollers fail what is still posted; give them a
-  // moment to hand those completions back before they stop.
-  const absl::Time deadline = absl::Now() + absl::Seconds(2);
-  while (table_.Sweep() > 0 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(5));
-  pollers_->Stop();
+void TransferRunner::Stop() {
+  if (pollers_ != nullptr) {
+    // Closing links makes the pollers fail what is still posted; give them
+    // a moment to hand those completions back before they stop.
+    const absl::Time deadline = absl::Now() + absl::Seconds(2);
+    while (table_.Sweep() > 0 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(5));
+    pollers_->Stop();
+  }
+  // Last: ends decided on the way down (shutdown fails what is left) reach
+  // history, the recorder and their observers before Stop returns; the
+  // caller may clear the recorder next.
+  if (notes_ != nullptr) notes_->Stop();
 }
 
 uint32_t TransferRunner::AttachSource(std::shared_ptr<PollSource> source) {

@@ -82,9 +82,10 @@ class TransferRunner final : public TransferListener {
   // for up to 2 s from the calling (control) thread.
   void SweepUntilReleased();
   // Shutdown, once links are closed: lets the pollers hand back what is
-  // still posted (up to 2 s), then stops them. The notes thread stops with
-  // the runner, once it has finished what was noted.
-  void StopPollers();
+  // still posted (up to 2 s), stops them, then stops the notes thread once
+  // it has finished what was noted. After it, an end is finished on the
+  // thread that decides it, and the recorder may be cleared. Idempotent.
+  void Stop();
 
   // Serves `source` on the poller with the fewest (returned) from now on,
   // until DetachSource. Any thread.

@@ -117,8 +117,11 @@ TEST_F(EngineTest, PeerTrafficOutlivesLinks) {
 }
 
 TEST_F(EngineTest, RecorderIsToldOfEveryEndOnce) {
+  // A slow recorder: the cancel's end is still being noted when Stop()
+  // begins, and Stop() must wait for it before the recorder may be cleared.
   struct Recorder : engine::TransferRecorder {
     void RecordTransfer(const engine::TransferInfo& info) override {
+      absl::SleepFor(absl::Milliseconds(100));
       MutexLock lock(&mu);
       ended.push_back(info);
     }
