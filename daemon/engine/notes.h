@@ -74,7 +74,10 @@ class Notes {
   void Flush();
 
   // Finishes what is queued, then joins. Idempotent. Notes taken after it
-  // are done by their caller.
+  // are done by their caller. Called once the threads that take notes in
+  // bulk (pollers, executor) have stopped: a note taken while Stop() ends
+  // could miss both the last drain and the caller's path, and closing that
+  // would cost every note a shared counter.
   void Stop();
 
  private:
