@@ -193,9 +193,9 @@ class Engine final {
   void SayGoodbye(const std::string& reason, absl::Time deadline) {
     peers_.SayGoodbye(reason, deadline);
   }
-  // Stops executor, timer and pollers; closes links. Every end decided
-  // before it returns has reached the recorder and the observers by then.
-  // Idempotent.
+  // Stops executor, timer, pollers and the notes thread; closes links.
+  // Every end decided before it returns has reached the recorder and the
+  // observers by then. Idempotent.
   void Stop();
 
   EngineStats Stats() const;
