@@ -140,6 +140,10 @@ void TransferRunner::SweepUntilReleased() {
 }
 
 void TransferRunner::Stop() {
+  // Engine::Stop() and then the destructor: the second finds nothing to do
+  // and must not wait out the sweep again.
+  if (stopped_) return;
+  stopped_ = true;
   if (pollers_ != nullptr) {
     // Closing links makes the pollers fail what is still posted; give them
     // a moment to hand those completions back before they stop.

@@ -127,6 +127,7 @@ class TransferRunner final : public TransferListener {
   DeadlineTimer& timer_;
   std::unique_ptr<Notes> notes_;
   std::unique_ptr<PollerPool> pollers_;
+  bool stopped_ = false;  // Stop(): from Engine::Stop() (once), then ~TransferRunner
   std::atomic<bool> sweep_pending_{false};
   std::atomic<TransferRecorder*> recorder_{nullptr};
   Explainer explainer_;
